@@ -1,0 +1,3 @@
+"""runjournal: resumable, explainable, auditable document pipelines."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,378 @@
+"""`builtin.glossary`: one corpus glossary from a terms step and a definitions step.
+
+Extract counts the mentions of every consumed term in each chunk of the corpus, so an
+entry's "Seen in" list covers documents where the term was mentioned but too rarely to
+be one of that document's own terms. Normalize joins terms, definitions and mentions;
+`outputs` renders the entries as `glossary.md`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from runjournal.adapters.builtin_modules.definitions import (
+    consumed_step,
+    field_of,
+    require_step,
+    term_entries,
+)
+from runjournal.adapters.builtin_modules.terms import TermKind
+from runjournal.adapters.builtin_modules.text import (
+    STOPWORDS,
+    BuiltinParamError,
+    bool_param,
+    clean_inline,
+    int_param,
+    ngram_counts,
+    sentence_spans,
+    str_param,
+    term_key,
+    unknown_param_warnings,
+    valid_output_name,
+)
+from runjournal.domain.modules import Chunk, Module, Normalized, OutputFile, StageContext
+
+__all__ = [
+    "DefinedAt",
+    "DocumentMentions",
+    "Glossary",
+    "GlossaryChunk",
+    "GlossaryCounts",
+    "GlossaryEntry",
+    "GlossaryModule",
+    "render_markdown",
+]
+
+_NAME = "builtin.glossary"
+_PARAMS = (
+    "terms_step",
+    "definitions_step",
+    "output",
+    "title",
+    "min_documents",
+    "max_entries",
+    "include_undefined",
+)
+_NO_DEFINITION = "_No definition found in the corpus._"
+
+
+class GlossaryChunk(msgspec.Struct, frozen=True):
+    """Mentions of each consumed term key in one chunk."""
+
+    source: str
+    counts: dict[str, int]
+
+
+class GlossaryCounts(msgspec.Struct, frozen=True):
+    """Every source of the lane, and term key -> source -> mentions."""
+
+    sources: list[str]
+    mentions: dict[str, dict[str, int]]
+
+
+class DefinedAt(msgspec.Struct, frozen=True):
+    """Where the chosen definition is: UTF-8 byte offsets into a source."""
+
+    source: str
+    start: int
+    end: int
+
+
+class DocumentMentions(msgspec.Struct, frozen=True):
+    source: str
+    count: int
+
+
+class GlossaryEntry(msgspec.Struct, frozen=True):
+    """A glossary entry; `definition` is markdown, or None when none was found."""
+
+    term: str
+    key: str
+    kind: TermKind | None
+    definition: str | None
+    defined_at: DefinedAt | None
+    documents: list[DocumentMentions]
+    count: int
+
+
+class Glossary(msgspec.Struct, frozen=True):
+    sources: list[str]
+    entries: list[GlossaryEntry]
+
+
+_TOKEN_KEY = re.compile(r"[^\W\d_]\w*(?:-\w+)*(?: [^\W\d_]\w*(?:-\w+)*)*")
+
+
+def _counted_by_ngrams(key: str) -> bool:
+    """Whether `ngram_counts` produces this key (plain words, no stopword at either end)."""
+    words = key.split(" ")
+    return (
+        bool(_TOKEN_KEY.fullmatch(key))
+        and len(words) <= 6
+        and words[0] not in STOPWORDS
+        and words[-1] not in STOPWORDS
+        and len(words[0]) >= 2
+        and len(words[-1]) >= 2
+    )
+
+
+def _literal_counts(text: str, keys: list[str]) -> dict[str, int]:
+    """Mentions of keys `ngram_counts` cannot see (code like `os.replace`)."""
+    if not keys:
+        return {}
+    plain = " ".join(
+        clean_inline(text[s.start : s.end]).casefold() for s in sentence_spans(text, headings=True)
+    )
+    counts: dict[str, int] = {}
+    for key in keys:
+        pattern = re.compile(r"(?<![\w.])" + re.escape(key) + r"(?![\w])")
+        found = len(pattern.findall(plain))
+        if found:
+            counts[key] = found
+    return counts
+
+
+def _terms_by_lane(ctx: StageContext, step: str) -> dict[str, dict[str, str]]:
+    lanes = ctx.consumed.get(step, {})
+    return {lane: term_entries([lanes[lane]]) for lane in sorted(lanes)}
+
+
+def _kind(value: Any) -> TermKind | None:
+    if isinstance(value, TermKind):
+        return value
+    try:
+        return TermKind(value)
+    except ValueError:
+        return None
+
+
+_KIND_ORDER = list(TermKind)
+
+
+def _term_facts(
+    ctx: StageContext, step: str
+) -> tuple[dict[str, str], dict[str, TermKind | None], dict[str, dict[str, int]]]:
+    """Display text, strongest kind and per-lane counts of every term key."""
+    best: dict[str, tuple[int, str]] = {}
+    kinds: dict[str, TermKind | None] = {}
+    lane_counts: dict[str, dict[str, int]] = {}
+    lanes = ctx.consumed.get(step, {})
+    for lane in sorted(lanes):
+        artifact = lanes[lane]
+        for item in artifact if isinstance(artifact, list) else []:
+            entries = term_entries([[item]])
+            if not entries:
+                continue
+            key, text = next(iter(entries.items()))
+            count = field_of(item, "count") if not isinstance(item, str) else None
+            count = count if isinstance(count, int) and not isinstance(count, bool) else 0
+            if key not in best or count > best[key][0]:
+                best[key] = (count, text)
+            kind = _kind(field_of(item, "kind")) if not isinstance(item, str) else None
+            previous = kinds.get(key)
+            if previous is None or (
+                kind is not None and _KIND_ORDER.index(kind) < _KIND_ORDER.index(previous)
+            ):
+                kinds[key] = kind
+            per_lane = lane_counts.setdefault(key, {})
+            per_lane[lane] = per_lane.get(lane, 0) + count
+    return {k: text for k, (_, text) in best.items()}, kinds, lane_counts
+
+
+def _definitions(ctx: StageContext, step: str | None, keys: Mapping[str, str]) -> dict[str, Any]:
+    """The first definition of each key, lanes in name order."""
+    chosen: dict[str, Any] = {}
+    lanes = ctx.consumed.get(step, {}) if step is not None else {}
+    for lane in sorted(lanes):
+        artifact = lanes[lane]
+        for item in artifact if isinstance(artifact, list) else []:
+            key = field_of(item, "key")
+            if not isinstance(key, str) or not key:
+                term = field_of(item, "term")
+                key = term_key(term) if isinstance(term, str) else ""
+            if key in keys and key not in chosen:
+                chosen[key] = item
+    return chosen
+
+
+def _defined_at(item: Any) -> DefinedAt | None:
+    source, start, end = (field_of(item, f) for f in ("source", "start", "end"))
+    if isinstance(source, str) and isinstance(start, int) and isinstance(end, int):
+        return DefinedAt(source, start, end)
+    return None
+
+
+def _definition_text(item: Any) -> str | None:
+    for name in ("markdown", "text", "definition"):
+        value = field_of(item, name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _output_name(ctx: StageContext) -> str:
+    name = str_param(ctx.params, "output", "glossary.md", module=_NAME)
+    if not valid_output_name(name):
+        raise BuiltinParamError(
+            f"{_NAME}: params.output {name!r} is not a logical file name "
+            "(`/`-separated [A-Za-z0-9._-] components, no leading dot)"
+        )
+    return name
+
+
+class GlossaryModule(Module):
+    """A corpus glossary: terms, their best definition, and where they are mentioned."""
+
+    name = _NAME
+    fingerprint = "builtin.glossary/1"
+    artifact_kind = "glossary"
+    schema = "runjournal.builtin.glossary/v1"
+    media_type = "application/json"
+    chunk_type = GlossaryChunk
+    merged_type = GlossaryCounts
+    artifact_type = Glossary
+
+    def extract(self, chunk: Chunk, ctx: StageContext) -> GlossaryChunk:
+        step = require_step(ctx, "terms_step", "terms", module=_NAME)
+        keys = sorted({k for lane in _terms_by_lane(ctx, step).values() for k in lane})
+        by_ngram = [k for k in keys if _counted_by_ngrams(k)]
+        counts: dict[str, int] = {}
+        if by_ngram:
+            max_n = max(len(k.split(" ")) for k in by_ngram)
+            table = ngram_counts(chunk.text, max_n=max_n)
+            counts = {k: table[k] for k in by_ngram if k in table}
+        literal = [k for k in keys if not _counted_by_ngrams(k)]
+        counts.update(_literal_counts(chunk.text, literal))
+        return GlossaryChunk(source=chunk.source, counts=dict(sorted(counts.items())))
+
+    def merge(self, parts: list[GlossaryChunk], ctx: StageContext) -> GlossaryCounts:
+        sources: list[str] = []
+        mentions: dict[str, dict[str, int]] = {}
+        for part in parts:
+            if part.source not in sources:
+                sources.append(part.source)
+            for key, count in part.counts.items():
+                per_source = mentions.setdefault(key, {})
+                per_source[part.source] = per_source.get(part.source, 0) + count
+        return GlossaryCounts(sources=sorted(sources), mentions=mentions)
+
+    def normalize(self, merged: GlossaryCounts, ctx: StageContext) -> Normalized:
+        _output_name(ctx)
+        str_param(ctx.params, "title", "Glossary", module=_NAME)
+        min_documents = int_param(ctx.params, "min_documents", 1, module=_NAME, minimum=1)
+        max_entries = int_param(ctx.params, "max_entries", 0, module=_NAME, minimum=0)
+        include_undefined = bool_param(ctx.params, "include_undefined", True, module=_NAME)
+        terms_step = require_step(ctx, "terms_step", "terms", module=_NAME)
+        definitions_step = consumed_step(
+            ctx, "definitions_step", "definitions", module=_NAME, exclude=(terms_step,)
+        )
+        texts, kinds, lane_counts = _term_facts(ctx, terms_step)
+        definitions = _definitions(ctx, definitions_step, texts)
+
+        entries: list[GlossaryEntry] = []
+        for key, text in texts.items():
+            per_source = dict(lane_counts.get(key, {}))
+            per_source.update(merged.mentions.get(key, {}))
+            documents = [
+                DocumentMentions(source, count)
+                for source, count in sorted(per_source.items())
+                if count > 0
+            ]
+            definition = definitions.get(key)
+            entries.append(
+                GlossaryEntry(
+                    term=text,
+                    key=key,
+                    kind=kinds.get(key),
+                    definition=_definition_text(definition) if definition is not None else None,
+                    defined_at=_defined_at(definition) if definition is not None else None,
+                    documents=documents,
+                    count=sum(d.count for d in documents),
+                )
+            )
+        entries = [e for e in entries if len(e.documents) >= min_documents]
+        if not include_undefined:
+            entries = [e for e in entries if e.definition is not None]
+        if max_entries:
+            entries.sort(key=lambda e: (-e.count, e.key))
+            entries = entries[:max_entries]
+        entries.sort(key=lambda e: (e.term.casefold(), e.term, e.key))
+
+        warnings = unknown_param_warnings(ctx.params, _PARAMS, module=_NAME)
+        undefined = [e.term for e in entries if e.definition is None]
+        if undefined:
+            shown = ", ".join(undefined[:10])
+            more = f" and {len(undefined) - 10} more" if len(undefined) > 10 else ""
+            warnings.append(f"{len(undefined)} glossary term(s) have no definition: {shown}{more}")
+        if not entries:
+            warnings.append("the glossary is empty: no consumed terms")
+        return Normalized(Glossary(sources=merged.sources, entries=entries), warnings)
+
+    def outputs(self, artifact: Glossary, ctx: StageContext) -> list[OutputFile]:
+        title = str_param(ctx.params, "title", "Glossary", module=_NAME)
+        data = render_markdown(artifact, title=title).encode("utf-8")
+        return [OutputFile(name=_output_name(ctx), data=data)]
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+
+
+def _heading_text(entry: GlossaryEntry) -> str:
+    if entry.kind is TermKind.CODE:
+        fence = "``" if "`" in entry.term else "`"
+        return f"{fence}{entry.term}{fence}"
+    text = entry.term
+    if text[:1].islower():
+        text = text[:1].upper() + text[1:]
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _letter(term: str) -> str:
+    """The index letter of a term: its first letter without accents, or `Other`."""
+    for char in unicodedata.normalize("NFKD", term):
+        if char.isalnum():
+            upper = char.upper()
+            return upper if "A" <= upper <= "Z" else "Other"
+    return "Other"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def render_markdown(glossary: Glossary, *, title: str = "Glossary") -> str:
+    """A readable markdown glossary: summary, letter index, one section per letter."""
+    entries = glossary.entries
+    defined = sum(1 for e in entries if e.definition is not None)
+    lines = [f"# {title}", ""]
+    lines.append(
+        f"{_plural(len(entries), 'term')} from {_plural(len(glossary.sources), 'document')}; "
+        f"{defined} with a definition."
+    )
+    groups: dict[str, list[GlossaryEntry]] = {}
+    for entry in entries:
+        groups.setdefault(_letter(entry.term), []).append(entry)
+    letters = sorted(groups, key=lambda g: (g == "Other", g))
+    if letters:
+        lines += ["", " · ".join(f"[{g}](#{g.lower()})" for g in letters)]
+    for letter in letters:
+        lines += ["", f"## {letter}"]
+        for entry in groups[letter]:
+            lines += ["", f"### {_heading_text(entry)}", ""]
+            if entry.definition is not None:
+                lines.append(f"> {entry.definition}")
+            else:
+                lines.append(_NO_DEFINITION)
+            lines.append("")
+            if entry.defined_at is not None:
+                at = entry.defined_at
+                lines.append(f"- **Defined in:** `{at.source}`, bytes {at.start}\u2013{at.end}")
+            seen = ", ".join(f"`{d.source}` ({d.count})" for d in entry.documents)
+            lines.append(
+                f"- **Seen in:** {seen or 'no document'} \u2014 {_plural(entry.count, 'mention')}"
+            )
+    return "\n".join(lines) + "\n"

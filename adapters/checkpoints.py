@@ -1,0 +1,441 @@
+"""The checkpoint store: workspace, envelope, loader and recorder (DESIGN §4, SEMANTICS §6).
+
+One workspace per pipeline under the cache root holds `workspace.json` and one envelope
+file per checkpoint scope. The loader turns every file into a typed verdict and never
+raises for bad content; the recorder persists envelopes atomically through the confined
+filesystem. They are separate collaborators: a resume without recording builds only the
+loader, a run without resume only the recorder.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import re
+import struct
+import threading
+
+import msgspec
+import zstandard
+from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
+from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
+from runjournal.domain.ports import (
+    CheckpointKey,
+    CheckpointRecord,
+    CheckpointWriteError,
+    LoadedCheckpoint,
+    Provenance,
+    RestoredArtifact,
+)
+
+__all__ = [
+    "ENVELOPE_VERSION",
+    "MAGIC",
+    "MAX_RAW_SIZE",
+    "WORKSPACE_MANIFEST",
+    "WORKSPACE_SCHEMA_VERSION",
+    "CheckpointLoader",
+    "CheckpointRecorder",
+    "EnvelopeCodec",
+    "EnvelopeHeader",
+    "EnvelopeRejected",
+    "Workspace",
+    "WorkspaceState",
+]
+
+MAGIC = b"RJCK"
+ENVELOPE_VERSION = 1
+WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (seed: "workspace_schema_version")
+WORKSPACE_MANIFEST = "workspace.json"
+ZSTD_LEVEL = 3
+# A payload larger than this is refused as corrupt instead of being allocated.
+MAX_RAW_SIZE = 1 << 31
+
+# magic (4 bytes), envelope version (u16 BE), header length (u32 BE)
+_PREFIX = struct.Struct(">4sHI")
+_VERSION_END = 6
+_DIGEST_SIZE = 32
+_OVERHEAD = _PREFIX.size + _DIGEST_SIZE
+_CHUNK_ID = re.compile(r"[0-9a-f]{64}")
+_SUFFIX = ".ckpt"
+
+
+# --------------------------------------------------------------------------- workspace
+
+
+@functools.lru_cache(maxsize=4096)
+def _lane_dir(step: str, lane: str) -> str:
+    """`steps/<step>/<safe lane>`; cached because every stage of a lane asks again."""
+    if not is_valid_step_id(step):
+        raise ValueError(f"invalid step id {step!r}")
+    if not isinstance(lane, str) or not lane:
+        raise ValueError("a checkpoint lane id must be a non-empty string")
+    return f"steps/{step}/{safe_lane_id(lane)}"
+
+
+class WorkspaceState(enum.Enum):
+    """What `workspace.json` says about the files beside it."""
+
+    OK = "ok"
+    ABSENT = "absent"  # nothing recorded yet (or the manifest was deleted)
+    UNSUPPORTED = "unsupported"  # a readable manifest of another schema version
+    CORRUPT = "corrupt"  # unreadable, not the expected shape, or another pipeline's
+
+
+_json_encoder = msgspec.json.Encoder(order="deterministic")
+
+
+class Workspace:
+    """The checkpoint files of one pipeline, beneath a confined root.
+
+    `root` is the workspace directory itself (``<cache root>/workspaces/<pipeline>/``),
+    or, through :meth:`in_cache`, the cache root with the workspace as a name prefix, so
+    that nothing is created until the recorder writes.
+    """
+
+    def __init__(self, root: FsRoot, pipeline: str, *, prefix: str = "") -> None:
+        if not is_valid_pipeline_name(pipeline):
+            raise ValueError(f"invalid pipeline name {pipeline!r}")
+        self._root = root
+        self._pipeline = pipeline
+        self._prefix = prefix
+
+    @classmethod
+    def in_cache(cls, cache_root: FsRoot, pipeline: str) -> Workspace:
+        """The workspace `workspaces/<pipeline>/` beneath `cache_root` (created lazily)."""
+        if not is_valid_pipeline_name(pipeline):
+            raise ValueError(f"invalid pipeline name {pipeline!r}")
+        return cls(cache_root, pipeline, prefix=f"workspaces/{pipeline}/")
+
+    @property
+    def pipeline(self) -> str:
+        return self._pipeline
+
+    @staticmethod
+    def checkpoint_name(key: CheckpointKey) -> str:
+        """The file of `key` relative to the workspace; refuses a key unfit for a path."""
+        lane_dir = _lane_dir(key.step, key.lane)
+        stage = Stage(key.stage)
+        if stage is Stage.EXTRACT:
+            if not isinstance(key.chunk, str) or not _CHUNK_ID.fullmatch(key.chunk):
+                raise ValueError("an extract checkpoint needs a 64-hex chunk id")
+            return f"{lane_dir}/extract/{key.chunk}{_SUFFIX}"
+        if key.chunk:
+            raise ValueError(f"a {stage.value} checkpoint has no chunk id")
+        return f"{lane_dir}/{stage.value}{_SUFFIX}"
+
+    def manifest_bytes(self) -> bytes:
+        """Canonical `workspace.json`: no timestamps, so rewriting it changes nothing."""
+        return _json_encoder.encode(
+            {"workspace_schema_version": WORKSPACE_SCHEMA_VERSION, "pipeline": self._pipeline}
+        )
+
+    def manifest_state(self) -> WorkspaceState:
+        """Read and judge `workspace.json` (any I/O error but not-found is CORRUPT)."""
+        try:
+            data = self.read(WORKSPACE_MANIFEST)
+        except FsNotFound:
+            return WorkspaceState.ABSENT
+        except FsError:
+            return WorkspaceState.CORRUPT
+        try:
+            value = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            return WorkspaceState.CORRUPT
+        if not isinstance(value, dict):
+            return WorkspaceState.CORRUPT
+        version = value.get("workspace_schema_version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            return WorkspaceState.CORRUPT
+        if version != WORKSPACE_SCHEMA_VERSION:
+            return WorkspaceState.UNSUPPORTED
+        if value.get("pipeline") != self._pipeline:
+            return WorkspaceState.CORRUPT
+        return WorkspaceState.OK
+
+    def read(self, name: str) -> bytes:
+        return self._root.read_bytes(self._prefix + name)
+
+    def write(self, name: str, data: bytes) -> None:
+        """Atomic, durable, 0600 in 0700 directories (the FsRoot guarantees)."""
+        self._root.write_bytes(self._prefix + name, data, overwrite=True)
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The envelope's facts; the scope fields make a file moved to another scope corrupt."""
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    codec_id: str
+    lane_identity: str
+    digests: StageDigests
+    output_sha256: str
+    warnings: list[str]
+    provenance: Provenance | None
+    payload_size: int
+    raw_size: int
+
+
+class EnvelopeRejected(Exception):
+    """An envelope that cannot be trusted; `state` is the typed verdict."""
+
+    def __init__(self, state: CheckpointState, why: str) -> None:
+        super().__init__(why)
+        self.state = state
+
+
+def _corrupt(why: str) -> EnvelopeRejected:
+    return EnvelopeRejected(CheckpointState.CORRUPT, why)
+
+
+class _Zstd(threading.local):
+    """zstd contexts are not thread-safe: one pair per thread, reused across calls."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+class EnvelopeCodec:
+    """Encodes and verifies checkpoint envelopes (layout in docs/_notes/checkpoints.md)."""
+
+    def __init__(self) -> None:
+        self._encoder = msgspec.msgpack.Encoder(order="deterministic")
+        self._decoder = msgspec.msgpack.Decoder(EnvelopeHeader)
+        self._zstd = _Zstd()
+
+    def encode(self, key: CheckpointKey, record: CheckpointRecord) -> bytes:
+        payload = bytes(record.payload)
+        if hashlib.sha256(payload).hexdigest() != record.output_sha256:
+            raise ValueError("record.output_sha256 is not the sha256 of record.payload")
+        compressed = self._zstd.compressor.compress(payload)
+        header = self._encoder.encode(
+            EnvelopeHeader(
+                step=key.step,
+                lane=key.lane,
+                stage=Stage(key.stage),
+                chunk=key.chunk,
+                codec_id=record.codec_id,
+                lane_identity=record.lane_identity,
+                digests=record.digests,
+                output_sha256=record.output_sha256,
+                warnings=list(record.warnings),
+                provenance=record.provenance,
+                payload_size=len(compressed),
+                raw_size=len(payload),
+            )
+        )
+        body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, compressed))
+        return body + hashlib.sha256(body).digest()
+
+    def open(self, data: bytes, key: CheckpointKey) -> tuple[EnvelopeHeader, bytes]:
+        """Verify `data` as the envelope of `key`; return its header and payload.
+
+        Raises EnvelopeRejected only: the version decides the layout, so an unknown one
+        is SCHEMA_UNSUPPORTED; then the trailing digest, the structure, the scope and the
+        payload digest are checked, and any failure is CORRUPT. The codec id is left to
+        the caller (its verdict differs between the loader's two lookups).
+        """
+        size = len(data)
+        if size < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+            raise _corrupt("bad magic")
+        if size < _VERSION_END:
+            raise _corrupt("truncated before the version")
+        if int.from_bytes(data[len(MAGIC) : _VERSION_END], "big") != ENVELOPE_VERSION:
+            raise EnvelopeRejected(CheckpointState.SCHEMA_UNSUPPORTED, "unknown version")
+        if size < _OVERHEAD:
+            raise _corrupt("truncated")
+        header_size = _PREFIX.unpack_from(data)[2]
+        view = memoryview(data)
+        body_end = size - _DIGEST_SIZE
+        if hashlib.sha256(view[:body_end]).digest() != data[body_end:]:
+            raise _corrupt("digest mismatch")
+        payload_start = _PREFIX.size + header_size
+        if payload_start > body_end:
+            raise _corrupt("header length out of range")
+        try:
+            header = self._decoder.decode(view[_PREFIX.size : payload_start])
+        except msgspec.DecodeError as exc:
+            raise _corrupt("undecodable header") from exc
+        if header.payload_size != body_end - payload_start:
+            raise _corrupt("payload size mismatch")
+        if (header.step, header.lane, header.stage, header.chunk) != (
+            key.step,
+            key.lane,
+            key.stage,
+            key.chunk,
+        ):
+            raise _corrupt("scope mismatch")
+        payload = self._decompress(view[payload_start:body_end], header.raw_size)
+        if hashlib.sha256(payload).hexdigest() != header.output_sha256:
+            raise _corrupt("payload digest mismatch")
+        return header, payload
+
+    def _decompress(self, compressed: memoryview, raw_size: int) -> bytes:
+        if not 0 <= raw_size <= MAX_RAW_SIZE:
+            raise _corrupt("raw size out of range")
+        try:
+            if zstandard.frame_content_size(compressed) != raw_size:
+                raise _corrupt("frame size mismatch")
+            payload = self._zstd.decompressor.decompress(compressed, max_output_size=raw_size)
+        except zstandard.ZstdError as exc:
+            raise _corrupt("undecompressable payload") from exc
+        if len(payload) != raw_size:
+            raise _corrupt("raw size mismatch")
+        return payload
+
+
+def _record(header: EnvelopeHeader, payload: bytes) -> CheckpointRecord:
+    return CheckpointRecord(
+        codec_id=header.codec_id,
+        lane_identity=header.lane_identity,
+        digests=header.digests,
+        output_sha256=header.output_sha256,
+        payload=payload,
+        warnings=list(header.warnings),
+        provenance=header.provenance,
+    )
+
+
+# --------------------------------------------------------------------------- loader
+
+
+class CheckpointLoader:
+    """Reads checkpoints for --resume / --recompute; never writes, never raises on content."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._codec = EnvelopeCodec()
+        self._manifest_ok = False
+
+    def _manifest_state(self) -> WorkspaceState:
+        # Only a good verdict is cached: the recorder may create the manifest mid-run.
+        if self._manifest_ok:
+            return WorkspaceState.OK
+        state = self._workspace.manifest_state()
+        self._manifest_ok = state is WorkspaceState.OK
+        return state
+
+    def _read(self, name: str) -> bytes | None:
+        """The file's bytes, None when absent; an untrustworthy read is EnvelopeRejected."""
+        try:
+            return self._workspace.read(name)
+        except FsNotFound:
+            return None
+        except FsError as exc:  # EACCES, EIO, a symlink or FIFO planted on the path...
+            raise _corrupt("unreadable") from exc
+
+    def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint:
+        """MISSING, PRESENT (with the record), CORRUPT, SCHEMA_UNSUPPORTED or CODEC_MISMATCH."""
+        name = Workspace.checkpoint_name(key)
+        manifest = self._manifest_state()
+        if manifest is WorkspaceState.UNSUPPORTED:
+            return LoadedCheckpoint(state=CheckpointState.SCHEMA_UNSUPPORTED)
+        if manifest is WorkspaceState.CORRUPT:
+            return LoadedCheckpoint(state=CheckpointState.CORRUPT)
+        try:
+            data = self._read(name)
+            if data is None:
+                return LoadedCheckpoint(state=CheckpointState.MISSING)
+            if manifest is WorkspaceState.ABSENT:
+                raise _corrupt("checkpoint without a workspace manifest")
+            header, payload = self._codec.open(data, key)
+        except EnvelopeRejected as rejected:
+            return LoadedCheckpoint(state=rejected.state)
+        if header.codec_id != codec_id:
+            return LoadedCheckpoint(state=CheckpointState.CODEC_MISMATCH)
+        return LoadedCheckpoint(state=CheckpointState.PRESENT, record=_record(header, payload))
+
+    def load_accepted_artifact(
+        self, step: str, lane: str, lane_identity: str, codec_id: str
+    ) -> RestoredArtifact:
+        """A required producer's normalize artifact for --recompute (SEMANTICS §4, seed).
+
+        Reads only the normalize file (never extract or merge, never dependency
+        fingerprints); requires a schema-v3 workspace and the exact, non-empty lane
+        identity. Provenance is returned, not judged: the runner checks it.
+        """
+        key = CheckpointKey(step, lane, Stage.NORMALIZE)
+        name = Workspace.checkpoint_name(key)
+        manifest = self._manifest_state()
+        if manifest in (WorkspaceState.UNSUPPORTED, WorkspaceState.CORRUPT):
+            return RestoredArtifact(state=PredecessorState.CORRUPT)
+        try:
+            data = self._read(name)
+            if data is None:
+                return RestoredArtifact(state=PredecessorState.MISSING)
+            if manifest is WorkspaceState.ABSENT:
+                raise _corrupt("checkpoint without a workspace manifest")
+            header, payload = self._codec.open(data, key)
+        except EnvelopeRejected:
+            # A schema failure of a required predecessor is predecessor_corrupt (SEMANTICS §5).
+            return RestoredArtifact(state=PredecessorState.CORRUPT)
+        if not lane_identity or header.lane_identity != lane_identity:
+            return RestoredArtifact(state=PredecessorState.IDENTITY_MISMATCH)
+        if header.codec_id != codec_id:
+            return RestoredArtifact(state=PredecessorState.CORRUPT)
+        return RestoredArtifact(state=PredecessorState.RESTORED, record=_record(header, payload))
+
+
+# --------------------------------------------------------------------------- recorder
+
+
+def _scope(key: CheckpointKey) -> str:
+    lane = repr(key.lane)
+    if len(lane) > 120:
+        lane = lane[:117] + "..."
+    where = f"step {key.step!r} lane {lane} stage {Stage(key.stage).value}"
+    if key.chunk:
+        where += f" chunk {key.chunk[:12]}"
+    return where
+
+
+class CheckpointRecorder:
+    """Persists checkpoints atomically; the only writer under `workspaces/`."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._codec = EnvelopeCodec()
+        self._manifest_written = False
+        self._lock = threading.Lock()
+
+    def _ensure_manifest(self) -> None:
+        """Write `workspace.json` before the first envelope unless it is already exact.
+
+        A manifest of another schema (or an unreadable one) is replaced: the workspace
+        is a cache, and the files this recorder writes are schema v3.
+        """
+        if self._manifest_written:
+            return
+        with self._lock:
+            if self._manifest_written:
+                return
+            expected = self._workspace.manifest_bytes()
+            try:
+                current: bytes | None = self._workspace.read(WORKSPACE_MANIFEST)
+            except FsNotFound:
+                current = None
+            if current != expected:
+                self._workspace.write(WORKSPACE_MANIFEST, expected)
+            self._manifest_written = True
+
+    def write(self, key: CheckpointKey, record: CheckpointRecord) -> tuple[str, int]:
+        """Persist `record` for `key`; returns (sha256, size) of the file written."""
+        name = Workspace.checkpoint_name(key)
+        data = self._codec.encode(key, record)
+        try:
+            self._ensure_manifest()
+            self._workspace.write(name, data)
+        except OSError as exc:
+            detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
+            raise CheckpointWriteError(
+                f"checkpoint for {_scope(key)} was not written: {detail}"
+            ) from exc
+        return hashlib.sha256(data).hexdigest(), len(data)

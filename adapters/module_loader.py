@@ -1,0 +1,285 @@
+"""Turn a pipeline's `module = "..."` spec into a checked module or validator instance.
+
+Spec forms, tried in this order:
+- a built-in name (`builtin.terms`);
+- `path/file.py:Class`, a file relative to the pipeline directory (any spec whose left
+  part ends in `.py` or contains `/`);
+- `pkg.mod:Class`, an importable module;
+- an entry point name in group `runjournal.modules` (`runjournal.validators`).
+
+Whatever a plugin does while being imported or constructed, the caller sees either an
+instance that passed the declaration checks or a `ModuleLoadError` with a one-line
+message: plugin code is not trusted to fail politely.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from runjournal.adapters.builtin_modules import BUILTIN_MODULES
+from runjournal.domain.modules import (
+    Module,
+    ModuleContractError,
+    Validator,
+    check_module_declarations,
+    check_validator_declarations,
+)
+
+__all__ = [
+    "MODULE_ENTRY_POINT_GROUP",
+    "VALIDATOR_ENTRY_POINT_GROUP",
+    "ModuleLoadError",
+    "load_module",
+    "load_validator",
+    "plugin_module_name",
+]
+
+MODULE_ENTRY_POINT_GROUP = "runjournal.modules"
+VALIDATOR_ENTRY_POINT_GROUP = "runjournal.validators"
+_MAX_MESSAGE = 400
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _one_line(text: str) -> str:
+    """Plugin-supplied text made safe for a one-line error: no newlines or escapes."""
+    flat = " ".join(text.split())
+    flat = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", flat)
+    return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 1] + "\u2026"
+
+
+class ModuleLoadError(Exception):
+    """A module or validator spec could not be turned into a checked instance."""
+
+    def __init__(self, spec: str, message: str, *, kind: str = "module") -> None:
+        self.spec = spec
+        self.message = _one_line(message)
+        self.kind = kind
+        super().__init__(f"cannot load {kind} {_one_line(repr(spec))}: {self.message}")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What differs between loading a module and loading a validator."""
+
+    name: str
+    base: type
+    group: str
+    builtins: dict[str, type]
+
+
+_MODULE = _Kind("module", Module, MODULE_ENTRY_POINT_GROUP, dict(BUILTIN_MODULES))
+_VALIDATOR = _Kind("validator", Validator, VALIDATOR_ENTRY_POINT_GROUP, {})
+_MISSING = object()
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def load_module(spec: str, *, pipeline_dir: str) -> Module:
+    """A checked, freshly constructed module for `spec` (see the module docstring)."""
+    instance = _load(spec, pipeline_dir, _MODULE)
+    assert isinstance(instance, Module)
+    return instance
+
+
+def load_validator(spec: str, *, pipeline_dir: str) -> Validator:
+    """A checked, freshly constructed validator for `spec`."""
+    instance = _load(spec, pipeline_dir, _VALIDATOR)
+    assert isinstance(instance, Validator)
+    return instance
+
+
+def _load(spec: str, pipeline_dir: str, kind: _Kind) -> Any:
+    def fail(message: str) -> ModuleLoadError:
+        return ModuleLoadError(spec, message, kind=kind.name)
+
+    if not isinstance(spec, str) or not spec.strip() or spec != spec.strip():
+        raise fail("the spec must be a non-empty string without surrounding spaces")
+    if spec in kind.builtins:
+        target: object = kind.builtins[spec]
+    elif ":" in spec:
+        where, _, attribute = spec.rpartition(":")
+        if not where or not attribute:
+            raise fail("expected 'path/file.py:Class' or 'package.module:Class'")
+        if where.endswith(".py") or "/" in where:
+            namespace = _import_file(Path(pipeline_dir), where, fail)
+        else:
+            namespace = _import_dotted(where, fail)
+        target = _attribute(namespace, attribute, fail)
+    elif spec.startswith("builtin."):
+        known = ", ".join(sorted(kind.builtins)) or "none"
+        raise fail(f"no built-in {kind.name} has this name (built-ins: {known})")
+    else:
+        target = _entry_point(spec, kind, fail)
+    return _instantiate(target, kind, fail)
+
+
+def _import_file(
+    pipeline_dir: Path, relative: str, fail: Callable[[str], ModuleLoadError]
+) -> types.ModuleType:
+    path = Path(pipeline_dir, relative).absolute()
+    try:
+        if not path.exists():
+            raise fail("file not found")
+        if not path.is_file():
+            raise fail("not a regular file")
+        source = path.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read file: {exc.strerror or exc}") from None
+    name = plugin_module_name(path)
+    cached = sys.modules.get(name)
+    digest = hashlib.sha256(source).hexdigest()
+    if cached is not None and getattr(cached, "__runjournal_source_sha256__", None) == digest:
+        return cached
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        raise fail("not importable as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    module.__runjournal_source_sha256__ = digest  # type: ignore[attr-defined]
+    # Compiled here rather than by the loader so no __pycache__ lands in the pipeline dir.
+    sys.modules[name] = module
+    try:
+        with _plugin_code(fail):
+            code = compile(source, str(path), "exec", dont_inherit=True)
+            exec(code, module.__dict__)
+    except BaseException:
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        if cached is not None:
+            sys.modules[name] = cached
+        raise
+    return module
+
+
+def plugin_module_name(path: Path) -> str:
+    """A stable `sys.modules` name for a plugin file, unique per absolute path.
+
+    msgspec resolves a Struct's postponed annotations through `sys.modules`, so a
+    plugin must be registered there; two `terms.py` in two directories must not clash.
+    """
+    absolute = str(Path(path).absolute())
+    stem = re.sub(r"\W", "_", Path(absolute).stem) or "plugin"
+    digest = hashlib.sha256(absolute.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"_runjournal_plugin_{stem}_{digest}"
+
+
+def _import_dotted(name: str, fail: Callable[[str], ModuleLoadError]) -> types.ModuleType:
+    if not _DOTTED.fullmatch(name):
+        raise fail(f"{name!r} is not a dotted module name")
+    with _plugin_code(fail, missing=name):
+        module = importlib.import_module(name)
+    return module
+
+
+def _attribute(namespace: object, attribute: str, fail: Callable[[str], ModuleLoadError]) -> Any:
+    if not _DOTTED.fullmatch(attribute):
+        raise fail(f"{attribute!r} is not a class name")
+    target = namespace
+    for part in attribute.split("."):
+        with _plugin_code(fail, f"looking up {attribute!r}"):
+            target = getattr(target, part, _MISSING)
+        if target is _MISSING:
+            raise fail(f"has no attribute {attribute!r}")
+    return target
+
+
+def _entry_point(name: str, kind: _Kind, fail: Callable[[str], ModuleLoadError]) -> Any:
+    try:
+        found = [ep for ep in importlib.metadata.entry_points(group=kind.group) if ep.name == name]
+    except Exception as exc:
+        raise fail(f"cannot read installed entry points: {type(exc).__name__}: {exc}") from None
+    values = sorted({ep.value for ep in found})
+    if not values:
+        raise fail(
+            f"not a built-in name, not 'file.py:Class' or 'package.module:Class', and no "
+            f"installed package provides an entry point {name!r} in group {kind.group!r}"
+        )
+    if len(values) > 1:
+        raise fail(f"several entry points named {name!r} in group {kind.group!r}: {values}")
+    entry = next(ep for ep in found if ep.value == values[0])
+    with _plugin_code(fail, f"loading entry point {entry.value!r}"):
+        target = entry.load()
+    return target
+
+
+def _instantiate(target: object, kind: _Kind, fail: Callable[[str], ModuleLoadError]) -> Any:
+    if not isinstance(target, type) or not issubclass(target, kind.base):
+        what = (
+            f"class {target.__qualname__!r}"
+            if isinstance(target, type)
+            else f"a {type(target).__name__!r} object"
+        )
+        raise fail(
+            f"{what} is not a runjournal {kind.base.__name__} "
+            f"(a subclass of runjournal.domain.modules.{kind.base.__name__})"
+        )
+    with _plugin_code(fail, "constructing it"):
+        instance = target()
+    with _plugin_code(fail, "checking its declarations"):
+        try:
+            if kind is _MODULE:
+                check_module_declarations(instance)
+            else:
+                check_validator_declarations(instance)
+        except ModuleContractError as exc:
+            raise fail(str(exc)) from None
+    if kind is _MODULE:
+        _check_codecs(instance, fail)
+    return instance
+
+
+def _check_codecs(module: Module, fail: Callable[[str], ModuleLoadError]) -> None:
+    """Refuse codec types msgspec cannot decode now, not at the first checkpoint."""
+    for attr in ("chunk_type", "merged_type", "artifact_type"):
+        declared = getattr(type(module), attr)
+        with _plugin_code(fail, f"checking `{attr}`", prefix=f"`{attr}` is not a msgspec type"):
+            msgspec.json.Decoder(declared)
+
+
+@contextlib.contextmanager
+def _plugin_code(
+    fail: Callable[[str], ModuleLoadError],
+    doing: str | None = None,
+    *,
+    missing: str | None = None,
+    prefix: str | None = None,
+) -> Iterator[None]:
+    """Run plugin code with stdout sent to stderr and every failure turned into one line.
+
+    KeyboardInterrupt still propagates: an operator's Ctrl-C is not a plugin error.
+    """
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    except ModuleLoadError:
+        raise
+    except SyntaxError as exc:
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise fail(f"syntax error{where}: {exc.msg}") from None
+    except (Exception, SystemExit) as exc:
+        if (
+            isinstance(exc, ModuleNotFoundError)
+            and missing is not None
+            and exc.name is not None
+            and _is_prefix(exc.name, missing)
+        ):
+            raise fail(f"no module named {exc.name!r}") from None
+        if prefix is not None:
+            raise fail(f"{prefix}: {exc}") from None
+        while_doing = f" while {doing}" if doing else ""
+        raise fail(f"raised {type(exc).__name__}{while_doing}: {exc}") from None
+
+
+def _is_prefix(name: str, dotted: str) -> bool:
+    return dotted == name or dotted.startswith(name + ".")

@@ -1,0 +1,134 @@
+"""Phase P3: turn a parsed pipeline spec into a `ResolvedPipeline`.
+
+Loads modules and validators, expands and reads inputs and references, loads
+profiles, and computes every identity component of every step. Any failure here is
+still the user's configuration (exit 2), raised as `ResolutionError` naming the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import msgspec
+from runjournal.adapters.module_loader import ModuleLoadError, load_module, load_validator
+from runjournal.adapters.profiles import (
+    Profile,
+    ProfileError,
+    ProfileRegistry,
+    runtime_for,
+)
+from runjournal.adapters.sources import SourceResolutionError, load_sources
+from runjournal.domain.identity import (
+    EMPTY,
+    LaneComponents,
+    config_digest,
+    fingerprints_digest,
+    overrides_digest,
+    references_digest,
+)
+from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep
+from runjournal.domain.pipeline_spec import PipelineSpec
+
+
+class ResolutionError(Exception):
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+class Resolution(msgspec.Struct, frozen=True):
+    """What P3 observed, for the journal: profiles used per step."""
+
+    profiles: dict[str, Profile]
+
+
+def resolve_pipeline(
+    spec: PipelineSpec,
+    *,
+    pipeline_dir: str,
+    inputs_override: Sequence[str] | None,
+    cwd: str,
+    overrides: Mapping[str, str],
+    default_profile: str | None,
+    profiles: ProfileRegistry,
+) -> tuple[ResolvedPipeline, Resolution]:
+    try:
+        if inputs_override:
+            sources = load_sources(inputs_override, base_dir=cwd, key="--input")
+        else:
+            if not spec.inputs:
+                raise ResolutionError("inputs", "no inputs: set `inputs` or pass --input")
+            sources = load_sources(spec.inputs, base_dir=pipeline_dir, key="inputs")
+        references = (
+            load_sources(spec.references, base_dir=pipeline_dir, key="references")
+            if spec.references
+            else []
+        )
+    except SourceResolutionError as exc:
+        raise ResolutionError(exc.key, str(exc).split(": ", 1)[1]) from None
+    ref_text = {r.name: r.data.decode("utf-8") for r in references}
+    ref_digests = {r.name: r.sha256 for r in references}
+    refs = references_digest(ref_digests)
+    ovr = overrides_digest(overrides)
+    chunking = {"strategy": spec.chunking.strategy.value, "max_chars": spec.chunking.max_chars}
+
+    steps: list[ResolvedStep] = []
+    used_profiles: dict[str, Profile] = {}
+    for i, step in enumerate(spec.steps):
+        where = f"steps[{i}]"
+        try:
+            module = load_module(step.module, pipeline_dir=pipeline_dir)
+            validators = tuple(
+                load_validator(v, pipeline_dir=pipeline_dir) for v in step.validators
+            )
+        except ModuleLoadError as exc:
+            raise ResolutionError(f"{where}.module", str(exc)) from None
+        profile_id = step.profile or default_profile
+        profile: Profile | None = None
+        if profile_id is not None:
+            try:
+                profile = profiles.get(profile_id)
+            except ProfileError as exc:
+                raise ResolutionError(f"{where}.profile", str(exc).split(": ", 1)[1]) from None
+            used_profiles[step.id] = profile
+        components = LaneComponents(
+            config=config_digest(
+                module=step.module,
+                params=step.params,
+                scope=step.scope.value,
+                consumes=step.consumes,
+                chunking=chunking,
+                profile_id=profile_id,
+                validators=step.validators,
+            ),
+            module=hashlib.sha256(module.fingerprint.encode("utf-8")).hexdigest(),
+            validators=fingerprints_digest(type(v).fingerprint for v in validators),
+            references=refs,
+            overrides=ovr,
+            profile=profile.digest if profile else EMPTY,
+            profile_source=profile.source_digest if profile else EMPTY,
+        )
+        steps.append(
+            ResolvedStep(
+                id=step.id,
+                module=module,
+                scope=step.scope,
+                consumes=step.consumes,
+                params=step.params,
+                components=components,
+                validators=validators,
+                llm=runtime_for(profile) if profile else None,
+            )
+        )
+    resolved = ResolvedPipeline(
+        name=spec.name,
+        steps=tuple(steps),
+        sources=tuple(sources),
+        chunking=spec.chunking,
+        references=ref_text,
+        reference_digests=ref_digests,
+        overrides=dict(overrides),
+    )
+    return resolved, Resolution(profiles=used_profiles)

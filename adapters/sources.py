@@ -1,0 +1,71 @@
+"""Reading the pipeline's inputs and references from disk (phase P3).
+
+Globs are expanded relative to the pipeline file's directory, sorted and
+de-duplicated; every file is read once, checked to be UTF-8 text and fingerprinted.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from collections.abc import Iterable
+
+from runjournal.domain.chunking import SourceError, SourceIsBinary, SourceNotUtf8, check_utf8
+from runjournal.domain.names import source_logical_name
+from runjournal.domain.pipeline import Source
+
+
+class SourceResolutionError(Exception):
+    """One line naming the key (`inputs`, `references`, `--input`) and the file or pattern."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def expand_patterns(patterns: Iterable[str], *, base_dir: str, key: str) -> list[str]:
+    """Absolute real paths of the files the patterns match: sorted, de-duplicated."""
+    found: set[str] = set()
+    for pattern in patterns:
+        full = pattern if os.path.isabs(pattern) else os.path.join(base_dir, pattern)
+        full = os.path.expanduser(full)
+        matches = [m for m in glob.glob(full, recursive=True) if os.path.isfile(m)]
+        if not matches:
+            raise SourceResolutionError(key, f"'{pattern}' matches no file")
+        found.update(os.path.realpath(m) for m in matches)
+    return sorted(found)
+
+
+def read_text_file(path: str, *, base_dir: str, key: str) -> Source:
+    name = source_logical_name(base_dir, path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise SourceResolutionError(key, f"cannot read '{name}': {exc.strerror}") from None
+    try:
+        check_utf8(data)
+    except SourceIsBinary:
+        raise SourceResolutionError(key, f"'{name}' is binary, not UTF-8 text") from None
+    except SourceNotUtf8 as exc:
+        raise SourceResolutionError(
+            key, f"'{name}' is not valid UTF-8 (first bad byte at offset {exc.offset})"
+        ) from None
+    except SourceError as exc:
+        raise SourceResolutionError(key, f"'{name}': {exc}") from None
+    return Source(name=name, data=data, sha256=hashlib.sha256(data).hexdigest())
+
+
+def load_sources(patterns: Iterable[str], *, base_dir: str, key: str) -> list[Source]:
+    """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require."""
+    base = os.path.realpath(base_dir)
+    sources = [
+        read_text_file(p, base_dir=base, key=key)
+        for p in expand_patterns(patterns, base_dir=base, key=key)
+    ]
+    sources.sort(key=lambda s: s.name.encode("utf-8"))
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise SourceResolutionError(key, "two inputs have the same logical name")
+    return sources

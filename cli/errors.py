@@ -1,0 +1,38 @@
+"""The one place that maps failures to exit codes and single-line messages."""
+
+from __future__ import annotations
+
+import enum
+import sys
+
+from runjournal.domain.redaction import safe_error_text
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    NOT_PERSISTED = 3
+    INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """An error the CLI reports as one line with a documented exit code."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def error_line(message: str) -> str:
+    """`runjournal: error: <message>` — redacted, escaped, bounded, one line."""
+    return f"runjournal: error: {safe_error_text(message, 1000)}"
+
+
+def print_error(message: str) -> None:
+    print(error_line(message), file=sys.stderr, flush=True)
+
+
+def print_warning(message: str) -> None:
+    print(f"runjournal: warning: {safe_error_text(message, 1000)}", file=sys.stderr, flush=True)

@@ -1,0 +1,204 @@
+"""Read-only commands over the journal: runs, journal show, explain, reasons, config show."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+from runjournal.adapters.journal import (
+    JournalError,
+    JournalStore,
+    journal_event_to_json,
+    open_journal,
+)
+from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.output import emit_json
+from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
+from runjournal.cli.settings import SettingsError, format_table, load_user_config, resolve_settings
+from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
+from runjournal.projections.base import fold
+from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.reasons_report import ReasonReportProjection
+
+
+def _journal(opts: dict[str, Any]) -> JournalStore:
+    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
+    flags = {k: opts.get(k) for k in ("journal", "output_root") if opts.get(k) is not None}
+    cwd = os.getcwd()
+    try:
+        user_config, user_path = load_user_config()
+        config = resolve_settings(
+            flags=flags,
+            env=os.environ,
+            pipeline_table=None,
+            pipeline_dir=cwd,
+            user_config=user_config,
+            user_config_path=user_path,
+            cwd=cwd,
+        )
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+    if config.journal.startswith("postgresql://") or os.path.exists(_sqlite_path(config.journal)):
+        try:
+            return open_journal(config.journal)
+        except JournalError as exc:
+            raise CliError(str(exc), ExitCode.FAILED) from None
+    raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+
+
+def _sqlite_path(url: str) -> str:
+    return url[len("sqlite:///") - 1 :] if url.startswith("sqlite:///") else url
+
+
+def _resolve(store: JournalStore, ref: str) -> str:
+    try:
+        return store.resolve_run(ref)
+    except JournalError as exc:
+        raise CliError(str(exc), ExitCode.FAILED) from None
+
+
+def runs_list(opts: dict[str, Any]) -> int:
+    store = _journal(opts)
+    try:
+        runs = store.list_runs()
+    finally:
+        store.close()
+    rows = [_run_row(r) for r in runs]
+    if opts.get("as_json"):
+        emit_json({"runs": rows})
+        return 0
+    if not rows:
+        click.echo("no runs")
+        return 0
+    for row in rows:
+        click.echo(f"{row['run_id']}  {row['status']:<11} {row['pipeline']:<20} {row['started']}")
+    return 0
+
+
+def _run_row(summary: Any) -> dict[str, Any]:
+    return {
+        "run_id": summary.run_id,
+        "pipeline": summary.pipeline,
+        "status": summary.status,
+        "started": summary.started.isoformat() if summary.started else None,
+        "ended": summary.ended.isoformat() if summary.ended else None,
+        "run_dir": summary.run_dir,
+    }
+
+
+def runs_show(opts: dict[str, Any], *, run: str) -> int:
+    store = _journal(opts)
+    try:
+        run_id = _resolve(store, run)
+        view = fold(ManifestProjection(), store.events(run_id)).view()
+    finally:
+        store.close()
+    if opts.get("as_json"):
+        emit_json(view)
+        return 0
+    click.echo(f"run {view['run_id']}  {view['status']}  pipeline {view['pipeline']}")
+    click.echo(f"  started {view['started']}  ended {view['ended']}")
+    click.echo(
+        f"  lanes {view['lanes']}  artifacts {view['artifacts']}  outputs {len(view['outputs'])}"
+    )
+    decisions = ", ".join(f"{k} {v}" for k, v in view["decisions"].items()) or "none"
+    click.echo(f"  decisions: {decisions}")
+    if view["error"]:
+        err = view["error"]
+        where = f"step '{err['step']}' lane '{err['lane']}' " if err["step"] else ""
+        click.echo(f"  error: {where}{err['message']}")
+    return 0
+
+
+def journal_show(opts: dict[str, Any], *, run: str) -> int:
+    store = _journal(opts)
+    try:
+        run_id = _resolve(store, run)
+        events = [journal_event_to_json(e) for e in store.events(run_id)]
+    finally:
+        store.close()
+    if opts.get("as_json"):
+        emit_json({"run_id": run_id, "events": events})
+        return 0
+    for e in events:
+        data = e["data"]
+        brief = ", ".join(
+            f"{k}={v}"
+            for k, v in data.items()
+            if isinstance(v, str | int | float) and k != "detail"
+        )
+        click.echo(f"{e['version']:>6}  {e['timestamp']}  {e['type']:<22} {brief[:140]}")
+    return 0
+
+
+def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
+    store = _journal(opts)
+    try:
+        run_id = _resolve(store, run)
+        view = fold(ReasonReportProjection(step), store.events(run_id)).view()
+    finally:
+        store.close()
+    if step is not None and not view["steps"]:
+        raise CliError(f"run {run_id} has no decisions for step '{step}'")
+    if opts.get("as_json"):
+        emit_json(view)
+        return 0
+    totals = ", ".join(f"{k} {v}" for k, v in view["totals"].items()) or "none"
+    click.echo(f"run {run_id}: {totals}")
+    for s in view["steps"]:
+        click.echo(f"step {s['step']}")
+        for lane in s["lanes"]:
+            click.echo(f"  lane {lane['lane']}")
+            for stage, codes in lane["stages"].items():
+                for code, count in codes.items():
+                    click.echo(
+                        f"    {stage:<9} {code:<24} x{count}  {DESCRIPTIONS[ReasonCode(code)]}"
+                    )
+    for f in view["failures"]:
+        click.echo(
+            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}: {f['message']}"
+        )
+    return 0
+
+
+def reasons(opts: dict[str, Any]) -> int:
+    rows = [
+        {"code": code.value, "category": CATEGORY_OF[code].value, "description": DESCRIPTIONS[code]}
+        for code in ReasonCode
+    ]
+    if opts.get("as_json"):
+        emit_json({"reasons": rows})
+        return 0
+    for row in rows:
+        click.echo(f"{row['code']:<31} {row['category']:<20} {row['description']}")
+    return 0
+
+
+def config_show(opts: dict[str, Any], *, pipeline: str) -> int:
+    spec, path = load_pipeline_spec(pipeline)
+    flags = {
+        k: opts.get(k)
+        for k in (
+            "output_root",
+            "cache_root",
+            "debug_root",
+            "journal",
+            "cache_mode",
+            "checkpoints",
+            "jobs",
+            "batch_size",
+            "debug",
+            "profile",
+            "profiles_file",
+        )
+    }
+    flags["chunk_map"] = opts.get("chunk_map") or None
+    flags["chunk_map_index"] = opts.get("chunk_map_index") or None
+    flags["progress"] = False if opts.get("no_progress") else None
+    config = resolve_config(spec, path, flags)
+    if opts.get("as_json"):
+        emit_json({"pipeline": path, "settings": config.as_rows()})
+        return 0
+    click.echo(format_table(config))
+    return 0

@@ -1,0 +1,349 @@
+"""`runjournal run`: the phases of a run (SEMANTICS §1), wired from collaborators.
+
+P1 parse (allocates nothing) -> P2 allocate (run id, RunAllocated) -> P3 resolve the
+pipeline -> P4 execute -> P5 terminalize. Each failure maps to one stderr line and
+its documented exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from runjournal import __version__
+from runjournal.adapters.fsroot import FsError
+from runjournal.adapters.journal import JournalError, open_journal
+from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
+from runjournal.adapters.profiles import ProfileError, ProfileRegistry
+from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
+from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.output import emit_json
+from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
+from runjournal.cli.progress import ProgressDisplay
+from runjournal.cli.terminal import OutputsRefused, Terminalizer
+from runjournal.domain.events import (
+    ConfigurationResolved,
+    RunAllocated,
+    RunError,
+    RunPhase,
+    RunStatus,
+    RunTerminated,
+    Setting,
+)
+from runjournal.domain.names import make_run_id
+from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
+from runjournal.domain.redaction import redact_argv, redact_obj
+from runjournal.domain.run import Run, run_aggregate_id
+from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
+from runjournal.projections.manifest import ManifestProjection
+
+
+class Interrupted(BaseException):
+    """SIGINT/SIGTERM: stop scheduling, flush, terminalize as interrupted."""
+
+
+@dataclass
+class RunRequest:
+    pipeline: str
+    inputs: tuple[str, ...]
+    flags: dict[str, Any]
+    resume: bool
+    recompute: tuple[str, ...]
+    overrides: tuple[str, ...]
+    json: bool
+    quiet: bool
+    verbose: bool
+
+
+def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--set expects KEY=VALUE, got '{pair}'")
+        out[key.strip()] = value
+    return out
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_run_id() -> str:
+    return make_run_id(_now().strftime("%Y%m%dT%H%M%SZ"), secrets.token_hex(4))
+
+
+def _process_start() -> float:
+    """Process start time (seconds since the epoch) so `recover` can tell a dead run."""
+    try:
+        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[19])
+        with open("/proc/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"btime"):
+                    return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return time.time()
+
+
+def execute_run(req: RunRequest, argv: list[str]) -> int:
+    # --- P1: parse; nothing is allocated ---------------------------------------
+    spec, pipeline_path = load_pipeline_spec(req.pipeline)
+    pipeline_dir = os.path.dirname(pipeline_path)
+    config = resolve_config(spec, pipeline_path, req.flags)
+    overrides = parse_overrides(req.overrides)
+    try:
+        policy = plan_recompute(
+            spec.step_ids, {s.id: s.consumes for s in spec.steps}, req.recompute
+        )
+    except UnknownStepError as exc:
+        raise CliError(str(exc)) from None
+
+    # --- P2: allocate -----------------------------------------------------------
+    try:
+        journal = open_journal(config.journal)
+    except JournalError as exc:
+        raise CliError(str(exc), ExitCode.FAILED) from None
+    run_id = _new_run_id()
+    manifest = ManifestProjection()
+    run = Run(run_aggregate_id(run_id), _now)
+    session = journal.session(run, batch_size=config.batch_size, listeners=[manifest.apply])
+    session.emit(
+        RunAllocated,
+        run_id=run_id,
+        pipeline=spec.name,
+        pipeline_file=pipeline_path,
+        argv=redact_argv(argv),
+        tool_version=__version__,
+        run_dir=os.path.join(config.output_root, run_id),
+        output_root=config.output_root,
+        cache_root=config.cache_root,
+        workspace=workspace_dir(config, spec.name) if config.checkpoints else None,
+        debug_bundle=None,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        process_start=_process_start(),
+    )
+    session.emit(
+        ConfigurationResolved,
+        settings=[
+            Setting(name=str(r["name"]), value=redact_obj(r["value"]), origin=str(r["origin"]))
+            for r in config.as_rows()
+        ],
+    )
+    session.flush()
+    terminal = Terminalizer(
+        session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
+    )
+
+    # --- P3: resolve the pipeline -------------------------------------------------
+    try:
+        profiles = ProfileRegistry.load(config.profiles_file)
+        resolved, _ = resolve_pipeline(
+            spec,
+            pipeline_dir=pipeline_dir,
+            inputs_override=req.inputs or None,
+            cwd=os.getcwd(),
+            overrides=overrides,
+            default_profile=config.profile,
+            profiles=profiles,
+        )
+    except (ResolutionError, ProfileError) as exc:
+        message = f"{pipeline_path}: {exc}"
+        session.emit(
+            RunTerminated,
+            status=RunStatus.FAILED,
+            phase=RunPhase.RESOLUTION,
+            error=RunError(message=message),
+        )
+        session.flush()
+        journal.close()
+        raise CliError(message, ExitCode.USAGE) from None
+
+    # --- P4: execute ----------------------------------------------------------------
+    collab = build_collaborators(
+        config, pipeline=spec.name, resume=req.resume, recompute=policy.active
+    )
+    progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    runner = PipelineRunner(
+        sink=session,
+        loader=collab.loader,
+        recorder=collab.recorder,
+        plan_store=collab.plan_store,
+        recompute=policy,
+        progress=progress,
+    )
+    outcome: RunOutcome | None = None
+    exit_code = ExitCode.OK
+    previous = _install_signal_handlers()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            outcome = runner.run(resolved)
+        progress.finish()
+        # --- P5: terminalize (success) ------------------------------------------
+        doc = _report_doc(config, outcome, policy, journal.url)
+        try:
+            state = terminal.succeed(
+                outcome.outputs,
+                chunk_map=outcome.chunk_map,
+                write_map=config.chunk_map,
+                write_index=config.chunk_map_index,
+                report=dict(doc),
+            )
+        except OutputsRefused as exc:
+            state = terminal.fail(RunError(message=str(exc)), refused=exc.refused)
+            exit_code = ExitCode.FAILED
+        except FsError as exc:
+            state = terminal.fail(RunError(message=f"cannot write outputs: {exc}"))
+            exit_code = ExitCode.FAILED
+    except StageFailure as exc:
+        progress.finish()
+        error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
+        state = terminal.fail(error)
+        exit_code = ExitCode.FAILED
+        doc = _report_doc(config, None, policy, journal.url)
+    except Interrupted:
+        progress.finish()
+        state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
+        exit_code = ExitCode.INTERRUPTED
+        doc = _report_doc(config, None, policy, journal.url)
+    finally:
+        _restore_signal_handlers(previous)
+        collab.close()
+    try:
+        session.flush()
+    finally:
+        journal.close()
+
+    persistence = list(state.persistence_errors)
+    if outcome is not None:
+        persistence = list(outcome.persistence_errors) + persistence
+    if exit_code is ExitCode.OK and persistence:
+        exit_code = ExitCode.NOT_PERSISTED
+    doc.update(
+        run_id=run_id,
+        status=state.status.value,
+        run_dir=state.run_dir,
+        manifest=state.manifest,
+        report=state.report,
+        failure_report=state.failure_report,
+        error_log=state.error_log,
+        outputs=state.outputs,
+        error=_error_doc(state.error),
+        persistence_errors=persistence,
+    )
+    view = manifest.view()
+    doc["decisions"] = view["decisions"]
+    doc["plans"] = view["plans"]
+    _print_result(req, doc, state.error, persistence, collab)
+    return int(exit_code)
+
+
+def _report_doc(
+    config: Any, outcome: RunOutcome | None, policy: RecomputePolicy, journal_url: str
+) -> dict[str, Any]:
+    return {
+        "decisions": dict(sorted(outcome.decisions.items())) if outcome else {},
+        "plans": dict(sorted(outcome.plans.items())) if outcome else {},
+        "warnings": [{"step": s, "lane": ln, "message": m} for s, ln, m in outcome.warnings]
+        if outcome
+        else [],
+        "module_calls": outcome.module_calls if outcome else 0,
+        "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
+        "debug_bundle": None,
+        "roots": {
+            "output": config.output_root,
+            "cache": config.cache_root,
+            "debug": config.debug_root,
+        },
+        "journal": journal_url,
+    }
+
+
+def _error_doc(error: RunError | None) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    return {
+        "step": error.step,
+        "lane": error.lane,
+        "reason_code": error.reason_code.value if error.reason_code else None,
+        "message": error.message,
+    }
+
+
+def _print_result(
+    req: RunRequest,
+    doc: dict[str, Any],
+    error: RunError | None,
+    persistence: list[str],
+    collab: Collaborators,
+) -> None:
+    if error is not None:
+        where = ""
+        if error.step:
+            where = f"step '{error.step}' lane '{error.lane}' {error.reason_code.value}: "
+        print_error(f"run {doc['run_id']} {doc['status']}: {where}{error.message}")
+    for line in persistence:
+        print_error(f"not persisted: {line}")
+    if req.json:
+        emit_json(doc)
+        return
+    if req.quiet:
+        return
+    decisions = ", ".join(f"{k} {v}" for k, v in doc["decisions"].items()) or "none"
+    lines = [
+        f"run {doc['run_id']} {doc['status']}",
+        f"  decisions: {decisions}",
+        f"  outputs:   {len(doc['outputs'])}",
+        f"  run dir:   {doc['run_dir']}",
+    ]
+    if doc.get("manifest"):
+        lines.append(f"  manifest:  {doc['manifest']}")
+    if req.verbose:
+        lines.append(f"  journal:   {doc['journal']}")
+        lines.append(f"  cache:     {doc['roots']['cache']}")
+    click.echo("\n".join(lines))
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
+def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+    for sig, old in previous.items():
+        signal.signal(sig, old)
+
+
+def run_command_body(req: RunRequest, argv: list[str]) -> int:
+    """Map every failure to one line and its exit code (traceback only with -v)."""
+    try:
+        return execute_run(req, argv)
+    except CliError as exc:
+        print_error(exc.message)
+        return int(exc.exit_code)
+    except JournalError as exc:
+        print_error(f"journal: {exc}")
+        return int(ExitCode.FAILED)
+    except Exception as exc:
+        if req.verbose:
+            traceback.print_exc()
+        print_error(f"internal error: {type(exc).__name__}: {exc}")
+        return int(ExitCode.FAILED)

@@ -1,0 +1,273 @@
+"""The run journal's typed, immutable events (frozen msgspec Structs).
+
+Every event belongs to one `Run` aggregate. Fields are plain typed data; enums stay
+enums here and become strings only when a projection renders JSON. A class that
+changes shape bumps `class_version` and gains an `upcast_vN_vN+1(state: dict)`
+static method, applied on read by the journal's mapper.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+import msgspec
+from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
+from runjournal.domain.identity import DependencyFingerprint, LaneComponents
+from runjournal.domain.reasons import Category, ReasonCode
+
+
+class RunStatus(enum.StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    ABANDONED = "abandoned"
+
+
+class RunPhase(enum.StrEnum):
+    RESOLUTION = "resolution"
+    EXECUTION = "execution"
+    TERMINALIZATION = "terminalization"
+    RECOVERY = "recovery"
+
+
+class PlanOutcome(enum.StrEnum):
+    REUSED = "reused"
+    COMPUTED = "computed"
+    PUBLISHED = "published"
+    CORRUPT = "corrupt"
+    BYPASSED = "bypassed"
+
+
+class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of all run events: the aggregate id, its version and when it happened."""
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+
+    class_version: ClassVar[int] = 1
+
+    def mutate(self, aggregate: Any) -> Any:
+        """Apply to the aggregate (the library's projector starts from None)."""
+        if aggregate is None:
+            from runjournal.domain.run import Run
+
+            aggregate = Run(self.originator_id)
+        aggregate.apply(self)
+        return aggregate
+
+
+# --- payload records -------------------------------------------------------------
+
+
+class Setting(msgspec.Struct, frozen=True):
+    name: str
+    value: Any
+    origin: str
+
+
+class FileFingerprint(msgspec.Struct, frozen=True, array_like=True):
+    name: str
+    sha256: str
+    size: int
+
+
+class RunError(msgspec.Struct, frozen=True):
+    """The primary error of a failed run: names only step, lane and reason code."""
+
+    message: str
+    step: str | None = None
+    lane: str | None = None
+    reason_code: ReasonCode | None = None
+
+
+class RefusedName(msgspec.Struct, frozen=True):
+    name: str
+    refusal: str
+
+
+# --- events ----------------------------------------------------------------------
+
+
+class RunAllocated(RunEvent, frozen=True, kw_only=True):
+    run_id: str
+    pipeline: str
+    pipeline_file: str
+    argv: list[str]
+    tool_version: str
+    run_dir: str
+    output_root: str
+    cache_root: str
+    workspace: str | None
+    debug_bundle: str | None
+    host: str
+    pid: int
+    process_start: float
+
+
+class ConfigurationResolved(RunEvent, frozen=True, kw_only=True):
+    settings: list[Setting]
+
+
+class DebugBundleAllocated(RunEvent, frozen=True, kw_only=True):
+    path: str
+    trace: bool
+
+
+class InputsFingerprinted(RunEvent, frozen=True, kw_only=True):
+    sources: list[FileFingerprint]
+    references: list[FileFingerprint]
+
+
+class ProfileObserved(RunEvent, frozen=True, kw_only=True):
+    step: str
+    profile_id: str
+    provider: str
+    model: str
+    profile: str
+    profile_source: str
+    source_kind: str
+
+
+class ChunkPlanResolved(RunEvent, frozen=True, kw_only=True):
+    """How a source's plan was obtained, e.g. [corrupt, computed, published]."""
+
+    source: str
+    plan_key: str
+    outcomes: list[PlanOutcome]
+    chunks: int
+
+
+class LaneResolved(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    components: LaneComponents
+    lane_identity: str
+    dependencies: list[DependencyFingerprint]
+    chunks: int
+    forced: bool = False
+
+
+class StageDecided(RunEvent, frozen=True, kw_only=True):
+    """One stage decision and the facts it was decided from.
+
+    The lane's current components are in its `LaneResolved`; here are the stage's own
+    current digests and only the recorded digests that differ from them.
+    """
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    code: ReasonCode
+    category: Category
+    detail: str
+    forced: bool
+    resumed: bool
+    failed: bool = False
+    checkpoint: CheckpointState
+    predecessor: PredecessorState | None = None
+    input: str
+    dependencies: str
+    recorded: dict[str, str]
+
+
+class StageExecuted(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    sha256: str
+    size: int
+
+
+class StageFailed(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    code: ReasonCode
+    message: str
+
+
+class CheckpointWritten(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    sha256: str
+    size: int
+
+
+class CheckpointWriteFailed(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    message: str
+
+
+class ArtifactGenerated(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    kind: str
+    schema: str
+    media_type: str
+    sha256: str
+    size: int
+    warnings: list[str]
+    restored: bool = False
+
+
+class WarningRecorded(RunEvent, frozen=True, kw_only=True):
+    step: str
+    lane: str
+    message: str
+
+
+class OutputsValidated(RunEvent, frozen=True, kw_only=True):
+    checked: int
+    refused: list[RefusedName]
+
+
+class OutputWritten(RunEvent, frozen=True, kw_only=True):
+    name: str
+    sha256: str
+    size: int
+
+
+class RunTerminated(RunEvent, frozen=True, kw_only=True):
+    status: RunStatus
+    phase: RunPhase
+    error: RunError | None = None
+
+
+class TerminalPersistenceFailed(RunEvent, frozen=True, kw_only=True):
+    target: str
+    message: str
+
+
+EVENT_TYPES: tuple[type[RunEvent], ...] = (
+    RunAllocated,
+    ConfigurationResolved,
+    DebugBundleAllocated,
+    InputsFingerprinted,
+    ProfileObserved,
+    ChunkPlanResolved,
+    LaneResolved,
+    StageDecided,
+    StageExecuted,
+    StageFailed,
+    CheckpointWritten,
+    CheckpointWriteFailed,
+    ArtifactGenerated,
+    WarningRecorded,
+    OutputsValidated,
+    OutputWritten,
+    RunTerminated,
+    TerminalPersistenceFailed,
+)

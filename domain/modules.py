@@ -1,0 +1,150 @@
+"""The module API: what pipeline plugins implement and may rely on.
+
+A module implements the three stages of a lane (extract per chunk, merge, normalize)
+and declares an explicit semantic fingerprint and codec types, so checkpoints can be
+validated and reused without ever hashing code. Modules get a context, never a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+import msgspec
+
+__all__ = [
+    "Chunk",
+    "LLMRuntime",
+    "Module",
+    "ModuleContractError",
+    "Normalized",
+    "OutputFile",
+    "StageContext",
+    "TraceSink",
+    "Validator",
+]
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One chunk of one source: byte offsets into the UTF-8 source and its text."""
+
+    id: str
+    source: str
+    start: int
+    end: int
+    text: str
+    sha256: str
+
+
+class Normalized(msgspec.Struct, frozen=True):
+    """A lane's normalize result: the canonical value plus warnings for the operator."""
+
+    value: Any
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+class OutputFile(msgspec.Struct, frozen=True):
+    """An extra logical output file; `name` is relative to the run directory."""
+
+    name: str
+    data: bytes
+
+
+class LLMRuntime(Protocol):
+    """What a module may ask of the LLM runtime (a stub raises without a profile)."""
+
+    def complete(self, prompt: str, *, system: str | None = None) -> str: ...
+
+
+class TraceSink(Protocol):
+    """Module-supplied trace material; a no-op unless `--debug trace` is on."""
+
+    def record(self, name: str, data: Mapping[str, Any]) -> None: ...
+
+
+class _NoTrace:
+    def record(self, name: str, data: Mapping[str, Any]) -> None:
+        return None
+
+
+class _NoLLM:
+    def complete(self, prompt: str, *, system: str | None = None) -> str:
+        raise ModuleContractError("this step has no LLM profile; set `profile` on the step")
+
+
+class StageContext(msgspec.Struct, frozen=True):
+    """Everything a stage may read. `consumed` maps step id -> lane id -> decoded artifact."""
+
+    step: str
+    lane: str
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    references: dict[str, str] = msgspec.field(default_factory=dict)
+    consumed: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    overrides: dict[str, str] = msgspec.field(default_factory=dict)
+    llm: Any = msgspec.field(default_factory=_NoLLM)
+    trace: Any = msgspec.field(default_factory=_NoTrace)
+
+
+class ModuleContractError(Exception):
+    """A module broke the API contract (missing declaration, wrong type)."""
+
+
+class Module:
+    """Base class for pipeline modules. Constructed with no arguments.
+
+    Subclasses set the class attributes below and implement the three stages.
+    `fingerprint` is the author's explicit semantic version: bump it whenever the
+    module's behaviour changes, because reuse decisions trust it.
+    """
+
+    name: ClassVar[str] = ""
+    fingerprint: ClassVar[str] = ""
+    artifact_kind: ClassVar[str] = ""
+    schema: ClassVar[str] = ""
+    media_type: ClassVar[str] = "application/json"
+    chunk_type: ClassVar[Any] = Any
+    merged_type: ClassVar[Any] = Any
+    artifact_type: ClassVar[Any] = Any
+
+    def extract(self, chunk: Chunk, ctx: StageContext) -> Any:
+        raise NotImplementedError
+
+    def merge(self, parts: list[Any], ctx: StageContext) -> Any:
+        raise NotImplementedError
+
+    def normalize(self, merged: Any, ctx: StageContext) -> Normalized:
+        raise NotImplementedError
+
+    def outputs(self, artifact: Any, ctx: StageContext) -> list[OutputFile]:
+        return []
+
+
+class Validator:
+    """An optional per-step check of a lane's artifact, with its own fingerprint.
+
+    `check` returns warnings; raising fails the stage like a module error.
+    """
+
+    name: ClassVar[str] = ""
+    fingerprint: ClassVar[str] = ""
+
+    def check(self, artifact: Any, ctx: StageContext) -> list[str]:
+        return []
+
+
+def check_module_declarations(module: Module) -> None:
+    """Refuse a module that does not declare what identity and codecs rely on."""
+    cls = type(module)
+    for attr in ("fingerprint", "artifact_kind", "schema", "media_type"):
+        value = getattr(cls, attr, "")
+        if not isinstance(value, str) or not value:
+            raise ModuleContractError(f"module {cls.__qualname__} must declare `{attr}`")
+    for stage in ("extract", "merge", "normalize"):
+        if getattr(cls, stage) is getattr(Module, stage):
+            raise ModuleContractError(f"module {cls.__qualname__} must implement `{stage}`")
+
+
+def check_validator_declarations(validator: Validator) -> None:
+    cls = type(validator)
+    if not isinstance(cls.fingerprint, str) or not cls.fingerprint:
+        raise ModuleContractError(f"validator {cls.__qualname__} must declare `fingerprint`")

@@ -1,0 +1,69 @@
+"""The resolved pipeline the runner executes: steps with loaded modules, sources, references.
+
+Resolution (loading modules, reading files, computing component digests) happens in
+adapters and the CLI; what reaches the runner is plain data plus module instances.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from runjournal.domain.chunking import ChunkingSettings
+from runjournal.domain.identity import LaneComponents
+from runjournal.domain.modules import LLMRuntime, Module, Validator
+
+
+class Scope(enum.StrEnum):
+    DOCUMENT = "document"
+    CORPUS = "corpus"
+
+
+class Source(msgspec.Struct, frozen=True):
+    """An input document: logical name, bytes (UTF-8 checked) and content digest."""
+
+    name: str
+    data: bytes
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ResolvedStep:
+    id: str
+    module: Module
+    scope: Scope
+    consumes: tuple[str, ...]
+    params: Mapping[str, Any]
+    components: LaneComponents
+    validators: tuple[Validator, ...] = ()
+    llm: LLMRuntime | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedPipeline:
+    name: str
+    steps: tuple[ResolvedStep, ...]
+    sources: tuple[Source, ...]
+    chunking: ChunkingSettings
+    references: Mapping[str, str] = field(default_factory=dict)
+    reference_digests: Mapping[str, str] = field(default_factory=dict)
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+    def step(self, step_id: str) -> ResolvedStep:
+        for step in self.steps:
+            if step.id == step_id:
+                return step
+        raise KeyError(step_id)
+
+
+def consumers_of(steps: Iterable[ResolvedStep | Any]) -> dict[str, list[str]]:
+    """step id -> ids of the steps that consume it directly."""
+    out: dict[str, list[str]] = {}
+    for step in steps:
+        out.setdefault(step.id, [])
+        for producer in step.consumes:
+            out.setdefault(producer, []).append(step.id)
+    return out

@@ -1,0 +1,184 @@
+"""The pipeline file's contract: parse and validate its TOML document (phase P1).
+
+Pure: it receives the decoded TOML text and returns a typed `PipelineSpec`, or raises
+`PipelineSpecError` naming the file and the key. Nothing is allocated before this passes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import msgspec
+from runjournal.domain.chunking import ChunkingSettings, ChunkStrategy
+from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id
+from runjournal.domain.pipeline import Scope
+
+
+class PipelineSpecError(ValueError):
+    """One line: `<file>: <key>: <problem>`."""
+
+    def __init__(self, file: str, key: str, problem: str) -> None:
+        super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
+        self.file = file
+        self.key = key
+        self.problem = problem
+
+
+class StepSpec(msgspec.Struct, frozen=True):
+    id: str
+    module: str
+    scope: Scope = Scope.DOCUMENT
+    consumes: tuple[str, ...] = ()
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    profile: str | None = None
+    validators: tuple[str, ...] = ()
+
+
+class PipelineSpec(msgspec.Struct, frozen=True):
+    name: str
+    inputs: tuple[str, ...]
+    steps: tuple[StepSpec, ...]
+    chunking: ChunkingSettings = ChunkingSettings()
+    references: tuple[str, ...] = ()
+    description: str = ""
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def step_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.steps)
+
+
+_TOP_KEYS = {"name", "description", "inputs", "references", "chunking", "steps", "runjournal"}
+_STEP_KEYS = {"id", "module", "scope", "consumes", "params", "profile", "validators"}
+_CHUNK_KEYS = {"strategy", "max_chars"}
+
+
+def parse_pipeline_text(text: str, *, file: str) -> PipelineSpec:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PipelineSpecError(file, "", f"not valid TOML ({exc})") from None
+    return parse_pipeline(doc, file=file)
+
+
+def _str_list(value: Any, file: str, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PipelineSpecError(file, key, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _unknown(doc: dict[str, Any], allowed: set[str], file: str, prefix: str) -> None:
+    for key in doc:
+        if key not in allowed:
+            raise PipelineSpecError(file, f"{prefix}{key}", "unknown key")
+
+
+def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
+    _unknown(doc, _TOP_KEYS, file, "")
+    name = doc.get("name")
+    if not isinstance(name, str) or not is_valid_pipeline_name(name):
+        raise PipelineSpecError(file, "name", "required; 1-64 characters of [A-Za-z0-9_-]")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise PipelineSpecError(file, "description", "must be a string")
+    inputs = _str_list(doc.get("inputs", []), file, "inputs")
+    references = _str_list(doc.get("references", []), file, "references")
+    chunking = _parse_chunking(doc.get("chunking", {}), file)
+    settings = doc.get("runjournal", {})
+    if not isinstance(settings, dict):
+        raise PipelineSpecError(file, "runjournal", "must be a table")
+    raw_steps = doc.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise PipelineSpecError(file, "steps", "at least one [[steps]] table is required")
+    steps: list[StepSpec] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_steps):
+        step = _parse_step(raw, i, seen, file)
+        seen.add(step.id)
+        steps.append(step)
+    return PipelineSpec(
+        name=name,
+        inputs=inputs,
+        steps=tuple(steps),
+        chunking=chunking,
+        references=references,
+        description=description,
+        settings=dict(settings),
+    )
+
+
+def _parse_chunking(raw: Any, file: str) -> ChunkingSettings:
+    if not isinstance(raw, dict):
+        raise PipelineSpecError(file, "chunking", "must be a table")
+    _unknown(raw, _CHUNK_KEYS, file, "chunking.")
+    strategy = raw.get("strategy", ChunkStrategy.PARAGRAPHS.value)
+    try:
+        strategy = ChunkStrategy(strategy)
+    except ValueError:
+        choices = ", ".join(s.value for s in ChunkStrategy)
+        raise PipelineSpecError(file, "chunking.strategy", f"must be one of {choices}") from None
+    max_chars = raw.get("max_chars", 2000)
+    if (
+        not isinstance(max_chars, int)
+        or isinstance(max_chars, bool)
+        or not (1 <= max_chars <= 10_000_000)
+    ):
+        raise PipelineSpecError(file, "chunking.max_chars", "must be an integer from 1 to 10000000")
+    return ChunkingSettings(strategy=strategy, max_chars=max_chars)
+
+
+def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
+    where = f"steps[{i}]"
+    if not isinstance(raw, dict):
+        raise PipelineSpecError(file, where, "must be a table")
+    _unknown(raw, _STEP_KEYS, file, f"{where}.")
+    step_id = raw.get("id")
+    if not isinstance(step_id, str) or not is_valid_step_id(step_id):
+        raise PipelineSpecError(file, f"{where}.id", "required; 1-64 characters of [A-Za-z0-9_-]")
+    if step_id in earlier:
+        raise PipelineSpecError(file, f"{where}.id", f"duplicate step id '{step_id}'")
+    module = raw.get("module")
+    if not isinstance(module, str) or not module.strip():
+        raise PipelineSpecError(file, f"{where}.module", "required; a module name")
+    try:
+        scope = Scope(raw.get("scope", Scope.DOCUMENT.value))
+    except ValueError:
+        raise PipelineSpecError(file, f"{where}.scope", "must be 'document' or 'corpus'") from None
+    consumes = _str_list(raw.get("consumes", []), file, f"{where}.consumes")
+    for producer in consumes:
+        if producer not in earlier:
+            raise PipelineSpecError(
+                file,
+                f"{where}.consumes",
+                f"'{producer}' is not an earlier step",
+            )
+    if len(set(consumes)) != len(consumes):
+        raise PipelineSpecError(file, f"{where}.consumes", "names a step twice")
+    params = raw.get("params", {})
+    if not isinstance(params, dict):
+        raise PipelineSpecError(file, f"{where}.params", "must be a table")
+    profile = raw.get("profile")
+    if profile is not None and (not isinstance(profile, str) or not profile):
+        raise PipelineSpecError(file, f"{where}.profile", "must be a profile id")
+    validators = _str_list(raw.get("validators", []), file, f"{where}.validators")
+    return StepSpec(
+        id=step_id,
+        module=module,
+        scope=scope,
+        consumes=consumes,
+        params=_plain(params),
+        profile=profile,
+        validators=validators,
+    )
+
+
+def _plain(value: Any) -> Any:
+    """TOML dates/times become ISO strings so params always encode canonically."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

@@ -1,0 +1,109 @@
+"""Ports: what the runner needs from the world, as small protocols.
+
+Adapters implement them; the CLI's composition root decides which exist (no loader
+without --resume/--recompute, no recorder with --no-checkpoints, no plan store in
+bypass mode). The runner never sees a root or a path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+from runjournal.domain.chunking import Span
+from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
+from runjournal.domain.events import PlanOutcome, RunEvent
+from runjournal.domain.plan_keys import PlanFacts
+
+
+class EventSink(Protocol):
+    """Appends events to the run's journal (the adapter batches the commits)."""
+
+    def emit(self, event_type: type[RunEvent], **fields: Any) -> None: ...
+
+
+class CheckpointKey(msgspec.Struct, frozen=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str = ""
+
+
+class Provenance(msgspec.Struct, frozen=True):
+    """Who produced a normalize artifact: checked before a restored artifact is trusted."""
+
+    step: str
+    lane: str
+    module_fingerprint: str
+    kind: str
+    schema: str
+    media_type: str
+    sha256: str
+    size: int
+
+
+class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """What a checkpoint stores: the envelope facts and the canonical payload bytes."""
+
+    codec_id: str
+    lane_identity: str
+    digests: StageDigests
+    output_sha256: str
+    payload: bytes
+    warnings: list[str] = msgspec.field(default_factory=list)
+    provenance: Provenance | None = None
+
+
+class LoadedCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """The loader's typed verdict on one scope; `record` only when state is PRESENT."""
+
+    state: CheckpointState
+    record: CheckpointRecord | None = None
+
+
+class RestoredArtifact(msgspec.Struct, frozen=True, kw_only=True):
+    """A required producer's accepted normalize artifact, or the typed reason it failed."""
+
+    state: PredecessorState
+    record: CheckpointRecord | None = None
+
+
+class CheckpointLoader(Protocol):
+    def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint: ...
+
+    def load_accepted_artifact(
+        self, step: str, lane: str, lane_identity: str, codec_id: str
+    ) -> RestoredArtifact: ...
+
+
+class CheckpointWriteError(Exception):
+    """A checkpoint could not be persisted (the run goes on; exit 3 at the end)."""
+
+
+class CheckpointRecorder(Protocol):
+    def write(self, key: CheckpointKey, record: CheckpointRecord) -> tuple[str, int]:
+        """Persist atomically; returns (sha256, size) of the file written."""
+        ...
+
+
+class PlanLookup(msgspec.Struct, frozen=True):
+    outcome: PlanOutcome  # REUSED, CORRUPT, or COMPUTED (nothing stored)
+    spans: list[Span] | None = None
+
+
+class PlanPublishError(Exception):
+    """An accepted plan could not be published (the plan is still used)."""
+
+
+class ChunkPlanStore(Protocol):
+    def get(self, key: str) -> PlanLookup: ...
+
+    def publish(self, key: str, spans: list[Span], facts: PlanFacts | None = None) -> bool:
+        """Publish an accepted plan; False when the mode does not write (read-only)."""
+        ...
+
+
+class TraceRecorder(Protocol):
+    """Spans for steps, lanes and stages, and module trace material (redacted by the adapter)."""
+
+    def record(self, kind: str, name: str, data: dict[str, Any]) -> None: ...

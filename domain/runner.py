@@ -1,0 +1,801 @@
+"""The pipeline runner: chunk plans, lanes, stage decisions, executions, artifacts.
+
+It works only through ports (event sink, checkpoint loader and recorder, plan store,
+trace) and returns logical output files; it never sees a root or a path. Every stage
+is decided by `decide_stage` from facts that go into the `StageDecided` event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from runjournal.domain.chunking import Span, plan_chunks, validate_plan
+from runjournal.domain.decisions import (
+    CheckpointState,
+    PredecessorState,
+    Stage,
+    StageDigests,
+    StageFacts,
+    decide_stage,
+    recorded_differences,
+)
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    CheckpointWritten,
+    ChunkPlanResolved,
+    FileFingerprint,
+    InputsFingerprinted,
+    LaneResolved,
+    PlanOutcome,
+    StageDecided,
+    StageExecuted,
+    StageFailed,
+)
+from runjournal.domain.identity import (
+    DependencyFingerprint,
+    canonical_bytes,
+    chunk_id,
+    dependencies_digest,
+    lane_identity,
+    sequence_digest,
+    sha256_hex,
+)
+from runjournal.domain.modules import Chunk, Module, Normalized, OutputFile, StageContext
+from runjournal.domain.names import CORPUS_LANE, safe_lane_id
+from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
+from runjournal.domain.plan_keys import ChunkMapEntry, PlanFacts
+from runjournal.domain.ports import (
+    CheckpointKey,
+    CheckpointLoader,
+    CheckpointRecord,
+    CheckpointRecorder,
+    CheckpointWriteError,
+    ChunkPlanStore,
+    EventSink,
+    PlanPublishError,
+    Provenance,
+    TraceRecorder,
+)
+from runjournal.domain.reasons import ReasonCode, category_of, detail_for
+from runjournal.domain.recompute import RecomputePolicy
+from runjournal.domain.redaction import safe_error_text
+
+ERROR_MESSAGE_LIMIT = 500
+
+
+class StageFailure(Exception):
+    """The run failed at a stage: names only the step, the lane and the reason code."""
+
+    def __init__(self, step: str, lane: str, code: ReasonCode, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.lane = lane
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Artifact:
+    """A lane's generated artifact: identity, canonical bytes and decoded value."""
+
+    step: str
+    lane: str
+    kind: str
+    schema: str
+    media_type: str
+    data: bytes
+    sha256: str
+    value: Any
+    warnings: list[str]
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def fingerprint(self) -> DependencyFingerprint:
+        return DependencyFingerprint(
+            step=self.step,
+            lane=self.lane,
+            kind=self.kind,
+            schema=self.schema,
+            media_type=self.media_type,
+            sha256=self.sha256,
+            size=self.size,
+        )
+
+
+@dataclass
+class RunOutcome:
+    outputs: list[OutputFile]
+    decisions: dict[str, int]
+    plans: dict[str, int]
+    lane_identities: list[str]
+    chunk_map: list[ChunkMapEntry]
+    persistence_errors: list[str] = field(default_factory=list)
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+    module_calls: int = 0
+
+
+Progress = Callable[[str, str, int, int], None]
+ParallelMap = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+
+
+def _serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+_CODEC_IDS: dict[tuple[type, Stage], str] = {}
+
+
+def codec_id(module: Module, stage: Stage) -> str:
+    """Identity of the codec type a stage's payload is encoded with."""
+    key = (type(module), stage)
+    cached = _CODEC_IDS.get(key)
+    if cached is None:
+        tp = {
+            Stage.EXTRACT: module.chunk_type,
+            Stage.MERGE: module.merged_type,
+            Stage.NORMALIZE: module.artifact_type,
+        }[stage]
+        try:
+            schema: Any = msgspec.json.schema(tp)
+        except Exception:  # a type msgspec cannot describe: fall back to its name
+            schema = repr(tp)
+        cached = sha256_hex(canonical_bytes({"stage": stage.value, "type": schema}))[:32]
+        _CODEC_IDS[key] = cached
+    return cached
+
+
+class _StageError(Exception):
+    def __init__(self, stage: Stage, chunk: str, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.stage = stage
+        self.chunk = chunk
+        self.exc = exc
+
+
+@dataclass
+class _Result:
+    """One stage result: digest always; bytes and/or decoded value as far as needed."""
+
+    digest: str
+    data: bytes
+    value: Any = None
+    decoded: bool = False
+
+
+class PipelineRunner:
+    def __init__(
+        self,
+        *,
+        sink: EventSink,
+        loader: CheckpointLoader | None = None,
+        recorder: CheckpointRecorder | None = None,
+        plan_store: ChunkPlanStore | None = None,
+        trace: TraceRecorder | None = None,
+        recompute: RecomputePolicy | None = None,
+        progress: Progress | None = None,
+        parallel_map: ParallelMap | None = None,
+    ) -> None:
+        self._sink = sink
+        self._loader = loader
+        self._recorder = recorder
+        self._plan_store = plan_store
+        self._trace = trace
+        self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
+        self._progress = progress
+        self._map = parallel_map or _serial_map
+        self._decisions: dict[str, int] = {}
+        self._plans: dict[str, int] = {}
+        self._persistence_errors: list[str] = []
+        self._warnings: list[tuple[str, str, str]] = []
+        self._module_calls = 0
+
+    # --- public ------------------------------------------------------------------
+
+    def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
+        self._emit_inputs(pipeline)
+        chunks_by_source = self._resolve_plans(pipeline)
+        artifacts: dict[str, dict[str, Artifact]] = {}
+        lane_ids: list[str] = []
+        for step in pipeline.steps:
+            artifacts[step.id] = {}
+            for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
+                artifact, lid = self._run_lane(
+                    step, lane, chunks, source_digests, pipeline, artifacts
+                )
+                artifacts[step.id][lane] = artifact
+                lane_ids.append(lid)
+        outputs = self._outputs(pipeline, artifacts)
+        chunk_map = [
+            ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
+            for chunks in chunks_by_source.values()
+            for c in chunks
+        ]
+        return RunOutcome(
+            outputs=outputs,
+            decisions=dict(self._decisions),
+            plans=dict(self._plans),
+            lane_identities=lane_ids,
+            chunk_map=chunk_map,
+            persistence_errors=list(self._persistence_errors),
+            warnings=list(self._warnings),
+            module_calls=self._module_calls,
+        )
+
+    # --- inputs and plans -------------------------------------------------------
+
+    def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:
+        self._sink.emit(
+            InputsFingerprinted,
+            sources=[FileFingerprint(s.name, s.sha256, len(s.data)) for s in pipeline.sources],
+            references=[
+                FileFingerprint(name, digest, len(pipeline.references[name].encode("utf-8")))
+                for name, digest in sorted(pipeline.reference_digests.items())
+            ],
+        )
+
+    def _resolve_plans(self, pipeline: ResolvedPipeline) -> dict[str, list[Chunk]]:
+        out: dict[str, list[Chunk]] = {}
+        settings = pipeline.chunking
+        for source in pipeline.sources:
+            facts = PlanFacts(
+                source_sha256=source.sha256, source_size=len(source.data), settings=settings
+            )
+            key = facts.key()
+            outcomes: list[PlanOutcome] = []
+            spans: list[Span] | None = None
+            if self._plan_store is None:
+                outcomes.append(PlanOutcome.BYPASSED)
+            else:
+                lookup = self._plan_store.get(key)
+                if lookup.outcome is PlanOutcome.REUSED and lookup.spans is not None:
+                    try:
+                        validate_plan(source.data, lookup.spans, settings.max_chars)
+                        spans = list(lookup.spans)
+                        outcomes.append(PlanOutcome.REUSED)
+                    except Exception:
+                        outcomes.append(PlanOutcome.CORRUPT)
+                elif lookup.outcome is PlanOutcome.CORRUPT:
+                    outcomes.append(PlanOutcome.CORRUPT)
+            if spans is None:
+                spans = plan_chunks(source.data, settings)
+                validate_plan(source.data, spans, settings.max_chars)
+                outcomes.append(PlanOutcome.COMPUTED)
+                if self._plan_store is not None:
+                    try:
+                        if self._plan_store.publish(key, spans, facts):
+                            outcomes.append(PlanOutcome.PUBLISHED)
+                    except PlanPublishError as exc:
+                        self._persistence_errors.append(safe_error_text(str(exc)))
+            for outcome in outcomes:
+                self._plans[outcome.value] = self._plans.get(outcome.value, 0) + 1
+            self._sink.emit(
+                ChunkPlanResolved,
+                source=source.name,
+                plan_key=key,
+                outcomes=outcomes,
+                chunks=len(spans),
+            )
+            out[source.name] = [_make_chunk(source, span) for span in spans]
+        return out
+
+    def _lanes(
+        self,
+        step: ResolvedStep,
+        pipeline: ResolvedPipeline,
+        chunks_by_source: dict[str, list[Chunk]],
+    ) -> list[tuple[str, list[Chunk], list[str]]]:
+        if step.scope is Scope.CORPUS:
+            chunks = [c for s in pipeline.sources for c in chunks_by_source[s.name]]
+            return [(CORPUS_LANE, chunks, [s.sha256 for s in pipeline.sources])]
+        return [(s.name, chunks_by_source[s.name], [s.sha256]) for s in pipeline.sources]
+
+    # --- lanes ------------------------------------------------------------------
+
+    def _consumed(
+        self, step: ResolvedStep, lane: str, artifacts: dict[str, dict[str, Artifact]]
+    ) -> dict[str, dict[str, Artifact]]:
+        out: dict[str, dict[str, Artifact]] = {}
+        for producer in step.consumes:
+            lanes = artifacts[producer]
+            if step.scope is Scope.CORPUS:
+                out[producer] = dict(lanes)
+            elif CORPUS_LANE in lanes and len(lanes) == 1 and lane not in lanes:
+                out[producer] = {CORPUS_LANE: lanes[CORPUS_LANE]}
+            else:
+                out[producer] = {lane: lanes[lane]} if lane in lanes else {}
+        return out
+
+    def _run_lane(
+        self,
+        step: ResolvedStep,
+        lane: str,
+        chunks: list[Chunk],
+        source_digests: list[str],
+        pipeline: ResolvedPipeline,
+        artifacts: dict[str, dict[str, Artifact]],
+    ) -> tuple[Artifact, str]:
+        consumed = self._consumed(step, lane, artifacts)
+        deps = [a.fingerprint() for lanes in consumed.values() for a in lanes.values()]
+        lid = lane_identity(step.components, source_digests)
+        forced = step.id in self._policy.forced
+        self._sink.emit(
+            LaneResolved,
+            step=step.id,
+            lane=lane,
+            components=step.components,
+            lane_identity=lid,
+            dependencies=sorted(deps, key=lambda d: (d.step, d.lane)),
+            chunks=len(chunks),
+            forced=forced,
+        )
+        ctx = StageContext(
+            step=step.id,
+            lane=lane,
+            params=dict(step.params),
+            references=dict(pipeline.references),
+            consumed={p: {ln: a.value for ln, a in lanes.items()} for p, lanes in consumed.items()},
+            overrides=dict(pipeline.overrides),
+            **({"llm": step.llm} if step.llm is not None else {}),
+            **({"trace": _ModuleTrace(self._trace, step.id, lane)} if self._trace else {}),
+        )
+        if step.id in self._policy.required:
+            return self._restore_lane(step, lane, lid, ctx), lid
+        lane_run = _LaneRun(self, step, lane, lid, dependencies_digest(deps), forced, ctx)
+        try:
+            return lane_run.run(chunks), lid
+        except _StageError as err:
+            message = safe_error_text(f"{type(err.exc).__name__}: {err.exc}", ERROR_MESSAGE_LIMIT)
+            lane_run.record_failure(err.stage, err.chunk)
+            self._sink.emit(
+                StageFailed,
+                step=step.id,
+                lane=lane,
+                stage=err.stage,
+                chunk=err.chunk,
+                code=ReasonCode.STAGE_FAILED,
+                message=message,
+            )
+            raise StageFailure(step.id, lane, ReasonCode.STAGE_FAILED, message) from None
+
+    def _restore_lane(self, step: ResolvedStep, lane: str, lid: str, ctx: StageContext) -> Artifact:
+        """Selective recomputation: restore an unforced step's accepted normalize artifact."""
+        module = step.module
+        codec = codec_id(module, Stage.NORMALIZE)
+        state = PredecessorState.MISSING
+        record = None
+        value: Any = None
+        if self._loader is not None:
+            restored = self._loader.load_accepted_artifact(step.id, lane, lid, codec)
+            state, record = restored.state, restored.record
+        if state is PredecessorState.RESTORED and record is not None:
+            try:
+                value = msgspec.json.decode(record.payload, type=module.artifact_type)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                state = PredecessorState.CORRUPT
+        if state is PredecessorState.RESTORED and record is not None:
+            prov = record.provenance
+            digest = sha256_hex(record.payload)
+            if (
+                prov is None
+                or prov.step != step.id
+                or prov.lane != lane
+                or prov.module_fingerprint != module.fingerprint
+                or prov.kind != module.artifact_kind
+                or prov.schema != module.schema
+                or prov.media_type != module.media_type
+                or prov.sha256 != digest
+                or prov.size != len(record.payload)
+            ):
+                state = PredecessorState.PROVENANCE_INVALID
+        facts = StageFacts(
+            stage=Stage.NORMALIZE,
+            resumed=self._loader is not None,
+            predecessor=state,
+            checkpoint=CheckpointState.PRESENT
+            if state is PredecessorState.RESTORED
+            else CheckpointState.NOT_LOOKED_UP,
+            current=StageDigests(step.components, "", ""),
+        )
+        code = self._decide(step.id, lane, "", facts)
+        if state is not PredecessorState.RESTORED or record is None:
+            raise StageFailure(
+                step.id,
+                lane,
+                code,
+                f"required predecessor step '{step.id}' lane '{lane}' cannot be restored: "
+                f"{code.value}",
+            )
+        artifact = Artifact(
+            step=step.id,
+            lane=lane,
+            kind=module.artifact_kind,
+            schema=module.schema,
+            media_type=module.media_type,
+            data=record.payload,
+            sha256=record.output_sha256,
+            value=value,
+            warnings=list(record.warnings),
+        )
+        self._emit_artifact(artifact, restored=True)
+        return artifact
+
+    # --- shared helpers ---------------------------------------------------------
+
+    def _decide(self, step: str, lane: str, chunk: str, facts: StageFacts) -> ReasonCode:
+        code = decide_stage(facts)
+        self._decisions[code.value] = self._decisions.get(code.value, 0) + 1
+        self._sink.emit(
+            StageDecided,
+            step=step,
+            lane=lane,
+            stage=facts.stage,
+            chunk=chunk,
+            code=code,
+            category=category_of(code),
+            detail=detail_for(code),
+            forced=facts.forced,
+            resumed=facts.resumed,
+            failed=facts.failed,
+            checkpoint=facts.checkpoint,
+            predecessor=facts.predecessor,
+            input=facts.current.input,
+            dependencies=facts.current.dependencies,
+            recorded=recorded_differences(facts),
+        )
+        return code
+
+    def _write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:
+        if self._recorder is None:
+            return
+        try:
+            sha, size = self._recorder.write(key, record)
+        except CheckpointWriteError as exc:
+            message = safe_error_text(str(exc))
+            self._persistence_errors.append(message)
+            self._sink.emit(
+                CheckpointWriteFailed,
+                step=key.step,
+                lane=key.lane,
+                stage=key.stage,
+                chunk=key.chunk,
+                message=message,
+            )
+            return
+        self._sink.emit(
+            CheckpointWritten,
+            step=key.step,
+            lane=key.lane,
+            stage=key.stage,
+            chunk=key.chunk,
+            sha256=sha,
+            size=size,
+        )
+
+    def _emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
+        for warning in artifact.warnings:
+            self._warnings.append((artifact.step, artifact.lane, warning))
+        self._sink.emit(
+            ArtifactGenerated,
+            step=artifact.step,
+            lane=artifact.lane,
+            kind=artifact.kind,
+            schema=artifact.schema,
+            media_type=artifact.media_type,
+            sha256=artifact.sha256,
+            size=artifact.size,
+            warnings=artifact.warnings,
+            restored=restored,
+        )
+
+    def _outputs(
+        self, pipeline: ResolvedPipeline, artifacts: dict[str, dict[str, Artifact]]
+    ) -> list[OutputFile]:
+        outputs: list[OutputFile] = []
+        for step in pipeline.steps:
+            for lane, artifact in artifacts[step.id].items():
+                outputs.append(
+                    OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.data)
+                )
+                ctx = StageContext(
+                    step=step.id,
+                    lane=lane,
+                    params=dict(step.params),
+                    references=dict(pipeline.references),
+                    consumed={},
+                    overrides=dict(pipeline.overrides),
+                )
+                try:
+                    extra = step.module.outputs(artifact.value, ctx)
+                    for item in extra:
+                        if not isinstance(item, OutputFile) or not isinstance(item.data, bytes):
+                            raise TypeError("outputs() must return OutputFile(name, bytes)")
+                except Exception as exc:
+                    message = safe_error_text(f"{type(exc).__name__}: {exc}", ERROR_MESSAGE_LIMIT)
+                    self._sink.emit(
+                        StageFailed,
+                        step=step.id,
+                        lane=lane,
+                        stage=Stage.NORMALIZE,
+                        chunk="",
+                        code=ReasonCode.STAGE_FAILED,
+                        message=message,
+                    )
+                    raise StageFailure(step.id, lane, ReasonCode.STAGE_FAILED, message) from None
+                outputs.extend(extra)
+        return outputs
+
+
+class _ModuleTrace:
+    def __init__(self, trace: TraceRecorder, step: str, lane: str) -> None:
+        self._trace = trace
+        self._where = {"step": step, "lane": lane}
+
+    def record(self, name: str, data: Any) -> None:
+        self._trace.record("module", name, {**self._where, "data": dict(data)})
+
+
+class _LaneRun:
+    """One lane's progressive extract -> merge -> normalize, with early cutoff."""
+
+    def __init__(
+        self,
+        runner: PipelineRunner,
+        step: ResolvedStep,
+        lane: str,
+        lid: str,
+        deps: str,
+        forced: bool,
+        ctx: StageContext,
+    ) -> None:
+        self.r = runner
+        self.step = step
+        self.module = step.module
+        self.lane = lane
+        self.lid = lid
+        self.deps = deps
+        self.forced = forced
+        self.ctx = ctx
+        self.resumed = runner._loader is not None
+
+    def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
+        return CheckpointKey(self.step.id, self.lane, stage, chunk)
+
+    def _digests(self, stage_input: str) -> StageDigests:
+        return StageDigests(self.step.components, stage_input, self.deps)
+
+    def _lookup(self, stage: Stage, chunk: str = ""):
+        loader = self.r._loader
+        if self.forced or loader is None:
+            return CheckpointState.NOT_LOOKED_UP, None
+        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        return loaded.state, loaded.record
+
+    def _facts(
+        self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
+    ) -> StageFacts:
+        return StageFacts(
+            stage=stage,
+            forced=self.forced,
+            resumed=self.resumed,
+            checkpoint=state,
+            current=self._digests(stage_input),
+            recorded=record.digests if record is not None else None,
+        )
+
+    def record_failure(self, stage: Stage, chunk: str) -> None:
+        facts = StageFacts(
+            stage=stage,
+            forced=self.forced,
+            resumed=self.resumed,
+            failed=True,
+            current=self._digests(""),
+        )
+        self.r._decide(self.step.id, self.lane, chunk, facts)
+
+    def _refresh_identity(self, key: CheckpointKey, record: CheckpointRecord) -> None:
+        """A reused envelope gets the current lane identity so --recompute finds it."""
+        if self.r._recorder is not None and record.lane_identity != self.lid:
+            self.r._write_checkpoint(key, msgspec.structs.replace(record, lane_identity=self.lid))
+
+    def _call(self, stage: Stage, chunk: str, fn: Callable[[], Any], tp: Any) -> _Result:
+        self.r._module_calls += 1
+        try:
+            value = fn()
+            if stage is Stage.NORMALIZE:
+                if not isinstance(value, Normalized):
+                    raise TypeError("normalize() must return Normalized(value, warnings)")
+                data = canonical_bytes(value.value)
+                decoded = msgspec.json.decode(data, type=tp)
+            else:
+                data = canonical_bytes(value)
+                decoded = msgspec.json.decode(data, type=tp)
+        except Exception as exc:
+            raise _StageError(stage, chunk, exc) from exc
+        return _Result(sha256_hex(data), data, decoded, True)
+
+    def _decode(self, stage: Stage, chunk: str, result: _Result, tp: Any) -> Any:
+        if not result.decoded:
+            try:
+                result.value = msgspec.json.decode(result.data, type=tp)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise _StageError(stage, chunk, exc) from exc
+            result.decoded = True
+        return result.value
+
+    def _store(
+        self,
+        stage: Stage,
+        chunk: str,
+        stage_input: str,
+        result: _Result,
+        *,
+        warnings: list[str] | None = None,
+        provenance: Provenance | None = None,
+    ) -> None:
+        self.r._sink.emit(
+            StageExecuted,
+            step=self.step.id,
+            lane=self.lane,
+            stage=stage,
+            chunk=chunk,
+            sha256=result.digest,
+            size=len(result.data),
+        )
+        self.r._write_checkpoint(
+            self._key(stage, chunk),
+            CheckpointRecord(
+                codec_id=codec_id(self.module, stage),
+                lane_identity=self.lid,
+                digests=self._digests(stage_input),
+                output_sha256=result.digest,
+                payload=result.data,
+                warnings=warnings or [],
+                provenance=provenance,
+            ),
+        )
+
+    def run(self, chunks: list[Chunk]) -> Artifact:
+        step_id, lane, module = self.step.id, self.lane, self.module
+        merge_state, merge_record = self._lookup(Stage.MERGE)
+        lane_record = merge_record if merge_state is CheckpointState.PRESENT else None
+
+        # extract: decide every chunk in order, then execute the misses.
+        results: list[_Result | None] = []
+        misses: list[int] = []
+        for i, chunk in enumerate(chunks):
+            state, record = self._lookup(Stage.EXTRACT, chunk.id)
+            if state is CheckpointState.MISSING and lane_record is not None:
+                state, record = CheckpointState.LANE_ONLY, lane_record
+            code = self.r._decide(
+                step_id, lane, chunk.id, self._facts(Stage.EXTRACT, chunk.id, state, record)
+            )
+            if code is ReasonCode.REUSED:
+                results.append(_Result(record.output_sha256, record.payload))
+                self._refresh_identity(self._key(Stage.EXTRACT, chunk.id), record)
+            else:
+                results.append(None)
+                misses.append(i)
+            if self.r._progress:
+                self.r._progress(step_id, lane, i + 1, len(chunks))
+
+        failures: list[_StageError] = []
+
+        def extract(i: int) -> _Result | _StageError | None:
+            if failures:  # first failure: schedule no new work
+                return None
+            chunk = chunks[i]
+            try:
+                return self._call(
+                    Stage.EXTRACT,
+                    chunk.id,
+                    lambda: module.extract(chunk, self.ctx),
+                    module.chunk_type,
+                )
+            except _StageError as err:
+                failures.append(err)
+                return err
+
+        # Results are stored in chunk order whatever the parallelism; the stages that
+        # finished are checkpointed before the first failure is raised.
+        for i, result in zip(misses, self.r._map(extract, misses), strict=True):
+            if isinstance(result, _Result):
+                results[i] = result
+                self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
+        if failures:
+            raise failures[0]
+        done = [r for r in results if r is not None]
+        extract_digest = sequence_digest(r.digest for r in done)
+
+        # merge
+        code = self.r._decide(
+            step_id, lane, "", self._facts(Stage.MERGE, extract_digest, merge_state, merge_record)
+        )
+        if code is ReasonCode.REUSED:
+            merged = _Result(merge_record.output_sha256, merge_record.payload)
+            self._refresh_identity(self._key(Stage.MERGE), merge_record)
+        else:
+            parts = [
+                self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
+                for c, r in zip(chunks, done, strict=True)
+            ]
+            merged = self._call(
+                Stage.MERGE, "", lambda: module.merge(parts, self.ctx), module.merged_type
+            )
+            self._store(Stage.MERGE, "", extract_digest, merged)
+
+        # normalize
+        norm_state, norm_record = self._lookup(Stage.NORMALIZE)
+        code = self.r._decide(
+            step_id, lane, "", self._facts(Stage.NORMALIZE, merged.digest, norm_state, norm_record)
+        )
+        if code is ReasonCode.REUSED:
+            out = _Result(norm_record.output_sha256, norm_record.payload)
+            value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
+            warnings = list(norm_record.warnings)
+            self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
+        else:
+            merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
+            holder: dict[str, Normalized] = {}
+
+            def normalize() -> Normalized:
+                result = module.normalize(merged_value, self.ctx)
+                holder["n"] = result
+                return result
+
+            out = self._call(Stage.NORMALIZE, "", normalize, module.artifact_type)
+            value = out.value
+            warnings = [str(w) for w in holder["n"].warnings]
+            for validator in self.step.validators:
+                try:
+                    warnings.extend(str(w) for w in validator.check(value, self.ctx))
+                except Exception as exc:
+                    raise _StageError(Stage.NORMALIZE, "", exc) from exc
+            self._store(
+                Stage.NORMALIZE,
+                "",
+                merged.digest,
+                out,
+                warnings=warnings,
+                provenance=Provenance(
+                    step=step_id,
+                    lane=lane,
+                    module_fingerprint=module.fingerprint,
+                    kind=module.artifact_kind,
+                    schema=module.schema,
+                    media_type=module.media_type,
+                    sha256=out.digest,
+                    size=len(out.data),
+                ),
+            )
+        artifact = Artifact(
+            step=step_id,
+            lane=lane,
+            kind=module.artifact_kind,
+            schema=module.schema,
+            media_type=module.media_type,
+            data=out.data,
+            sha256=out.digest,
+            value=value,
+            warnings=warnings,
+        )
+        self.r._emit_artifact(artifact)
+        return artifact
+
+
+def _make_chunk(source: Source, span: Span) -> Chunk:
+    data = source.data[span.start : span.end]
+    return Chunk(
+        id=chunk_id(source.name, data),
+        source=source.name,
+        start=span.start,
+        end=span.end,
+        text=data.decode("utf-8"),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )

@@ -1,0 +1,1 @@
+"""runjournal.projections package."""

@@ -1,0 +1,182 @@
+"""Name rules: identifiers, source logical names, safe lane ids, run ids."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import PurePosixPath
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from runjournal.domain.names import (
+    CORPUS_LANE,
+    RUN_ID_RE,
+    SAFE_LANE_READABLE_MAX,
+    InvalidRunIdPart,
+    InvalidSourcePath,
+    NameRuleError,
+    compact_utc_timestamp,
+    is_valid_pipeline_name,
+    is_valid_run_id,
+    is_valid_step_id,
+    make_run_id,
+    safe_lane_id,
+    source_logical_name,
+)
+
+COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def h8(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+class TestIdentifiers:
+    @pytest.mark.parametrize("name", ["glossary", "a", "A_b-9", "x" * 64, "-", "_"])
+    def test_valid(self, name):
+        assert is_valid_pipeline_name(name)
+        assert is_valid_step_id(name)
+
+    @pytest.mark.parametrize(
+        "name", ["", "x" * 65, "a b", "a/b", "a.b", "é", "a\n", "words\n", "..", None, 3]
+    )
+    def test_invalid(self, name):
+        assert not is_valid_pipeline_name(name)
+        assert not is_valid_step_id(name)
+
+
+class TestSourceLogicalName:
+    def test_inside_the_pipeline_directory_is_the_relative_posix_path(self):
+        assert source_logical_name("/work/p", "/work/p/docs/a.md") == "docs/a.md"
+        assert source_logical_name(PurePosixPath("/work/p"), "/work/p/a.md") == "a.md"
+        assert source_logical_name("/", "/a/b.md") == "a/b.md"
+
+    def test_outside_is_file_name_tilde_hash_of_the_absolute_path(self):
+        assert (
+            source_logical_name("/work/p", "/work/other/a.md") == f"a.md~{h8('/work/other/a.md')}"
+        )
+        # a sibling whose name merely starts with the directory's name is outside too
+        assert source_logical_name("/work/p", "/work/p2/a.md") == f"a.md~{h8('/work/p2/a.md')}"
+
+    def test_outside_files_with_the_same_name_stay_distinct(self):
+        a = source_logical_name("/p", "/x/notes.md")
+        b = source_logical_name("/p", "/y/notes.md")
+        assert a != b
+        assert a.startswith("notes.md~")
+        assert b.startswith("notes.md~")
+
+    def test_non_utf8_file_names_are_hashed_as_their_bytes(self):
+        name = source_logical_name("/p", "/x/caf\udce9.md")  # os.fsdecode of b"caf\xe9.md"
+        expected = hashlib.sha256(b"/x/caf\xe9.md").hexdigest()[:8]
+        assert name == f"caf\udce9.md~{expected}"
+
+    @pytest.mark.parametrize(
+        ("base", "source"),
+        [
+            ("p", "/p/a.md"),
+            ("/p", "a.md"),
+            ("/p", "/p/../etc/passwd"),
+            ("/p", "/p"),
+            ("/p", "/"),
+        ],
+    )
+    def test_rejects_paths_that_are_not_absolute_resolved_files(self, base, source):
+        with pytest.raises(InvalidSourcePath):
+            source_logical_name(base, source)
+
+
+class TestSafeLaneId:
+    @pytest.mark.parametrize(
+        ("lane", "safe"),
+        [
+            (CORPUS_LANE, "corpus"),
+            ("notes.md", "notes.md"),
+            ("a-b_c.1", "a-b_c.1"),
+            ("docs/a.md", f"docs__a.md-{h8('docs/a.md')}"),
+            ("a b.md", f"a_b.md-{h8('a b.md')}"),
+            (".hidden", f"_hidden-{h8('.hidden')}"),
+            ("docs/.hidden", f"docs__.hidden-{h8('docs/.hidden')}"),
+            ("café.md", f"caf_.md-{h8('café.md')}"),
+            ("notes.md~1a2b3c4d", f"notes.md_1a2b3c4d-{h8('notes.md~1a2b3c4d')}"),
+            ("..", f"_.-{h8('..')}"),
+            ("", f"_-{h8('')}"),
+        ],
+    )
+    def test_examples(self, lane, safe):
+        assert safe_lane_id(lane) == safe
+
+    def test_long_ids_keep_a_readable_prefix_and_the_hash(self):
+        lane = "d/" * 150 + "x.md"
+        safe = safe_lane_id(lane)
+        assert safe == "d__" * 66 + "d_" + f"-{h8(lane)}"
+        assert len(safe) == SAFE_LANE_READABLE_MAX + 9
+        plain = "x" * 201
+        assert safe_lane_id(plain) == "x" * SAFE_LANE_READABLE_MAX + f"-{h8(plain)}"
+        assert safe_lane_id("x" * 200) == "x" * 200
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=400))
+    def test_always_a_valid_path_component(self, lane):
+        safe = safe_lane_id(lane)
+        assert COMPONENT.fullmatch(safe)
+        assert safe not in {".", ".."}
+        assert len(safe.encode("utf-8")) <= 255
+        assert safe_lane_id(lane) == safe
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(st.text(alphabet=st.sampled_from("a/._- é~"), max_size=12), min_size=2, max_size=8)
+    )
+    def test_distinct_ids_get_distinct_safe_ids(self, lanes):
+        # a small alphabet makes inputs collide after substitution; the hash keeps them apart
+        distinct = set(lanes)
+        assert len({safe_lane_id(lane) for lane in distinct}) == len(distinct)
+
+    def test_ids_equal_after_substitution_still_differ(self):
+        variants = ["a b", "a\tb", "a_b", "a/b", "a__b", "aéb"]
+        assert len({safe_lane_id(v) for v in variants}) == len(variants)
+
+
+class TestRunId:
+    def test_shape(self):
+        run_id = make_run_id("20261130T150405Z", "1a2b3c4d")
+        assert run_id == "20261130T150405Z-1a2b3c4d"
+        assert is_valid_run_id(run_id)
+        assert RUN_ID_RE.fullmatch(run_id)
+
+    @pytest.mark.parametrize(
+        ("stamp", "rand"),
+        [
+            ("2026-11-30T15:04:05Z", "1a2b3c4d"),
+            ("20261130T150405", "1a2b3c4d"),
+            ("20261130T150405Z", "1A2B3C4D"),
+            ("20261130T150405Z", "1a2b3c4"),
+            ("20261130T150405Z", "1a2b3c4d\n"),
+        ],
+    )
+    def test_rejects_bad_parts(self, stamp, rand):
+        with pytest.raises(InvalidRunIdPart):
+            make_run_id(stamp, rand)
+
+    @pytest.mark.parametrize(
+        "value",
+        ["", "20261130T150405Z", "20261130T150405Z-1a2b3c4d\n", "../20261130T150405Z-1a2b3c4d", 7],
+    )
+    def test_invalid_run_ids(self, value):
+        assert not is_valid_run_id(value)
+
+    def test_timestamp_is_utc(self):
+        moment = datetime(2026, 11, 30, 16, 4, 5, 999, tzinfo=timezone(timedelta(hours=1)))
+        assert compact_utc_timestamp(moment) == "20261130T150405Z"
+        assert (
+            compact_utc_timestamp(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "20260102T030405Z"
+        )
+        with pytest.raises(InvalidRunIdPart):
+            compact_utc_timestamp(datetime(2026, 1, 2))
+
+    def test_errors_are_value_errors(self):
+        assert issubclass(InvalidRunIdPart, NameRuleError)
+        assert issubclass(InvalidSourcePath, NameRuleError)
+        assert issubclass(NameRuleError, ValueError)
