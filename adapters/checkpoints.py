@@ -313,14 +313,17 @@ class CheckpointLoader:
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
         self._codec = EnvelopeCodec()
-        self._manifest_ok = False
+        self._manifest: WorkspaceState | None = None
 
     def _manifest_state(self) -> WorkspaceState:
-        # Only a good verdict is cached: the recorder may create the manifest mid-run.
-        if self._manifest_ok:
-            return WorkspaceState.OK
+        # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
+        # the manifest mid-run. A foreign or damaged workspace stays untrusted even after the
+        # recorder has replaced its manifest, so one run never mixes the two verdicts.
+        if self._manifest is not None:
+            return self._manifest
         state = self._workspace.manifest_state()
-        self._manifest_ok = state is WorkspaceState.OK
+        if state is not WorkspaceState.ABSENT:
+            self._manifest = state
         return state
 
     def _read(self, name: str) -> bytes | None:

@@ -14,11 +14,12 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 from uuid import UUID
 
@@ -32,7 +33,7 @@ from eventsourcing.persistence import (
     StoredEvent,
     Transcoder,
 )
-from eventsourcing.utils import Environment, EnvType, TopicError, get_topic, resolve_topic
+from eventsourcing.utils import Environment, EnvType, get_topic, resolve_topic
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.redaction import redact_text, safe_error_text
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
@@ -111,7 +112,6 @@ COMPRESS_THRESHOLD: Final = 1024
 _ZSTD_LEVEL: Final = 3
 _MAX_STATE_BYTES: Final = 64 * 1024 * 1024
 
-_ORIGIN_FIELDS: Final = ("originator_id", "originator_version")
 _ORIGINATOR_ID_KEY: Final = msgspec.msgpack.encode("originator_id")
 _ORIGINATOR_VERSION_KEY: Final = msgspec.msgpack.encode("originator_version")
 
@@ -203,10 +203,10 @@ class EventMapper(Mapper[UUID]):
             return codec
         try:
             obj = resolve_topic(topic)
-        except (TopicError, ImportError, ValueError) as exc:
-            raise JournalCorrupt(_one_line(f"unknown event type {topic!r}")) from exc
+        except Exception as exc:  # a topic may name any module; importing it may fail anyhow
+            raise JournalCorrupt(f"unknown event type {topic!r}") from exc
         if not (isinstance(obj, type) and issubclass(obj, RunEvent)):
-            raise JournalCorrupt(_one_line(f"topic {topic!r} is not a run event class"))
+            raise JournalCorrupt(f"topic {topic!r} is not a run event class")
         codec = self.codec_for(obj)
         self._by_topic[topic] = codec  # also under an old (registered) topic
         return codec
@@ -234,9 +234,8 @@ class EventMapper(Mapper[UUID]):
     # -- read -----------------------------------------------------------------------
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        codec = self._codec_for_topic(stored_event.topic)
         try:
-            return self._decode(codec, stored_event)
+            return self._decode(self._codec_for_topic(stored_event.topic), stored_event)
         except JournalCorrupt as exc:
             raise JournalCorrupt(_one_line(f"{_where(stored_event)}: {exc}")) from exc
         except (
@@ -325,6 +324,8 @@ class RunJournalApp(Application[UUID]):
 
 # --- opening ---------------------------------------------------------------------
 
+_T = TypeVar("_T")
+
 DEFAULT_SQLITE_LOCK_TIMEOUT: Final = 15
 DEFAULT_CONNECT_TIMEOUT: Final = 10
 _PG_OPTIONS: Final = frozenset({"connect_timeout", "schema"})
@@ -373,6 +374,11 @@ def _make_private_dirs(directory: str) -> None:
 
 def _open_sqlite(path: str, lock_timeout: int) -> JournalStore:
     url = f"sqlite://{path}"
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": path,
+        "SQLITE_LOCK_TIMEOUT": str(int(lock_timeout)),
+    }
     try:
         _make_private_dirs(os.path.dirname(path))
         if os.path.isdir(path):
@@ -380,16 +386,35 @@ def _open_sqlite(path: str, lock_timeout: int) -> JournalStore:
         # Pre-create private: SQLite gives its -wal/-shm files the database's mode.
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        app = RunJournalApp(
-            env={
-                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                "SQLITE_DBNAME": path,
-                "SQLITE_LOCK_TIMEOUT": str(int(lock_timeout)),
-            }
-        )
+        deadline = time.monotonic() + lock_timeout
+        _retry_while_locked(lambda: _switch_to_wal(path, lock_timeout), deadline)
+        app = _retry_while_locked(lambda: RunJournalApp(env=env), deadline)
     except Exception as exc:
         raise JournalUnavailable(_one_line(f"cannot open journal {url}: {_describe(exc)}")) from exc
     return JournalStore(app, url)
+
+
+def _switch_to_wal(path: str, lock_timeout: int) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=lock_timeout)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+
+
+def _retry_while_locked(make: Callable[[], _T], deadline: float) -> _T:
+    """Run `make`, retrying while another process holds the lock.
+
+    On a fresh file the library's `PRAGMA journal_mode=WAL` and `CREATE TABLE` can fail
+    with "database is locked" at once, without SQLite's busy wait, when two processes
+    open it together; this is only ever slow on first use.
+    """
+    delay = 0.005
+    while True:
+        try:
+            return make()
+        except (sqlite3.OperationalError, PersistenceError) as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
@@ -406,7 +431,10 @@ def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
         raise JournalUrlError(
             _one_line(f"unsupported PostgreSQL URL option(s) {', '.join(unknown)} in {shown}")
         )
-    timeout = int(options.get("connect_timeout") or connect_timeout)
+    try:
+        timeout = max(2, int(options.get("connect_timeout") or connect_timeout))
+    except ValueError as exc:
+        raise JournalUrlError(_one_line(f"invalid connect_timeout in {shown}")) from exc
     conn_kwargs = {
         "host": parts.hostname or "",
         "port": str(port),
@@ -424,7 +452,7 @@ def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
         # Fail fast with the server's reason; the library's pool would retry until timeout.
         probe = psycopg.connect(
             **{k: v for k, v in conn_kwargs.items() if v},
-            connect_timeout=max(2, timeout),
+            connect_timeout=timeout,
         )
         probe.close()
         app = RunJournalApp(
@@ -435,7 +463,7 @@ def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
                 "POSTGRES_PORT": conn_kwargs["port"],
                 "POSTGRES_USER": conn_kwargs["user"],
                 "POSTGRES_PASSWORD": password,
-                "POSTGRES_CONNECT_TIMEOUT": str(max(2, timeout)),
+                "POSTGRES_CONNECT_TIMEOUT": str(timeout),
                 "POSTGRES_SCHEMA": options.get("schema", ""),
                 "POSTGRES_POOL_SIZE": "1",
                 "POSTGRES_MAX_OVERFLOW": "2",

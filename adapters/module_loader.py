@@ -116,6 +116,8 @@ def _load(spec: str, pipeline_dir: str, kind: _Kind) -> Any:
         else:
             namespace = _import_dotted(where, fail)
         target = _attribute(namespace, attribute, fail)
+    elif spec.endswith(".py") or "/" in spec:
+        raise fail("a file needs a class name: 'path/file.py:Class'")
     elif spec.startswith("builtin."):
         known = ", ".join(sorted(kind.builtins)) or "none"
         raise fail(f"no built-in {kind.name} has this name (built-ins: {known})")
@@ -218,7 +220,7 @@ def _instantiate(target: object, kind: _Kind, fail: Callable[[str], ModuleLoadEr
         what = (
             f"class {target.__qualname__!r}"
             if isinstance(target, type)
-            else f"a {type(target).__name__!r} object"
+            else f"an object of type {type(target).__name__!r}"
         )
         raise fail(
             f"{what} is not a runjournal {kind.base.__name__} "

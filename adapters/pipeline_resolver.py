@@ -100,11 +100,12 @@ def resolve_pipeline(
                 scope=step.scope.value,
                 consumes=step.consumes,
                 chunking=chunking,
-                profile_id=profile_id,
-                validators=step.validators,
             ),
             module=hashlib.sha256(module.fingerprint.encode("utf-8")).hexdigest(),
-            validators=fingerprints_digest(type(v).fingerprint for v in validators),
+            validators=fingerprints_digest(
+                f"{spec}={type(v).fingerprint}"
+                for spec, v in zip(step.validators, validators, strict=True)
+            ),
             references=refs,
             overrides=ovr,
             profile=profile.digest if profile else EMPTY,

@@ -28,6 +28,7 @@ from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, print_error
 from runjournal.cli.output import emit_json
+from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
@@ -177,6 +178,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         config, pipeline=spec.name, resume=req.resume, recompute=policy.active
     )
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(
         sink=session,
         loader=collab.loader,
@@ -184,6 +186,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         plan_store=collab.plan_store,
         recompute=policy,
         progress=progress,
+        parallel_map=parallel,
     )
     outcome: RunOutcome | None = None
     exit_code = ExitCode.OK
@@ -221,6 +224,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         doc = _report_doc(config, None, policy, journal.url)
     finally:
         _restore_signal_handlers(previous)
+        parallel.close()
         collab.close()
     try:
         session.flush()

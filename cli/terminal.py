@@ -10,7 +10,6 @@ own line and as a journal event, and never replaces the primary error or exit co
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import hashlib
 import os
 from dataclasses import dataclass, field

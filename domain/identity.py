@@ -114,10 +114,12 @@ def config_digest(
     scope: str,
     consumes: Iterable[str],
     chunking: Mapping[str, Any],
-    profile_id: str | None,
-    validators: Iterable[str],
 ) -> str:
-    """The step's semantic settings; never roots, cache mode, debug, jobs or formatting."""
+    """The step's semantic settings; never roots, cache mode, debug, jobs or formatting.
+
+    Validators and the profile are their own components, so a change there is named
+    `validator_changed` / `profile_changed` rather than hidden behind `config_changed`.
+    """
     return digest_of(
         {
             "module": module,
@@ -125,8 +127,6 @@ def config_digest(
             "scope": scope,
             "consumes": list(consumes),
             "chunking": chunking,
-            "profile": profile_id or "",
-            "validators": list(validators),
         }
     )
 

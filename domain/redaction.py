@@ -210,6 +210,7 @@ class _Shape:
     folded: bool = False
     gate: tuple[str, ...] = ()
     finder: Callable[[_View], Iterator[tuple[int, int]]] | None = None
+    groups: tuple[str, ...] = ()
 
     def spans(self, view: _View) -> Iterator[tuple[int, int]]:
         if self.finder is not None:
@@ -219,7 +220,7 @@ class _Shape:
         hay = view.lowered if self.folded else view.text
         if self.gate and not any(map(hay.__contains__, self.gate)):
             return
-        groups = [g for g in _VALUE_GROUPS if g in self.regex.groupindex]
+        groups = self.groups
         for m in self.regex.finditer(hay):
             if groups:
                 start, end = next(m.span(g) for g in groups if m.start(g) >= 0)
@@ -237,10 +238,16 @@ def _rx(
     folded: bool = False,
     gate: Iterable[str] = (),
 ) -> _Shape:
-    needles = tuple(needles)
-    if folded:
-        return _Shape(name, re.compile(pattern), (), needles, True, tuple(gate))
-    return _Shape(name, re.compile(pattern), needles, (), False, tuple(gate))
+    regex = re.compile(pattern)
+    return _Shape(
+        name,
+        regex,
+        needles=() if folded else tuple(needles),
+        folded_needles=tuple(needles) if folded else (),
+        folded=folded,
+        gate=tuple(gate),
+        groups=tuple(g for g in _VALUE_GROUPS if g in regex.groupindex),
+    )
 
 
 _PEM_HEAD = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
@@ -249,6 +256,10 @@ _PEM_TAIL = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
 # PEM headers, whitespace or `\n` escapes.
 _PEM_BODY = r"(?:[\s\S]*?" + _PEM_TAIL + r"|(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt])*)"
 _SCHEMES = r"(?:bearer|basic|token|apikey|digest|negotiate)"
+# `Digest k="v", k2=v2, ...` (quotes possibly JSON-escaped), read from the lowercase view.
+_DIGEST_PARAMS = (
+    r"(?:[a-z0-9_-]+=(?:\"[^\"\r\n]*\"|\\\"[^\"\\\r\n]*\\\"|[^\s,\"'\\]+)(?:,[ \t]*)?)+"
+)
 
 
 # --- AWS secret access key: 40 base64 characters shortly after `aws` or `secret` ------
@@ -265,13 +276,13 @@ def _aws_secret_spans(view: _View) -> Iterator[tuple[int, int]]:
         i = low.find(word)
         while i != -1:
             after = i + len(word)
-            m = _AWS_SECRET_VALUE.search(text, after, after + _AWS_GAP + 40)
-            if (
-                m is not None
-                and (m.end() == len(text) or text[m.end()] not in _AWS_CHARS)
-                and "\n" not in text[after : m.start()]
-            ):
-                yield m.span()
+            for m in _AWS_SECRET_VALUE.finditer(text, after, after + _AWS_GAP + 40):
+                gap = text[after : m.start()]
+                if "\n" in gap or "\r" in gap:
+                    break
+                if m.end() == len(text) or text[m.end()] not in _AWS_CHARS:
+                    yield m.span()
+                    break
             i = low.find(word, i + 1)
 
 
@@ -291,12 +302,14 @@ _GENERIC_WORDS: Final = (
     "dsn",
 )
 # Scans the reversed lowercase text: a separator, optional spaces and (escaped) closing
-# quote, then a name holding one of the words, all read backwards.
-_REVERSED_ASSIGNMENT: Final = re.compile(
-    r"[:=][ \t]*(?:[\"']\\?)?(?=[a-z0-9_.-]*?(?:"
+# quote, then a name holding one of the words, all read backwards. One pattern per
+# separator so each starts with a literal, which `re` finds much faster than a class.
+_REVERSED_NAME = (
+    r"[ \t]*(?:[\"']\\?)?(?=[a-z0-9_.-]*?(?:"
     + "|".join(w[::-1] for w in _GENERIC_WORDS)
     + r"))(?P<k>[a-z0-9][a-z0-9_.-]*)"
 )
+_REVERSED_ASSIGNMENTS: Final = (re.compile(":" + _REVERSED_NAME), re.compile("=" + _REVERSED_NAME))
 # A quoted string (plain, or with JSON-escaped quotes) or one bare token, optionally
 # after an HTTP auth scheme word (`token: Bearer x`).
 _ASSIGNED_VALUE: Final = re.compile(
@@ -312,7 +325,8 @@ def _generic_spans(view: _View) -> Iterator[tuple[int, int]]:
     text, n = view.text, len(view.text)
     if not any(map(view.lowered.__contains__, _GENERIC_WORDS)):
         return
-    for m in _REVERSED_ASSIGNMENT.finditer(view.reversed_lowered):
+    hits = (m for rx in _REVERSED_ASSIGNMENTS for m in rx.finditer(view.reversed_lowered))
+    for m in hits:
         pos = n - 1 - m.start()  # the separator, in `text`
         nxt = text[pos + 1 : pos + 2]
         if text[pos] == "=":
@@ -397,7 +411,7 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
     _rx(
         "authorization",
         r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-        r"(?:digest[ \t]+(?P<v>" + _NOT_MARKER_FOLDED + r"[^\s\"'\\][^\r\n\"'\\]*)"
+        r"(?:digest[ \t]+(?P<v>" + _DIGEST_PARAMS + r")"
         r"|(?:" + _SCHEMES + r"[ \t]+|(?!" + _SCHEMES + r"[ \t]))"
         r"(?P<w>" + _NOT_MARKER_FOLDED + r"[^\s\"'\\,;]+))",
         ["authorization"],
@@ -443,8 +457,22 @@ def _needle_index(
         a: frozenset(i for b, shapes in owners.items() if a == b or overlaps(a, b) for i in shapes)
         for a in owners
     }
-    ordered = sorted(owners, key=lambda n: (-len(n), n))
-    return re.compile("|".join(re.escape(n) for n in ordered)), implied
+    return re.compile(_trie_pattern(list(owners))), implied
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """An alternation factored by common prefixes, so `re` tries one branch per position.
+
+    Optional tails are greedy: at any position the longest needle wins.
+    """
+    if "" in words:
+        rest = [w for w in words if w]
+        return f"(?:{_trie_pattern(rest)})?" if rest else ""
+    by_first: dict[str, list[str]] = {}
+    for word in words:
+        by_first.setdefault(word[0], []).append(word[1:])
+    alts = [re.escape(c) + _trie_pattern(tails) for c, tails in sorted(by_first.items())]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
 _CASE_NEEDLES, _CASE_IMPLIED = _needle_index(lambda s: s.needles)
@@ -452,13 +480,21 @@ _FOLDED_NEEDLES, _FOLDED_IMPLIED = _needle_index(lambda s: s.folded_needles)
 _ALL_SHAPES: Final = tuple(range(len(_SHAPES)))
 # Below this length one regex pass picks the candidate shapes; above it, running every
 # shape's own literal-prefixed scan is cheaper than the alternation.
-_SHORT: Final = 160
+_SHORT: Final = 2048
+# Every shape that needs no `:` or `=` matches at least this many characters (the
+# shortest is `bearer ` with an 8-character token), so shorter texts without a
+# separator are plain.
+_MIN_SEPARATORLESS: Final = 15
 _MAX_PASSES: Final = 8
 
 
 def _candidate_shapes(view: _View) -> Iterable[int]:
     if len(view.text) >= _SHORT:
         return _ALL_SHAPES
+    return _candidate_shapes_short(view)
+
+
+def _candidate_shapes_short(view: _View) -> list[int]:
     chosen: set[int] = set()
     for hit in _CASE_NEEDLES.findall(view.text):
         chosen |= _CASE_IMPLIED[hit]
@@ -473,6 +509,8 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     Every shape is searched independently; overlapping spans are merged and take the
     name of the highest-priority shape among them, so the result is deterministic.
     """
+    if len(text) < _MIN_SEPARATORLESS and ":" not in text and "=" not in text:
+        return []
     view = _View(text)
     found = [
         (start, end, prio)
@@ -530,12 +568,8 @@ def is_credential_shaped(value: str) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def _redact_key(key: object) -> object:
-    if isinstance(key, str):
-        return redact_text(key)
-    if isinstance(key, bytes | bytearray | memoryview):
-        return redact_text(bytes(key).decode("utf-8", "surrogateescape"))
-    return key
+def _as_text(value: bytes | bytearray | memoryview) -> str:
+    return bytes(value).decode("utf-8", "surrogateescape")
 
 
 def redact_value(key: str | None, value: object) -> object:
@@ -554,12 +588,17 @@ def redact_obj(obj: object) -> object:
     if isinstance(obj, str):
         return redact_text(obj)
     if isinstance(obj, bytes | bytearray | memoryview):
-        return redact_text(bytes(obj).decode("utf-8", "surrogateescape"))
+        return redact_text(_as_text(obj))
     if isinstance(obj, dict):
-        return {
-            _redact_key(k): redact_value(k if isinstance(k, str) else None, v)
-            for k, v in obj.items()
-        }
+        out: dict[object, object] = {}
+        for key, value in obj.items():
+            if isinstance(key, bytes | bytearray | memoryview):
+                key = _as_text(key)
+            if isinstance(key, str):
+                out[redact_text(key)] = redact_value(key, value)
+            else:
+                out[key] = redact_obj(value)
+        return out
     if isinstance(obj, list):
         return [redact_obj(v) for v in obj]
     if isinstance(obj, tuple):

@@ -211,7 +211,7 @@ def definition_keys(sentence: str, terms: Mapping[str, str]) -> list[tuple[str, 
 
 
 def _sensible(definition: Definition) -> bool:
-    return 4 <= len(definition.text.split()) <= 60
+    return 5 <= len(definition.text.split()) <= 60
 
 
 class DefinitionsModule(Module):

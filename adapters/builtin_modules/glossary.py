@@ -136,9 +136,20 @@ def _literal_counts(text: str, keys: list[str]) -> dict[str, int]:
     return counts
 
 
-def _terms_by_lane(ctx: StageContext, step: str) -> dict[str, dict[str, str]]:
-    lanes = ctx.consumed.get(step, {})
-    return {lane: term_entries([lanes[lane]]) for lane in sorted(lanes)}
+class _KeyPlan(msgspec.Struct, frozen=True):
+    """The consumed term keys, split by how a chunk counts them."""
+
+    by_ngram: list[str]
+    literal: list[str]
+    max_n: int
+
+
+def _key_plan(lanes: Mapping[str, Any]) -> _KeyPlan:
+    keys = sorted({k for lane in sorted(lanes) for k in term_entries([lanes[lane]])})
+    by_ngram = [k for k in keys if _counted_by_ngrams(k)]
+    literal = [k for k in keys if not _counted_by_ngrams(k)]
+    max_n = max((len(k.split(" ")) for k in by_ngram), default=1)
+    return _KeyPlan(by_ngram, literal, max_n)
 
 
 def _kind(value: Any) -> TermKind | None:
@@ -236,17 +247,26 @@ class GlossaryModule(Module):
     merged_type = GlossaryCounts
     artifact_type = Glossary
 
+    def __init__(self) -> None:
+        # Every chunk of the corpus lane sees the same consumed terms: plan once per lane.
+        self._plan: tuple[object, _KeyPlan] | None = None
+
+    def _plan_for(self, lanes: Mapping[str, Any]) -> _KeyPlan:
+        cached = self._plan
+        if cached is not None and cached[0] is lanes:
+            return cached[1]
+        plan = _key_plan(lanes)
+        self._plan = (lanes, plan)
+        return plan
+
     def extract(self, chunk: Chunk, ctx: StageContext) -> GlossaryChunk:
         step = require_step(ctx, "terms_step", "terms", module=_NAME)
-        keys = sorted({k for lane in _terms_by_lane(ctx, step).values() for k in lane})
-        by_ngram = [k for k in keys if _counted_by_ngrams(k)]
+        plan = self._plan_for(ctx.consumed.get(step, {}))
         counts: dict[str, int] = {}
-        if by_ngram:
-            max_n = max(len(k.split(" ")) for k in by_ngram)
-            table = ngram_counts(chunk.text, max_n=max_n)
-            counts = {k: table[k] for k in by_ngram if k in table}
-        literal = [k for k in keys if not _counted_by_ngrams(k)]
-        counts.update(_literal_counts(chunk.text, literal))
+        if plan.by_ngram:
+            table = ngram_counts(chunk.text, max_n=plan.max_n)
+            counts = {k: table[k] for k in plan.by_ngram if k in table}
+        counts.update(_literal_counts(chunk.text, plan.literal))
         return GlossaryChunk(source=chunk.source, counts=dict(sorted(counts.items())))
 
     def merge(self, parts: list[GlossaryChunk], ctx: StageContext) -> GlossaryCounts:
