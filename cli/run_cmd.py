@@ -117,6 +117,13 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         journal = open_journal(config.journal)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
+    try:
+        collab = build_collaborators(
+            config, pipeline=spec.name, resume=req.resume, recompute=policy.active
+        )
+    except FsError as exc:
+        journal.close()
+        raise CliError(f"cache root {config.cache_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
     run = Run(run_aggregate_id(run_id), _now)
@@ -171,12 +178,10 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         )
         session.flush()
         journal.close()
+        collab.close()
         raise CliError(message, ExitCode.USAGE) from None
 
     # --- P4: execute ----------------------------------------------------------------
-    collab = build_collaborators(
-        config, pipeline=spec.name, resume=req.resume, recompute=policy.active
-    )
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
     parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(

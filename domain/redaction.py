@@ -9,6 +9,7 @@ Pure: regexes only, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
@@ -131,6 +132,7 @@ def _segments_are_secret(segs: list[str]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Whether a value stored under `key` must be hidden entirely (SEMANTICS §8).
 
@@ -141,6 +143,7 @@ def is_secret_key(key: str) -> bool:
     return _segments_are_secret(_segments(key))
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_secret_assignment_key(ident: str) -> bool:
     """Looser rule for `name = value` in free text: also any `..._key` naming a key."""
     segs = _segments(ident)
@@ -220,12 +223,9 @@ class _Shape:
         hay = view.lowered if self.folded else view.text
         if self.gate and not any(map(hay.__contains__, self.gate)):
             return
-        groups = self.groups
         for m in self.regex.finditer(hay):
-            if groups:
-                start, end = next(m.span(g) for g in groups if m.start(g) >= 0)
-            else:
-                start, end = m.span()
+            # Value groups are alternatives and close last, so `lastgroup` names the one.
+            start, end = m.span(m.lastgroup) if self.groups else m.span()
             if end > start:
                 yield start, end
 
@@ -250,11 +250,33 @@ def _rx(
     )
 
 
-_PEM_HEAD = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_TAIL = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-# Without an END line (truncated text), the key body runs while it looks like base64,
-# PEM headers, whitespace or `\n` escapes.
-_PEM_BODY = r"(?:[\s\S]*?" + _PEM_TAIL + r"|(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt])*)"
+# --- PEM private key blocks, through the END line --------------------------------------
+
+_PEM_HEAD: Final = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_TAIL: Final = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+# Without an END line (truncated text) the block runs while it looks like base64, PEM
+# headers, whitespace (CRLF too) or `\n` escapes.
+_PEM_BODY: Final = re.compile(r"(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt])*")
+
+
+def _pem_spans(view: _View) -> Iterator[tuple[int, int]]:
+    """Linear even with many BEGIN lines: each END search and body run is done once."""
+    text = view.text
+    covered = 0
+    tails_exhausted = False
+    for head in _PEM_HEAD.finditer(text):
+        if head.start() < covered:
+            continue
+        tail = None if tails_exhausted else _PEM_TAIL.search(text, head.end())
+        if tail is None:
+            tails_exhausted = True
+            body = _PEM_BODY.match(text, head.end())
+            covered = body.end() if body is not None else head.end()
+        else:
+            covered = tail.end()
+        yield head.start(), covered
+
+
 _SCHEMES = r"(?:bearer|basic|token|apikey|digest|negotiate)"
 # `Digest k="v", k2=v2, ...` (quotes possibly JSON-escaped), read from the lowercase view.
 _DIGEST_PARAMS = (
@@ -322,12 +344,24 @@ _ASSIGNED_VALUE: Final = re.compile(
 
 
 def _generic_spans(view: _View) -> Iterator[tuple[int, int]]:
+    """Values of secret-named assignments, in text order.
+
+    A separator inside a value already yielded is skipped, which keeps the scan linear
+    on inputs like `password=password=...`.
+    """
     text, n = view.text, len(view.text)
     if not any(map(view.lowered.__contains__, _GENERIC_WORDS)):
         return
-    hits = (m for rx in _REVERSED_ASSIGNMENTS for m in rx.finditer(view.reversed_lowered))
-    for m in hits:
-        pos = n - 1 - m.start()  # the separator, in `text`
+    hits = [
+        (n - 1 - m.start(), n - m.end("k"), n - m.start("k"))  # separator, name span
+        for rx in _REVERSED_ASSIGNMENTS
+        for m in rx.finditer(view.reversed_lowered)
+    ]
+    hits.sort()
+    covered = 0
+    for pos, name_start, name_end in hits:
+        if pos < covered:
+            continue
         nxt = text[pos + 1 : pos + 2]
         if text[pos] == "=":
             if nxt == "=":  # a comparison, not an assignment
@@ -335,18 +369,23 @@ def _generic_spans(view: _View) -> Iterator[tuple[int, int]]:
             end = pos + 2 if nxt == ">" else pos + 1
         else:
             end = pos + 2 if nxt == "=" else pos + 1
-        if not _is_secret_assignment_key(text[n - m.end("k") : n - m.start("k")]):
+        if not _is_secret_assignment_key(text[name_start:name_end]):
             continue
         value_m = _ASSIGNED_VALUE.match(text, end)
         if value_m is not None:
-            yield next(value_m.span(g) for g in _VALUE_GROUPS[2:] if value_m.start(g) >= 0)
+            start, covered = value_m.span(value_m.lastgroup)
+            yield start, covered
 
 
 # Order is priority: overlapping spans are merged and named after the earliest shape
 # here, so the specific shapes win over the context-based ones at the end.
 _SHAPES: Final[tuple[_Shape, ...]] = (
-    _rx("private_key", _PEM_HEAD + _PEM_BODY, ["PRIVATE KEY"]),
-    _rx("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_=-]*", ["eyJ"]),
+    _Shape("private_key", None, needles=("PRIVATE KEY",), finder=_pem_spans),
+    _rx(
+        "jwt",
+        r"eyJ(?<![A-Za-z0-9_-]...)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_=-]*",
+        ["eyJ"],
+    ),
     _rx(
         "aws_access_key_id",
         r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])(?<![A-Z0-9]....)[A-Z0-9]{16,}",

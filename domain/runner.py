@@ -160,6 +160,19 @@ class _StageError(Exception):
 
 
 @dataclass
+class _PlannedSource:
+    """One source's chunk plan, resolved but not yet published or recorded."""
+
+    source: Source
+    key: str
+    facts: PlanFacts
+    spans: list[Span]
+    outcomes: list[PlanOutcome]
+    chunks: list[Chunk]
+    publish: bool
+
+
+@dataclass
 class _Result:
     """One stage result: digest always; bytes and/or decoded value as far as needed."""
 
@@ -200,17 +213,20 @@ class PipelineRunner:
 
     def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
         self._emit_inputs(pipeline)
-        chunks_by_source = self._resolve_plans(pipeline)
+        planned = self._resolve_plans(pipeline)
+        chunks_by_source = {p.source.name: p.chunks for p in planned}
         artifacts: dict[str, dict[str, Artifact]] = {}
         lane_ids: list[str] = []
+        # Selective recomputation restores every required step before anything executes
+        # or is written (plans included): a required step never consumes a forced one,
+        # and a failed predecessor must leave the cache root untouched (SEMANTICS §6).
+        required = [s for s in pipeline.steps if s.id in self._policy.required]
+        for step in required:
+            self._run_step(step, pipeline, chunks_by_source, artifacts, lane_ids)
+        self._settle_plans(planned)
         for step in pipeline.steps:
-            artifacts[step.id] = {}
-            for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
-                artifact, lid = self._run_lane(
-                    step, lane, chunks, source_digests, pipeline, artifacts
-                )
-                artifacts[step.id][lane] = artifact
-                lane_ids.append(lid)
+            if step.id not in self._policy.required:
+                self._run_step(step, pipeline, chunks_by_source, artifacts, lane_ids)
         outputs = self._outputs(pipeline, artifacts)
         chunk_map = [
             ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
@@ -228,6 +244,20 @@ class PipelineRunner:
             module_calls=self._module_calls,
         )
 
+    def _run_step(
+        self,
+        step: ResolvedStep,
+        pipeline: ResolvedPipeline,
+        chunks_by_source: dict[str, list[Chunk]],
+        artifacts: dict[str, dict[str, Artifact]],
+        lane_ids: list[str],
+    ) -> None:
+        artifacts[step.id] = {}
+        for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
+            artifact, lid = self._run_lane(step, lane, chunks, source_digests, pipeline, artifacts)
+            artifacts[step.id][lane] = artifact
+            lane_ids.append(lid)
+
     # --- inputs and plans -------------------------------------------------------
 
     def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:
@@ -240,8 +270,9 @@ class PipelineRunner:
             ],
         )
 
-    def _resolve_plans(self, pipeline: ResolvedPipeline) -> dict[str, list[Chunk]]:
-        out: dict[str, list[Chunk]] = {}
+    def _resolve_plans(self, pipeline: ResolvedPipeline) -> list[_PlannedSource]:
+        """Look up or compute every source's plan; publishing waits for `_settle_plans`."""
+        out: list[_PlannedSource] = []
         settings = pipeline.chunking
         for source in pipeline.sources:
             facts = PlanFacts(
@@ -263,27 +294,33 @@ class PipelineRunner:
                         outcomes.append(PlanOutcome.CORRUPT)
                 elif lookup.outcome is PlanOutcome.CORRUPT:
                     outcomes.append(PlanOutcome.CORRUPT)
+            publish = spans is None and self._plan_store is not None
             if spans is None:
                 spans = plan_chunks(source.data, settings)
                 validate_plan(source.data, spans, settings.max_chars)
                 outcomes.append(PlanOutcome.COMPUTED)
-                if self._plan_store is not None:
-                    try:
-                        if self._plan_store.publish(key, spans, facts):
-                            outcomes.append(PlanOutcome.PUBLISHED)
-                    except PlanPublishError as exc:
-                        self._persistence_errors.append(safe_error_text(str(exc)))
-            for outcome in outcomes:
+            chunks = [_make_chunk(source, span) for span in spans]
+            out.append(_PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
+        return out
+
+    def _settle_plans(self, planned: list[_PlannedSource]) -> None:
+        """Publish the computed plans, then record each source's plan outcomes."""
+        for p in planned:
+            if p.publish and self._plan_store is not None:
+                try:
+                    if self._plan_store.publish(p.key, p.spans, p.facts):
+                        p.outcomes.append(PlanOutcome.PUBLISHED)
+                except PlanPublishError as exc:
+                    self._persistence_errors.append(safe_error_text(str(exc)))
+            for outcome in p.outcomes:
                 self._plans[outcome.value] = self._plans.get(outcome.value, 0) + 1
             self._sink.emit(
                 ChunkPlanResolved,
-                source=source.name,
-                plan_key=key,
-                outcomes=outcomes,
-                chunks=len(spans),
+                source=p.source.name,
+                plan_key=p.key,
+                outcomes=p.outcomes,
+                chunks=len(p.spans),
             )
-            out[source.name] = [_make_chunk(source, span) for span in spans]
-        return out
 
     def _lanes(
         self,
@@ -605,7 +642,8 @@ class _LaneRun:
             self.r._write_checkpoint(key, msgspec.structs.replace(record, lane_identity=self.lid))
 
     def _call(self, stage: Stage, chunk: str, fn: Callable[[], Any], tp: Any) -> _Result:
-        self.r._module_calls += 1
+        if stage is not Stage.EXTRACT:  # extract may run on worker threads: counted in run()
+            self.r._module_calls += 1
         try:
             value = fn()
             if stage is Stage.NORMALIZE:
@@ -704,12 +742,16 @@ class _LaneRun:
 
         # Results are stored in chunk order whatever the parallelism; the stages that
         # finished are checkpointed before the first failure is raised.
-        for i, result in zip(misses, self.r._map(extract, misses), strict=True):
+        mapped = self.r._map(extract, misses)
+        for i, result in zip(misses, mapped, strict=True):
+            if result is not None:  # the module was called (a result or its error)
+                self.r._module_calls += 1
             if isinstance(result, _Result):
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
-        if failures:
-            raise failures[0]
+        failed = [r for r in mapped if isinstance(r, _StageError)]
+        if failed:  # the first failure in chunk order, whatever the parallelism
+            raise failed[0]
         done = [r for r in results if r is not None]
         extract_digest = sequence_digest(r.digest for r in done)
 

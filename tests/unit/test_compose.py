@@ -1,0 +1,79 @@
+"""Which collaborators the composition root constructs, per mode and flag (seed: cache_contract)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder
+from runjournal.adapters.chunkplans import ChunkPlanFileStore
+from runjournal.cli.compose import build_collaborators
+from runjournal.cli.settings import resolve_settings
+
+
+def config(tmp_path, **flags):
+    return resolve_settings(
+        flags=flags,
+        env={},
+        pipeline_table=None,
+        pipeline_dir=str(tmp_path),
+        user_config=None,
+        user_config_path=None,
+        cwd=str(tmp_path),
+    )
+
+
+def tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else None
+
+
+@pytest.mark.parametrize("mode", ["use", "refresh", "read-only", "bypass"])
+@pytest.mark.parametrize("resume", [False, True])
+@pytest.mark.parametrize("checkpoints", [False, True])
+def test_wiring_per_mode_and_flag(tmp_path, mode, resume, checkpoints):
+    cache = tmp_path / "cache"
+    cfg = config(tmp_path, cache_root=str(cache), cache_mode=mode, checkpoints=checkpoints)
+    collab = build_collaborators(cfg, pipeline="p", resume=resume, recompute=False)
+    try:
+        if mode == "bypass":
+            assert collab.plan_store is None
+        else:
+            assert isinstance(collab.plan_store, ChunkPlanFileStore) or (
+                mode == "read-only" and not cache.exists() and collab.plan_store is None
+            )
+        if resume:
+            assert collab.loader is not None
+            if cache.exists():
+                assert isinstance(collab.loader, CheckpointLoader)
+        else:
+            assert collab.loader is None
+        if checkpoints:
+            assert isinstance(collab.recorder, CheckpointRecorder)
+        else:
+            assert collab.recorder is None
+        if collab.loader is not None or collab.recorder is not None:
+            assert collab.loader is not collab.recorder
+    finally:
+        collab.close()
+    # Black-box: bypass never creates chunkplans/; nothing creates workspaces/ up front.
+    assert not (cache / "chunkplans").exists() or mode in ("use", "refresh")
+    assert not (cache / "workspaces").exists()
+    if mode in ("read-only", "bypass") and not checkpoints:
+        assert not cache.exists()
+
+
+def test_recompute_constructs_a_loader(tmp_path):
+    cfg = config(tmp_path, cache_root=str(tmp_path / "c"))
+    collab = build_collaborators(cfg, pipeline="p", resume=False, recompute=True)
+    assert isinstance(collab.loader, CheckpointLoader)
+    collab.close()
+
+
+def test_unusable_cache_root_is_an_fs_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cfg = config(tmp_path, cache_root=str(tmp_path / "file" / "sub"))
+    with pytest.raises(OSError):
+        build_collaborators(cfg, pipeline="p", resume=False, recompute=False)
+    assert os.path.isfile(blocker)
