@@ -99,15 +99,15 @@ class Terminalizer:
         if refused:
             raise OutputsRefused(refused)
         run_dir = self._create_run_dir()
-        written: list[str] = []
         try:
             for name, data in files:
                 run_dir.write_bytes(name, data, overwrite=False)
-                written.append(name)
         except FsError:
-            for name in written:  # a failed run keeps no outputs
+            # A failed run keeps no outputs: the directory is ours alone (created
+            # exclusively just above), so everything in it goes.
+            for entry in run_dir.listdir():
                 with contextlib.suppress(FsError):
-                    run_dir.remove(name)
+                    run_dir.remove_tree(entry)
             raise
         for name, data in files:
             digest = hashlib.sha256(data).hexdigest()

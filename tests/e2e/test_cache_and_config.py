@@ -81,7 +81,7 @@ class TestCacheModes:
         doc = run(cli, example, tmp_path)
         assert doc["plans"]["corrupt"] == 1
         assert doc["plans"]["computed"] == 1 and doc["plans"]["published"] == 1
-        proc, events = cli.json(
+        _proc, events = cli.json(
             "journal", "show", doc["run_id"], "--output-root", str(tmp_path / "out")
         )
         outcomes = [
@@ -129,7 +129,7 @@ class TestCacheModes:
             for i in range(3)
         ]
         for p in procs:
-            out, err = p.communicate(timeout=120)
+            _out, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
         plans = sorted((tmp_path / "cache" / "chunkplans").rglob("*"))
         assert not [p for p in plans if p.name.startswith(".rj-tmp-")]

@@ -364,7 +364,7 @@ class TestRecomputeSuccess:
         assert proc.returncode == 0, proc.stderr
         assert {c.step for c in primed.calls()} == forced
         seq = decisions(primed.events(doc["run_id"]))
-        for step, lane, stage, _chunk, code in seq:
+        for step, _lane, stage, _chunk, code in seq:
             if step in forced:
                 assert code == "forced_recompute"
             else:
@@ -508,6 +508,16 @@ FAILURES: dict[str, Callable[[Probe], tuple[str, str, str]]] = {
 }
 
 
+# `explain` is checked once per distinct reason code.
+EXPLAINED = {
+    "missing",
+    "identity-params",
+    "corrupt-flipped-byte",
+    "provenance-fingerprint",
+    "schema-unsupported",
+}
+
+
 class TestRecomputeFailure:
     @pytest.mark.parametrize("case", sorted(FAILURES))
     def test_failed_predecessor(self, primed: Probe, case: str) -> None:
@@ -550,12 +560,15 @@ class TestRecomputeFailure:
         assert events[-1]["type"] == "RunTerminated"
         assert events[-1]["data"]["status"] == "failed"
         assert events[-1]["data"]["error"]["reason_code"] == code
-        explained, view = probe.cli.json("explain", doc["run_id"], "--output-root", str(probe.out))
-        assert explained.returncode == 0, explained.stderr
-        assert view["totals"].get(code) == 1
-        [step_view] = [s for s in view["steps"] if s["step"] == step]
-        [lane_view] = [ln for ln in step_view["lanes"] if ln["lane"] == lane]
-        assert lane_view["stages"] == {"normalize": {code: 1}}
+        if case in EXPLAINED:  # one case per reason code keeps the suite fast
+            explained, view = probe.cli.json(
+                "explain", doc["run_id"], "--output-root", str(probe.out)
+            )
+            assert explained.returncode == 0, explained.stderr
+            assert view["totals"].get(code) == 1
+            [step_view] = [s for s in view["steps"] if s["step"] == step]
+            [lane_view] = [ln for ln in step_view["lanes"] if ln["lane"] == lane]
+            assert lane_view["stages"] == {"normalize": {code: 1}}
 
         # recovery: put the files back as they were, and the same command succeeds
         _restore_tree(probe.root, pristine)
@@ -621,7 +634,7 @@ class TestJobs:
         shapes: dict[int, list[list[tuple[Any, ...]]]] = {}
         seqs: dict[int, list[list[tuple[str, ...]]]] = {}
         for jobs in (1, 4):
-            probe = _make_probe(cli, tmp_path / f"jobs{jobs}", delay=0.01)
+            probe = _make_probe(cli, tmp_path / f"jobs{jobs}", delay=0.005)
             shapes[jobs], seqs[jobs] = [], []
             for args in ((), ("--recompute", "rolls")):
                 proc, doc = probe.run("--jobs", str(jobs), *args)

@@ -1,0 +1,65 @@
+"""Unwritable outputs: typed filesystem errors become one line and exit 1, never a traceback.
+
+CI runs as root, where modes do not stop writes, so faults are injected in-process.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runjournal.adapters import fsroot
+from runjournal.cli.main import cli
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
+
+
+def run_in_process(args: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        cli.main(args, standalone_mode=False)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("err", "needle"),
+    [
+        (errno.ENOSPC, "space"),
+        (errno.EROFS, "read-only"),
+        (errno.EACCES, "ermission"),
+        (errno.EIO, "rror"),
+    ],
+)
+def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, capsys, err, needle):
+    example = tmp_path / "glossary"
+    shutil.copytree(EXAMPLE, example)
+    original = fsroot.FsRoot.write_bytes
+
+    def failing(self, name, data, *, overwrite=True):
+        if name == "glossary.md":
+            raise fsroot.classify_os_error(OSError(err, "injected"), name)
+        return original(self, name, data, overwrite=overwrite)
+
+    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", failing)
+    out = tmp_path / "out"
+    code, stdout, stderr = run_in_process(
+        ["run", str(example / "pipeline.toml"), "--output-root", str(out),
+         "--cache-root", str(tmp_path / "cache"), "--json"],
+        capsys,
+    )
+    assert code == 1
+    assert "Traceback" not in stderr
+    first = stderr.strip().splitlines()[0]
+    assert "glossary.md" in first and needle in first
+    doc = json.loads(stdout)
+    assert doc["status"] == "failed" and doc["outputs"] == []
+    run_dir = Path(doc["run_dir"])
+    assert sorted(p.name for p in run_dir.iterdir()) == ["error.log", "failure.json", "manifest.json"]
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
