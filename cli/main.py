@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 from runjournal import __version__
-from runjournal.cli import query_cmds
+from runjournal.cli import maintenance_cmds, query_cmds
 from runjournal.cli.errors import CliError, ExitCode, print_error
 from runjournal.cli.run_cmd import RunRequest, run_command_body
 
@@ -192,6 +192,39 @@ def config_group() -> None:
 def config_show(pipeline: str, **opts: Any) -> None:
     """Print the effective configuration for PIPELINE with the origin of each value."""
     _call(query_cmds.config_show, opts, pipeline=pipeline)
+
+
+@cli.command("recover")
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@journal_options
+@click.option("--cache-root", default=None, help="Cache root to sweep for temp files.")
+@json_option
+@verbose_option
+def recover(**opts: Any) -> None:
+    """Terminalize dead runs as abandoned and remove orphaned temp files."""
+    _call(maintenance_cmds.recover, opts)
+
+
+@cli.command("gc")
+@click.option("--keep", type=click.IntRange(min=0), default=None, help="Keep the N newest runs.")
+@click.option("--older-than", default=None, metavar="AGE", help="Only runs older than AGE (30d).")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@journal_options
+@click.option("--debug-root", default=None, help="Debug root (default <output root>/debug).")
+@json_option
+@verbose_option
+def gc(**opts: Any) -> None:
+    """Remove run directories and debug bundles of finished runs beyond the retention."""
+    _call(maintenance_cmds.gc, opts)
+
+
+@cli.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+@json_option
+@verbose_option
+def init(directory: str, **opts: Any) -> None:
+    """Write a runnable starter pipeline into DIRECTORY."""
+    _call(maintenance_cmds.init, opts, directory=directory)
 
 
 def _call(fn: Callable[..., int | None], opts: dict[str, Any], **kwargs: Any) -> None:

@@ -15,20 +15,28 @@ from runjournal.adapters.journal import (
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
-from runjournal.cli.settings import SettingsError, format_table, load_user_config, resolve_settings
+from runjournal.cli.settings import (
+    EffectiveConfig,
+    SettingsError,
+    format_table,
+    is_postgres_url,
+    load_user_config,
+    resolve_settings,
+)
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 
 
-def _journal(opts: dict[str, Any]) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
-    flags = {k: opts.get(k) for k in ("journal", "output_root") if opts.get(k) is not None}
+def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
+    """Settings for commands without a pipeline: flags, env, user config, defaults."""
+    names = ("journal", "output_root", "cache_root", "debug_root")
+    flags = {k: opts.get(k) for k in names if opts.get(k) is not None}
     cwd = os.getcwd()
     try:
         user_config, user_path = load_user_config()
-        config = resolve_settings(
+        return resolve_settings(
             flags=flags,
             env=os.environ,
             pipeline_table=None,
@@ -39,12 +47,20 @@ def _journal(opts: dict[str, Any]) -> JournalStore:
         )
     except SettingsError as exc:
         raise CliError(str(exc)) from None
-    if config.journal.startswith("postgresql://") or os.path.exists(_sqlite_path(config.journal)):
+
+
+def open_cli_journal(opts: dict[str, Any]) -> JournalStore:
+    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
+    config = resolve_cli_settings(opts)
+    if is_postgres_url(config.journal) or os.path.exists(_sqlite_path(config.journal)):
         try:
             return open_journal(config.journal)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+
+
+_journal = open_cli_journal
 
 
 def _sqlite_path(url: str) -> str:

@@ -11,9 +11,7 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +22,7 @@ from runjournal import __version__
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.journal import JournalError, open_journal
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
+from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, print_error
@@ -84,21 +83,6 @@ def _new_run_id() -> str:
     return make_run_id(_now().strftime("%Y%m%dT%H%M%SZ"), secrets.token_hex(4))
 
 
-def _process_start() -> float:
-    """Process start time (seconds since the epoch) so `recover` can tell a dead run."""
-    try:
-        with open(f"/proc/{os.getpid()}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        ticks = int(fields[19])
-        with open("/proc/stat", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"btime"):
-                    return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        pass
-    return time.time()
-
-
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     # --- P1: parse; nothing is allocated ---------------------------------------
     spec, pipeline_path = load_pipeline_spec(req.pipeline)
@@ -140,9 +124,9 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         cache_root=config.cache_root,
         workspace=workspace_dir(config, spec.name) if config.checkpoints else None,
         debug_bundle=None,
-        host=socket.gethostname(),
+        host=host_name(),
         pid=os.getpid(),
-        process_start=_process_start(),
+        process_start=current_process_start(),
     )
     session.emit(
         ConfigurationResolved,

@@ -277,6 +277,8 @@ def _pem_spans(view: _View) -> Iterator[tuple[int, int]]:
         yield head.start(), covered
 
 
+# One `name=value` (or bare attribute) of a Cookie / Set-Cookie header.
+_COOKIE_PAIR = r"[^\s;=\"'\\]+(?:=[^\s;\"'\\]*)?"
 _SCHEMES = r"(?:bearer|basic|token|apikey|digest|negotiate)"
 # `Digest k="v", k2=v2, ...` (quotes possibly JSON-escaped), read from the lowercase view.
 _DIGEST_PARAMS = (
@@ -452,7 +454,7 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
         r"authorization\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
         r"(?:digest[ \t]+(?P<v>" + _DIGEST_PARAMS + r")"
         r"|(?:" + _SCHEMES + r"[ \t]+|(?!" + _SCHEMES + r"[ \t]))"
-        r"(?P<w>" + _NOT_MARKER_FOLDED + r"[^\s\"'\\,;]+))",
+        r"(?P<w>" + _NOT_MARKER_FOLDED + r"[^\s\"'\\,;&<>]+))",
         ["authorization"],
         folded=True,
     ),
@@ -465,7 +467,12 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
     ),
     _rx(
         "cookie_header",
-        r"cookie[ \t]*:[ \t]*(?P<v>" + _NOT_MARKER_FOLDED + r"[^\s\"'\\][^\r\n\"'\\]*)",
+        r"cookie[ \t]*:[ \t]*(?P<v>"
+        + _NOT_MARKER_FOLDED
+        + _COOKIE_PAIR
+        + r"(?:;[ \t]*"
+        + _COOKIE_PAIR
+        + r")*)",
         ["cookie"],
         folded=True,
     ),

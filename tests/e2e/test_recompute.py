@@ -619,12 +619,21 @@ def _restore_tree(root: Path, pristine: dict[str, tuple[str, int, bytes]]) -> No
 
 
 def _event_shape(events: list[dict]) -> list[tuple[Any, ...]]:
-    """Event order without timestamps, run ids, paths or nonces."""
+    """Event order and the deterministic steps' digests; no timestamps, paths or nonces."""
     out = []
     for e in events:
         d = e["data"]
+        digest = d.get("sha256") if d.get("step") in ("words", "side") else None
         out.append(
-            (e["type"], d.get("step"), d.get("lane"), d.get("stage"), d.get("chunk"), d.get("code"))
+            (
+                e["type"],
+                d.get("step"),
+                d.get("lane"),
+                d.get("stage"),
+                d.get("chunk"),
+                d.get("code"),
+                digest,
+            )
         )
     return out
 
@@ -639,7 +648,9 @@ class TestJobs:
             for args in ((), ("--recompute", "rolls")):
                 proc, doc = probe.run("--jobs", str(jobs), *args)
                 assert proc.returncode == 0, proc.stderr
-                threads = {c.thread for c in probe.calls() if c.stage == "extract"}
+                calls = probe.calls()
+                assert doc["module_calls"] == len(calls)
+                threads = {c.thread for c in calls if c.stage == "extract"}
                 if jobs == 1:
                     assert threads == {"MainThread"}
                 else:

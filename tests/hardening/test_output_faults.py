@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from runjournal.adapters import fsroot
 from runjournal.cli.main import cli
 
@@ -50,8 +49,15 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
     monkeypatch.setattr(fsroot.FsRoot, "write_bytes", failing)
     out = tmp_path / "out"
     code, stdout, stderr = run_in_process(
-        ["run", str(example / "pipeline.toml"), "--output-root", str(out),
-         "--cache-root", str(tmp_path / "cache"), "--json"],
+        [
+            "run",
+            str(example / "pipeline.toml"),
+            "--output-root",
+            str(out),
+            "--cache-root",
+            str(tmp_path / "cache"),
+            "--json",
+        ],
         capsys,
     )
     assert code == 1
@@ -61,5 +67,9 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
     doc = json.loads(stdout)
     assert doc["status"] == "failed" and doc["outputs"] == []
     run_dir = Path(doc["run_dir"])
-    assert sorted(p.name for p in run_dir.iterdir()) == ["error.log", "failure.json", "manifest.json"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "error.log",
+        "failure.json",
+        "manifest.json",
+    ]
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"

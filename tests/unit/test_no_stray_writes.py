@@ -56,8 +56,8 @@ def test_the_scan_catches_the_forms_it_is_meant_to():
     samples = [
         'open(p, "w")',
         "open(p, 'ab')",
-        'os.replace(a, b)',
-        'shutil.copyfile(a, b)',
+        "os.replace(a, b)",
+        "shutil.copyfile(a, b)",
         'Path(x).write_text("y")',
         "os.open(p, os.O_WRONLY)",
     ]

@@ -1,0 +1,186 @@
+"""`recover`, `gc` and `init`: recovery after crashes, retention, and a starter pipeline.
+
+Cleanup deletes only paths the journal recorded (run directories and debug bundles of
+terminated runs), always through the confined filesystem adapter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.processes import is_alive
+from runjournal.adapters.starter import STARTER_FILES
+from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.output import emit_json
+from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
+from runjournal.domain.events import RunError, RunPhase, RunStatus, RunTerminated
+
+_AGE = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> timedelta:
+    match = _AGE.match(text.strip())
+    if not match:
+        raise CliError(f"--older-than expects a number and a unit (s, m, h, d, w), got '{text}'")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+# --- recover ---------------------------------------------------------------------
+
+
+def recover(opts: dict[str, Any]) -> int:
+    """Terminalize dead runs as abandoned; sweep leftover temp files under both roots."""
+    dry_run = bool(opts.get("dry_run"))
+    config = resolve_cli_settings(opts)
+    store = open_cli_journal(opts)
+    abandoned: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    try:
+        for summary in store.list_runs():
+            if summary.status is not RunStatus.RUNNING:
+                continue
+            alive = is_alive(summary.pid, summary.host, summary.process_start)
+            row = {"run_id": summary.run_id, "pid": summary.pid, "host": summary.host}
+            if alive is not False:
+                skipped.append({**row, "why": "still running" if alive else "another host"})
+                continue
+            abandoned.append(row)
+            if not dry_run:
+                _abandon(store, summary.run_id, summary.pid, summary.host)
+    finally:
+        store.close()
+    swept = {}
+    for label, path in (("output", config.output_root), ("cache", config.cache_root)):
+        if os.path.isdir(path):
+            try:
+                with FsRoot.open(path) as root:
+                    swept[label] = root.sweep_temp_files(dry_run=dry_run)
+            except FsError as exc:
+                raise CliError(f"cannot sweep {label} root: {exc}", ExitCode.FAILED) from None
+    doc = {"dry_run": dry_run, "abandoned": abandoned, "skipped": skipped, "temp_files": swept}
+    if opts.get("as_json"):
+        emit_json(doc)
+        return 0
+    verb = "would abandon" if dry_run else "abandoned"
+    for row in abandoned:
+        click.echo(f"{verb} {row['run_id']} (pid {row['pid']} on {row['host']} is gone)")
+    for row in skipped:
+        click.echo(f"left {row['run_id']}: {row['why']}")
+    for label, names in swept.items():
+        for name in names:
+            click.echo(f"{'would remove' if dry_run else 'removed'} {label} temp file {name}")
+    if not abandoned and not any(swept.values()):
+        click.echo("nothing to recover")
+    return 0
+
+
+def _abandon(store: JournalStore, run_id: str, pid: int, host: str) -> None:
+    try:
+        run = store.load_run(run_id)
+        session = store.session(run)
+        session.emit(
+            RunTerminated,
+            status=RunStatus.ABANDONED,
+            phase=RunPhase.RECOVERY,
+            error=RunError(message=f"process {pid} on {host} ended without terminalizing"),
+        )
+        session.flush()
+    except JournalError as exc:
+        raise CliError(f"cannot abandon {run_id}: {exc}", ExitCode.FAILED) from None
+
+
+# --- gc ----------------------------------------------------------------------------
+
+
+def gc(opts: dict[str, Any]) -> int:
+    """Delete run directories (and debug bundles) of finished runs beyond the retention."""
+    keep = opts.get("keep")
+    older = parse_age(opts["older_than"]) if opts.get("older_than") else None
+    if keep is None and older is None:
+        raise CliError("gc needs --keep N and/or --older-than AGE")
+    dry_run = bool(opts.get("dry_run"))
+    config = resolve_cli_settings(opts)
+    store = open_cli_journal(opts)
+    try:
+        runs = [r for r in store.list_runs() if r.status is not RunStatus.RUNNING]
+        bundles = {r.run_id: _bundle_of(store, r.run_id) for r in runs}
+    finally:
+        store.close()
+    runs.sort(key=lambda r: r.started, reverse=True)
+    now = datetime.now(UTC)
+    doomed = []
+    for index, summary in enumerate(runs):
+        beyond_keep = keep is not None and index >= keep
+        too_old = older is not None and now - summary.started > older
+        if (keep is None or beyond_keep) and (older is None or too_old):
+            doomed.append(summary)
+    removed = []
+    for summary in doomed:
+        paths = [
+            (config.output_root, summary.run_dir),
+            (config.debug_root, bundles.get(summary.run_id)),
+        ]
+        for root, path in paths:
+            if path and _delete_child(root, path, summary.run_id, dry_run):
+                removed.append(path)
+    doc = {"dry_run": dry_run, "runs": [r.run_id for r in doomed], "removed": removed}
+    if opts.get("as_json"):
+        emit_json(doc)
+        return 0
+    verb = "would remove" if dry_run else "removed"
+    for path in removed:
+        click.echo(f"{verb} {path}")
+    if not removed:
+        click.echo("nothing to remove")
+    return 0
+
+
+def _bundle_of(store: JournalStore, run_id: str) -> str | None:
+    for event in store.events(run_id):
+        return getattr(event, "debug_bundle", None)
+    return None
+
+
+def _delete_child(root: str, path: str, run_id: str, dry_run: bool) -> bool:
+    """Delete `path` only if it is exactly `<root>/<run id>` as the journal recorded it."""
+    if os.path.dirname(os.path.normpath(path)) != os.path.normpath(root):
+        return False
+    if os.path.basename(path) != run_id or not os.path.isdir(path):
+        return False
+    if dry_run:
+        return True
+    try:
+        with FsRoot.open(root) as fs:
+            fs.remove_tree(run_id)
+    except FsError as exc:
+        raise CliError(f"cannot remove {path}: {exc}", ExitCode.FAILED) from None
+    return True
+
+
+# --- init --------------------------------------------------------------------------
+
+
+def init(opts: dict[str, Any], *, directory: str) -> int:
+    """Write a runnable starter pipeline into DIRECTORY (never overwriting a file)."""
+    try:
+        with FsRoot.open(directory, create=True) as root:
+            for name in STARTER_FILES:
+                if root.exists(name):
+                    raise CliError(f"{os.path.join(directory, name)} already exists")
+            for name, text in STARTER_FILES.items():
+                root.write_bytes(name, text.encode("utf-8"), overwrite=False)
+    except FsError as exc:
+        raise CliError(f"cannot write the starter pipeline: {exc}", ExitCode.FAILED) from None
+    pipeline = os.path.join(os.path.abspath(directory), "pipeline.toml")
+    if opts.get("as_json"):
+        emit_json({"pipeline": pipeline, "files": sorted(STARTER_FILES)})
+    else:
+        click.echo(f"wrote {pipeline}; run it with: runjournal run {pipeline}")
+    return 0
