@@ -40,7 +40,8 @@ def _slow_pipeline(tmp_path: Path) -> Path:
     (tmp_path / "plugins" / "slow.py").write_text(SLOW)
     path = tmp_path / "pipeline.toml"
     path.write_text(
-        'name = "slow"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "s"\nmodule = "plugins/slow.py:Slow"\n'
+        'name = "slow"\ninputs = ["docs/*.md"]\n'
+        '[[steps]]\nid = "s"\nmodule = "plugins/slow.py:Slow"\n'
     )
     return path
 
@@ -110,7 +111,7 @@ def test_recover_leaves_a_live_run_alone(cli, tmp_path):
         deadline = time.monotonic() + 30
         doc = {}
         while time.monotonic() < deadline:
-            listed, doc = cli.json("runs", "list", "--output-root", str(out))
+            _listed, doc = cli.json("runs", "list", "--output-root", str(out))
             if doc.get("runs"):
                 break
             time.sleep(0.2)
