@@ -15,6 +15,7 @@ import hashlib
 import re
 import struct
 import threading
+from collections import OrderedDict
 
 import msgspec
 import zstandard
@@ -85,6 +86,7 @@ class WorkspaceState(enum.Enum):
 
 
 _json_encoder = msgspec.json.Encoder(order="deterministic")
+_OPEN_DIRS = 16
 
 
 class Workspace:
@@ -101,6 +103,9 @@ class Workspace:
         self._root = root
         self._pipeline = pipeline
         self._prefix = prefix
+        # Directory handles opened through the confined walk, reused for reads: a lane's
+        # checkpoints live in one or two directories, so a resume walks each path once.
+        self._dirs: OrderedDict[str, FsRoot] = OrderedDict()
 
     @classmethod
     def in_cache(cls, cache_root: FsRoot, pipeline: str) -> Workspace:
@@ -156,7 +161,22 @@ class Workspace:
         return WorkspaceState.OK
 
     def read(self, name: str) -> bytes:
-        return self._root.read_bytes(self._prefix + name)
+        directory, _, leaf = (self._prefix + name).rpartition("/")
+        if not directory:
+            return self._root.read_bytes(leaf)
+        handle = self._dirs.get(directory)
+        if handle is None:
+            handle = self._root.subroot(directory)  # FsNotFound when absent: not cached
+            self._dirs[directory] = handle
+            if len(self._dirs) > _OPEN_DIRS:
+                self._dirs.popitem(last=False)[1].close()
+        else:
+            self._dirs.move_to_end(directory)
+        return handle.read_bytes(leaf)
+
+    def close(self) -> None:
+        while self._dirs:
+            self._dirs.popitem()[1].close()
 
     def write(self, name: str, data: bytes) -> None:
         """Atomic, durable, 0600 in 0700 directories (the FsRoot guarantees)."""

@@ -27,8 +27,11 @@ class Collaborators:
     loader: CheckpointLoader | _EmptyLoader | None
     recorder: CheckpointRecorder | None
     cache_root: FsRoot | None
+    workspace: Workspace | None = None
 
     def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
         if self.cache_root is not None:
             self.cache_root.close()
 
@@ -58,7 +61,11 @@ def build_collaborators(
     if wants_loader and loader is None:
         loader = _EmptyLoader()
     return Collaborators(
-        plan_store=plan_store, loader=loader, recorder=recorder, cache_root=cache_root
+        plan_store=plan_store,
+        loader=loader,
+        recorder=recorder,
+        cache_root=cache_root,
+        workspace=workspace,
     )
 
 

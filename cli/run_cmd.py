@@ -19,6 +19,19 @@ from typing import Any
 
 import click
 from runjournal import __version__
+from runjournal.adapters.debug_bundle import (
+    COMMAND,
+    FAILURE,
+    RESOLUTION,
+    RUN,
+    WARNINGS,
+    BundleAllocationError,
+    DebugBundle,
+    JournalSpans,
+    command_payload,
+    resolution_payload,
+    trace_llm_calls,
+)
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.journal import JournalError, open_journal
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
@@ -30,19 +43,21 @@ from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.progress import ProgressDisplay
-from runjournal.cli.terminal import OutputsRefused, Terminalizer
+from runjournal.cli.terminal import OutputsRefused, Terminalizer, TerminalState
 from runjournal.domain.events import (
     ConfigurationResolved,
+    DebugBundleAllocated,
     RunAllocated,
     RunError,
     RunPhase,
     RunStatus,
     RunTerminated,
     Setting,
+    TerminalPersistenceFailed,
 )
 from runjournal.domain.names import make_run_id
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
-from runjournal.domain.redaction import redact_argv, redact_obj
+from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
 from runjournal.projections.manifest import ManifestProjection
@@ -111,7 +126,8 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     run_id = _new_run_id()
     manifest = ManifestProjection()
     run = Run(run_aggregate_id(run_id), _now)
-    session = journal.session(run, batch_size=config.batch_size, listeners=[manifest.apply])
+    spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
+    session = journal.session(run, batch_size=config.batch_size, listeners=[manifest.apply, spans])
     session.emit(
         RunAllocated,
         run_id=run_id,
@@ -123,7 +139,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         output_root=config.output_root,
         cache_root=config.cache_root,
         workspace=workspace_dir(config, spec.name) if config.checkpoints else None,
-        debug_bundle=None,
+        debug_bundle=os.path.join(config.debug_root, run_id) if config.debug_summary else None,
         host=host_name(),
         pid=os.getpid(),
         process_start=current_process_start(),
@@ -135,6 +151,40 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             for r in config.as_rows()
         ],
     )
+    # The bundle: after a safe run id and RunAllocated, before resolution (SEMANTICS §1 P2).
+    bundle: DebugBundle | None = None
+    if config.debug_summary:
+        try:
+            bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
+        except BundleAllocationError as exc:
+            session.emit(
+                RunTerminated,
+                status=RunStatus.FAILED,
+                phase=RunPhase.RESOLUTION,
+                error=RunError(message=str(exc)),
+            )
+            session.flush()
+            journal.close()
+            collab.close()
+            raise CliError(str(exc), ExitCode.NOT_PERSISTED) from None
+        session.emit(DebugBundleAllocated, path=bundle.path, trace=config.debug_trace)
+        spans.attach(bundle.trace)
+        bundle.summary.write(
+            COMMAND,
+            command_payload(
+                argv=argv,
+                run_id=run_id,
+                tool_version=__version__,
+                pipeline=spec.name,
+                pipeline_file=pipeline_path,
+                overrides=overrides,
+                resume=req.resume,
+                recompute=req.recompute,
+                inputs=req.inputs,
+                debug=config.debug.value,
+            ),
+        )
+    bundle_path = bundle.path if bundle is not None else None
     session.flush()
     terminal = Terminalizer(
         session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
@@ -143,7 +193,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     # --- P3: resolve the pipeline -------------------------------------------------
     try:
         profiles = ProfileRegistry.load(config.profiles_file)
-        resolved, _ = resolve_pipeline(
+        resolved, resolution = resolve_pipeline(
             spec,
             pipeline_dir=pipeline_dir,
             inputs_override=req.inputs or None,
@@ -160,10 +210,25 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             phase=RunPhase.RESOLUTION,
             error=RunError(message=message),
         )
+        if bundle is not None:
+            bundle.summary.write(RESOLUTION, resolution_payload(config.as_rows(), error=message))
+        not_persisted = _finish_bundle(bundle, session, manifest, resolution_error=message)
         session.flush()
         journal.close()
         collab.close()
-        raise CliError(message, ExitCode.USAGE) from None
+        if not not_persisted:
+            raise CliError(message, ExitCode.USAGE) from None
+        print_error(message)  # the primary error first, then what was not persisted
+        for line in not_persisted:
+            print_error(f"not persisted: {line}")
+        return int(ExitCode.USAGE)
+    if bundle is not None:
+        bundle.summary.write(
+            RESOLUTION,
+            resolution_payload(config.as_rows(), pipeline=resolved, profiles=resolution.profiles),
+        )
+        if bundle.trace is not None:
+            resolved = trace_llm_calls(resolved, bundle.trace)
 
     # --- P4: execute ----------------------------------------------------------------
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
@@ -173,6 +238,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         loader=collab.loader,
         recorder=collab.recorder,
         plan_store=collab.plan_store,
+        trace=bundle.trace if bundle is not None else None,
         recompute=policy,
         progress=progress,
         parallel_map=parallel,
@@ -185,7 +251,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             outcome = runner.run(resolved)
         progress.finish()
         # --- P5: terminalize (success) ------------------------------------------
-        doc = _report_doc(config, outcome, policy, journal.url)
+        doc = _report_doc(config, outcome, policy, journal.url, bundle_path)
         try:
             state = terminal.succeed(
                 outcome.outputs,
@@ -205,16 +271,17 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
         state = terminal.fail(error)
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, journal.url)
+        doc = _report_doc(config, None, policy, journal.url, bundle_path)
     except Interrupted:
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
-        doc = _report_doc(config, None, policy, journal.url)
+        doc = _report_doc(config, None, policy, journal.url, bundle_path)
     finally:
         _restore_signal_handlers(previous)
         parallel.close()
         collab.close()
+    not_persisted = _finish_bundle(bundle, session, manifest, doc=doc, state=state, outcome=outcome)
     try:
         session.flush()
     finally:
@@ -223,6 +290,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     persistence = list(state.persistence_errors)
     if outcome is not None:
         persistence = list(outcome.persistence_errors) + persistence
+    persistence += not_persisted
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
     doc.update(
@@ -245,7 +313,11 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
 
 
 def _report_doc(
-    config: Any, outcome: RunOutcome | None, policy: RecomputePolicy, journal_url: str
+    config: Any,
+    outcome: RunOutcome | None,
+    policy: RecomputePolicy,
+    journal_url: str,
+    debug_bundle: str | None = None,
 ) -> dict[str, Any]:
     return {
         "decisions": dict(sorted(outcome.decisions.items())) if outcome else {},
@@ -255,7 +327,7 @@ def _report_doc(
         else [],
         "module_calls": outcome.module_calls if outcome else 0,
         "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
-        "debug_bundle": None,
+        "debug_bundle": debug_bundle,
         "roots": {
             "output": config.output_root,
             "cache": config.cache_root,
@@ -263,6 +335,62 @@ def _report_doc(
         },
         "journal": journal_url,
     }
+
+
+def _finish_bundle(
+    bundle: DebugBundle | None,
+    session: Any,
+    manifest: ManifestProjection,
+    *,
+    doc: dict[str, Any] | None = None,
+    state: TerminalState | None = None,
+    outcome: RunOutcome | None = None,
+    resolution_error: str | None = None,
+) -> list[str]:
+    """Write the terminal summary documents and close the bundle (after the terminal event).
+
+    Returns one line per requested debug write that failed; each is also journaled as
+    `TerminalPersistenceFailed` and never replaces the run's primary error.
+    """
+    if bundle is None:
+        return []
+    view = manifest.view()
+    if resolution_error is not None:
+        error = _error_doc(RunError(message=resolution_error))
+    else:
+        error = _error_doc(state.error) if state is not None else None
+    run_doc = {**view, "error": error}
+    if doc is not None and state is not None:
+        run_doc.update(
+            module_calls=doc.get("module_calls", 0),
+            recompute=doc.get("recompute"),
+            report=state.report,
+            persistence_errors=[
+                *(outcome.persistence_errors if outcome is not None else []),
+                *state.persistence_errors,
+            ],
+        )
+    bundle.summary.write(RUN, run_doc)
+    bundle.summary.write(WARNINGS, {"warnings": (doc or {}).get("warnings", [])})
+    if error is not None:
+        bundle.summary.write(
+            FAILURE,
+            {
+                "run_id": view["run_id"],
+                "status": view["status"],
+                "phase": view["phase"],
+                "error": error,
+            },
+        )
+    lines: list[str] = []
+    for failure in bundle.close():
+        line = safe_error_text(failure.line())
+        lines.append(line)
+        try:
+            session.emit(TerminalPersistenceFailed, target=failure.target, message=line)
+        except Exception as exc:  # the journal itself failed: say so, keep the primary error
+            lines.append(safe_error_text(f"journal: {exc}"))
+    return lines
 
 
 def _error_doc(error: RunError | None) -> dict[str, Any] | None:

@@ -143,13 +143,26 @@ class ChunkPlanResolved(RunEvent, frozen=True, kw_only=True):
 
 
 class LaneResolved(RunEvent, frozen=True, kw_only=True):
+    """A lane's current components (S), identity and dependencies (D).
+
+    v2: `forced` is required. In v1 it was optional and an absent value meant "not
+    forced"; the audit compares it with every decision of the lane, so a v2 writer
+    that forgets it is refused on read instead of being taken as not forced.
+    """
+
     step: str
     lane: str
     components: LaneComponents
     lane_identity: str
     dependencies: list[DependencyFingerprint]
     chunks: int
-    forced: bool = False
+    forced: bool
+
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.setdefault("forced", False)
 
 
 class StageDecided(RunEvent, frozen=True, kw_only=True):

@@ -256,7 +256,7 @@ _PEM_HEAD: Final = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_TAIL: Final = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
 # Without an END line (truncated text) the block runs while it looks like base64, PEM
 # headers, whitespace (CRLF too) or `\n` escapes.
-_PEM_BODY: Final = re.compile(r"(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt])*")
+_PEM_BODY: Final = re.compile(r"(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt/])*")
 
 
 def _pem_spans(view: _View) -> Iterator[tuple[int, int]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.cli.compose import build_collaborators

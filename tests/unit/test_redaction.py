@@ -768,6 +768,14 @@ def test_candidate_preselection_never_drops_a_matching_shape(text: str) -> None:
             assert index in chosen, shape.name
 
 
+def test_needle_hidden_by_an_overlapping_needle_is_still_found() -> None:
+    # The pre-selection regex consumes "pypi-Ag", which hides the "gh" + "p_" needle.
+    token = "g" + "hp_" + rand(36, 105)
+    text = "pypi-A" + token
+    assert find_secrets(text) == [(6, len(text), "github_token")]
+    assert find_secrets("aw" + "secret: " + "hunter2") == [(10, 17, "generic_secret")]
+
+
 @PROPERTY
 @given(
     st.text(max_size=40),

@@ -1,0 +1,289 @@
+"""Portable run exports: one run's events in a self-describing, hash-chained file.
+
+Layout (all integers big-endian)::
+
+    magic      8 bytes  b"RJEXPORT"
+    format     uint16   EXPORT_FORMAT
+    header     uint32 length + msgpack map (uncompressed, so `head -c` shows it):
+               format, tool_version, run_id, aggregate_id, events, created_by, chain
+    body       one zstd frame (content size and checksum written) holding, per event,
+               uint32 length + frame bytes + 32-byte chain hash, then the trailer
+               uint32 length + msgpack map {events, final_hash}
+
+A frame is msgpack {topic, version, state}: the journal mapper's stored form of the
+event. The chain starts at sha256(magic ‖ format ‖ header) and each frame carries
+sha256(previous hash ‖ frame bytes); the trailer repeats the last hash. Import accepts
+only topics of `EVENT_TYPES` (it never imports a module named in a file) and decodes
+each event with the journal mapper, so older class versions are upcast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+import zstandard
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
+from runjournal.adapters.journal import EventMapper, JournalCorrupt, JournalStore
+from runjournal.domain.events import EVENT_TYPES, RunAllocated, RunEvent
+from runjournal.domain.run import run_aggregate_id
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "MAGIC",
+    "ExportError",
+    "ExportHeader",
+    "ImportConflict",
+    "ImportResult",
+    "NotAnExport",
+    "RunExport",
+    "VerificationFailed",
+    "decode_export",
+    "encode_export",
+    "export_run",
+    "import_run",
+]
+
+MAGIC: Final = b"RJEXPORT"
+EXPORT_FORMAT: Final = 1
+_PREFIX = struct.Struct(">8sH")
+_LEN = struct.Struct(">I")
+_HASH_BYTES: Final = 32
+_MAX_HEADER: Final = 64 * 1024
+_MAX_FRAME: Final = 64 * 1024 * 1024
+_MAX_BODY: Final = 4 * 1024 * 1024 * 1024
+_ZSTD_LEVEL: Final = 9
+
+
+class ExportError(Exception):
+    """An export could not be written, read or imported (the message is one line)."""
+
+
+class NotAnExport(ExportError):
+    """The file is not a runjournal export, or of a format this version cannot read."""
+
+
+class VerificationFailed(ExportError):
+    """The file claims to be an export but is truncated, corrupt or inconsistent."""
+
+
+class ImportConflict(ExportError):
+    """The journal already holds other events for the exported run."""
+
+
+class ExportHeader(msgspec.Struct, frozen=True, kw_only=True):
+    format: int
+    tool_version: str
+    run_id: str
+    aggregate_id: str
+    events: int
+    created_by: str
+    chain: str = "sha256"
+
+
+class _Frame(msgspec.Struct, frozen=True, array_like=True):
+    topic: str
+    version: int
+    state: bytes
+
+
+class _Trailer(msgspec.Struct, frozen=True, kw_only=True):
+    events: int
+    final_hash: str
+
+
+class RunExport(msgspec.Struct, frozen=True, kw_only=True):
+    """A verified export: its header and the run's typed events, in order."""
+
+    header: ExportHeader
+    events: list[RunEvent]
+    final_hash: str
+
+
+class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    events: int
+    already_imported: bool
+
+
+_TOPICS: Final = {get_topic(cls): cls for cls in EVENT_TYPES}
+_encoder = msgspec.msgpack.Encoder()
+_header_decoder = msgspec.msgpack.Decoder(ExportHeader)
+_frame_decoder = msgspec.msgpack.Decoder(_Frame)
+_trailer_decoder = msgspec.msgpack.Decoder(_Trailer)
+
+
+def _chain_start(prefix: bytes, header: bytes) -> bytes:
+    return hashlib.sha256(prefix + _LEN.pack(len(header)) + header).digest()
+
+
+# --- writing -----------------------------------------------------------------------
+
+
+def encode_export(
+    run_id: str, events: Sequence[RunEvent], *, tool_version: str, created_by: str
+) -> bytes:
+    """The export file's bytes for `events` (one run's, in order)."""
+    if not events or not isinstance(events[0], RunAllocated) or events[0].run_id != run_id:
+        raise ExportError(f"run {run_id!r} has no events that start with its allocation")
+    mapper = EventMapper()
+    header = _encoder.encode(
+        ExportHeader(
+            format=EXPORT_FORMAT,
+            tool_version=tool_version,
+            run_id=run_id,
+            aggregate_id=str(run_aggregate_id(run_id)),
+            events=len(events),
+            created_by=created_by,
+        )
+    )
+    prefix = _PREFIX.pack(MAGIC, EXPORT_FORMAT)
+    digest = _chain_start(prefix, header)
+    body: list[bytes] = []
+    for event in events:
+        stored = mapper.to_stored_event(event)
+        frame = _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
+        digest = hashlib.sha256(digest + frame).digest()
+        body += (_LEN.pack(len(frame)), frame, digest)
+    trailer = _encoder.encode(_Trailer(events=len(events), final_hash=digest.hex()))
+    body += (_LEN.pack(len(trailer)), trailer)
+    compressed = zstandard.ZstdCompressor(
+        level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
+    ).compress(b"".join(body))
+    return b"".join((prefix, _LEN.pack(len(header)), header, compressed))
+
+
+def export_run(
+    store: JournalStore, run_id: str, *, tool_version: str, created_by: str
+) -> tuple[bytes, int]:
+    """Read `run_id` from the journal and encode it; returns (file bytes, event count)."""
+    events = list(store.events(run_id))
+    return (
+        encode_export(run_id, events, tool_version=tool_version, created_by=created_by),
+        len(events),
+    )
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+
+    def take(self, size: int, what: str) -> bytes:
+        end = self.pos + size
+        if end > len(self.data):
+            raise VerificationFailed(f"truncated: the file ends inside the {what}")
+        chunk = bytes(self.data[self.pos : end])
+        self.pos = end
+        return chunk
+
+    def record(self, what: str, limit: int) -> bytes:
+        (size,) = _LEN.unpack(self.take(_LEN.size, what))
+        if size > limit:
+            raise VerificationFailed(f"corrupt: {what} of {size} bytes is larger than allowed")
+        return self.take(size, what)
+
+
+def decode_export(data: bytes) -> RunExport:
+    """Verify and decode an export file; raises `NotAnExport` or `VerificationFailed`."""
+    if len(data) < _PREFIX.size or data[: len(MAGIC)] != MAGIC:
+        raise NotAnExport("not a runjournal export (no RJEXPORT magic at the start)")
+    magic, fmt = _PREFIX.unpack(data[: _PREFIX.size])
+    if fmt != EXPORT_FORMAT:
+        raise NotAnExport(
+            f"export format {fmt} is not supported (this runjournal reads format {EXPORT_FORMAT})"
+        )
+    outer = _Reader(data)
+    prefix = outer.take(_PREFIX.size, "prefix")
+    header_bytes = outer.record("header", _MAX_HEADER)
+    try:
+        header = _header_decoder.decode(header_bytes)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise VerificationFailed(f"corrupt header: {exc}") from None
+    if header.format != fmt or header.chain != "sha256":
+        raise VerificationFailed("corrupt header: format or chain does not match the file")
+    aggregate = run_aggregate_id(header.run_id)
+    if header.aggregate_id != str(aggregate):
+        raise VerificationFailed("corrupt header: aggregate id is not the run's")
+    body = _decompress(bytes(outer.data[outer.pos :]))
+    digest = _chain_start(prefix, header_bytes)
+    reader = _Reader(body)
+    mapper = EventMapper()
+    events: list[RunEvent] = []
+    for version in range(1, header.events + 1):
+        frame_bytes = reader.record(f"event frame {version}", _MAX_FRAME)
+        carried = reader.take(_HASH_BYTES, f"hash of event frame {version}")
+        digest = hashlib.sha256(digest + frame_bytes).digest()
+        if carried != digest:
+            raise VerificationFailed(f"hash chain broken at event {version}")
+        events.append(_decode_frame(mapper, frame_bytes, aggregate, version))
+    trailer_bytes = reader.record("trailer", _MAX_HEADER)
+    try:
+        trailer = _trailer_decoder.decode(trailer_bytes)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise VerificationFailed(f"corrupt trailer: {exc}") from None
+    if trailer.events != header.events or trailer.final_hash != digest.hex():
+        raise VerificationFailed("the trailer does not match the events (count or final hash)")
+    if reader.pos != len(body):
+        raise VerificationFailed("corrupt: data after the trailer")
+    first = events[0] if events else None
+    if not isinstance(first, RunAllocated) or first.run_id != header.run_id:
+        raise VerificationFailed(f"the events do not start with the allocation of {header.run_id}")
+    return RunExport(header=header, events=events, final_hash=digest.hex())
+
+
+def _decompress(compressed: bytes) -> bytes:
+    try:
+        size = zstandard.frame_content_size(compressed)
+    except zstandard.ZstdError:
+        raise VerificationFailed("truncated or corrupt: no readable zstd frame") from None
+    if not 0 <= size <= _MAX_BODY:
+        raise VerificationFailed("corrupt: the compressed body has no or an excessive size")
+    try:
+        return zstandard.ZstdDecompressor().decompress(compressed, allow_extra_data=False)
+    except zstandard.ZstdError as exc:
+        text = str(exc)
+        kind = "truncated" if "full frame" in text else "corrupt"
+        raise VerificationFailed(f"{kind}: compressed body does not decompress ({text})") from None
+
+
+def _decode_frame(mapper: EventMapper, data: bytes, aggregate: Any, version: int) -> RunEvent:
+    try:
+        frame = _frame_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise VerificationFailed(f"event frame {version} does not decode: {exc}") from None
+    if frame.version != version:
+        raise VerificationFailed(f"event frame {version} carries version {frame.version}")
+    if frame.topic not in _TOPICS:
+        # Never resolve a topic from a file: it would import whatever module it names.
+        raise VerificationFailed(f"event {version} has an unknown type {frame.topic[:80]!r}")
+    try:
+        event = mapper.to_domain_event(StoredEvent(aggregate, version, frame.topic, frame.state))
+    except JournalCorrupt as exc:
+        raise VerificationFailed(str(exc)) from None
+    return event  # type: ignore[no-any-return]
+
+
+# --- importing ---------------------------------------------------------------------
+
+
+def import_run(store: JournalStore, export: RunExport) -> ImportResult:
+    """Append the exported run; a second import of the same events changes nothing."""
+    run_id = export.header.run_id
+    existing = list(store.events(run_id))
+    if existing:
+        if existing == export.events:
+            return ImportResult(run_id=run_id, events=len(existing), already_imported=True)
+        raise ImportConflict(
+            f"run {run_id} is already in the journal with other events "
+            f"({len(existing)} there, {len(export.events)} in the file)"
+        )
+    store.append_events(run_id, export.events)
+    return ImportResult(run_id=run_id, events=len(export.events), already_imported=False)
