@@ -91,6 +91,7 @@ TRACE_FLUSH_EVERY: Final = 64
 MAX_TRACE_RECORD_BYTES: Final = 256 * 1024
 
 _encoder = msgspec.json.Encoder(order="sorted")
+_line_encoder = msgspec.json.Encoder()  # trace lines keep seq, time, kind, name, data order
 
 
 # --- errors and failures -----------------------------------------------------------------
@@ -327,14 +328,14 @@ class TraceWriter:
                 "name": redact_text(str(name)),
                 "data": body,
             }
-            encoded = _encoder.encode(line)
+            encoded = _line_encoder.encode(line)
             if len(encoded) > self._max_record:
                 line["data"] = {
                     "omitted": "record too large",
                     "bytes": len(encoded),
                     "sha256": hashlib.sha256(encoded).hexdigest(),
                 }
-                encoded = _encoder.encode(line)
+                encoded = _line_encoder.encode(line)
             self._buffer.append(encoded + b"\n")
             if len(self._buffer) >= self._flush_every:
                 self._flush_locked()

@@ -195,7 +195,7 @@ def decode_export(data: bytes) -> RunExport:
     """Verify and decode an export file; raises `NotAnExport` or `VerificationFailed`."""
     if len(data) < _PREFIX.size or data[: len(MAGIC)] != MAGIC:
         raise NotAnExport("not a runjournal export (no RJEXPORT magic at the start)")
-    magic, fmt = _PREFIX.unpack(data[: _PREFIX.size])
+    _, fmt = _PREFIX.unpack(data[: _PREFIX.size])
     if fmt != EXPORT_FORMAT:
         raise NotAnExport(
             f"export format {fmt} is not supported (this runjournal reads format {EXPORT_FORMAT})"

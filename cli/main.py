@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 from runjournal import __version__
-from runjournal.cli import maintenance_cmds, query_cmds
+from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds
 from runjournal.cli.errors import CliError, ExitCode, print_error
 from runjournal.cli.run_cmd import RunRequest, run_command_body
 
@@ -62,7 +62,7 @@ def cli() -> None:
 @click.option("--profile", default=None, help="Default LLM profile id for steps.")
 @click.option("--profiles-file", default=None, help="A TOML file of [profiles.<id>] tables.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Runtime override.")
-@click.option("--jobs", default=None, help="Parallel extract workers (default 1).")
+@click.option("--jobs", default=None, help="Extract calls run at once within a lane (default 1).")
 @click.option("--batch-size", default=None, help="Journal events per commit (default 256).")
 @click.option("--chunk-map", is_flag=True, default=None, help="Write chunk-map.json.")
 @click.option("--chunk-map-index", is_flag=True, default=None, help="Also write its index.")
@@ -146,6 +146,83 @@ def journal_group() -> None:
 def journal_show(run: str, **opts: Any) -> None:
     """Print a run's events in order."""
     _call(query_cmds.journal_show, opts, run=run)
+
+
+@journal_group.command("audit")
+@click.argument("run")
+@journal_options
+@json_option
+@verbose_option
+def journal_audit(run: str, **opts: Any) -> None:
+    """Re-decide every recorded stage decision of RUN from its facts; exit 1 on any difference.
+
+    \b
+    Examples:
+      runjournal journal audit latest
+      runjournal journal audit 20261130T150405Z --json
+    """
+    _call(journal_cmds.audit, opts, run=run)
+
+
+@journal_group.command("export")
+@click.argument("run")
+@click.option("-o", "--output", required=True, metavar="FILE", help="The export file to write.")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@journal_options
+@json_option
+@verbose_option
+def journal_export(run: str, output: str, force: bool, **opts: Any) -> None:
+    """Write RUN's events to a portable, zstd-compressed, hash-chained file.
+
+    \b
+    Example:
+      runjournal journal export latest -o run.rjx
+    """
+    _call(journal_cmds.export, opts, run=run, output=output, force=force)
+
+
+@journal_group.command("import")
+@click.argument("file")
+@journal_options
+@json_option
+@verbose_option
+def journal_import(file: str, **opts: Any) -> None:
+    """Verify FILE (a `journal export`) and append its run; importing twice is harmless.
+
+    Exit 2 when FILE is not a runjournal export, 1 when it fails verification.
+    """
+    _call(journal_cmds.import_, opts, file=file)
+
+
+@cli.group("projections")
+def projections_group() -> None:
+    """Materialised views of the journal (manifest, reasons, runs index, …)."""
+
+
+@projections_group.command("status")
+@journal_options
+@json_option
+@verbose_option
+def projections_status(**opts: Any) -> None:
+    """List each projection, its version, and whether its materialised views are stale."""
+    _call(projection_cmds.status, opts, name=None)
+
+
+@projections_group.command("rebuild")
+@click.argument("name", required=False)
+@click.option("--run", default=None, help="Only this run (per-run projections).")
+@journal_options
+@json_option
+@verbose_option
+def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
+    """Rebuild materialised views from the journal (all projections, or NAME).
+
+    \b
+    Examples:
+      runjournal projections rebuild
+      runjournal projections rebuild manifest --run latest
+    """
+    _call(projection_cmds.rebuild, opts, name=name, run=run)
 
 
 @cli.command("explain")

@@ -347,7 +347,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         _int_parser(1, None),
         _constant(1),
         "1",
-        "How many stages run at once.",
+        "How many extract calls run at once within a lane.",
     ),
     SettingSpec(
         "debug",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from runjournal.domain.events import RunAllocated, RunEvent, StageDecided, StageFailed
+from runjournal.domain.events import (
+    RunAllocated,
+    RunEvent,
+    RunTerminated,
+    StageDecided,
+    StageFailed,
+)
 
 
 class ReasonReportProjection:
@@ -18,6 +24,8 @@ class ReasonReportProjection:
         self.steps: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.totals: dict[str, int] = {}
         self.failures: list[dict[str, str]] = []
+        self.status = "running"
+        self.error: dict[str, str | None] | None = None
 
     def apply(self, event: RunEvent) -> None:
         if isinstance(event, StageDecided):
@@ -48,6 +56,16 @@ class ReasonReportProjection:
                 )
         elif isinstance(event, RunAllocated):
             self.run_id = event.run_id
+        elif isinstance(event, RunTerminated):
+            self.status = event.status.value
+            if event.error is not None:
+                err = event.error
+                self.error = {
+                    "step": err.step,
+                    "lane": err.lane,
+                    "reason_code": err.reason_code.value if err.reason_code else None,
+                    "message": err.message,
+                }
 
     def view(self) -> dict[str, Any]:
         steps = []
@@ -62,6 +80,8 @@ class ReasonReportProjection:
             steps.append({"step": step, "lanes": lane_views})
         return {
             "run_id": self.run_id,
+            "status": self.status,
+            "error": self.error,
             "totals": dict(sorted(self.totals.items())),
             "steps": steps,
             "failures": self.failures,

@@ -1,0 +1,522 @@
+"""Materialised projection views: where they live, whether they are stale, rebuilding them.
+
+Views (all written atomically through `FsRoot`; see docs/_notes/journal_ops.md):
+
+- `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory is
+  in this output root; the file carries `projection: {name, version}` itself.
+- per-run views (`reasons`, and `debug_summary` when that projection exists):
+  `<output root>/.runjournal/views/<name>.v<N>/<run id>.json`.
+- journal-wide views (`runs_index`): `<output root>/.runjournal/views/<name>.v<N>.json`.
+
+`<output root>/.runjournal/projections.json` records which version of each non-manifest
+projection is materialised (the pointer). The version is part of every storage name, so
+a full rebuild after a version bump writes v2 beside v1, switches the pointer, then
+removes v1. Nothing is stored in the journal database itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+from eventsourcing.utils import get_topic
+from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.adapters.journal import JournalStore, RunSummary
+from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
+from runjournal.domain.names import is_valid_run_id
+from runjournal.domain.run import run_aggregate_id
+from runjournal.projections.base import Projection, fold, storage_name
+from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.reasons_report import ReasonReportProjection
+from runjournal.projections.runs_index import RunsIndexProjection
+
+__all__ = [
+    "STATE_DIR",
+    "STATE_FILE",
+    "ProjectionSpec",
+    "ProjectionStatus",
+    "ProjectionStore",
+    "RebuildResult",
+    "UnknownProjection",
+    "available_projections",
+]
+
+STATE_DIR: Final = ".runjournal"
+STATE_FILE: Final = f"{STATE_DIR}/projections.json"
+VIEWS_DIR: Final = f"{STATE_DIR}/views"
+MANIFEST_FILE: Final = "manifest.json"
+STATE_FORMAT: Final = 1
+
+Render = Callable[[Any], bytes]
+
+
+class UnknownProjection(ValueError):
+    """A projection name that is not one of `available_projections()`."""
+
+
+@dataclass(frozen=True)
+class ProjectionSpec:
+    """A projection class and where its views go (`per_run` or one journal-wide view)."""
+
+    cls: type[Any]
+    per_run: bool
+
+    @property
+    def name(self) -> str:
+        return str(self.cls.NAME)
+
+    @property
+    def version(self) -> int:
+        # Read at call time: a version bump (or a test's monkeypatch) shows at once.
+        return int(self.cls.VERSION)
+
+    def new(self) -> Projection:
+        return self.cls()  # type: ignore[no-any-return]
+
+    def storage(self) -> str:
+        """Storage of the current code version, relative to the output root."""
+        if self.cls is ManifestProjection:
+            return f"<run dir>/{MANIFEST_FILE}"
+        suffix = "" if self.per_run else ".json"
+        return f"{VIEWS_DIR}/{storage_name(self.cls)}{suffix}"
+
+
+def _debug_summary_spec() -> list[ProjectionSpec]:
+    """The debug-summary projection, when `projections/debug_summary.py` provides one."""
+    try:
+        module = importlib.import_module("runjournal.projections.debug_summary")
+    except ModuleNotFoundError:
+        return []
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and value.__module__ == module.__name__
+            and isinstance(getattr(value, "NAME", None), str)
+            and isinstance(getattr(value, "VERSION", None), int)
+            and callable(getattr(value, "apply", None))
+            and callable(getattr(value, "view", None))
+        ):
+            try:
+                value()
+            except TypeError:  # needs arguments: not a fold we can run on its own
+                continue
+            return [ProjectionSpec(value, per_run=True)]
+    return []
+
+
+def available_projections() -> list[ProjectionSpec]:
+    return [
+        ProjectionSpec(ManifestProjection, per_run=True),
+        ProjectionSpec(ReasonReportProjection, per_run=True),
+        *_debug_summary_spec(),
+        ProjectionSpec(RunsIndexProjection, per_run=False),
+    ]
+
+
+class ProjectionStatus(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    version: int
+    scope: str
+    storage: str
+    materialised: list[int]
+    views: int
+    stale_views: int
+    stale: bool
+    reasons: list[str]
+
+
+class RebuildResult(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    version: int
+    storage: str
+    written: int
+    skipped: int
+    replaced: int | None = None
+    failures: list[str] = []
+
+
+class _Pointer(msgspec.Struct, frozen=True, kw_only=True):
+    version: int
+    storage: str
+
+
+class _State(msgspec.Struct, kw_only=True):
+    format: int = STATE_FORMAT
+    projections: dict[str, _Pointer] = {}
+
+
+class _RunView(msgspec.Struct, frozen=True, kw_only=True):
+    projection: dict[str, Any]
+    run_id: str
+    last_version: int
+    view: dict[str, Any]
+
+
+_state_decoder = msgspec.json.Decoder(_State)
+_run_view_head = msgspec.json.Decoder(dict[str, Any])
+
+
+class ProjectionStore:
+    """Status and rebuild of the views of one output root, read from one journal."""
+
+    def __init__(self, store: JournalStore, output_root: str, render: Render) -> None:
+        self._store = store
+        self._output_root = os.path.abspath(output_root)
+        self._render = render
+
+    # --- selection -------------------------------------------------------------------
+
+    @staticmethod
+    def select(name: str | None) -> list[ProjectionSpec]:
+        specs = available_projections()
+        if name is None:
+            return specs
+        chosen = [s for s in specs if s.name == name]
+        if not chosen:
+            known = ", ".join(s.name for s in specs)
+            raise UnknownProjection(f"no projection named {name!r} (known: {known})")
+        return chosen
+
+    # --- status ----------------------------------------------------------------------
+
+    def status(self, name: str | None = None) -> list[ProjectionStatus]:
+        specs = self.select(name)
+        runs = self._store.list_runs()
+        root = self._open_root(create=False)
+        try:
+            state = self._load_state(root)
+            out = []
+            for spec in specs:
+                if spec.cls is ManifestProjection:
+                    out.append(self._manifest_status(spec, runs, root))
+                elif spec.per_run:
+                    out.append(self._per_run_status(spec, runs, root, state))
+                else:
+                    out.append(self._journal_status(spec, root, state))
+            return out
+        finally:
+            if root is not None:
+                root.close()
+
+    def _manifest_status(
+        self, spec: ProjectionSpec, runs: Sequence[RunSummary], root: FsRoot | None
+    ) -> ProjectionStatus:
+        versions: set[int] = set()
+        views = old = missing = behind = 0
+        for run in runs:
+            if root is None or not self._has_local_run_dir(root, run):
+                continue
+            views += 1
+            try:
+                doc = json.loads(root.read_bytes(f"{run.run_id}/{MANIFEST_FILE}"))
+                version = int(doc["projection"]["version"])
+                status = str(doc["status"])
+            except (FsError, ValueError, KeyError, TypeError):
+                missing += 1
+                continue
+            versions.add(version)
+            if version != spec.version:
+                old += 1
+            elif status != run.status.value:
+                behind += 1
+        reasons = []
+        if old:
+            reasons.append(f"{old} manifest(s) built with another version than v{spec.version}")
+        if missing:
+            reasons.append(f"{missing} terminated run(s) have no readable manifest.json")
+        if behind:
+            reasons.append(f"{behind} manifest(s) show another status than the journal")
+        stale_views = old + missing + behind
+        return ProjectionStatus(
+            name=spec.name,
+            version=spec.version,
+            scope="run",
+            storage=spec.storage(),
+            materialised=sorted(versions),
+            views=views,
+            stale_views=stale_views,
+            stale=stale_views > 0,
+            reasons=reasons,
+        )
+
+    def _per_run_status(
+        self,
+        spec: ProjectionSpec,
+        runs: Sequence[RunSummary],
+        root: FsRoot | None,
+        state: _State,
+    ) -> ProjectionStatus:
+        pointer = state.projections.get(spec.name)
+        ids = [r.run_id for r in runs if is_valid_run_id(r.run_id)]
+        if pointer is None or root is None:
+            return self._not_materialised(spec, "run", len(ids))
+        reasons = []
+        if pointer.version != spec.version:
+            reasons.append(f"materialised v{pointer.version}, the code is v{spec.version}")
+        try:
+            present = set(root.listdir(pointer.storage))
+        except FsError:
+            present = set()
+        missing = behind = 0
+        for run_id in ids:
+            if f"{run_id}.json" not in present:
+                missing += 1
+                continue
+            try:
+                head = _run_view_head.decode(root.read_bytes(f"{pointer.storage}/{run_id}.json"))
+                built_from = int(head["last_version"])
+            except (FsError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+                missing += 1
+                continue
+            if built_from < self._last_version(run_id):
+                behind += 1
+        if missing:
+            reasons.append(f"{missing} run(s) have no view")
+        if behind:
+            reasons.append(f"{behind} view(s) miss newer events of their run")
+        stale_views = len(ids) if pointer.version != spec.version else missing + behind
+        return ProjectionStatus(
+            name=spec.name,
+            version=spec.version,
+            scope="run",
+            storage=pointer.storage,
+            materialised=[pointer.version],
+            views=len(ids) - missing,
+            stale_views=stale_views,
+            stale=bool(reasons),
+            reasons=reasons,
+        )
+
+    def _journal_status(
+        self, spec: ProjectionSpec, root: FsRoot | None, state: _State
+    ) -> ProjectionStatus:
+        pointer = state.projections.get(spec.name)
+        if pointer is None or root is None:
+            return self._not_materialised(spec, "journal", 1)
+        reasons = []
+        if pointer.version != spec.version:
+            reasons.append(f"materialised v{pointer.version}, the code is v{spec.version}")
+        try:
+            stored = json.loads(root.read_bytes(pointer.storage))["view"]
+        except (FsError, ValueError, KeyError, TypeError):
+            reasons.append("the view file is missing or unreadable")
+        else:
+            if pointer.version == spec.version and stored != self._journal_view(spec):
+                reasons.append("the journal has runs or terminations the view does not show")
+        return ProjectionStatus(
+            name=spec.name,
+            version=spec.version,
+            scope="journal",
+            storage=pointer.storage,
+            materialised=[pointer.version],
+            views=1,
+            stale_views=1 if reasons else 0,
+            stale=bool(reasons),
+            reasons=reasons,
+        )
+
+    @staticmethod
+    def _not_materialised(spec: ProjectionSpec, scope: str, views: int) -> ProjectionStatus:
+        return ProjectionStatus(
+            name=spec.name,
+            version=spec.version,
+            scope=scope,
+            storage=spec.storage(),
+            materialised=[],
+            views=0,
+            stale_views=views,
+            stale=views > 0,
+            reasons=["not materialised"] if views else [],
+        )
+
+    # --- rebuild ---------------------------------------------------------------------
+
+    def rebuild(self, name: str | None = None, run_id: str | None = None) -> list[RebuildResult]:
+        """Rebuild views from the journal; `run_id` limits per-run projections to one run."""
+        specs = self.select(name)
+        if run_id is not None and name is not None and not specs[0].per_run:
+            raise UnknownProjection(f"{name} is one view of every run: --run does not apply")
+        runs = self._store.list_runs()
+        if run_id is not None:
+            runs = [r for r in runs if r.run_id == run_id]
+        root = self._open_root(create=True)
+        assert root is not None
+        try:
+            state = self._load_state(root)
+            per_run = [s for s in specs if s.per_run]
+            builders = {s.name: _Builder(s, s.storage()) for s in per_run}
+            for run in runs:
+                self._rebuild_run(run, per_run, builders, root)
+            results = []
+            for spec in per_run:
+                builder = builders[spec.name]
+                if spec.cls is not ManifestProjection and not builder.failures:
+                    builder.replaced = self._switch(root, state, spec, full=run_id is None)
+                results.append(builder.result())
+            for spec in specs:
+                if not spec.per_run:
+                    results.append(self._rebuild_journal_view(root, state, spec))
+            self._save_state(root, state)
+            return results
+        finally:
+            root.close()
+
+    def _rebuild_run(
+        self,
+        run: RunSummary,
+        specs: Sequence[ProjectionSpec],
+        builders: dict[str, _Builder],
+        root: FsRoot,
+    ) -> None:
+        manifest_target = run.status is not RunStatus.RUNNING and self._has_local_run_dir(root, run)
+        wanted = [
+            s
+            for s in specs
+            if (manifest_target if s.cls is ManifestProjection else is_valid_run_id(run.run_id))
+        ]
+        for spec in specs:
+            if spec not in wanted:
+                builders[spec.name].skipped += 1
+        if not wanted:
+            return
+        events = list(self._store.events(run.run_id))
+        for spec in wanted:
+            builder = builders[spec.name]
+            view = fold(spec.new(), events).view()
+            if spec.cls is ManifestProjection:
+                target, data = f"{run.run_id}/{MANIFEST_FILE}", self._render(view)
+            else:
+                target = f"{builder.storage}/{run.run_id}.json"
+                data = self._render(
+                    _RunView(
+                        projection={"name": spec.name, "version": spec.version},
+                        run_id=run.run_id,
+                        last_version=events[-1].originator_version if events else 0,
+                        view=view,
+                    )
+                )
+            try:
+                root.write_bytes(target, data, overwrite=True)
+            except FsError as exc:
+                builder.failures.append(f"{spec.name} of run {run.run_id}: {exc}")
+            else:
+                builder.written += 1
+
+    def _switch(
+        self, root: FsRoot, state: _State, spec: ProjectionSpec, *, full: bool
+    ) -> int | None:
+        """Point the state at the new version; a full rebuild removes the old storage."""
+        previous = state.projections.get(spec.name)
+        if previous is not None and previous.version != spec.version and not full:
+            return None  # a one-run rebuild never replaces a whole older view
+        state.projections[spec.name] = _Pointer(version=spec.version, storage=spec.storage())
+        if previous is None or previous.storage == spec.storage():
+            return None
+        self._save_state(root, state)  # the pointer moves before v1 is removed
+        # An orphaned old view is harmless: nothing points at it any more.
+        with contextlib.suppress(FsError):
+            root.remove_tree(previous.storage, missing_ok=True)
+        return previous.version
+
+    def _rebuild_journal_view(
+        self, root: FsRoot, state: _State, spec: ProjectionSpec
+    ) -> RebuildResult:
+        view = self._journal_view(spec)
+        data = self._render(
+            {"projection": {"name": spec.name, "version": spec.version}, "view": view}
+        )
+        failures = []
+        try:
+            root.write_bytes(spec.storage(), data, overwrite=True)
+        except FsError as exc:
+            failures.append(f"{spec.name}: {exc}")
+            return RebuildResult(
+                name=spec.name,
+                version=spec.version,
+                storage=spec.storage(),
+                written=0,
+                skipped=0,
+                failures=failures,
+            )
+        replaced = self._switch(root, state, spec, full=True)
+        return RebuildResult(
+            name=spec.name,
+            version=spec.version,
+            storage=spec.storage(),
+            written=1,
+            skipped=0,
+            replaced=replaced,
+        )
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _journal_view(self, spec: ProjectionSpec) -> dict[str, Any]:
+        """Journal-wide folds read only run allocations and terminations."""
+        events: Iterable[RunEvent] = (e for _, e in self._store.notifications(0, _SUMMARY_TOPICS))
+        return fold(spec.new(), events).view()
+
+    def _last_version(self, run_id: str) -> int:
+        rows = self._store.app.recorder.select_events(run_aggregate_id(run_id), desc=True, limit=1)
+        return rows[0].originator_version if rows else 0
+
+    def _has_local_run_dir(self, root: FsRoot, run: RunSummary) -> bool:
+        """The run's directory is `<this output root>/<run id>` and exists."""
+        if not is_valid_run_id(run.run_id) or os.path.basename(run.run_dir) != run.run_id:
+            return False
+        parent = os.path.realpath(os.path.dirname(run.run_dir))
+        if parent != os.path.realpath(self._output_root):
+            return False
+        try:
+            root.subroot(run.run_id).close()  # a real directory, reached without symlinks
+        except FsError:
+            return False
+        return True
+
+    def _open_root(self, *, create: bool) -> FsRoot | None:
+        if not create and not os.path.isdir(self._output_root):
+            return None
+        return FsRoot.open(self._output_root, create=create)
+
+    @staticmethod
+    def _load_state(root: FsRoot | None) -> _State:
+        if root is None:
+            return _State()
+        try:
+            return _state_decoder.decode(root.read_bytes(STATE_FILE))
+        except FsNotFound:
+            return _State()
+        except (FsError, msgspec.DecodeError, msgspec.ValidationError):
+            return _State()  # unreadable state: everything shows as not materialised
+
+    def _save_state(self, root: FsRoot, state: _State) -> None:
+        root.write_bytes(STATE_FILE, self._render(msgspec.to_builtins(state)), overwrite=True)
+
+
+@dataclass
+class _Builder:
+    spec: ProjectionSpec
+    storage: str
+    written: int = 0
+    skipped: int = 0
+    replaced: int | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def result(self) -> RebuildResult:
+        return RebuildResult(
+            name=self.spec.name,
+            version=self.spec.version,
+            storage=self.storage,
+            written=self.written,
+            skipped=self.skipped,
+            replaced=self.replaced,
+            failures=list(self.failures),
+        )
+
+
+_SUMMARY_TOPICS: Final = [get_topic(RunAllocated), get_topic(RunTerminated)]
