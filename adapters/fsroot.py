@@ -444,7 +444,7 @@ def _sweep(dir_fd: int, prefix: str, found: list[str], *, dry_run: bool, depth: 
             os.fsync(dir_fd)
 
 
-def _make_trusted_dirs(path: str) -> None:
+def make_trusted_dirs(path: str) -> None:
     """Create the root and missing parents 0700 (the root path itself is trusted)."""
     missing = []
     current = path
@@ -494,7 +494,7 @@ class FsRoot:
         absolute = os.path.abspath(os.fspath(path))
         with _classified(absolute):
             if create:
-                _make_trusted_dirs(absolute)
+                make_trusted_dirs(absolute)
             fd = os.open(absolute, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return cls(fd, _real_path(fd, absolute))
 

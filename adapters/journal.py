@@ -34,6 +34,7 @@ from eventsourcing.persistence import (
     Transcoder,
 )
 from eventsourcing.utils import Environment, EnvType, get_topic, resolve_topic
+from runjournal.adapters.fsroot import make_trusted_dirs
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.redaction import redact_text, safe_error_text
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
@@ -357,21 +358,6 @@ def open_journal(
     return _open_sqlite(os.path.abspath(path), lock_timeout)
 
 
-def _make_private_dirs(directory: str) -> None:
-    """Create missing directories (each 0700), tolerating concurrent creators."""
-    missing: list[str] = []
-    current = directory
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-
-
 def _open_sqlite(path: str, lock_timeout: int) -> JournalStore:
     url = f"sqlite://{path}"
     env = {
@@ -380,7 +366,7 @@ def _open_sqlite(path: str, lock_timeout: int) -> JournalStore:
         "SQLITE_LOCK_TIMEOUT": str(int(lock_timeout)),
     }
     try:
-        _make_private_dirs(os.path.dirname(path))
+        make_trusted_dirs(os.path.dirname(path))
         if os.path.isdir(path):
             raise IsADirectoryError(f"{path} is a directory")
         # Pre-create private: SQLite gives its -wal/-shm files the database's mode.

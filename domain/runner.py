@@ -63,7 +63,7 @@ from runjournal.domain.ports import (
 )
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.domain.recompute import RecomputePolicy
-from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.redaction import redact_text, safe_error_text
 
 ERROR_MESSAGE_LIMIT = 500
 
@@ -96,6 +96,35 @@ class Artifact:
     @property
     def size(self) -> int:
         return len(self.data)
+
+    @classmethod
+    def of(
+        cls, module: Module, step: str, lane: str, data: bytes, value: Any, warnings: list[str]
+    ) -> Artifact:
+        return cls(
+            step=step,
+            lane=lane,
+            kind=module.artifact_kind,
+            schema=module.schema,
+            media_type=module.media_type,
+            data=data,
+            sha256=sha256_hex(data),
+            value=value,
+            warnings=warnings,
+        )
+
+    def provenance(self, module_fingerprint: str) -> Provenance:
+        """What a normalize checkpoint records of its producer, checked on restore."""
+        return Provenance(
+            step=self.step,
+            lane=self.lane,
+            module_fingerprint=module_fingerprint,
+            kind=self.kind,
+            schema=self.schema,
+            media_type=self.media_type,
+            sha256=self.sha256,
+            size=self.size,
+        )
 
     def fingerprint(self) -> DependencyFingerprint:
         return DependencyFingerprint(
@@ -416,20 +445,12 @@ class PipelineRunner:
                 value = msgspec.json.decode(record.payload, type=module.artifact_type)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 state = PredecessorState.CORRUPT
+        artifact: Artifact | None = None
         if state is PredecessorState.RESTORED and record is not None:
-            prov = record.provenance
-            digest = sha256_hex(record.payload)
-            if (
-                prov is None
-                or prov.step != step.id
-                or prov.lane != lane
-                or prov.module_fingerprint != module.fingerprint
-                or prov.kind != module.artifact_kind
-                or prov.schema != module.schema
-                or prov.media_type != module.media_type
-                or prov.sha256 != digest
-                or prov.size != len(record.payload)
-            ):
+            artifact = Artifact.of(
+                module, step.id, lane, record.payload, value, list(record.warnings)
+            )
+            if record.provenance != artifact.provenance(module.fingerprint):
                 state = PredecessorState.PROVENANCE_INVALID
         facts = StageFacts(
             stage=Stage.NORMALIZE,
@@ -441,7 +462,7 @@ class PipelineRunner:
             current=StageDigests(step.components, "", ""),
         )
         code = self._decide(step.id, lane, "", facts)
-        if state is not PredecessorState.RESTORED or record is None:
+        if state is not PredecessorState.RESTORED or artifact is None:
             raise StageFailure(
                 step.id,
                 lane,
@@ -449,17 +470,6 @@ class PipelineRunner:
                 f"required predecessor step '{step.id}' lane '{lane}' cannot be restored: "
                 f"{code.value}",
             )
-        artifact = Artifact(
-            step=step.id,
-            lane=lane,
-            kind=module.artifact_kind,
-            schema=module.schema,
-            media_type=module.media_type,
-            data=record.payload,
-            sha256=record.output_sha256,
-            value=value,
-            warnings=list(record.warnings),
-        )
         self._emit_artifact(artifact, restored=True)
         return artifact
 
@@ -781,6 +791,7 @@ class _LaneRun:
             out = _Result(norm_record.output_sha256, norm_record.payload)
             value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
             warnings = list(norm_record.warnings)
+            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
         else:
             merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
@@ -793,40 +804,23 @@ class _LaneRun:
 
             out = self._call(Stage.NORMALIZE, "", normalize, module.artifact_type)
             value = out.value
-            warnings = [str(w) for w in holder["n"].warnings]
+            # Warnings are module diagnostics, not documents: redacted before they are
+            # journaled, checkpointed or reported.
+            warnings = [redact_text(str(w)) for w in holder["n"].warnings]
             for validator in self.step.validators:
                 try:
-                    warnings.extend(str(w) for w in validator.check(value, self.ctx))
+                    warnings.extend(redact_text(str(w)) for w in validator.check(value, self.ctx))
                 except Exception as exc:
                     raise _StageError(Stage.NORMALIZE, "", exc) from exc
+            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._store(
                 Stage.NORMALIZE,
                 "",
                 merged.digest,
                 out,
                 warnings=warnings,
-                provenance=Provenance(
-                    step=step_id,
-                    lane=lane,
-                    module_fingerprint=module.fingerprint,
-                    kind=module.artifact_kind,
-                    schema=module.schema,
-                    media_type=module.media_type,
-                    sha256=out.digest,
-                    size=len(out.data),
-                ),
+                provenance=artifact.provenance(module.fingerprint),
             )
-        artifact = Artifact(
-            step=step_id,
-            lane=lane,
-            kind=module.artifact_kind,
-            schema=module.schema,
-            media_type=module.media_type,
-            data=out.data,
-            sha256=out.digest,
-            value=value,
-            warnings=warnings,
-        )
         self.r._emit_artifact(artifact)
         return artifact
 

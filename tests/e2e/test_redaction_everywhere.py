@@ -1,0 +1,278 @@
+"""A planted corpus of secrets never leaves the process unredacted (seed state_hardening).
+
+Every secret-shaped token is built at run time from random parts (never a literal in
+this file). The tokens are planted in the environment, `--set` values, profile fields,
+module trace material, module warnings, an LLM prompt and exception messages; then no
+file under any root (output, cache, debug), no event of the decompressed journal
+(`journal show --json`), and nothing on stdout or stderr may contain any of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import string
+from pathlib import Path
+
+import pytest
+from runjournal.domain.redaction import redact_text
+
+ALNUM = string.ascii_letters + string.digits
+UPPER = string.ascii_uppercase + string.digits
+
+
+def rnd(n: int, alphabet: str = ALNUM) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def build_corpus() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """shape -> (token, needles): needles are the random parts that must never appear."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def add(name: str, token: str, *needles: str) -> None:
+        out[name] = (token, needles)
+
+    b = rnd(16, UPPER)
+    add("aws_access_key_id", "AK" + "IA" + b, b)
+    b = rnd(40, ALNUM + "/+")
+    add("aws_secret_access_key", "aws_secret" + "_access_key = " + b, b)
+    for p in "pousr":
+        b = rnd(36)
+        add("github_gh" + p, "gh" + p + "_" + b, b)
+    b1, b2 = rnd(22), rnd(59)
+    add("github_pat", "github" + "_pat_" + b1 + "_" + b2, b1, b2)
+    b = rnd(48)
+    add("openai", "s" + "k-" + b, b)
+    b = rnd(48)
+    add("openai_project", "s" + "k-" + "proj-" + b, b)
+    b = rnd(93, ALNUM + "_-")
+    add("anthropic", "s" + "k-ant-" + "api03-" + b + "AA", b)
+    b = rnd(24)
+    digits = string.digits
+    add("slack", "xo" + "xb-" + rnd(11, digits) + "-" + rnd(12, digits) + "-" + b, b)
+    b = rnd(35, ALNUM + "_-")
+    add("google", "AI" + "za" + b, b)
+    b = rnd(24)
+    add("stripe_secret", "s" + "k_" + "live_" + b, b)
+    b = rnd(24)
+    add("stripe_restricted", "r" + "k_" + "live_" + b, b)
+    b = rnd(20)
+    add("gitlab", "gl" + "pat-" + b, b)
+    b = rnd(36)
+    add("npm", "np" + "m_" + b, b)
+    b = rnd(60, ALNUM + "_-")
+    add("pypi", "py" + "pi-" + "AgEIcHlwaS5vcmc" + b, b)
+    b1, b2, b3 = rnd(24, ALNUM + "_-"), rnd(40, ALNUM + "_-"), rnd(43, ALNUM + "_-")
+    add("jwt", "ey" + "J" + b1 + ".ey" + "J" + b2 + "." + b3, b1, b2, b3)
+    b1, b2 = rnd(64, ALNUM + "+/"), rnd(64, ALNUM + "+/")
+    begin, end = "-----BEGIN RSA PRIVATE" + " KEY-----", "-----END RSA PRIVATE" + " KEY-----"
+    add("pem_private_key", begin + "\n" + b1 + "\n" + b2 + "\n" + end, b1, b2)
+    b = rnd(32)
+    add("authorization_bearer", "Authorization: " + "Bearer " + b, b)
+    b = base64.b64encode(("user:" + rnd(20)).encode()).decode()
+    add("authorization_basic", "Authorization: " + "Basic " + b, b)
+    b = rnd(20)
+    add("url_userinfo", "https://deploy:" + b + "@git.example.com/repo.git", b)
+    b = rnd(34)
+    add("huggingface", "h" + "f_" + b, b)
+    b = rnd(32, "0123456789abcdef")
+    add("twilio", "S" + "K" + b, b)
+    return out
+
+
+LEAKY_PLUGIN = """
+import json
+import os
+
+from runjournal.domain.modules import Module, Normalized
+
+TOKENS = json.loads(os.environ["RJ_PLANTED"])
+PLAIN = os.environ["RJ_PLAIN"]
+
+
+class Leaky(Module):
+    name = "test.leaky"
+    fingerprint = "test.leaky/1"
+    artifact_kind = "leaky"
+    schema = "test.leaky/v1"
+    chunk_type = int
+    merged_type = int
+    artifact_type = int
+
+    def extract(self, chunk, ctx):
+        ctx.trace.record(
+            "planted",
+            {
+                "tokens": TOKENS,
+                "joined": " | ".join(TOKENS),
+                "api_key": PLAIN,
+                "client_secret": PLAIN,
+                "headers": {"Authorization": "Bearer " + PLAIN, "Cookie": "sid=" + PLAIN},
+                "overrides": dict(ctx.overrides),
+                "params": dict(ctx.params),
+                "env_key": os.environ.get("RJ_API_KEY"),
+            },
+        )
+        ctx.trace.record("planted " + TOKENS[0], {"n": 1})
+        answer = ctx.llm.complete("context: " + " ".join(TOKENS) + " " + PLAIN, system=PLAIN)
+        part = os.environ.get("RJ_RAISE_PART")
+        if part is not None and "explode" in chunk.text:
+            chosen = TOKENS[int(part) :: 3]
+            raise RuntimeError("upstream rejected credentials: " + " ; ".join(chosen))
+        return len(answer) % 7
+
+    def merge(self, parts, ctx):
+        return sum(parts)
+
+    def normalize(self, merged, ctx):
+        return Normalized(merged, warnings=["credential seen: " + t for t in TOKENS[:4]])
+"""
+
+
+@pytest.fixture
+def planted(tmp_path: Path):
+    corpus = build_corpus()
+    tokens = [token for token, _ in corpus.values()]
+    needles = {name: needles for name, (_, needles) in corpus.items()}
+    plain = rnd(24)  # secret only by its key: never credential-shaped
+    needles["plain"] = (plain,)
+    # precondition: the redaction component recognises every planted shape
+    for name, (token, parts) in corpus.items():
+        redacted = redact_text("seen " + token + " here")
+        assert not any(p in redacted for p in parts), name
+
+    pipe = tmp_path / "pipe"
+    (pipe / "docs").mkdir(parents=True)
+    (pipe / "plugins").mkdir()
+    (pipe / "plugins" / "leaky.py").write_text(LEAKY_PLUGIN)
+    (pipe / "docs" / "a.md").write_text("# Alpha\n\nThe **event journal** records runs.\n")
+    (pipe / "docs" / "zz.md").write_text("please explode here\n")
+    (pipe / "pipeline.toml").write_text(
+        'name = "leaky"\ninputs = ["docs/*.md"]\n\n'
+        "[[steps]]\n"
+        'id = "terms"\nmodule = "builtin.terms"\nparams = { min_count = 1 }\n\n'
+        "[[steps]]\n"
+        'id = "leaky"\nmodule = "plugins/leaky.py:Leaky"\nprofile = "p1"\n'
+        f'params = {{ api_key = "{plain}", lang = "en" }}\n'
+    )
+    url_pw = rnd(20)
+    needles["profile_url_password"] = (url_pw,)
+    profile_token = corpus["gitlab"][0]
+    (pipe / "profiles.toml").write_text(
+        "[profiles.p1]\n"
+        'provider = "offline"\nmodel = "echo-1"\n'
+        f'base_url = "https://svc:{url_pw}@llm.example.com/v1"\n'
+        'api_key_env = "RJ_API_KEY"\n'
+        f'params = {{ api_key = "{plain}", note = "{profile_token}", temperature = 0.2 }}\n'
+    )
+    env = {
+        "RJ_PLANTED": json.dumps(tokens),
+        "RJ_PLAIN": plain,
+        "RJ_API_KEY": corpus["openai_project"][0],
+        "AWS_SECRET_ACCESS_KEY": corpus["aws_secret_access_key"][0].rsplit(" ", 1)[-1],
+        "GITHUB_TOKEN": corpus["github_ghp"][0],
+    }
+    sets = ["--set", f"api_token={plain}", "--set", f"db_password={plain}"]
+    for i, token in enumerate(tokens):
+        sets += ["--set", f"k{i}={token}"]
+    return {
+        "pipeline": pipe / "pipeline.toml",
+        "profiles": pipe / "profiles.toml",
+        "env": env,
+        "sets": sets,
+        "needles": needles,
+        "count": len(tokens),
+    }
+
+
+def _files(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
+
+
+def _leaks(haystack: bytes, needles: dict[str, tuple[str, ...]]) -> list[str]:
+    return [name for name, parts in needles.items() if any(p.encode() in haystack for p in parts)]
+
+
+class TestRedactionEverywhere:
+    def test_planted_corpus_never_appears(self, cli, tmp_path: Path, planted) -> None:
+        out, cache, dbg = tmp_path / "out", tmp_path / "cache", tmp_path / "dbg"
+        base = [
+            "run",
+            str(planted["pipeline"]),
+            "--output-root",
+            str(out),
+            "--cache-root",
+            str(cache),
+            "--debug-root",
+            str(dbg),
+            "--profiles-file",
+            str(planted["profiles"]),
+            "--debug",
+            "trace",
+            "--no-progress",
+            *planted["sets"],
+        ]
+        streams: list[tuple[str, str]] = []
+        shown: list[str] = []
+
+        ok, ok_doc = cli.json(*base, env=planted["env"])  # zz.md does not explode
+        assert ok.returncode == 0, ok.stderr
+        streams.append((ok.stdout, ok.stderr))
+        run_ids = [ok_doc["run_id"]]
+        failed_stderr = []
+        for part in range(3):
+            proc, doc = cli.json(*base, env={**planted["env"], "RJ_RAISE_PART": str(part)})
+            assert proc.returncode == 1, proc.stderr
+            assert doc["status"] == "failed"
+            streams.append((proc.stdout, proc.stderr))
+            failed_stderr.append(proc.stderr)
+            run_ids.append(doc["run_id"])
+        for run_id in run_ids:
+            events = cli("journal", "show", run_id, "--json", "--output-root", str(out))
+            assert events.returncode == 0, events.stderr
+            shown.append(events.stdout)
+
+        needles = planted["needles"]
+        for stdout, stderr in streams:
+            assert _leaks(stdout.encode(), needles) == []
+            assert _leaks(stderr.encode(), needles) == []
+        for text in shown:
+            assert _leaks(text.encode(), needles) == []
+        files = _files(out, cache, dbg)
+        assert len(files) > 20
+        leaked = {str(p): _leaks(p.read_bytes(), needles) for p in files}
+        assert {k: v for k, v in leaked.items() if v} == {}
+
+        # The corpus really reached every boundary (the test is not vacuous).
+        bundle = Path(ok_doc["debug_bundle"])
+        trace = [
+            json.loads(x) for x in (bundle / "trace" / "events.jsonl").read_text().splitlines()
+        ]
+        material = [r for r in trace if r["kind"] == "module" and r["name"] == "planted"]
+        assert material
+        data = material[0]["data"]["data"]
+        assert len(data["tokens"]) == planted["count"]
+        assert all("[REDACTED" in t for t in data["tokens"])
+        assert data["api_key"] == "[REDACTED]" and data["headers"]["Authorization"] == "[REDACTED]"
+        assert data["overrides"]["api_token"] == "[REDACTED]"
+        assert any(r["kind"] == "llm" and r["name"] == "request" for r in trace)
+        command = json.loads((bundle / "summary" / "command.json").read_text())
+        assert command["overrides"]["api_token"] == "[REDACTED]"
+        assert command["overrides"]["k0"] == "[REDACTED]"  # credential-shaped value: marker
+        resolution = json.loads((bundle / "summary" / "resolution.json").read_text())
+        step = next(s for s in resolution["pipeline"]["steps"] if s["id"] == "leaky")
+        assert step["params"]["api_key"] == "[REDACTED]"
+        assert "api_key" not in step["profile"]["params"]  # not even a marker: non-secret view
+        assert "[REDACTED:gitlab_token]" in step["profile"]["params"]["note"]
+        assert step["profile"]["api_key_env"] == "[REDACTED]"  # over-redacted: a key name
+        assert "[REDACTED:url_password]" in step["profile"]["base_url"]
+        warnings = json.loads((bundle / "summary" / "warnings.json").read_text())
+        leaky_warnings = [w for w in warnings["warnings"] if w["step"] == "leaky"]
+        assert len(leaky_warnings) == 4 * 2  # two lanes, four warnings each
+        assert all("[REDACTED:" in w["message"] for w in leaky_warnings)
+        for stderr in failed_stderr:
+            assert "upstream rejected credentials" in stderr and "[REDACTED:" in stderr
+        allocated = json.loads(shown[0])["events"][0]
+        assert allocated["type"] == "RunAllocated"
+        assert "api_token=[REDACTED]" in allocated["data"]["argv"]
