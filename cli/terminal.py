@@ -28,7 +28,7 @@ from runjournal.domain.events import (
     RunTerminated,
     TerminalPersistenceFailed,
 )
-from runjournal.domain.logical_names import find_name_conflicts
+from runjournal.domain.logical_names import refused_names
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.redaction import safe_error_text
@@ -89,11 +89,13 @@ class Terminalizer:
         write_index: bool,
         report: dict[str, Any],
     ) -> TerminalState:
-        files = [(o.name, o.data) for o in outputs]
-        files += ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
+        own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
+        files = [(o.name, o.data) for o in outputs] + own
         refused = [
             RefusedName(name=name, refusal=refusal.name.lower())
-            for name, refusal in find_name_conflicts([n for n, _ in files[: len(outputs)]])
+            for name, refusal in refused_names(
+                [name for name, _ in files], reserved_ok=[name for name, _ in own]
+            )
         ]
         self._session.emit(OutputsValidated, checked=len(files), refused=refused)
         if refused:

@@ -177,14 +177,31 @@ def _dir_prefixes(key: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def check_logical_names(names: Iterable[str], *, allow_reserved: bool = False) -> list[str]:
-    """Validate every name and their coexistence; raise LogicalNameError on the first problem.
+def refused_names(
+    names: Iterable[str], *, reserved_ok: Iterable[str] = ()
+) -> list[tuple[str, NameRefusal]]:
+    """Every refusal among `names`: each invalid name, then conflicts among the valid ones.
 
-    This is the one call the CLI makes before allocating a run directory.
+    `reserved_ok` lists reserved names the caller itself writes (e.g. the chunk map), which
+    are accepted where they appear; every other reserved name is refused.
     """
-    checked = [validate_logical_name(name, allow_reserved=allow_reserved) for name in names]
-    conflicts = find_name_conflicts(checked)
-    if conflicts:
-        name, refusal = conflicts[0]
+    allowed = set(reserved_ok)
+    out: list[tuple[str, NameRefusal]] = []
+    valid: list[str] = []
+    for name in names:
+        refusal = _refusal(name, allow_reserved=name in allowed)
+        if refusal is None:
+            valid.append(name)
+        else:
+            out.append((name, refusal))
+    return out + find_name_conflicts(valid)
+
+
+def check_logical_names(names: Iterable[str], *, allow_reserved: bool = False) -> list[str]:
+    """Validate every name and their coexistence; raise LogicalNameError on the first problem."""
+    names = list(names)
+    problems = refused_names(names, reserved_ok=RESERVED_NAMES if allow_reserved else ())
+    if problems:
+        name, refusal = problems[0]
         raise LogicalNameError(name, refusal)
-    return checked
+    return names

@@ -268,3 +268,89 @@ class TestConfigurationErrors:
         proc = cli("run", str(example), "--recompute", "nope", "--output-root", str(tmp_path / "o"))
         assert proc.returncode == 2 and "nope" in proc.stderr
         assert not (tmp_path / "o").exists()
+
+
+NAMING_PLUGIN = """
+from runjournal.domain.modules import Module, Normalized, OutputFile
+
+class Named(Module):
+    name = "test.named"
+    fingerprint = "test.named/1"
+    artifact_kind = "named"
+    schema = "test.named/v1"
+    chunk_type = int
+    merged_type = int
+    artifact_type = int
+
+    def extract(self, chunk, ctx):
+        print("a module printing to stdout must not corrupt --json")
+        return 1
+
+    def merge(self, parts, ctx):
+        return sum(parts)
+
+    def normalize(self, merged, ctx):
+        return Normalized(merged)
+
+    def outputs(self, artifact, ctx):
+        return [OutputFile(name, b"x") for name in ctx.params["names"]]
+"""
+
+
+class TestOutputNames:
+    def _pipeline(self, tmp_path: Path, names: list[str]) -> Path:
+        (tmp_path / "docs").mkdir(exist_ok=True)
+        (tmp_path / "docs" / "a.md").write_text("one paragraph\n")
+        (tmp_path / "plugins").mkdir(exist_ok=True)
+        (tmp_path / "plugins" / "named.py").write_text(NAMING_PLUGIN)
+        path = tmp_path / "pipeline.toml"
+        path.write_text(
+            'name = "named"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "n"\n'
+            f'module = "plugins/named.py:Named"\nscope = "corpus"\nparams = {{ names = {json.dumps(names)} }}\n'
+        )
+        return path
+
+    def test_good_names_and_print_goes_to_stderr(self, cli, tmp_path):
+        pipeline = self._pipeline(tmp_path, ["notes/summary.md"])
+        proc, doc = cli.json(
+            "run",
+            str(pipeline),
+            "--output-root",
+            str(tmp_path / "o"),
+            "--cache-root",
+            str(tmp_path / "c"),
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "must not corrupt" in proc.stderr
+        assert (Path(doc["run_dir"]) / "notes" / "summary.md").read_bytes() == b"x"
+
+    @pytest.mark.parametrize(
+        ("names", "refusal"),
+        [
+            (["manifest.json"], "reserved"),
+            (["../escape.md"], "dot_component"),
+            (["/abs.md"], "absolute"),
+            (["a.md", "a.md"], "duplicate"),
+            (["Notes.md", "notes.md"], "case_collision"),
+            ([".hidden"], "leading_dot"),
+        ],
+    )
+    def test_refused_names_fail_the_run_with_no_outputs(self, cli, tmp_path, names, refusal):
+        pipeline = self._pipeline(tmp_path, names)
+        out = tmp_path / "o"
+        proc, doc = cli.json(
+            "run", str(pipeline), "--output-root", str(out), "--cache-root", str(tmp_path / "c")
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert doc["status"] == "failed" and doc["outputs"] == []
+        run_dir = Path(doc["run_dir"])
+        assert sorted(p.name for p in run_dir.iterdir()) == [
+            "error.log",
+            "failure.json",
+            "manifest.json",
+        ]
+        failure = json.loads((run_dir / "failure.json").read_text())
+        assert failure["refused"][0]["refusal"] == refusal
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["validation"]["status"] == "failed"
+        assert not (tmp_path / "escape.md").exists() and not Path("/abs.md").exists()

@@ -52,9 +52,7 @@ from make_v1_journal import COLD, RESUME  # noqa: E402
 
 
 def renumber(events: list[RunEvent]) -> list[RunEvent]:
-    return [
-        msgspec.structs.replace(e, originator_version=i) for i, e in enumerate(events, start=1)
-    ]
+    return [msgspec.structs.replace(e, originator_version=i) for i, e in enumerate(events, start=1)]
 
 
 def replace_decision(events: list[RunEvent], index: int, **changes: object) -> list[RunEvent]:
@@ -104,9 +102,7 @@ class TestCleanRuns:
             ("profile_source", ReasonCode.PROFILE_SOURCE_CHANGED),
         ):
             components = msgspec.structs.replace(syn.COMPONENTS, **{name: syn.h(name + "2")})
-            run = syn.synthetic_run(
-                syn.run_id_for(4), previous=cold, components=components
-            )
+            run = syn.synthetic_run(syn.run_id_for(4), previous=cold, components=components)
             assert {d.code for d in run.decisions} == {code}
             assert all(d.recorded == {name: getattr(syn.COMPONENTS, name)} for d in run.decisions)
             assert audit_run(run.events).ok
@@ -127,7 +123,9 @@ class TestCleanRuns:
 
 class TestDifferences:
     def test_a_tampered_code_is_named_with_its_scope(self, resume: syn.SyntheticRun) -> None:
-        index = next(i for i, d in enumerate(resume.decisions) if d.code is ReasonCode.INPUT_CHANGED)
+        index = next(
+            i for i, d in enumerate(resume.decisions) if d.code is ReasonCode.INPUT_CHANGED
+        )
         original = resume.decisions[index]
         events = replace_decision(
             resume.events, index, code=ReasonCode.REUSED, category=Category.REUSE
@@ -269,13 +267,11 @@ def facts(draw: st.DrawFn) -> StageFacts:
 
 
 def one_decision_run(f: StageFacts, code: ReasonCode | None = None) -> list[RunEvent]:
+    """Allocation, a lane with the facts' components, and the decision as the runner records it."""
     base = syn.synthetic_run(syn.run_id_for(9), lanes=1, chunks=1)
-    lane = msgspec.structs.replace(
-        base.events[1], components=f.current.components, forced=f.forced
-    )
+    lane = msgspec.structs.replace(base.events[1], components=f.current.components, forced=f.forced)
     assert isinstance(lane, LaneResolved)
     chosen = code or decide_stage(f)
-    deps = "" if f.predecessor is None else f.current.dependencies
     decision = StageDecided(
         originator_id=lane.originator_id,
         originator_version=3,
@@ -293,27 +289,17 @@ def one_decision_run(f: StageFacts, code: ReasonCode | None = None) -> list[RunE
         checkpoint=f.checkpoint,
         predecessor=f.predecessor,
         input=f.current.input,
-        dependencies=deps if f.predecessor is None else f.current.dependencies,
-        recorded=recorded_differences(
-            msgspec.structs.replace(
-                f, current=msgspec.structs.replace(f.current, dependencies=deps)
-            )
-        ),
+        dependencies=f.current.dependencies,
+        recorded=recorded_differences(f),
     )
     return [base.events[0], lane, decision]
 
 
 @settings(max_examples=200, deadline=None)
 @given(f=facts(), other=st.sampled_from(list(ReasonCode)))
-def test_audit_redecides_exactly_what_the_runner_decided(
-    f: StageFacts, other: ReasonCode
-) -> None:
+def test_audit_redecides_exactly_what_the_runner_decided(f: StageFacts, other: ReasonCode) -> None:
     if f.predecessor is None:  # the stage's D is the lane's D (empty in this lane)
-        f = msgspec.structs.replace(
-            f,
-            current=msgspec.structs.replace(f.current, dependencies=""),
-            recorded=f.recorded,
-        )
+        f = msgspec.structs.replace(f, current=msgspec.structs.replace(f.current, dependencies=""))
     runner_code = decide_stage(f)
     assert audit_run(one_decision_run(f)).ok
     report = audit_run(one_decision_run(f, other))
@@ -441,7 +427,7 @@ class TestEventVersions:
                 assert list(a.events(run_id)) == list(b.events(run_id))
 
 
-def test_untampered_run_terminated_event_is_checked_once() -> None:
+def test_a_run_without_termination_audits_clean() -> None:
     """A run without termination (still running, or killed) is not an audit difference."""
     run = syn.synthetic_run(syn.run_id_for(5), lanes=1, chunks=2)
     running = [e for e in run.events if not isinstance(e, RunTerminated)]

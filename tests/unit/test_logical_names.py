@@ -239,3 +239,17 @@ def test_conflicts_are_exactly_the_case_insensitive_repeats_and_clashes(
             assert sum(n.casefold() == name.casefold() for n in names) > 1
         else:
             assert refusal is NameRefusal.PATH_CLASH
+
+
+def test_refused_names_lists_every_problem_and_accepts_the_callers_own_reserved_names():
+    from runjournal.domain.logical_names import refused_names
+
+    problems = refused_names(
+        ["ok.md", "manifest.json", "../x", "chunk-map.json", "A.md", "a.md"],
+        reserved_ok=["chunk-map.json"],
+    )
+    assert [(name, refusal.name) for name, refusal in problems] == [
+        ("manifest.json", "RESERVED"),
+        ("../x", "DOT_COMPONENT"),
+        ("a.md", "CASE_COLLISION"),
+    ]
