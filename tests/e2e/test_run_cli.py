@@ -306,7 +306,8 @@ class TestOutputNames:
         path = tmp_path / "pipeline.toml"
         path.write_text(
             'name = "named"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "n"\n'
-            f'module = "plugins/named.py:Named"\nscope = "corpus"\nparams = {{ names = {json.dumps(names)} }}\n'
+            'module = "plugins/named.py:Named"\nscope = "corpus"\n'
+            f"params = {{ names = {json.dumps(names)} }}\n"
         )
         return path
 
