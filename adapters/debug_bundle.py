@@ -304,6 +304,7 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._buffer: list[bytes] = []
         self._seq = 0
+        self._closed = False
         self.dropped = 0
         self.failures: list[PersistenceFailure] = []
 
@@ -317,6 +318,8 @@ class TraceWriter:
         except Exception as exc:  # material that cannot even be copied: say so, redacted
             body = {"unrecordable": redact_text(f"{type(exc).__name__}: {exc}")}
         with self._lock:
+            if self._closed:
+                return  # late material (after the run's end) has nowhere to go
             if self.failures:
                 self.dropped += 1
                 return
@@ -343,6 +346,13 @@ class TraceWriter:
     def flush(self) -> bool:
         with self._lock:
             return self._flush_locked()
+
+    def close(self) -> bool:
+        """Flush what is buffered; later records are ignored. True if nothing failed."""
+        with self._lock:
+            ok = self._flush_locked()
+            self._closed = True
+            return ok and not self.failures
 
     def _flush_locked(self) -> bool:
         if self.failures:
@@ -630,7 +640,7 @@ class DebugBundle:
             return self.failures
         self._closed = True
         if self.trace is not None:
-            self.trace.flush()
+            self.trace.close()
             if self.trace.dropped and self.trace.failures:
                 first = self.trace.failures[0]
                 self.trace.failures[0] = msgspec.structs.replace(

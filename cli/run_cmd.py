@@ -47,6 +47,7 @@ from runjournal.cli.terminal import OutputsRefused, Terminalizer, TerminalState
 from runjournal.domain.events import (
     ConfigurationResolved,
     DebugBundleAllocated,
+    ProfileObserved,
     RunAllocated,
     RunError,
     RunPhase,
@@ -160,7 +161,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             session.emit(
                 RunTerminated,
                 status=RunStatus.FAILED,
-                phase=RunPhase.RESOLUTION,
+                phase=RunPhase.ALLOCATION,
                 error=RunError(message=str(exc)),
             )
             session.flush()
@@ -222,6 +223,17 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         for line in not_persisted:
             print_error(f"not persisted: {line}")
         return int(ExitCode.USAGE)
+    for step_id, profile in resolution.profiles.items():
+        session.emit(
+            ProfileObserved,
+            step=step_id,
+            profile_id=profile.id,
+            provider=profile.provider,
+            model=profile.model,
+            profile=profile.digest,
+            profile_source=profile.source_digest,
+            source_kind=profile.source_kind,
+        )
     if bundle is not None:
         bundle.summary.write(
             RESOLUTION,

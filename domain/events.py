@@ -28,6 +28,7 @@ class RunStatus(enum.StrEnum):
 
 
 class RunPhase(enum.StrEnum):
+    ALLOCATION = "allocation"
     RESOLUTION = "resolution"
     EXECUTION = "execution"
     TERMINALIZATION = "terminalization"

@@ -276,6 +276,13 @@ class TestResume:
         profiles.write_text('[profiles.p1]\nprovider = "offline"\nmodel = "m2"\n')
         doc = project.run("--resume", "--profiles-file", str(profiles))
         assert_code(project, doc, "profile_changed", "words")
+        _proc, events = project.cli.json(
+            "journal", "show", doc["run_id"], "--output-root", str(project.out)
+        )
+        observed = [e["data"] for e in events["events"] if e["type"] == "ProfileObserved"]
+        assert [(o["step"], o["profile_id"], o["model"]) for o in observed] == [
+            ("words", "p1", "m2")
+        ]
         # same profile id, same model; only where/how it is defined changes -> cold miss
         profiles.write_text(
             '[profiles.p1]\nprovider = "offline"\nmodel = "m2"\napi_key_env = "RJ_KEY"\n'

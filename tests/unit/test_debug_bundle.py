@@ -345,6 +345,15 @@ class TestTraceWriter:
         assert trace.dropped == 4
         assert trace.failures[0].target == "debug_trace"
 
+    def test_records_after_close_are_ignored(self, tmp_path: Path) -> None:
+        with FsRoot.open(tmp_path, create=True) as root:
+            trace = TraceWriter(root, flush_every=1)
+            trace.record("k", "before", {})
+            assert trace.close()
+        trace.record("k", "after", {})  # the root is closed: must neither raise nor fail
+        assert trace.failures == [] and trace.records == 1
+        assert len((tmp_path / TRACE_FILE).read_text().splitlines()) == 1
+
     def test_oversized_record_is_replaced_by_its_digest(self, tmp_path: Path) -> None:
         with FsRoot.open(tmp_path, create=True) as root:
             trace = TraceWriter(root, max_record_bytes=200)
