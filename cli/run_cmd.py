@@ -43,6 +43,7 @@ from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.progress import ProgressDisplay
+from runjournal.cli.settings import EffectiveConfig
 from runjournal.cli.terminal import OutputsRefused, Terminalizer, TerminalState
 from runjournal.domain.events import (
     ConfigurationResolved,
@@ -57,6 +58,7 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
 )
 from runjournal.domain.names import make_run_id
+from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
@@ -129,62 +131,30 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     run = Run(run_aggregate_id(run_id), _now)
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
     session = journal.session(run, batch_size=config.batch_size, listeners=[manifest.apply, spans])
-    session.emit(
-        RunAllocated,
-        run_id=run_id,
-        pipeline=spec.name,
-        pipeline_file=pipeline_path,
-        argv=redact_argv(argv),
-        tool_version=__version__,
-        run_dir=os.path.join(config.output_root, run_id),
-        output_root=config.output_root,
-        cache_root=config.cache_root,
-        workspace=workspace_dir(config, spec.name) if config.checkpoints else None,
-        debug_bundle=os.path.join(config.debug_root, run_id) if config.debug_summary else None,
-        host=host_name(),
-        pid=os.getpid(),
-        process_start=current_process_start(),
-    )
-    session.emit(
-        ConfigurationResolved,
-        settings=[
-            Setting(name=str(r["name"]), value=redact_obj(r["value"]), origin=str(r["origin"]))
-            for r in config.as_rows()
-        ],
-    )
+    _record_allocation(session, spec, pipeline_path, config, run_id, argv)
     # The bundle: after a safe run id and RunAllocated, before resolution (SEMANTICS §1 P2).
-    bundle: DebugBundle | None = None
-    if config.debug_summary:
-        try:
-            bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
-        except BundleAllocationError as exc:
-            session.emit(
-                RunTerminated,
-                status=RunStatus.FAILED,
-                phase=RunPhase.ALLOCATION,
-                error=RunError(message=str(exc)),
-            )
-            session.flush()
-            journal.close()
-            collab.close()
-            raise CliError(str(exc), ExitCode.NOT_PERSISTED) from None
-        session.emit(DebugBundleAllocated, path=bundle.path, trace=config.debug_trace)
-        spans.attach(bundle.trace)
-        bundle.summary.write(
-            COMMAND,
-            command_payload(
-                argv=argv,
-                run_id=run_id,
-                tool_version=__version__,
-                pipeline=spec.name,
-                pipeline_file=pipeline_path,
-                overrides=overrides,
-                resume=req.resume,
-                recompute=req.recompute,
-                inputs=req.inputs,
-                debug=config.debug.value,
-            ),
+    try:
+        bundle = _allocate_bundle(
+            session,
+            config,
+            spans,
+            {
+                "argv": argv,
+                "run_id": run_id,
+                "tool_version": __version__,
+                "pipeline": spec.name,
+                "pipeline_file": pipeline_path,
+                "overrides": overrides,
+                "resume": req.resume,
+                "recompute": req.recompute,
+                "inputs": req.inputs,
+                "debug": config.debug.value,
+            },
         )
+    except CliError:
+        journal.close()
+        collab.close()
+        raise
     bundle_path = bundle.path if bundle is not None else None
     session.flush()
     terminal = Terminalizer(
@@ -322,6 +292,67 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     doc["plans"] = view["plans"]
     _print_result(req, doc, state.error, persistence, collab)
     return int(exit_code)
+
+
+def _record_allocation(
+    session: Any,
+    spec: PipelineSpec,
+    pipeline_path: str,
+    config: EffectiveConfig,
+    run_id: str,
+    argv: list[str],
+) -> None:
+    """RunAllocated (with what `recover` needs) and the redacted effective configuration."""
+    session.emit(
+        RunAllocated,
+        run_id=run_id,
+        pipeline=spec.name,
+        pipeline_file=pipeline_path,
+        argv=redact_argv(argv),
+        tool_version=__version__,
+        run_dir=os.path.join(config.output_root, run_id),
+        output_root=config.output_root,
+        cache_root=config.cache_root,
+        workspace=workspace_dir(config, spec.name) if config.checkpoints else None,
+        debug_bundle=os.path.join(config.debug_root, run_id) if config.debug_summary else None,
+        host=host_name(),
+        pid=os.getpid(),
+        process_start=current_process_start(),
+    )
+    session.emit(
+        ConfigurationResolved,
+        settings=[
+            Setting(name=str(r["name"]), value=redact_obj(r["value"]), origin=str(r["origin"]))
+            for r in config.as_rows()
+        ],
+    )
+
+
+def _allocate_bundle(
+    session: Any,
+    config: EffectiveConfig,
+    spans: JournalSpans,
+    command: dict[str, Any],
+) -> DebugBundle | None:
+    """Allocate the requested debug bundle; a failure ends the run with exit 3."""
+    if not config.debug_summary:
+        return None
+    run_id = command["run_id"]
+    try:
+        bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
+    except BundleAllocationError as exc:
+        session.emit(
+            RunTerminated,
+            status=RunStatus.FAILED,
+            phase=RunPhase.ALLOCATION,
+            error=RunError(message=str(exc)),
+        )
+        session.flush()
+        raise CliError(str(exc), ExitCode.NOT_PERSISTED) from None
+    session.emit(DebugBundleAllocated, path=bundle.path, trace=config.debug_trace)
+    spans.attach(bundle.trace)
+    bundle.summary.write(COMMAND, command_payload(**command))
+    return bundle
 
 
 def _report_doc(
