@@ -34,6 +34,7 @@ from runjournal.domain.run import run_aggregate_id
 
 __all__ = [
     "EXPORT_FORMAT",
+    "IMPORT_BATCH",
     "MAGIC",
     "ExportError",
     "ExportHeader",
@@ -57,6 +58,7 @@ _MAX_HEADER: Final = 64 * 1024
 _MAX_FRAME: Final = 64 * 1024 * 1024
 _MAX_BODY: Final = 4 * 1024 * 1024 * 1024
 _ZSTD_LEVEL: Final = 9
+IMPORT_BATCH: Final = 5000
 
 
 class ExportError(Exception):
@@ -108,6 +110,7 @@ class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     events: int
     already_imported: bool
+    resumed_after: int = 0  # events of an earlier, interrupted import of the same file
 
 
 _TOPICS: Final = {get_topic(cls): cls for cls in EVENT_TYPES}
@@ -274,16 +277,31 @@ def _decode_frame(mapper: EventMapper, data: bytes, aggregate: Any, version: int
 # --- importing ---------------------------------------------------------------------
 
 
-def import_run(store: JournalStore, export: RunExport) -> ImportResult:
-    """Append the exported run; a second import of the same events changes nothing."""
+def import_run(
+    store: JournalStore, export: RunExport, *, batch: int = IMPORT_BATCH
+) -> ImportResult:
+    """Append the exported run; a second import of the same events changes nothing.
+
+    Events are appended in transactions of `batch` (one huge insert stalls the PostgreSQL
+    recorder), so an interrupted import can leave a prefix of the run: importing the same
+    file again appends the rest. Any other events already there for the run are refused.
+    """
     run_id = export.header.run_id
     existing = list(store.events(run_id))
-    if existing:
-        if existing == export.events:
-            return ImportResult(run_id=run_id, events=len(existing), already_imported=True)
+    if existing != export.events[: len(existing)]:
         raise ImportConflict(
             f"run {run_id} is already in the journal with other events "
             f"({len(existing)} there, {len(export.events)} in the file)"
         )
-    store.append_events(run_id, export.events)
-    return ImportResult(run_id=run_id, events=len(export.events), already_imported=False)
+    if len(existing) == len(export.events):
+        return ImportResult(
+            run_id=run_id, events=len(existing), already_imported=True, resumed_after=0
+        )
+    for start in range(len(existing), len(export.events), batch):
+        store.append_events(run_id, export.events[start : start + batch])
+    return ImportResult(
+        run_id=run_id,
+        events=len(export.events),
+        already_imported=False,
+        resumed_after=len(existing),
+    )

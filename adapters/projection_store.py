@@ -210,7 +210,7 @@ class ProjectionStore:
         versions: set[int] = set()
         views = old = missing = behind = 0
         for run in runs:
-            if root is None or not self._has_local_run_dir(root, run):
+            if not self._manifest_target(root, run):
                 continue
             views += 1
             try:
@@ -374,7 +374,7 @@ class ProjectionStore:
         builders: dict[str, _Builder],
         root: FsRoot,
     ) -> None:
-        manifest_target = run.status is not RunStatus.RUNNING and self._has_local_run_dir(root, run)
+        manifest_target = self._manifest_target(root, run)
         wanted = [
             s
             for s in specs
@@ -464,6 +464,14 @@ class ProjectionStore:
     def _last_version(self, run_id: str) -> int:
         rows = self._store.app.recorder.select_events(run_aggregate_id(run_id), desc=True, limit=1)
         return rows[0].originator_version if rows else 0
+
+    def _manifest_target(self, root: FsRoot | None, run: RunSummary) -> bool:
+        """A manifest is a terminal view: only terminated runs with a local run dir have one."""
+        return (
+            root is not None
+            and run.status is not RunStatus.RUNNING
+            and self._has_local_run_dir(root, run)
+        )
 
     def _has_local_run_dir(self, root: FsRoot, run: RunSummary) -> bool:
         """The run's directory is `<this output root>/<run id>` and exists."""

@@ -185,12 +185,23 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
     status = "already_imported" if result.already_imported else "imported"
     if opts.get("as_json"):
         emit_json(
-            {"run_id": result.run_id, "events": result.events, "status": status, "file": path}
+            {
+                "run_id": result.run_id,
+                "events": result.events,
+                "status": status,
+                "resumed_after": result.resumed_after,
+                "file": path,
+            }
         )
     elif result.already_imported:
         click.echo(f"run {result.run_id} already imported ({result.events} events)")
     else:
-        click.echo(f"imported run {result.run_id}: {result.events} events")
+        resumed = (
+            f" (completing an earlier import of {result.resumed_after})"
+            if result.resumed_after
+            else ""
+        )
+        click.echo(f"imported run {result.run_id}: {result.events} events{resumed}")
     return int(ExitCode.OK)
 
 

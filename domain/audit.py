@@ -114,6 +114,7 @@ class _Auditor:
         self.run_id = ""
         self.aggregate: UUID | None = None
         self.count = 0
+        self.last_version = 0
         self.decisions = 0
         self.allocated = False
         self.terminated_at: int | None = None
@@ -138,12 +139,14 @@ class _Auditor:
             self._after_decision(event)
 
     def _envelope(self, event: RunEvent) -> None:
-        if event.originator_version != self.count:
+        expected = self.last_version + 1
+        if event.originator_version != expected:
             self.violation(
                 event,
-                f"version {event.originator_version} where {self.count} was expected "
+                f"version {event.originator_version} where {expected} was expected "
                 "(versions must be contiguous from 1)",
             )
+        self.last_version = event.originator_version
         if self.aggregate is None:
             self.aggregate = event.originator_id
         elif event.originator_id != self.aggregate:
@@ -159,7 +162,8 @@ class _Auditor:
                 self.violation(event, f"aggregate id is not the one of run {event.run_id!r}")
         elif self.count == 1:
             self.violation(event, "the first event is not RunAllocated")
-        if self.terminated_at is not None and not isinstance(event, TerminalPersistenceFailed):
+        after = not isinstance(event, TerminalPersistenceFailed | RunTerminated)
+        if self.terminated_at is not None and after:
             self.violation(event, f"recorded after the run terminated at {self.terminated_at}")
         if isinstance(event, RunTerminated):
             if self.terminated_at is not None:

@@ -199,6 +199,24 @@ class TestImport:
             import_run(store, decode_export(encode()))
         assert list(store.events(OTHER.run_id)) == OTHER.events
 
+    def test_an_interrupted_import_is_completed_by_importing_again(
+        self, store: JournalStore
+    ) -> None:
+        export = decode_export(encode())
+        store.append_events(RUN.run_id, RUN.events[:7])  # what a killed import left
+        result = import_run(store, export, batch=5)
+        assert (result.events, result.already_imported, result.resumed_after) == (
+            len(RUN.events),
+            False,
+            7,
+        )
+        assert list(store.events(RUN.run_id)) == RUN.events
+
+    def test_a_prefix_that_is_not_the_files_is_refused(self, store: JournalStore) -> None:
+        store.append_events(OTHER.run_id, OTHER.events[:3])
+        with pytest.raises(ImportConflict):
+            import_run(store, decode_export(encode()))
+
     def test_export_from_one_store_shows_identically_in_another(
         self, store: JournalStore, tmp_path: Path
     ) -> None:

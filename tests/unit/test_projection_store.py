@@ -39,9 +39,17 @@ class World:
         self.views = ProjectionStore(store, str(root), json_bytes)
         self.runs: list[syn.SyntheticRun] = []
 
-    def add_run(self, n: int, *, local: bool = True, **kw: Any) -> syn.SyntheticRun:
+    def add_run(
+        self, n: int, *, local: bool = True, running: bool = False, **kw: Any
+    ) -> syn.SyntheticRun:
         output_root = str(self.root) if local else "/elsewhere/runs"
         run = syn.synthetic_run(syn.run_id_for(n), output_root=output_root, **kw)
+        if running:  # killed before its terminal event: a run dir may exist, no manifest
+            run.events.pop()
+            self.store.append_events(run.run_id, run.events)
+            (self.root / run.run_id).mkdir()
+            self.runs.append(run)
+            return run
         self.store.append_events(run.run_id, run.events)
         if local:  # what terminalization writes live
             (self.root / run.run_id).mkdir()
@@ -156,6 +164,16 @@ class TestStatusAndRebuild:
         assert results["manifest"].written == 0 and results["manifest"].skipped == 1
         assert results["reasons"].written == 1  # reasons views live under this root
         assert sorted(p.name for p in world.root.iterdir()) == [".runjournal"]
+
+    def test_a_run_that_has_not_terminated_has_no_manifest_view(self, world: World) -> None:
+        world.add_run(1)
+        running = world.add_run(2, running=True)
+        status = world.status()["manifest"]
+        assert not status.stale and status.views == 1
+        results = {r.name: r for r in world.views.rebuild()}
+        assert (results["manifest"].written, results["manifest"].skipped) == (1, 1)
+        assert not (world.root / running.run_id / "manifest.json").exists()
+        assert results["reasons"].written == 2  # the reasons view of a running run is fine
 
     def test_one_run_only(self, world: World) -> None:
         world.add_run(1)
