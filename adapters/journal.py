@@ -403,6 +403,10 @@ def _retry_while_locked(make: Callable[[], _T], deadline: float) -> _T:
         delay = min(delay * 2, 0.2)
 
 
+# An arbitrary, fixed advisory-lock key ("rjopen" in ASCII) serializing journal opens.
+_PG_OPEN_LOCK = 0x726A6F70656E
+
+
 def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
     try:
         parts = urlsplit(url)
@@ -439,27 +443,37 @@ def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
         probe = psycopg.connect(
             **{k: v for k, v in conn_kwargs.items() if v},
             connect_timeout=timeout,
+            autocommit=True,
         )
-        probe.close()
-        app = RunJournalApp(
-            env={
-                "PERSISTENCE_MODULE": "eventsourcing.postgres",
-                "POSTGRES_DBNAME": conn_kwargs["dbname"],
-                "POSTGRES_HOST": conn_kwargs["host"],
-                "POSTGRES_PORT": conn_kwargs["port"],
-                "POSTGRES_USER": conn_kwargs["user"],
-                "POSTGRES_PASSWORD": password,
-                "POSTGRES_CONNECT_TIMEOUT": str(timeout),
-                "POSTGRES_SCHEMA": options.get("schema", ""),
-                "POSTGRES_POOL_SIZE": "1",
-                "POSTGRES_MAX_OVERFLOW": "2",
-            }
-        )
+        # The library creates its tables on open; two processes doing that at the same
+        # instant collide ("tuple concurrently updated"), so opening is serialized.
+        with contextlib.closing(probe):
+            probe.execute("SELECT pg_advisory_lock(%s)", (_PG_OPEN_LOCK,))
+            app = _build_postgres_app(conn_kwargs, password, timeout, options)
     except Exception as exc:
         raise JournalUnavailable(
             _one_line(f"cannot open journal {shown}: {_describe(exc, [password])}")
         ) from exc
     return JournalStore(app, shown, secrets=(password,))
+
+
+def _build_postgres_app(
+    conn_kwargs: dict[str, str], password: str, timeout: int, options: dict[str, str]
+) -> RunJournalApp:
+    return RunJournalApp(
+        env={
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": conn_kwargs["dbname"],
+            "POSTGRES_HOST": conn_kwargs["host"],
+            "POSTGRES_PORT": conn_kwargs["port"],
+            "POSTGRES_USER": conn_kwargs["user"],
+            "POSTGRES_PASSWORD": password,
+            "POSTGRES_CONNECT_TIMEOUT": str(timeout),
+            "POSTGRES_SCHEMA": options.get("schema", ""),
+            "POSTGRES_POOL_SIZE": "1",
+            "POSTGRES_MAX_OVERFLOW": "2",
+        }
+    )
 
 
 def _redact_url(url: str) -> str:
