@@ -328,14 +328,11 @@ def test_repository_sources_hold_no_secret_literals() -> None:
         "url_password",
         "aws_secret_access_key",
     }
-    root = pathlib.Path(redaction.__file__).resolve().parent.parent
-    for path in (
-        root / "domain" / "redaction.py",
-        pathlib.Path(__file__),
-        root / "docs" / "_notes" / "redaction.md",
-    ):
-        if not path.exists():
-            continue
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    paths = [repo / "domain" / "redaction.py", pathlib.Path(__file__), repo / "README.md"]
+    paths += sorted((repo / "docs").glob("*.md"))
+    for path in paths:
+        assert path.exists(), path
         found = [s for s in find_secrets(path.read_text()) if s[2] not in contextual]
         assert found == [], (path, found)
 
