@@ -237,10 +237,14 @@ def explain(run: str, step: str | None, **opts: Any) -> None:
 
 
 @cli.command("reasons")
+@journal_options
 @json_option
-def reasons(as_json: bool) -> None:
-    """The reason-code reference: code, category, description."""
-    _call(query_cmds.reasons, {"as_json": as_json})
+def reasons(**opts: Any) -> None:
+    """The reason-code reference: code, category, description.
+
+    It comes from the code, not a journal; --journal is accepted like everywhere else.
+    """
+    _call(query_cmds.reasons, opts)
 
 
 @cli.group("config")
@@ -297,6 +301,7 @@ def gc(**opts: Any) -> None:
 
 @cli.command("init")
 @click.argument("directory", type=click.Path(file_okay=False))
+@journal_options
 @json_option
 @verbose_option
 def init(directory: str, **opts: Any) -> None:
