@@ -60,9 +60,6 @@ def open_cli_journal(opts: dict[str, Any]) -> JournalStore:
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
 
 
-_journal = open_cli_journal
-
-
 def _sqlite_path(url: str) -> str:
     return url[len("sqlite:///") - 1 :] if url.startswith("sqlite:///") else url
 
@@ -75,7 +72,7 @@ def _resolve(store: JournalStore, ref: str) -> str:
 
 
 def runs_list(opts: dict[str, Any]) -> int:
-    store = _journal(opts)
+    store = open_cli_journal(opts)
     try:
         runs = store.list_runs()
     finally:
@@ -104,7 +101,7 @@ def _run_row(summary: Any) -> dict[str, Any]:
 
 
 def runs_show(opts: dict[str, Any], *, run: str) -> int:
-    store = _journal(opts)
+    store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
         view = fold(ManifestProjection(), store.events(run_id)).view()
@@ -128,7 +125,7 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def journal_show(opts: dict[str, Any], *, run: str) -> int:
-    store = _journal(opts)
+    store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
         events = [journal_event_to_json(e) for e in store.events(run_id)]
@@ -149,7 +146,7 @@ def journal_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
-    store = _journal(opts)
+    store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
         view = fold(ReasonReportProjection(step), store.events(run_id)).view()
