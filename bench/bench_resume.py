@@ -33,7 +33,18 @@ max_chars = 100
 id = "terms"
 module = "builtin.terms"
 """
-WORDS = "alpha beta gamma delta epsilon journal checkpoint lane chunk stage".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "journal",
+    "checkpoint",
+    "lane",
+    "chunk",
+    "stage",
+]
 
 
 def make_corpus(root: Path, docs: int, paras: int) -> None:
@@ -51,9 +62,20 @@ def make_corpus(root: Path, docs: int, paras: int) -> None:
 def run(root: Path, pipeline: str, *extra: str) -> tuple[float, dict]:
     start = time.perf_counter()
     proc = subprocess.run(
-        [str(SCRIPT), "run", str(root / pipeline), "--output-root", str(root / "out"),
-         "--cache-root", str(root / "cache"), "--json", *extra],
-        capture_output=True, text=True, check=True,
+        [
+            str(SCRIPT),
+            "run",
+            str(root / pipeline),
+            "--output-root",
+            str(root / "out"),
+            "--cache-root",
+            str(root / "cache"),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return time.perf_counter() - start, json.loads(proc.stdout)
 
