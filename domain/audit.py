@@ -17,11 +17,8 @@ from uuid import UUID
 import msgspec
 from runjournal.domain.decisions import (
     REUSE_CODES,
-    CheckpointState,
     StageDigests,
-    StageFacts,
     decide_stage,
-    with_differences,
 )
 from runjournal.domain.events import (
     CheckpointWritten,
@@ -47,7 +44,6 @@ __all__ = [
 ]
 
 # Checkpoint states for which the runner had recorded digests to compare.
-_WITH_RECORD = frozenset({CheckpointState.PRESENT, CheckpointState.LANE_ONLY})
 _DIGEST_KEYS = frozenset((*COMPONENT_ORDER, "input", "dependencies"))
 
 
@@ -183,18 +179,9 @@ class _Auditor:
                 "before it",
             )
             return
-        current = StageDigests(lane.components, event.input, event.dependencies)
-        has_record = event.checkpoint in _WITH_RECORD
-        facts = StageFacts(
-            stage=event.stage,
-            forced=event.forced,
-            resumed=event.resumed,
-            failed=event.failed,
-            predecessor=event.predecessor,
-            checkpoint=event.checkpoint,
-            current=current,
-            recorded=with_differences(current, event.recorded) if has_record else None,
-        )
+        facts = event.facts(lane.components)
+        current = facts.current
+        has_record = facts.recorded is not None
         redecided = decide_stage(facts)
 
         def differ(problem: Problem, detail: str) -> None:

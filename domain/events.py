@@ -14,9 +14,17 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 import msgspec
-from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
+from runjournal.domain.decisions import (
+    CheckpointState,
+    PredecessorState,
+    Stage,
+    StageDigests,
+    StageFacts,
+    recorded_differences,
+    with_differences,
+)
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents
-from runjournal.domain.reasons import Category, ReasonCode
+from runjournal.domain.reasons import Category, ReasonCode, category_of, detail_for
 
 
 class RunStatus(enum.StrEnum):
@@ -188,6 +196,42 @@ class StageDecided(RunEvent, frozen=True, kw_only=True):
     input: str
     dependencies: str
     recorded: dict[str, str]
+
+    @staticmethod
+    def fields(step: str, lane: str, chunk: str, facts: StageFacts, code: ReasonCode) -> dict:
+        """The event's fields for a decision: the facts, stored compactly."""
+        return {
+            "step": step,
+            "lane": lane,
+            "stage": facts.stage,
+            "chunk": chunk,
+            "code": code,
+            "category": category_of(code),
+            "detail": detail_for(code),
+            "forced": facts.forced,
+            "resumed": facts.resumed,
+            "failed": facts.failed,
+            "checkpoint": facts.checkpoint,
+            "predecessor": facts.predecessor,
+            "input": facts.current.input,
+            "dependencies": facts.current.dependencies,
+            "recorded": recorded_differences(facts),
+        }
+
+    def facts(self, components: LaneComponents) -> StageFacts:
+        """The facts again, given the lane's current components (from its LaneResolved)."""
+        current = StageDigests(components, self.input, self.dependencies)
+        has_record = self.checkpoint in (CheckpointState.PRESENT, CheckpointState.LANE_ONLY)
+        return StageFacts(
+            stage=self.stage,
+            forced=self.forced,
+            resumed=self.resumed,
+            failed=self.failed,
+            predecessor=self.predecessor,
+            checkpoint=self.checkpoint,
+            current=current,
+            recorded=with_differences(current, self.recorded) if has_record else None,
+        )
 
 
 class StageExecuted(RunEvent, frozen=True, kw_only=True):

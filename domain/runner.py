@@ -21,7 +21,6 @@ from runjournal.domain.decisions import (
     StageDigests,
     StageFacts,
     decide_stage,
-    recorded_differences,
 )
 from runjournal.domain.events import (
     ArtifactGenerated,
@@ -61,7 +60,7 @@ from runjournal.domain.ports import (
     Provenance,
     TraceRecorder,
 )
-from runjournal.domain.reasons import ReasonCode, category_of, detail_for
+from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import redact_text, safe_error_text
 
@@ -478,24 +477,7 @@ class PipelineRunner:
     def _decide(self, step: str, lane: str, chunk: str, facts: StageFacts) -> ReasonCode:
         code = decide_stage(facts)
         self._decisions[code.value] = self._decisions.get(code.value, 0) + 1
-        self._sink.emit(
-            StageDecided,
-            step=step,
-            lane=lane,
-            stage=facts.stage,
-            chunk=chunk,
-            code=code,
-            category=category_of(code),
-            detail=detail_for(code),
-            forced=facts.forced,
-            resumed=facts.resumed,
-            failed=facts.failed,
-            checkpoint=facts.checkpoint,
-            predecessor=facts.predecessor,
-            input=facts.current.input,
-            dependencies=facts.current.dependencies,
-            recorded=recorded_differences(facts),
-        )
+        self._sink.emit(StageDecided, **StageDecided.fields(step, lane, chunk, facts, code))
         return code
 
     def _write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:

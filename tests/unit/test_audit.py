@@ -27,7 +27,6 @@ from runjournal.domain.decisions import (
     StageDigests,
     StageFacts,
     decide_stage,
-    recorded_differences,
 )
 from runjournal.domain.events import (
     CheckpointWritten,
@@ -41,7 +40,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import LaneComponents
-from runjournal.domain.reasons import Category, ReasonCode, category_of, detail_for
+from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
 
@@ -280,21 +279,7 @@ def one_decision_run(f: StageFacts, code: ReasonCode | None = None) -> list[RunE
         originator_id=lane.originator_id,
         originator_version=3,
         timestamp=lane.timestamp,
-        step=lane.step,
-        lane=lane.lane,
-        stage=f.stage,
-        chunk="c",
-        code=chosen,
-        category=category_of(chosen),
-        detail=detail_for(chosen),
-        forced=f.forced,
-        resumed=f.resumed,
-        failed=f.failed,
-        checkpoint=f.checkpoint,
-        predecessor=f.predecessor,
-        input=f.current.input,
-        dependencies=f.current.dependencies,
-        recorded=recorded_differences(f),
+        **StageDecided.fields(lane.step, lane.lane, "c", f, chosen),
     )
     return [base.events[0], lane, decision]
 

@@ -135,3 +135,23 @@ def test_bound_utf8_cuts_on_character_boundary_and_normalizes():
     out = bound_utf8(text, 241)
     assert len(out.encode()) <= 241 and out == "é" * 120
     assert bound_utf8("e\u0301") == "é"
+
+
+def test_stage_decided_fields_and_facts_round_trip():
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    from runjournal.domain.events import StageDecided
+
+    rec = StageDigests(changed(references="r"), "old", "deps")
+    for f in (facts(recorded=rec), facts(checkpoint=CheckpointState.CORRUPT, recorded=None)):
+        code = decide_stage(f)
+        event = StageDecided(
+            originator_id=uuid4(),
+            originator_version=2,
+            timestamp=datetime.now(UTC),
+            **StageDecided.fields("s", "l", "", f, code),
+        )
+        assert event.code is code and event.category is CATEGORY_OF[code]
+        assert event.facts(BASE) == f
+        assert decide_stage(event.facts(BASE)) is code
