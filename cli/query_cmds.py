@@ -165,8 +165,18 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
             click.echo(f"  lane {lane['lane']}")
             for stage, codes in lane["stages"].items():
                 for code, count in codes.items():
+                    differs = sorted(
+                        {
+                            name
+                            for d in lane["decisions"]
+                            if d["stage"] == stage and d["code"] == code
+                            for name in d["differs"]
+                        }
+                    )
+                    note = f" (differs: {', '.join(differs)})" if differs else ""
                     click.echo(
-                        f"    {stage:<9} {code:<24} x{count}  {DESCRIPTIONS[ReasonCode(code)]}"
+                        f"    {stage:<9} {code:<24} x{count}  "
+                        f"{DESCRIPTIONS[ReasonCode(code)]}{note}"
                     )
     for f in view["failures"]:
         click.echo(

@@ -208,6 +208,8 @@ class TestResume:
         # count (corpus) sees the new chunk, then the changed producer artifact.
         assert_code(project, doc, "dependency_invalidated", "count")
         assert project.call_count("count:extract") >= 1
+        text = project.cli("explain", doc["run_id"], "--output-root", str(project.out)).stdout
+        assert "dependency_invalidated" in text and "(differs: dependencies" in text
 
     def test_early_cutoff_when_a_change_yields_the_same_result(self, project):
         project.run()
