@@ -1,7 +1,9 @@
 """`--jobs N`: the map the runner uses to execute a lane's extract stages.
 
 The runner decides every stage before executing any, then stores results in chunk
-order on the calling thread; this map only has to return results in input order.
+order on the calling thread as they arrive; this map yields results lazily in input
+order, so a finished stage is checkpointed while later ones still run (an interrupt
+loses only the stages in flight).
 One thread pool is created per `run` invocation (not per lane) and shut down when
 the run ends. With N == 1 there is no pool at all: plain serial calls on the
 calling thread, so `--jobs 1` behaves exactly like the runner's own default.
@@ -9,7 +11,7 @@ calling thread, so `--jobs 1` behaves exactly like the runner's own default.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
@@ -20,9 +22,19 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def serial_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """Call `fn` on each item in order on the calling thread."""
-    return [fn(item) for item in items]
+def serial_map(fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    """Call `fn` on each item in order on the calling thread, as the caller iterates."""
+    return (fn(item) for item in items)
+
+
+def _in_order(futures: list[Future[Any]]) -> Iterator[Any]:
+    try:
+        for future in futures:
+            yield future.result()
+    except BaseException:  # a stage error, SIGINT raised in this thread, or an early stop
+        for future in futures:
+            future.cancel()
+        raise
 
 
 class ThreadPoolMap:
@@ -41,17 +53,12 @@ class ThreadPoolMap:
         if jobs > 1:
             self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runjournal-job")
 
-    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
         pool = self._pool
         if pool is None or len(items) <= 1:
             return serial_map(fn, items)
         futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:  # a stage error, or SIGINT raised in this thread
-            for future in futures:
-                future.cancel()
-            raise
+        return _in_order(futures)
 
     def close(self) -> None:
         """Wait for running work, drop queued work; idempotent."""

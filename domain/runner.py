@@ -8,7 +8,7 @@ is decided by `decide_stage` from facts that go into the `StageDecided` event.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,11 +150,12 @@ class RunOutcome:
 
 
 Progress = Callable[[str, str, int, int], None]
-ParallelMap = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+# Yields results lazily in input order, so each is stored as soon as it is ready.
+ParallelMap = Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]]
 
 
-def _serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    return [fn(item) for item in items]
+def _serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
+    return (fn(item) for item in items)
 
 
 _CODEC_IDS: dict[tuple[type, Stage], str] = {}
@@ -712,8 +713,6 @@ class _LaneRun:
             else:
                 results.append(None)
                 misses.append(i)
-            if self.r._progress:
-                self.r._progress(step_id, lane, i + 1, len(chunks))
 
         failures: list[_StageError] = []
 
@@ -734,14 +733,18 @@ class _LaneRun:
 
         # Results are stored in chunk order whatever the parallelism; the stages that
         # finished are checkpointed before the first failure is raised.
+        failed: list[_StageError] = []
         mapped = self.r._map(extract, misses)
-        for i, result in zip(misses, mapped, strict=True):
+        for done_count, (i, result) in enumerate(zip(misses, mapped, strict=True), 1):
             if result is not None:  # the module was called (a result or its error)
                 self.r._module_calls += 1
             if isinstance(result, _Result):
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
-        failed = [r for r in mapped if isinstance(r, _StageError)]
+            elif isinstance(result, _StageError):
+                failed.append(result)
+            if self.r._progress:
+                self.r._progress(step_id, lane, done_count, len(misses))
         if failed:  # the first failure in chunk order, whatever the parallelism
             raise failed[0]
         done = [r for r in results if r is not None]

@@ -20,7 +20,7 @@ def _slow_square(x: int) -> int:
 @given(st.lists(st.integers(min_value=0, max_value=50), max_size=30), st.integers(1, 6))
 def test_results_come_back_in_input_order(items: list[int], jobs: int) -> None:
     with ThreadPoolMap(jobs) as pmap:
-        assert pmap(_slow_square, items) == [x * x for x in items]
+        assert list(pmap(_slow_square, items)) == [x * x for x in items]
 
 
 def test_many_workers_really_run_concurrently() -> None:
@@ -31,7 +31,7 @@ def test_many_workers_really_run_concurrently() -> None:
         return threading.current_thread().name
 
     with ThreadPoolMap(4) as pmap:
-        names = pmap(meet, list(range(4)))
+        names = list(pmap(meet, list(range(4))))
     assert len(set(names)) == 4
     assert all(n.startswith("runjournal-job") for n in names)
 
@@ -44,7 +44,7 @@ def test_one_job_is_plain_serial_on_the_calling_thread() -> None:
         return i
 
     pmap = ThreadPoolMap(1)
-    assert pmap(record, [3, 1, 2]) == [3, 1, 2]
+    assert list(pmap(record, [3, 1, 2])) == [3, 1, 2]
     me = threading.current_thread().name
     assert seen == [(3, me), (1, me), (2, me)]
     assert pmap._pool is None
@@ -53,7 +53,7 @@ def test_one_job_is_plain_serial_on_the_calling_thread() -> None:
 
 def test_a_single_item_runs_on_the_calling_thread() -> None:
     with ThreadPoolMap(4) as pmap:
-        assert pmap(lambda _: threading.current_thread().name, [0]) == [
+        assert list(pmap(lambda _: threading.current_thread().name, [0])) == [
             threading.current_thread().name
         ]
 
@@ -67,9 +67,9 @@ def test_the_first_exception_in_input_order_propagates() -> None:
 
     with ThreadPoolMap(3) as pmap:
         with pytest.raises(ValueError, match="item 2"):
-            pmap(fail_some, list(range(8)))
+            list(pmap(fail_some, list(range(8))))
         # the pool survives a failed map and serves the next one
-        assert pmap(lambda i: i + 1, [1, 2, 3]) == [2, 3, 4]
+        assert list(pmap(lambda i: i + 1, [1, 2, 3])) == [2, 3, 4]
 
 
 def test_serial_exception_stops_at_the_failing_item() -> None:
@@ -82,10 +82,10 @@ def test_serial_exception_stops_at_the_failing_item() -> None:
         return i
 
     with pytest.raises(RuntimeError):
-        ThreadPoolMap(1)(fail_at_one, [0, 1, 2])
+        list(ThreadPoolMap(1)(fail_at_one, [0, 1, 2]))
     assert calls == [0, 1]
     with pytest.raises(RuntimeError):
-        serial_map(fail_at_one, [1])
+        list(serial_map(fail_at_one, [1]))
 
 
 def test_queued_work_is_cancelled_after_a_failure() -> None:
@@ -101,7 +101,7 @@ def test_queued_work_is_cancelled_after_a_failure() -> None:
 
     pmap = ThreadPoolMap(2)
     with pytest.raises(KeyError):
-        pmap(work, list(range(20)))
+        list(pmap(work, list(range(20))))
     gate.set()
     pmap.close()
     assert len(started) < 20
@@ -112,7 +112,7 @@ def test_close_is_idempotent_and_falls_back_to_serial() -> None:
     pmap.close()
     pmap.close()
     assert (
-        pmap(lambda i: threading.current_thread().name, [1, 2])
+        list(pmap(lambda i: threading.current_thread().name, [1, 2]))
         == [threading.current_thread().name] * 2
     )
 

@@ -281,3 +281,48 @@ def test_selective_recompute_fails_on_missing_predecessor_before_running_consume
     assert info.value.code.value == "predecessor_missing"
     assert info.value.step == "words"
     assert CALLS["count.normalize"] == 0
+
+
+def test_finished_extracts_are_checkpointed_before_an_interrupt():
+    class Interrupting(Words):
+        def extract(self, chunk, ctx):
+            if "kappa" in chunk.text:
+                raise KeyboardInterrupt
+            return super().extract(chunk, ctx)
+
+    pipe = pipeline(DOCS)
+    step = pipe.steps[0]
+    pipe = ResolvedPipeline(
+        name=pipe.name,
+        steps=(
+            ResolvedStep(
+                id=step.id,
+                module=Interrupting(),
+                scope=step.scope,
+                consumes=(),
+                params={},
+                components=step.components,
+            ),
+            pipe.steps[1],
+        ),
+        sources=pipe.sources,
+        chunking=pipe.chunking,
+    )
+    store = FakeStore()
+    with pytest.raises(KeyboardInterrupt):
+        PipelineRunner(sink=FakeSink(), recorder=store).run(pipe)
+    kept = [k for k in store.files if k.stage is Stage.EXTRACT]
+    assert len(kept) == 2  # a.md's first two chunks finished before the third was interrupted
+    _, sink = run(pipeline(DOCS), store, resume=True)
+    assert codes(sink, "words", Stage.EXTRACT)["reused"] == 2
+
+
+def test_progress_is_reported_as_each_extract_finishes():
+    seen = []
+    runner = PipelineRunner(
+        sink=FakeSink(),
+        progress=lambda step, lane, done, total: seen.append((step, lane, done, total)),
+    )
+    runner.run(pipeline(DOCS))
+    assert ("words", "a.md", 1, 3) in seen and ("words", "a.md", 3, 3) in seen
+    assert ("count", "corpus", 4, 4) in seen
