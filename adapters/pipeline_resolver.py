@@ -56,7 +56,9 @@ def resolve_pipeline(
 ) -> tuple[ResolvedPipeline, Resolution]:
     try:
         if inputs_override:
-            sources = load_sources(inputs_override, base_dir=cwd, key="--input")
+            sources = load_sources(
+                inputs_override, base_dir=cwd, key="--input", name_dir=pipeline_dir
+            )
         else:
             if not spec.inputs:
                 raise ResolutionError("inputs", "no inputs: set `inputs` or pass --input")

@@ -57,11 +57,19 @@ def read_text_file(path: str, *, base_dir: str, key: str) -> Source:
     return Source(name=name, data=data, sha256=hashlib.sha256(data).hexdigest())
 
 
-def load_sources(patterns: Iterable[str], *, base_dir: str, key: str) -> list[Source]:
-    """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require."""
+def load_sources(
+    patterns: Iterable[str], *, base_dir: str, key: str, name_dir: str | None = None
+) -> list[Source]:
+    """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require.
+
+    Patterns are expanded against `base_dir`; names are relative to `name_dir` (the
+    pipeline file's directory, SEMANTICS §2), so `--input` from any working directory
+    names a document the same way and its checkpoints are found again.
+    """
     base = os.path.realpath(base_dir)
+    names_base = os.path.realpath(name_dir) if name_dir is not None else base
     sources = [
-        read_text_file(p, base_dir=base, key=key)
+        read_text_file(p, base_dir=names_base, key=key)
         for p in expand_patterns(patterns, base_dir=base, key=key)
     ]
     sources.sort(key=lambda s: s.name.encode("utf-8"))

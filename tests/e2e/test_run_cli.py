@@ -355,3 +355,34 @@ class TestOutputNames:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["validation"]["status"] == "failed"
         assert not (tmp_path / "escape.md").exists() and not Path("/abs.md").exists()
+
+
+def test_input_is_named_relative_to_the_pipeline_whatever_the_working_directory(
+    cli, example, tmp_path
+):
+    roots = ["--output-root", str(tmp_path / "o"), "--cache-root", str(tmp_path / "c")]
+    doc_path = example.parent / "docs" / "01-overview.md"
+    proc, first = cli.json(
+        "run", str(example), "--input", str(doc_path.relative_to(tmp_path)), *roots, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc, second = cli.json(
+        "run",
+        "pipeline.toml",
+        "--input",
+        "docs/01-overview.md",
+        "--resume",
+        *roots,
+        cwd=example.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {o["name"] for o in first["outputs"]} == {o["name"] for o in second["outputs"]}
+    assert any(
+        o["name"].startswith("artifacts/terms/docs__01-overview.md") for o in first["outputs"]
+    )
+    assert set(second["decisions"]) == {"reused"}
+    outside = tmp_path / "outside.md"
+    outside.write_text("An **outside** note. The **outside** world.\n")
+    proc, third = cli.json("run", str(example), "--input", str(outside), *roots)
+    assert proc.returncode == 0, proc.stderr
+    assert any("outside.md_" in o["name"] for o in third["outputs"]), third["outputs"]
