@@ -258,25 +258,25 @@ class EnvelopeCodec:
     def open(self, data: bytes, key: CheckpointKey) -> tuple[EnvelopeHeader, bytes]:
         """Verify `data` as the envelope of `key`; return its header and payload.
 
-        Raises EnvelopeRejected only: the version decides the layout, so an unknown one
-        is SCHEMA_UNSUPPORTED; then the trailing digest, the structure, the scope and the
-        payload digest are checked, and any failure is CORRUPT. The codec id is left to
-        the caller (its verdict differs between the loader's two lookups).
+        Raises EnvelopeRejected only. The trailing digest (at a fixed place whatever the
+        version) is checked first, so any flipped byte, the version's included, is
+        CORRUPT (SEMANTICS §6); an intact envelope of an unknown version is
+        SCHEMA_UNSUPPORTED; then the structure, the scope and the payload digest are
+        checked, and any failure is CORRUPT. The codec id is left to the caller (its
+        verdict differs between the loader's two lookups).
         """
         size = len(data)
         if size < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
             raise _corrupt("bad magic")
-        if size < _VERSION_END:
-            raise _corrupt("truncated before the version")
-        if int.from_bytes(data[len(MAGIC) : _VERSION_END], "big") != ENVELOPE_VERSION:
-            raise EnvelopeRejected(CheckpointState.SCHEMA_UNSUPPORTED, "unknown version")
         if size < _OVERHEAD:
             raise _corrupt("truncated")
-        header_size = _PREFIX.unpack_from(data)[2]
         view = memoryview(data)
         body_end = size - _DIGEST_SIZE
         if hashlib.sha256(view[:body_end]).digest() != data[body_end:]:
             raise _corrupt("digest mismatch")
+        if int.from_bytes(data[len(MAGIC) : _VERSION_END], "big") != ENVELOPE_VERSION:
+            raise EnvelopeRejected(CheckpointState.SCHEMA_UNSUPPORTED, "unknown version")
+        header_size = _PREFIX.unpack_from(data)[2]
         payload_start = _PREFIX.size + header_size
         if payload_start > body_end:
             raise _corrupt("header length out of range")

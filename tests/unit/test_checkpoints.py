@@ -46,7 +46,6 @@ OTHER_CHUNK = hashlib.sha256(b"docs/a b.md\x00world").hexdigest()
 EXTRACT = CheckpointKey(STEP, LANE, Stage.EXTRACT, CHUNK)
 MERGE = CheckpointKey(STEP, LANE, Stage.MERGE)
 NORMALIZE = CheckpointKey(STEP, LANE, Stage.NORMALIZE)
-VERSION_BYTES = (4, 5)
 
 COMPONENTS = LaneComponents(*(hashlib.sha256(c.encode()).hexdigest() for c in "abcdefg"))
 
@@ -207,12 +206,8 @@ class TestEnvelope:
                 flipped[index] ^= 1 << bit
                 with pytest.raises(EnvelopeRejected) as caught:
                     codec.open(bytes(flipped), MERGE)
-                expected = (
-                    CheckpointState.SCHEMA_UNSUPPORTED
-                    if index in VERSION_BYTES
-                    else CheckpointState.CORRUPT
-                )
-                assert caught.value.state is expected, (index, bit)
+                # SEMANTICS §6: any flipped byte, the version's too, is checkpoint_corrupt.
+                assert caught.value.state is CheckpointState.CORRUPT, (index, bit)
 
     def test_every_byte_flip_on_disk_is_a_verdict_never_an_exception(
         self, recorder: CheckpointRecorder, loader: CheckpointLoader, ws_path: Path
@@ -225,10 +220,7 @@ class TestEnvelope:
             flipped[index] ^= 0xFF
             path.write_bytes(bytes(flipped))
             state = loader.load(NORMALIZE, CODEC).state
-            if index in VERSION_BYTES:
-                assert state is CheckpointState.SCHEMA_UNSUPPORTED
-            else:
-                assert state is CheckpointState.CORRUPT, index
+            assert state is CheckpointState.CORRUPT, index
             restored = loader.load_accepted_artifact(STEP, LANE, IDENTITY, CODEC)
             assert restored.state is PredecessorState.CORRUPT
             assert restored.record is None
