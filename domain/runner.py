@@ -695,7 +695,14 @@ class _LaneRun:
     def run(self, chunks: list[Chunk]) -> Artifact:
         step_id, lane, module = self.step.id, self.lane, self.module
         merge_state, merge_record = self._lookup(Stage.MERGE)
-        lane_record = merge_record if merge_state is CheckpointState.PRESENT else None
+        # A chunk with no checkpoint is "new bytes" (input_changed) only when the lane's
+        # recorded identity differs, i.e. its sources or components changed since; in an
+        # unchanged lane a missing file is just checkpoint_missing.
+        lane_record = (
+            merge_record
+            if merge_state is CheckpointState.PRESENT and merge_record.lane_identity != self.lid
+            else None
+        )
 
         # extract: decide every chunk in order, then execute the misses.
         results: list[_Result | None] = []

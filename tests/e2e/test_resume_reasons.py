@@ -359,3 +359,13 @@ def test_explain_step_filter_and_unknown_run(project):
     proc = project.cli("explain", "nope", "--output-root", str(project.out))
     assert proc.returncode != 0 and "nope" in proc.stderr
     assert os.path.exists(project.out / "journal.sqlite3")
+
+
+def test_a_deleted_extract_checkpoint_of_unchanged_bytes_is_checkpoint_missing(project):
+    project.run()
+    victim = sorted((project.workspace() / "steps" / "words").rglob("extract/*.ckpt"))[0]
+    victim.unlink()
+    doc = project.run("--resume")
+    assert doc["decisions"]["checkpoint_missing"] == 1
+    assert "input_changed" not in doc["decisions"]
+    assert project.call_count("words:extract") == 1
