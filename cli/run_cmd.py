@@ -44,7 +44,7 @@ from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
-from runjournal.cli.terminal import OutputsRefused, Terminalizer, TerminalState
+from runjournal.cli.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
     ConfigurationResolved,
     DebugBundleAllocated,
@@ -63,6 +63,7 @@ from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
+from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
 
 
@@ -130,7 +131,12 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     manifest = ManifestProjection()
     run = Run(run_aggregate_id(run_id), _now)
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
-    session = journal.session(run, batch_size=config.batch_size, listeners=[manifest.apply, spans])
+    listeners: list[Any] = [manifest.apply, spans]
+    # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
+    summary = DebugSummaryProjection() if config.debug_summary else None
+    if summary is not None:
+        listeners.append(summary.apply)
+    session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
     _record_allocation(session, spec, pipeline_path, config, run_id, argv)
     # The bundle: after a safe run id and RunAllocated, before resolution (SEMANTICS §1 P2).
     try:
@@ -151,7 +157,9 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
                 "debug": config.debug.value,
             },
         )
-    except CliError:
+    except CliError as exc:
+        if req.json:  # --json prints one document whatever the outcome (CLI.md)
+            _print_allocation_failure(config, policy, journal.url, run_id, exc.message)
         journal.close()
         collab.close()
         raise
@@ -183,7 +191,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         )
         if bundle is not None:
             bundle.summary.write(RESOLUTION, resolution_payload(config.as_rows(), error=message))
-        not_persisted = _finish_bundle(bundle, session, manifest, resolution_error=message)
+        not_persisted = _finish_bundle(bundle, session, summary)
         session.flush()
         journal.close()
         collab.close()
@@ -263,7 +271,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         _restore_signal_handlers(previous)
         parallel.close()
         collab.close()
-    not_persisted = _finish_bundle(bundle, session, manifest, doc=doc, state=state, outcome=outcome)
+    not_persisted = _finish_bundle(bundle, session, summary)
     try:
         session.flush()
     finally:
@@ -383,48 +391,22 @@ def _report_doc(
 def _finish_bundle(
     bundle: DebugBundle | None,
     session: Any,
-    manifest: ManifestProjection,
-    *,
-    doc: dict[str, Any] | None = None,
-    state: TerminalState | None = None,
-    outcome: RunOutcome | None = None,
-    resolution_error: str | None = None,
+    summary: DebugSummaryProjection | None,
 ) -> list[str]:
     """Write the terminal summary documents and close the bundle (after the terminal event).
 
+    `run.json`, `warnings.json` and `failure.json` are the parts of the live debug-summary
+    view, so `projections rebuild debug_summary` gives the same content from the journal.
     Returns one line per requested debug write that failed; each is also journaled as
     `TerminalPersistenceFailed` and never replaces the run's primary error.
     """
-    if bundle is None:
+    if bundle is None or summary is None:
         return []
-    view = manifest.view()
-    if resolution_error is not None:
-        error = _error_doc(RunError(message=resolution_error))
-    else:
-        error = _error_doc(state.error) if state is not None else None
-    run_doc = {**view, "error": error}
-    if doc is not None and state is not None:
-        run_doc.update(
-            module_calls=doc.get("module_calls", 0),
-            recompute=doc.get("recompute"),
-            report=state.report,
-            persistence_errors=[
-                *(outcome.persistence_errors if outcome is not None else []),
-                *state.persistence_errors,
-            ],
-        )
-    bundle.summary.write(RUN, run_doc)
-    bundle.summary.write(WARNINGS, {"warnings": (doc or {}).get("warnings", [])})
-    if error is not None:
-        bundle.summary.write(
-            FAILURE,
-            {
-                "run_id": view["run_id"],
-                "status": view["status"],
-                "phase": view["phase"],
-                "error": error,
-            },
-        )
+    view = summary.view()
+    bundle.summary.write(RUN, view["run"])
+    bundle.summary.write(WARNINGS, view["warnings"])
+    if view["failure"] is not None:
+        bundle.summary.write(FAILURE, view["failure"])
     lines: list[str] = []
     for failure in bundle.close():
         line = safe_error_text(failure.line())
@@ -434,6 +416,27 @@ def _finish_bundle(
         except Exception as exc:  # the journal itself failed: say so, keep the primary error
             lines.append(safe_error_text(f"journal: {exc}"))
     return lines
+
+
+def _print_allocation_failure(
+    config: EffectiveConfig, policy: RecomputePolicy, journal_url: str, run_id: str, message: str
+) -> None:
+    """The `--json` document of a run stopped by an unallocatable debug bundle (exit 3)."""
+    line = safe_error_text(message)
+    doc = _report_doc(config, None, policy, journal_url, None)
+    doc.update(
+        run_id=run_id,
+        status=RunStatus.FAILED.value,
+        run_dir=None,
+        manifest=None,
+        report=None,
+        failure_report=None,
+        error_log=None,
+        outputs=[],
+        error=_error_doc(RunError(message=line)),
+        persistence_errors=[line],
+    )
+    emit_json(doc)
 
 
 def _error_doc(error: RunError | None) -> dict[str, Any] | None:

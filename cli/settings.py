@@ -43,6 +43,9 @@ class Origin(enum.StrEnum):
 
 _PRECEDENCE: Final = {origin: rank for rank, origin in enumerate(Origin)}
 
+# Threads per lane; far above any useful parallelism, low enough to refuse nonsense in P1.
+MAX_JOBS: Final = 1024
+
 
 class DebugLevel(enum.StrEnum):
     """Debug bundle depth; `trace` implies `summary`."""
@@ -343,8 +346,8 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     SettingSpec(
         "jobs",
         "--jobs N",
-        "int >= 1",
-        _int_parser(1, None),
+        "int 1..1024",
+        _int_parser(1, MAX_JOBS),
         _constant(1),
         "1",
         "How many extract calls run at once within a lane.",
@@ -720,6 +723,16 @@ def _conflict(config: EffectiveConfig, first: str, second: str, why: str) -> Roo
     )
 
 
+def _nearest_existing(path: str) -> str:
+    current = path
+    while not os.path.lexists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return current
+
+
 def check_roots(config: EffectiveConfig) -> None:
     """Refuse roots that a cleanup of one could destroy the other's data through.
 
@@ -728,16 +741,26 @@ def check_roots(config: EffectiveConfig) -> None:
       not the output root itself, and neither equal to, inside, nor containing the cache
       root;
     - a SQLite journal: not inside the cache root, and not a directory;
-    - a root that already exists must be a directory.
+    - a root that already exists must be a directory, and one that does not must be
+      creatable: its nearest existing ancestor must be a directory (checked here, in P1,
+      so an unusable root is exit 2 before anything is allocated).
     """
     for name in ("output_root", "cache_root", "debug_root"):
         path = str(getattr(config, name))
-        if os.path.exists(path) and not os.path.isdir(path):
+        problem = None
+        if os.path.exists(path):
+            if not os.path.isdir(path):
+                problem = "exists and is not a directory"
+        else:
+            ancestor = _nearest_existing(path)
+            if not os.path.isdir(ancestor):
+                problem = f"cannot be created: {ancestor!r} is not a directory"
+        if problem is not None:
             resolved = config.origins[name]
             raise RootsConflict(
                 name,
                 resolved.origin,
-                f"invalid {_describe(config, name)}: exists and is not a directory",
+                f"invalid {_describe(config, name)}: {problem}",
                 source=resolved.source,
             )
     output, cache, debug = config.output_root, config.cache_root, config.debug_root

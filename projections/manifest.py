@@ -2,6 +2,12 @@
 
 It carries identities, counts and output digests only: never the accepted chunk map,
 generated reference bytes or secrets.
+
+`validation.status` is `passed` or `failed` once the run has terminated (SEMANTICS §9):
+`passed` only when `OutputsValidated` checked the outputs and refused none; a run that
+terminated before its outputs were checked (failed, interrupted or abandoned earlier)
+shows `failed`. `pending` exists only in the in-memory view of a run still running;
+`manifest.json` is written at terminalization and never carries it.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class ManifestProjection:
         self.artifacts = 0
         self.warnings = 0
         self.validation: dict[str, Any] = {"status": "pending", "outputs_checked": 0, "refused": []}
+        self.validated = False
         self.error: dict[str, Any] | None = None
         self.persistence_failures: list[dict[str, str]] = []
 
@@ -63,6 +70,7 @@ class ManifestProjection:
         elif isinstance(event, OutputWritten):
             self.outputs.append({"name": event.name, "sha256": event.sha256, "size": event.size})
         elif isinstance(event, OutputsValidated):
+            self.validated = True
             self.validation = {
                 "status": "failed" if event.refused else "passed",
                 "outputs_checked": event.checked,
@@ -77,6 +85,8 @@ class ManifestProjection:
             self.status = event.status
             self.phase = event.phase.value
             self.ended = event.timestamp.isoformat()
+            if not self.validated:  # terminated before its outputs were checked
+                self.validation = {**self.validation, "status": "failed"}
             if event.error is not None:
                 err = event.error
                 self.error = {

@@ -230,3 +230,25 @@ class TestConfigShow:
         proc = cli("run", str(example), "--output-root", str(tmp_path / "o"))
         assert proc.returncode == 2 and "config" in proc.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_an_unusable_cache_root_is_exit_2_and_allocates_nothing(cli, example, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "out"
+    proc = cli(
+        "run",
+        str(example),
+        "--output-root",
+        str(out),
+        "--cache-root",
+        str(tmp_path / "afile" / "sub"),
+    )
+    assert proc.returncode == 2 and "cache_root" in proc.stderr
+    assert not out.exists()
+
+
+def test_jobs_is_bounded_in_p1(cli, example, tmp_path):
+    out = tmp_path / "out"
+    proc = cli("run", str(example), "--output-root", str(out), "--jobs", "9" * 25)
+    assert proc.returncode == 2 and "jobs" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -656,7 +656,7 @@ def test_docs_cover_every_setting() -> None:
 
 FIXED = {"pipeline_dir": "/nonexistent/p", "user_config_path": None, "cwd": "/nonexistent/c"}
 BOOLS = ("checkpoints", "chunk_map", "chunk_map_index", "progress")
-INTS = {"jobs": (1, None), "batch_size": (1, 10000)}
+INTS = {"jobs": (1, 1024), "batch_size": (1, 10000)}
 TOML_VALUES = st.one_of(
     st.none(),
     st.booleans(),
@@ -774,3 +774,23 @@ def test_int_parser(name: str, origin: str, raw: object) -> None:
 @given(name=st.sampled_from([spec.name for spec in SETTINGS]), raw=st.text(max_size=40))
 def test_any_env_text_gives_a_value_or_settings_error(name: str, raw: str) -> None:
     _try("env", name, raw)
+
+
+def test_a_root_under_a_file_is_refused_in_p1(tmp_path):
+    from runjournal.cli.settings import RootsConflict, check_roots, resolve_settings
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    config = resolve_settings(
+        flags={"cache_root": str(blocker / "sub"), "output_root": str(tmp_path / "out")},
+        env={},
+        pipeline_table=None,
+        pipeline_dir=str(tmp_path),
+        user_config=None,
+        user_config_path=None,
+        cwd=str(tmp_path),
+    )
+    with pytest.raises(RootsConflict, match="cache_root") as caught:
+        check_roots(config)
+    assert "cannot be created" in str(caught.value)
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,173 @@
+"""The debug summary: the content of a debug bundle's `run.json`, `warnings.json`, `failure.json`.
+
+A pure fold of one run's events. The CLI feeds it live (a journal session listener) and
+writes its view's parts into `<debug root>/<run id>/summary/`; `projections rebuild
+debug_summary` folds the same events read back from the journal, so a rebuilt view equals
+the live one. It carries identities, counts and messages only: never reference, source or
+artifact bytes.
+
+One difference is inherent: a debug write that fails is journaled (as
+`TerminalPersistenceFailed`) after the documents were written, so only the rebuilt view
+can list it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    ChunkPlanResolved,
+    LaneResolved,
+    OutputsValidated,
+    OutputWritten,
+    RunAllocated,
+    RunError,
+    RunEvent,
+    RunStatus,
+    RunTerminated,
+    StageDecided,
+    StageExecuted,
+    TerminalPersistenceFailed,
+    WarningRecorded,
+)
+
+__all__ = ["DebugSummaryProjection", "error_view"]
+
+
+def error_view(error: RunError | None) -> dict[str, Any] | None:
+    """A run's primary error as JSON data: step, lane, reason code and message only."""
+    if error is None:
+        return None
+    return {
+        "step": error.step,
+        "lane": error.lane,
+        "reason_code": error.reason_code.value if error.reason_code else None,
+        "message": error.message,
+    }
+
+
+def _count(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+class DebugSummaryProjection:
+    """Folds a run's events into `{"run": …, "warnings": …, "failure": … | None}`."""
+
+    NAME: ClassVar[str] = "debug_summary"
+    VERSION: ClassVar[int] = 1
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.pipeline = ""
+        self.tool_version = ""
+        self.started: str | None = None
+        self.ended: str | None = None
+        self.status = RunStatus.RUNNING
+        self.phase: str | None = None
+        self.error: dict[str, Any] | None = None
+        self.decisions: dict[str, int] = {}
+        self.plans: dict[str, int] = {}
+        self.lanes = 0
+        self.artifacts = 0
+        self.restored_artifacts = 0
+        self.module_calls = 0
+        self.forced_steps: list[str] = []
+        self.outputs: list[dict[str, Any]] = []
+        self.refused: list[dict[str, str]] = []
+        self.warnings: list[dict[str, str]] = []
+        self.checkpoint_write_failures: list[dict[str, str]] = []
+        self.persistence_failures: list[dict[str, str]] = []
+
+    def apply(self, event: RunEvent) -> None:
+        if isinstance(event, StageDecided):
+            _count(self.decisions, event.code.value)
+        elif isinstance(event, StageExecuted):
+            self.module_calls += 1
+        elif isinstance(event, LaneResolved):
+            self.lanes += 1
+            if event.forced and event.step not in self.forced_steps:
+                self.forced_steps.append(event.step)
+        elif isinstance(event, ArtifactGenerated):
+            self.artifacts += 1
+            self.restored_artifacts += int(event.restored)
+            self.warnings.extend(
+                {"step": event.step, "lane": event.lane, "message": message}
+                for message in event.warnings
+            )
+        elif isinstance(event, WarningRecorded):
+            self.warnings.append({"step": event.step, "lane": event.lane, "message": event.message})
+        elif isinstance(event, ChunkPlanResolved):
+            for outcome in event.outcomes:
+                _count(self.plans, outcome.value)
+        elif isinstance(event, CheckpointWriteFailed):
+            self.checkpoint_write_failures.append(
+                {
+                    "step": event.step,
+                    "lane": event.lane,
+                    "stage": event.stage.value,
+                    "chunk": event.chunk,
+                    "message": event.message,
+                }
+            )
+        elif isinstance(event, OutputsValidated):
+            self.refused = [{"name": r.name, "refusal": r.refusal} for r in event.refused]
+        elif isinstance(event, OutputWritten):
+            self.outputs.append({"name": event.name, "sha256": event.sha256, "size": event.size})
+        elif isinstance(event, RunAllocated):
+            self.run_id = event.run_id
+            self.pipeline = event.pipeline
+            self.tool_version = event.tool_version
+            self.started = event.timestamp.isoformat()
+        elif isinstance(event, RunTerminated):
+            self.status = event.status
+            self.phase = event.phase.value
+            self.ended = event.timestamp.isoformat()
+            self.error = error_view(event.error)
+        elif isinstance(event, TerminalPersistenceFailed):
+            self.persistence_failures.append({"target": event.target, "message": event.message})
+
+    def view(self) -> dict[str, Any]:
+        return {"run": self._run(), "warnings": self._warnings(), "failure": self._failure()}
+
+    def _run(self) -> dict[str, Any]:
+        """`run.json`: the outcome of the run in counts and identities."""
+        return {
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "tool_version": self.tool_version,
+            "status": self.status.value,
+            "phase": self.phase,
+            "started": self.started,
+            "ended": self.ended,
+            "decisions": dict(sorted(self.decisions.items())),
+            "plans": dict(sorted(self.plans.items())),
+            "lanes": self.lanes,
+            "artifacts": self.artifacts,
+            "restored_artifacts": self.restored_artifacts,
+            "module_calls": self.module_calls,
+            "forced_steps": list(self.forced_steps),
+            "outputs": sorted(self.outputs, key=lambda o: o["name"]),
+            "warnings": len(self.warnings),
+            "checkpoint_write_failures": list(self.checkpoint_write_failures),
+            "persistence_failures": list(self.persistence_failures),
+            "error": self.error,
+            "projection": {"name": self.NAME, "version": self.VERSION},
+        }
+
+    def _warnings(self) -> dict[str, Any]:
+        """`warnings.json`: every module and validator warning, in journal order."""
+        return {"count": len(self.warnings), "warnings": [dict(w) for w in self.warnings]}
+
+    def _failure(self) -> dict[str, Any] | None:
+        """`failure.json`: only for a run that terminated without succeeding."""
+        if self.status in (RunStatus.RUNNING, RunStatus.SUCCEEDED):
+            return None
+        return {
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "phase": self.phase,
+            "error": self.error,
+            "refused": [dict(r) for r in self.refused],
+        }
