@@ -55,6 +55,9 @@ def build_collaborators(
     plan_store = None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
+    elif mode is CacheMode.READ_ONLY:
+        # Nothing to read yet: every lookup is "compute it", and nothing is ever written.
+        plan_store = ChunkPlanFileStore(None, mode=mode)
     workspace = Workspace.in_cache(cache_root, pipeline) if cache_root is not None else None
     loader = CheckpointLoader(workspace) if wants_loader and workspace is not None else None
     recorder = CheckpointRecorder(workspace) if config.checkpoints and workspace else None

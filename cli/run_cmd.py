@@ -478,9 +478,13 @@ def _print_result(
     ]
     if doc.get("manifest"):
         lines.append(f"  manifest:  {doc['manifest']}")
-    if req.verbose:
-        lines.append(f"  journal:   {doc['journal']}")
-        lines.append(f"  cache:     {doc['roots']['cache']}")
+    if doc.get("debug_bundle"):
+        lines.append(f"  debug:     {doc['debug_bundle']}")
+    roots = doc["roots"]
+    lines.append(
+        f"  roots:     output {roots['output']} · cache {roots['cache']} · debug {roots['debug']}"
+    )
+    lines.append(f"  journal:   {doc['journal']}")
     click.echo("\n".join(lines))
 
 

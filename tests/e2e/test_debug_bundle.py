@@ -279,14 +279,20 @@ class TestFailurePaths:
             cli, pipeline, tmp_path, "--debug", "trace", "--debug-root", str(blocker / "d")
         )
         assert proc.returncode == 3
-        assert doc == {}
+        # --json: still one document (CLI.md); the run failed and nothing was kept.
+        assert doc["status"] == "failed" and doc["debug_bundle"] is None
+        assert doc["run_dir"] is None and doc["manifest"] is None and doc["report"] is None
+        assert doc["outputs"] == [] and doc["decisions"] == {}
+        assert doc["error"]["step"] is None and doc["error"]["reason_code"] is None
+        assert "cannot allocate debug bundle" in doc["error"]["message"]
+        assert doc["persistence_errors"] == [doc["error"]["message"]]
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "cannot allocate debug bundle" in lines[0]
         assert not [p for p in (tmp_path / "out").iterdir() if p.is_dir()]
         listed, runs = cli.json("runs", "list", "--output-root", str(tmp_path / "out"))
         assert listed.returncode == 0, listed.stderr
         (only,) = runs["runs"]
-        assert only["status"] == "failed"
+        assert only["status"] == "failed" and only["run_id"] == doc["run_id"]
         evs = events(cli, tmp_path, only["run_id"])
         assert [e["type"] for e in evs] == [
             "RunAllocated",

@@ -97,6 +97,7 @@ class TestExample:
         )
         assert proc.returncode == 0, proc.stderr
         assert "succeeded" in proc.stdout
+        assert f"output {out.resolve()}" in proc.stdout and "cache " in proc.stdout
         listed, doc = cli.json("runs", "list", "--output-root", str(out))
         assert listed.returncode == 0, listed.stderr
         assert len(doc["runs"]) == 1 and doc["runs"][0]["status"] == "succeeded"

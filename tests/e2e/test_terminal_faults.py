@@ -270,12 +270,17 @@ class TestTerminalFaults:
         assert result.exit_code == 3
         lines = stderr_lines(result)
         assert len(lines) == 1 and "cannot allocate debug bundle" in lines[0]
-        assert result.stdout == ""
+        doc = json.loads(result.stdout)  # --json: one document, the run failed, nothing kept
+        assert doc["status"] == "failed" and doc["debug_bundle"] is None
+        assert doc["run_dir"] is None and doc["outputs"] == [] and doc["decisions"] == {}
+        assert "cannot allocate debug bundle" in doc["error"]["message"]
+        assert doc["persistence_errors"] == [doc["error"]["message"]]
         monkeypatch.setattr(FsRoot, "mkdir", original)
         events = journal_events(monkeypatch, env)
         types = [e["type"] for e in events]
         assert types == ["RunAllocated", "ConfigurationResolved", "RunTerminated"]
         assert events[0]["data"]["debug_bundle"] is not None
+        assert events[0]["data"]["run_id"] == doc["run_id"]
         assert events[-1]["data"]["status"] == "failed"
         assert "cannot allocate debug bundle" in events[-1]["data"]["error"]["message"]
         assert list((env / "dbg").iterdir()) == []  # the half-made bundle was removed

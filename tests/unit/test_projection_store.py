@@ -92,9 +92,10 @@ class TestStatusAndRebuild:
     def test_live_manifests_are_fresh_other_views_not_materialised(self, world: World) -> None:
         world.add_run(1)
         status = world.status()
-        assert list(status) == ["manifest", "reasons", "runs_index"]
+        assert list(status) == ["manifest", "reasons", "debug_summary", "runs_index"]
         assert not status["manifest"].stale and status["manifest"].materialised == [1]
         assert status["reasons"].stale and status["reasons"].reasons == ["not materialised"]
+        assert status["debug_summary"].reasons == ["not materialised"]
         assert status["runs_index"].stale
 
     def test_rebuild_equals_the_live_views(self, world: World) -> None:
@@ -126,6 +127,7 @@ class TestStatusAndRebuild:
             "format": 1,
             "projections": {
                 "reasons": {"storage": ".runjournal/views/reasons.v1", "version": 1},
+                "debug_summary": {"storage": ".runjournal/views/debug_summary.v1", "version": 1},
                 "runs_index": {"storage": ".runjournal/views/runs_index.v1.json", "version": 1},
             },
         }
@@ -245,7 +247,11 @@ class TestVersionBumps:
         assert world.status()["reasons"].stale
         results = {r.name: r for r in world.views.rebuild()}
         assert results["reasons"].replaced == 1 and results["runs_index"].replaced == 1
-        assert sorted(p.name for p in views.iterdir()) == ["reasons.v2", "runs_index.v2.json"]
+        assert sorted(p.name for p in views.iterdir()) == [
+            "debug_summary.v1",  # not bumped: stays
+            "reasons.v2",
+            "runs_index.v2.json",
+        ]
         assert sorted(p.name for p in (views / "reasons.v2").iterdir()) == [
             f"{first.run_id}.json",
             f"{second.run_id}.json",
@@ -253,6 +259,7 @@ class TestVersionBumps:
         state = json.loads((world.root / STATE_FILE).read_text())
         assert {k: v["version"] for k, v in state["projections"].items()} == {
             "reasons": 2,
+            "debug_summary": 1,
             "runs_index": 2,
         }
         assert not any(s.stale for s in world.status().values())
