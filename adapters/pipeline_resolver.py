@@ -93,7 +93,9 @@ def resolve_pipeline(
             try:
                 profile = profiles.get(profile_id)
             except ProfileError as exc:
-                raise ResolutionError(f"{where}.profile", str(exc).split(": ", 1)[1]) from None
+                # Name where the id came from: the step's own key, or the `profile` setting.
+                key = f"{where}.profile" if step.profile else "profile"
+                raise ResolutionError(key, str(exc).split(": ", 1)[1]) from None
             used_profiles[step.id] = profile
         components = LaneComponents(
             config=config_digest(

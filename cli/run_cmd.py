@@ -89,7 +89,7 @@ def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"--set expects KEY=VALUE, got '{pair}'")
+            raise CliError(f"--set takes NAME=VALUE pairs; got '{pair}'")
         out[key.strip()] = value
     return out
 

@@ -91,6 +91,22 @@ _PREDECESSOR_CODES: dict[PredecessorState, ReasonCode] = {
 
 REUSE_CODES = frozenset({ReasonCode.REUSED, ReasonCode.PREDECESSOR_REUSED})
 
+# SEMANTICS §4: the first rule that applies wins (input_changed is the extract stage's
+# name for stage_input_changed). docs/operations.md lists the same order; a test compares.
+DECISION_ORDER: tuple[ReasonCode, ...] = (
+    ReasonCode.FORCED_RECOMPUTE,
+    ReasonCode.NOT_RESUMED,
+    ReasonCode.CHECKPOINT_MISSING,
+    ReasonCode.CHECKPOINT_CORRUPT,
+    ReasonCode.SCHEMA_UNSUPPORTED,
+    ReasonCode.CODEC_MISMATCH,
+    *(_COMPONENT_CODES[name] for name in COMPONENT_ORDER),
+    ReasonCode.INPUT_CHANGED,
+    ReasonCode.STAGE_INPUT_CHANGED,
+    ReasonCode.DEPENDENCY_INVALIDATED,
+    ReasonCode.REUSED,
+)
+
 
 def decide_stage(facts: StageFacts) -> ReasonCode:
     """SEMANTICS §4 decision order: the first rule that applies wins."""

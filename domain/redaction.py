@@ -286,6 +286,36 @@ _DIGEST_PARAMS = (
 )
 
 
+# --- JWT: `eyJ<header>.eyJ<payload>.<signature>`, even glued to what precedes it -------
+
+# From the `.eyJ` that starts the payload: the header is the base64url run before that
+# dot, from its first `eyJ`. Runs before distinct dots are disjoint, so the scan stays
+# linear even on `eyJeyJeyJ...` (a regex without a left boundary would not).
+_JWT_REST: Final = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_=-]*")
+_B64URL_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+)
+_JWT_MIN_HEAD: Final = 11  # `eyJ` and at least 8 more characters before the dot
+
+
+def _jwt_spans(view: _View) -> Iterator[tuple[int, int]]:
+    text = view.text
+    covered = 0
+    dot = text.find(".eyJ")
+    while dot != -1:
+        rest = _JWT_REST.match(text, dot + 1) if dot >= covered else None
+        if rest is not None:
+            start = dot
+            while start > covered and text[start - 1] in _B64URL_CHARS:
+                start -= 1
+            last = dot - _JWT_MIN_HEAD  # the last index where the header may start
+            head = text.find("eyJ", start, last + 3) if last >= start else -1
+            if head != -1:
+                covered = rest.end()
+                yield head, covered
+        dot = text.find(".eyJ", dot + 1)
+
+
 # --- AWS secret access key: 40 base64 characters shortly after `aws` or `secret` ------
 
 _AWS_WORDS: Final = ("aws", "secret")
@@ -383,14 +413,10 @@ def _generic_spans(view: _View) -> Iterator[tuple[int, int]]:
 # here, so the specific shapes win over the context-based ones at the end.
 _SHAPES: Final[tuple[_Shape, ...]] = (
     _Shape("private_key", None, needles=("PRIVATE KEY",), finder=_pem_spans),
-    _rx(
-        "jwt",
-        r"eyJ(?<![A-Za-z0-9_-]...)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_=-]*",
-        ["eyJ"],
-    ),
+    _Shape("jwt", None, needles=("eyJ",), finder=_jwt_spans),
     _rx(
         "aws_access_key_id",
-        r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])(?<![A-Z0-9]....)[A-Z0-9]{16,}",
+        r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])(?<![A-Z]....)[A-Z0-9]{16,}",
         ["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
     ),
     _rx("github_pat", r"github_pat_[A-Za-z0-9_]{22,}", ["github_pat_"]),
@@ -402,7 +428,8 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
     _rx("anthropic_api_key", r"sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{16,}", ["sk-ant-"]),
     _rx(
         "openai_api_key",
-        r"sk-(?<![A-Za-z0-9_-]...)(?!ant-)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}",
+        r"sk-(?!ant-)(?:(?<![A-Za-z0-9]...)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"
+        r"|(?:proj-|svcacct-|admin-|None-)[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{32,}[A-Za-z0-9_-]*)",
         ["sk-"],
     ),
     _rx(
@@ -433,7 +460,7 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
         ["hf_", "api_org_"],
         gate=["hf_", "api_org_"],
     ),
-    _rx("npm_token", r"npm_(?<![A-Za-z0-9]....)[A-Za-z0-9]{36,}", ["npm_"]),
+    _rx("npm_token", r"npm_[A-Za-z0-9]{36,}", ["npm_"]),
     _rx(
         "pypi_token",
         r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{16,}",

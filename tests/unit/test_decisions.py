@@ -155,3 +155,53 @@ def test_stage_decided_fields_and_facts_round_trip():
         assert event.code is code and event.category is CATEGORY_OF[code]
         assert event.facts(BASE) == f
         assert decide_stage(event.facts(BASE)) is code
+
+
+def test_decide_stage_follows_decision_order_pairwise():
+    """For each pair of codes in DECISION_ORDER, when both rules apply the earlier wins."""
+    from runjournal.domain.decisions import _COMPONENT_CODES, DECISION_ORDER
+
+    def apply(code, kw):
+        if code is ReasonCode.FORCED_RECOMPUTE:
+            kw["forced"] = True
+        elif code is ReasonCode.NOT_RESUMED:
+            kw["resumed"] = False
+        elif code in (
+            ReasonCode.CHECKPOINT_MISSING,
+            ReasonCode.CHECKPOINT_CORRUPT,
+            ReasonCode.SCHEMA_UNSUPPORTED,
+            ReasonCode.CODEC_MISMATCH,
+        ):
+            state = {
+                ReasonCode.CHECKPOINT_MISSING: CheckpointState.MISSING,
+                ReasonCode.CHECKPOINT_CORRUPT: CheckpointState.CORRUPT,
+                ReasonCode.SCHEMA_UNSUPPORTED: CheckpointState.SCHEMA_UNSUPPORTED,
+                ReasonCode.CODEC_MISMATCH: CheckpointState.CODEC_MISMATCH,
+            }[code]
+            kw.setdefault("checkpoint", state)
+            kw["recorded"] = None
+        elif code in (ReasonCode.INPUT_CHANGED, ReasonCode.STAGE_INPUT_CHANGED):
+            kw["rec_input"] = "old"
+        elif code is ReasonCode.DEPENDENCY_INVALIDATED:
+            kw["rec_deps"] = "old"
+        elif code is not ReasonCode.REUSED:
+            name = {v: k for k, v in _COMPONENT_CODES.items()}[code]
+            kw.setdefault("changed", {})[name] = "old"
+
+    ordinary = list(DECISION_ORDER)
+    for i, first in enumerate(ordinary):
+        for second in ordinary[i + 1 :]:
+            kw: dict = {}
+            apply(first, kw)
+            apply(second, kw)
+            stage = Stage.EXTRACT if ReasonCode.INPUT_CHANGED in (first, second) else Stage.MERGE
+            if ReasonCode.STAGE_INPUT_CHANGED in (first, second) and stage is Stage.EXTRACT:
+                continue
+            recorded = kw.pop("recorded", "keep")
+            rec = StageDigests(
+                changed(**kw.pop("changed", {})),
+                kw.pop("rec_input", "input"),
+                kw.pop("rec_deps", "deps"),
+            )
+            f = facts(stage=stage, recorded=rec if recorded == "keep" else None, **kw)
+            assert decide_stage(f) is first, (first, second)
