@@ -35,8 +35,23 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, EnvType, get_topic, resolve_topic
 from runjournal.adapters.fsroot import make_trusted_dirs
-from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
-from runjournal.domain.redaction import redact_text, safe_error_text
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    ConfigurationResolved,
+    DebugBundleAllocated,
+    ProfileObserved,
+    RunAllocated,
+    RunError,
+    RunEvent,
+    RunStatus,
+    RunTerminated,
+    Setting,
+    StageFailed,
+    TerminalPersistenceFailed,
+    WarningRecorded,
+)
+from runjournal.domain.redaction import redact_obj, redact_text, safe_error_text
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 
 __all__ = [
@@ -687,6 +702,64 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+# --- redaction at the journal boundary ----------------------------------------------
+
+
+def _redact_str(value: Any) -> Any:
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def _redact_strs(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_redact_str(v) for v in value]
+    return _redact_str(value)
+
+
+def _redact_settings(value: Any) -> Any:
+    """Settings stay `Setting` Structs (a plain dict would not be what the event says)."""
+    if not isinstance(value, list | tuple):
+        return redact_obj(value)
+    return [
+        msgspec.structs.replace(s, value=redact_obj(s.value), origin=_redact_str(s.origin))
+        if isinstance(s, Setting)
+        else redact_obj(s)
+        for s in value
+    ]
+
+
+def _redact_run_error(value: Any) -> Any:
+    if isinstance(value, RunError):
+        return msgspec.structs.replace(value, message=_redact_str(value.message))
+    return value
+
+
+_Redactor = Callable[[Any], Any]
+
+_FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = {
+    RunAllocated: (("argv", _redact_strs), ("pipeline_file", _redact_str)),
+    ConfigurationResolved: (("settings", _redact_settings),),
+    DebugBundleAllocated: (("path", _redact_str),),
+    ProfileObserved: (
+        ("profile_id", _redact_str),
+        ("provider", _redact_str),
+        ("model", _redact_str),
+    ),
+    StageFailed: (("message", _redact_str),),
+    CheckpointWriteFailed: (("message", _redact_str),),
+    ArtifactGenerated: (("warnings", _redact_strs),),
+    WarningRecorded: (("message", _redact_str),),
+    RunTerminated: (("error", _redact_run_error),),
+    TerminalPersistenceFailed: (("message", _redact_str),),
+}
+"""The event fields that carry free text (errors, paths, plugin or user strings).
+
+Every other field holds ids, digests, enums, numbers or code-owned text, and the hot
+path (StageDecided, StageExecuted, CheckpointWritten) pays one dict lookup. Redaction is
+idempotent, so fields already redacted upstream come through unchanged. Document names
+(InputsFingerprinted, OutputWritten) are the user's data and are never redacted.
+"""
+
+
 # --- session ---------------------------------------------------------------------
 
 
@@ -723,6 +796,12 @@ class RunSession:
         return self._run.pending_count + len(self._unsaved)
 
     def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
+        """Record one event; its free-text fields are redacted first (`_FREE_TEXT`)."""
+        redactors = _FREE_TEXT.get(event_type)
+        if redactors is not None:
+            for name, redact in redactors:
+                if name in fields:
+                    fields[name] = redact(fields[name])
         run = self._run
         event = run.trigger(event_type, **fields)
         for listener in self._listeners:

@@ -56,15 +56,28 @@ def recover(opts: dict[str, Any]) -> int:
                 _abandon(store, summary.run_id, summary.pid, summary.host)
     finally:
         store.close()
-    swept = {}
-    for label, path in (("output", config.output_root), ("cache", config.cache_root)):
+    # A live writer's temp file must not vanish under it: sweep only when no run that may
+    # still be writing (live here, or on another host) is in the journal.
+    swept: dict[str, list[str]] = {}
+    roots = (
+        ("output", config.output_root),
+        ("cache", config.cache_root),
+        ("debug", config.debug_root),
+    )
+    for label, path in roots if not skipped else ():
         if os.path.isdir(path):
             try:
                 with FsRoot.open(path) as root:
                     swept[label] = root.sweep_temp_files(dry_run=dry_run)
             except FsError as exc:
                 raise CliError(f"cannot sweep {label} root: {exc}", ExitCode.FAILED) from None
-    doc = {"dry_run": dry_run, "abandoned": abandoned, "skipped": skipped, "temp_files": swept}
+    doc = {
+        "dry_run": dry_run,
+        "abandoned": abandoned,
+        "skipped": skipped,
+        "temp_files": swept,
+        "temp_sweep": "skipped: a run may still be writing" if skipped else "done",
+    }
     if opts.get("as_json"):
         emit_json(doc)
         return 0
@@ -73,6 +86,8 @@ def recover(opts: dict[str, Any]) -> int:
         click.echo(f"{verb} {row['run_id']} (pid {row['pid']} on {row['host']} is gone)")
     for row in skipped:
         click.echo(f"left {row['run_id']}: {row['why']}")
+    if skipped:
+        click.echo("temp files left alone: a run may still be writing")
     for label, names in swept.items():
         for name in names:
             click.echo(f"{'would remove' if dry_run else 'removed'} {label} temp file {name}")

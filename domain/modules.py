@@ -8,9 +8,10 @@ validated and reused without ever hashing code. Modules get a context, never a p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 import msgspec
+from runjournal.domain.redaction import is_credential_shaped
 
 __all__ = [
     "Chunk",
@@ -132,6 +133,23 @@ class Validator:
         return []
 
 
+# Declarations that reach the journal, checkpoint provenance and dependency fingerprints
+# verbatim: they are never legitimately secrets, so a credential-shaped one is refused.
+_MODULE_DECLARATIONS: Final = ("name", "fingerprint", "artifact_kind", "schema", "media_type")
+_VALIDATOR_DECLARATIONS: Final = ("name", "fingerprint")
+
+
+def _refuse_credential_shaped(cls: type, kind: str, attrs: tuple[str, ...]) -> None:
+    """The message names the attribute only: the value itself must not be repeated."""
+    for attr in attrs:
+        value = getattr(cls, attr, "")
+        if isinstance(value, str) and value and is_credential_shaped(value):
+            raise ModuleContractError(
+                f"{kind} {cls.__qualname__} declares a credential-shaped `{attr}`; "
+                "declarations are recorded verbatim and must not hold secrets"
+            )
+
+
 def check_module_declarations(module: Module) -> None:
     """Refuse a module that does not declare what identity and codecs rely on."""
     cls = type(module)
@@ -139,6 +157,7 @@ def check_module_declarations(module: Module) -> None:
         value = getattr(cls, attr, "")
         if not isinstance(value, str) or not value:
             raise ModuleContractError(f"module {cls.__qualname__} must declare `{attr}`")
+    _refuse_credential_shaped(cls, "module", _MODULE_DECLARATIONS)
     for stage in ("extract", "merge", "normalize"):
         if getattr(cls, stage) is getattr(Module, stage):
             raise ModuleContractError(f"module {cls.__qualname__} must implement `{stage}`")
@@ -148,3 +167,4 @@ def check_validator_declarations(validator: Validator) -> None:
     cls = type(validator)
     if not isinstance(cls.fingerprint, str) or not cls.fingerprint:
         raise ModuleContractError(f"validator {cls.__qualname__} must declare `fingerprint`")
+    _refuse_credential_shaped(cls, "validator", _VALIDATOR_DECLARATIONS)

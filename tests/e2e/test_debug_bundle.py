@@ -273,11 +273,10 @@ class TestFailurePaths:
     def test_unallocatable_bundle_exits_3_before_anything_else(
         self, cli, pipeline: Path, tmp_path: Path
     ) -> None:
-        blocker = tmp_path / "not-a-dir"
-        blocker.write_text("x")
-        proc, doc = run(
-            cli, pipeline, tmp_path, "--debug", "trace", "--debug-root", str(blocker / "d")
-        )
+        # P1 refuses a root under a file (exit 2); a component over NAME_MAX passes P1's
+        # checks and fails only when the bundle is allocated (ENAMETOOLONG).
+        too_long = tmp_path / ("x" * 300) / "d"
+        proc, doc = run(cli, pipeline, tmp_path, "--debug", "trace", "--debug-root", str(too_long))
         assert proc.returncode == 3
         # --json: still one document (CLI.md); the run failed and nothing was kept.
         assert doc["status"] == "failed" and doc["debug_bundle"] is None
@@ -299,6 +298,75 @@ class TestFailurePaths:
             "ConfigurationResolved",
             "RunTerminated",
         ]
+
+
+ENVELOPE = ("format_version", "document")  # added by the bundle's writer, not the fold
+
+
+def live_summary(bundle: Path, name: str) -> dict | None:
+    path = bundle / "summary" / name
+    if not path.exists():
+        return None
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in ENVELOPE}
+
+
+class TestRebuiltSummaryEqualsLive:
+    def test_successful_and_failed_runs(self, cli, pipeline: Path, tmp_path: Path) -> None:
+        plugin = pipeline.parent / "plugins" / "tracer.py"
+        plugin.write_text(
+            plugin.read_text().replace(
+                "return Normalized(merged)",
+                "return Normalized(merged, [f'{ctx.lane} counted {merged}'])",
+            )
+        )
+        proc, ok = run(cli, pipeline, tmp_path, "--debug", "summary")
+        assert proc.returncode == 0, proc.stderr
+        plugin.write_text(
+            plugin.read_text().replace(
+                "        answer =",
+                "        if 'Beta' in chunk.text:\n"
+                "            raise ValueError('tracer failed on purpose')\n"
+                "        answer =",
+            )
+        )
+        proc, bad = run(cli, pipeline, tmp_path, "--recompute", "tracer", "--debug", "summary")
+        assert proc.returncode == 1, proc.stderr
+        out = tmp_path / "out"
+        rebuilt = cli("projections", "rebuild", "debug_summary", "--output-root", str(out))
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        views = out / ".runjournal" / "views" / "debug_summary.v1"
+        for doc in (ok, bad):
+            bundle = Path(doc["debug_bundle"])
+            stored = json.loads((views / f"{doc['run_id']}.json").read_text())
+            assert stored["projection"] == {"name": "debug_summary", "version": 1}
+            view = stored["view"]
+            assert view["run"] == live_summary(bundle, "run.json")
+            assert view["warnings"] == live_summary(bundle, "warnings.json")
+            assert view["failure"] == live_summary(bundle, "failure.json")
+
+        # Not vacuous: the documents carry what the runs did.
+        ok_view = json.loads((views / f"{ok['run_id']}.json").read_text())["view"]
+        assert ok_view["failure"] is None and ok_view["run"]["status"] == "succeeded"
+        assert ok_view["run"]["decisions"] == ok["decisions"]
+        assert ok_view["run"]["module_calls"] == ok["module_calls"] > 0
+        assert ok_view["warnings"]["count"] == 2  # one per tracer lane
+        assert {(w["step"], w["lane"]) for w in ok_view["warnings"]["warnings"]} == {
+            ("tracer", "docs/a.md"),
+            ("tracer", "docs/b.md"),
+        }
+        assert [o["name"] for o in ok_view["run"]["outputs"]] == sorted(
+            o["name"] for o in ok["outputs"]
+        )
+        bad_view = json.loads((views / f"{bad['run_id']}.json").read_text())["view"]
+        assert bad_view["run"]["forced_steps"] == ["tracer"]
+        assert bad_view["run"]["restored_artifacts"] == 2  # the terms lanes
+        assert bad_view["failure"]["status"] == "failed"
+        assert bad_view["failure"]["error"]["step"] == "tracer"
+        assert bad_view["failure"]["error"] == bad["error"]
+        status = cli("projections", "status", "--output-root", str(out), "--json")
+        assert status.returncode == 0, status.stderr
+        rows = {r["name"]: r for r in json.loads(status.stdout)["projections"]}
+        assert not rows["debug_summary"]["stale"] and rows["debug_summary"]["views"] == 2
 
 
 class TestNeverACacheInput:

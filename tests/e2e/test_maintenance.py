@@ -115,11 +115,15 @@ def test_recover_leaves_a_live_run_alone(cli, tmp_path):
             if doc.get("runs"):
                 break
             time.sleep(0.2)
+        inflight = tmp_path / "c" / ".rj-tmp-inflight"
+        inflight.parent.mkdir(exist_ok=True)
+        inflight.write_bytes(b"a live writer's temp file")
         rec, result = cli.json(
             "recover", "--output-root", str(out), "--cache-root", str(tmp_path / "c")
         )
         assert rec.returncode == 0
         assert result["abandoned"] == [] and result["skipped"][0]["why"] == "still running"
+        assert result["temp_files"] == {} and inflight.exists()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
