@@ -73,8 +73,17 @@ class ProfileRegistry:
             ) from None
 
     @classmethod
-    def load(cls, path: str | None, *, source_kind: str = "file") -> ProfileRegistry:
+    def load(
+        cls, path: str | None, *, user_profiles: Mapping[str, Any] | None = None
+    ) -> ProfileRegistry:
+        """The built-in `offline`, then user-config profiles, then the profiles file's.
+
+        Each profile remembers where it was defined (its source kind), which is part of
+        the profile_source component: moving a profile between origins is a cold miss.
+        """
         profiles: dict[str, Profile] = {"offline": OFFLINE}
+        if user_profiles:
+            profiles.update(_parse_profiles(user_profiles, "user-config", "profiles"))
         if path is None:
             return cls(profiles)
         try:
@@ -86,31 +95,38 @@ class ProfileRegistry:
             ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ProfileError("profiles_file", f"not valid TOML ({exc})") from None
-        table = doc.get("profiles", {})
-        if not isinstance(table, dict) or set(doc) - {"profiles"}:
+        if set(doc) - {"profiles"}:
             raise ProfileError("profiles_file", "expected only [profiles.<id>] tables")
-        for pid, raw in table.items():
-            where = f"profiles.{pid}"
-            if not isinstance(raw, dict):
-                raise ProfileError(where, "must be a table")
-            unknown = set(raw) - _PROFILE_KEYS
-            if unknown:
-                raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown key")
-            if not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model"), str):
-                raise ProfileError(where, "`provider` and `model` are required strings")
-            params = raw.get("params", {})
-            if not isinstance(params, dict):
-                raise ProfileError(f"{where}.params", "must be a table")
-            profiles[pid] = Profile(
-                id=pid,
-                provider=raw["provider"],
-                model=raw["model"],
-                base_url=raw.get("base_url"),
-                api_key_env=raw.get("api_key_env"),
-                params=params,
-                source_kind=source_kind,
-            )
+        profiles.update(_parse_profiles(doc.get("profiles", {}), "file", "profiles"))
         return cls(profiles)
+
+
+def _parse_profiles(table: Any, source_kind: str, prefix: str) -> dict[str, Profile]:
+    if not isinstance(table, dict):
+        raise ProfileError(prefix, "expected [profiles.<id>] tables")
+    out: dict[str, Profile] = {}
+    for pid, raw in table.items():
+        where = f"{prefix}.{pid}"
+        if not isinstance(raw, dict):
+            raise ProfileError(where, "must be a table")
+        unknown = set(raw) - _PROFILE_KEYS
+        if unknown:
+            raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown key")
+        if not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model"), str):
+            raise ProfileError(where, "`provider` and `model` are required strings")
+        params = raw.get("params", {})
+        if not isinstance(params, dict):
+            raise ProfileError(f"{where}.params", "must be a table")
+        out[pid] = Profile(
+            id=pid,
+            provider=raw["provider"],
+            model=raw["model"],
+            base_url=raw.get("base_url"),
+            api_key_env=raw.get("api_key_env"),
+            params=params,
+            source_kind=source_kind,
+        )
+    return out
 
 
 class OfflineRuntime:

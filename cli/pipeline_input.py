@@ -40,6 +40,13 @@ def load_pipeline_spec(path: str) -> tuple[PipelineSpec, str]:
 def resolve_config(
     spec: PipelineSpec, pipeline_path: str, flags: dict[str, Any]
 ) -> EffectiveConfig:
+    return resolve_config_and_profiles(spec, pipeline_path, flags)[0]
+
+
+def resolve_config_and_profiles(
+    spec: PipelineSpec, pipeline_path: str, flags: dict[str, Any]
+) -> tuple[EffectiveConfig, dict[str, Any]]:
+    """The effective configuration, and the user config's `[profiles]` table (read once)."""
     try:
         user_config, user_path = load_user_config()
         config = resolve_settings(
@@ -55,4 +62,4 @@ def resolve_config(
         check_roots(config)
     except SettingsError as exc:
         raise CliError(str(exc)) from None
-    return config
+    return config, dict(user_config.get("profiles") or {})

@@ -39,9 +39,10 @@ from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.module_stdout import module_stdout_to_stderr
 from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
-from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
+from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
@@ -106,7 +107,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     # --- P1: parse; nothing is allocated ---------------------------------------
     spec, pipeline_path = load_pipeline_spec(req.pipeline)
     pipeline_dir = os.path.dirname(pipeline_path)
-    config = resolve_config(spec, pipeline_path, req.flags)
+    config, user_profiles = resolve_config_and_profiles(spec, pipeline_path, req.flags)
     overrides = parse_overrides(req.overrides)
     try:
         policy = plan_recompute(
@@ -171,7 +172,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
 
     # --- P3: resolve the pipeline -------------------------------------------------
     try:
-        profiles = ProfileRegistry.load(config.profiles_file)
+        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=user_profiles)
         resolved, resolution = resolve_pipeline(
             spec,
             pipeline_dir=pipeline_dir,
@@ -182,7 +183,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             profiles=profiles,
         )
     except (ResolutionError, ProfileError) as exc:
-        message = f"{pipeline_path}: {exc}"
+        message = safe_error_text(f"{pipeline_path}: {exc}")  # as stderr will show it
         session.emit(
             RunTerminated,
             status=RunStatus.FAILED,
@@ -237,7 +238,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     exit_code = ExitCode.OK
     previous = _install_signal_handlers()
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
             outcome = runner.run(resolved)
         progress.finish()
         # --- P5: terminalize (success) ------------------------------------------

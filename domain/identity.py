@@ -123,7 +123,7 @@ def config_digest(
     return digest_of(
         {
             "module": module,
-            "params": params,
+            "params": identity_value(params),
             "scope": scope,
             "consumes": list(consumes),
             "chunking": chunking,
@@ -139,6 +139,22 @@ def fingerprints_digest(fingerprints: Iterable[str]) -> str:
 def references_digest(references: Mapping[str, str]) -> str:
     """references: logical name -> content digest."""
     return digest_of(dict(references)) if references else EMPTY
+
+
+def identity_value(value: Any, key: str | None = None) -> Any:
+    """A value as it enters identity: secrets (by key or by shape) become a constant marker.
+
+    So no secret is ever hashed, and rotating a key in `params` is not a cache miss.
+    """
+    if key is not None and is_secret_key(key):
+        return SECRET_MARKER
+    if isinstance(value, Mapping):
+        return {k: identity_value(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [identity_value(v) for v in value]
+    if isinstance(value, str) and is_credential_shaped(value):
+        return SECRET_MARKER
+    return value
 
 
 def identity_overrides(overrides: Mapping[str, str]) -> dict[str, str]:

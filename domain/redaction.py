@@ -292,9 +292,7 @@ _DIGEST_PARAMS = (
 # dot, from its first `eyJ`. Runs before distinct dots are disjoint, so the scan stays
 # linear even on `eyJeyJeyJ...` (a regex without a left boundary would not).
 _JWT_REST: Final = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_=-]*")
-_B64URL_CHARS: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-)
+_B64URL_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _JWT_MIN_HEAD: Final = 11  # `eyJ` and at least 8 more characters before the dot
 
 

@@ -369,3 +369,23 @@ def test_a_deleted_extract_checkpoint_of_unchanged_bytes_is_checkpoint_missing(p
     assert doc["decisions"]["checkpoint_missing"] == 1
     assert "input_changed" not in doc["decisions"]
     assert project.call_count("words:extract") == 1
+
+
+def test_user_config_profiles_and_moving_a_profile_is_a_source_change(project):
+    config_dir = project.cli.home / ".config" / "runjournal"
+    config_dir.mkdir(parents=True)
+    table = '[profiles.u]\nprovider = "offline"\nmodel = "m1"\n'
+    (config_dir / "config.toml").write_text(table)
+    project.write_pipeline(params="use_llm = true", profile='profile = "u"')
+    doc = project.run()
+    proc, events = project.cli.json(
+        "journal", "show", doc["run_id"], "--output-root", str(project.out)
+    )
+    observed = [e["data"] for e in events["events"] if e["type"] == "ProfileObserved"]
+    assert observed[0]["source_kind"] == "user-config"
+    # the same profile, now defined in a profiles file: same profile, another source
+    (config_dir / "config.toml").write_text("")
+    profiles = project.root / "profiles.toml"
+    profiles.write_text(table)
+    doc = project.run("--resume", "--profiles-file", str(profiles))
+    assert_code(project, doc, "profile_source_changed", "words")

@@ -123,3 +123,15 @@ def test_secret_overrides_enter_identity_as_a_marker():
     }
     assert overrides_digest({"api_key": "one"}) == overrides_digest({"api_key": "two"})
     assert overrides_digest({"tone": "a"}) != overrides_digest({"tone": "b"})
+
+
+def test_secret_params_never_enter_the_config_digest():
+    common = {"module": "m", "scope": "document", "consumes": [], "chunking": {}}
+    token = "sk-" + "proj-" + "A" * 40
+    a = config_digest(params={"api_key": "one", "nested": {"password": "x"}, "n": 1}, **common)
+    b = config_digest(params={"api_key": "two", "nested": {"password": "y"}, "n": 1}, **common)
+    assert a == b
+    assert config_digest(params={"note": token}, **common) == config_digest(
+        params={"note": "sk-" + "proj-" + "B" * 40}, **common
+    )
+    assert config_digest(params={"n": 1}, **common) != config_digest(params={"n": 2}, **common)
