@@ -378,7 +378,7 @@ def test_user_config_profiles_and_moving_a_profile_is_a_source_change(project):
     (config_dir / "config.toml").write_text(table)
     project.write_pipeline(params="use_llm = true", profile='profile = "u"')
     doc = project.run()
-    proc, events = project.cli.json(
+    _proc, events = project.cli.json(
         "journal", "show", doc["run_id"], "--output-root", str(project.out)
     )
     observed = [e["data"] for e in events["events"] if e["type"] == "ProfileObserved"]
