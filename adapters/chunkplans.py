@@ -253,44 +253,58 @@ class ChunkPlanFileStore:
     exist: every lookup is then COMPUTED and nothing is ever created.
     """
 
-    def __init__(self, root: FsRoot | None, *, mode: CacheMode | str) -> None:
+    def __init__(
+        self, root: FsRoot | None, *, mode: CacheMode | str, parent: FsRoot | None = None
+    ) -> None:
         mode = CacheMode(mode)
         if mode is CacheMode.BYPASS:
             raise ValueError("bypass mode constructs no chunk-plan store")
-        if root is None and mode is not CacheMode.READ_ONLY:
-            raise ValueError("only a read-only chunk-plan store may lack a directory")
+        if root is None and parent is None and mode is not CacheMode.READ_ONLY:
+            raise ValueError("a writing chunk-plan store needs its directory or its parent")
         self._root = root
+        self._parent = parent  # where `chunkplans/` is created on the first publish
         self._mode = mode
         self._owns_root = False
+        self._owned_parent: FsRoot | None = None
 
     @classmethod
     def open_for_mode(
         cls, cache_root: FsRoot | str | os.PathLike[str], mode: CacheMode | str
     ) -> Self:
-        """The store under ``<cache root>/chunkplans``, created only for use and refresh."""
+        """The store under ``<cache root>/chunkplans``.
+
+        Nothing is created here: the directory appears with the first published plan, so
+        a run that publishes nothing (a failed `--recompute`, say) leaves the cache root
+        exactly as it was. Until then every lookup is COMPUTED.
+        """
         mode = CacheMode(mode)
         if mode is CacheMode.BYPASS:
             raise ValueError("bypass mode constructs no chunk-plan store")
-        create = mode is not CacheMode.READ_ONLY
-        opened: FsRoot | None = None
+        writes = mode is not CacheMode.READ_ONLY
+        owned: FsRoot | None = None
         try:
             if isinstance(cache_root, FsRoot):
                 parent = cache_root
             else:
-                parent = opened = FsRoot.open(cache_root, create=create)
-            root = parent.subroot(PLAN_DIR, create=create)
+                parent = owned = FsRoot.open(cache_root, create=writes)
+            try:
+                root: FsRoot | None = parent.subroot(PLAN_DIR)
+            except FsNotFound:
+                root = None
         except FsNotFound:
-            if create:
+            if writes:
                 raise PlanStoreOpenError("cannot open the chunk-plan store: not found") from None
-            store = cls(None, mode=mode)
+            return cls(None, mode=mode)
         except FsError as exc:
+            if owned is not None:
+                owned.close()
             raise PlanStoreOpenError(f"cannot open the chunk-plan store: {exc}") from exc
-        else:
-            store = cls(root, mode=mode)
-            store._owns_root = True
-        finally:
-            if opened is not None:
-                opened.close()
+        store = cls(root, mode=mode, parent=parent if writes else None)
+        store._owns_root = root is not None
+        if writes:
+            store._owned_parent = owned
+        elif owned is not None:
+            owned.close()
         return store
 
     @property
@@ -304,10 +318,13 @@ class ChunkPlanFileStore:
     def get(self, key: str) -> PlanLookup:
         """REUSED with spans, COMPUTED (nothing usable stored) or CORRUPT; never raises on data."""
         name = plan_file_name(key)
-        if self._mode is CacheMode.REFRESH or self._root is None:
+        if self._mode is CacheMode.REFRESH:
+            return PlanLookup(PlanOutcome.COMPUTED)
+        root = self._root or self._open_existing()
+        if root is None:
             return PlanLookup(PlanOutcome.COMPUTED)
         try:
-            data = self._root.read_bytes(name)
+            data = root.read_bytes(name)
         except FsNotFound:
             return PlanLookup(PlanOutcome.COMPUTED)
         except OSError:  # a symlink, FIFO, directory or I/O error where the plan should be
@@ -318,17 +335,34 @@ class ChunkPlanFileStore:
             return PlanLookup(PlanOutcome.CORRUPT)
         return PlanLookup(PlanOutcome.REUSED, spans)
 
+    def _open_existing(self) -> FsRoot | None:
+        """The directory, if another run (or an earlier publish) created it since."""
+        if self._parent is None:
+            return None
+        try:
+            self._root = self._parent.subroot(PLAN_DIR)
+        except FsNotFound:
+            return None
+        except FsError:
+            return None
+        self._owns_root = True
+        return self._root
+
     def publish(self, key: str, spans: list[Span], facts: PlanFacts | None = None) -> bool:
         """Atomically store an accepted plan; False in read-only mode (nothing written).
 
         `facts` (recommended) are recorded in the header and must hash to `key`.
         """
         name = plan_file_name(key)
-        root = self._root
-        if self._mode is CacheMode.READ_ONLY or root is None:  # root is None only read-only
+        if self._mode is CacheMode.READ_ONLY:
             return False
         data = encode_plan(key, spans, facts)
         try:
+            root = self._root
+            if root is None:
+                assert self._parent is not None  # a writing store has one (see __init__)
+                root = self._root = self._parent.subroot(PLAN_DIR, create=True)
+                self._owns_root = True
             root.write_bytes(name, data, overwrite=True)
         except OSError as exc:
             raise PlanStoreWriteError(key, exc) from exc
@@ -338,6 +372,9 @@ class ChunkPlanFileStore:
         """Close the directory handle if this store opened it (open_for_mode)."""
         if self._owns_root and self._root is not None:
             self._root.close()
+        if self._owned_parent is not None:
+            self._owned_parent.close()
+            self._owned_parent = None
 
     def __enter__(self) -> Self:
         return self

@@ -191,7 +191,7 @@ class TestPlanKey:
             plans.get(key)
         with pytest.raises(ValueError):
             plans.publish(key, SPANS)
-        assert os.listdir(tmp_path / PLAN_DIR) == []
+        assert not (tmp_path / PLAN_DIR).exists() or os.listdir(tmp_path / PLAN_DIR) == []
 
 
 # --------------------------------------------------------------------------- envelope
@@ -500,8 +500,14 @@ class TestModes:
             assert not cache.closed
 
     @pytest.mark.parametrize("mode", [CacheMode.USE, CacheMode.REFRESH])
-    def test_writing_modes_create_the_store(self, tmp_path: Path, mode: CacheMode) -> None:
-        store(tmp_path / "new" / "cache", mode)
+    def test_writing_modes_create_the_store_on_first_publish(
+        self, tmp_path: Path, mode: CacheMode
+    ) -> None:
+        plans = store(tmp_path / "new" / "cache", mode)
+        assert not (tmp_path / "new" / "cache" / PLAN_DIR).exists()
+        assert plans.get(KEY).outcome is PlanOutcome.COMPUTED
+        assert not (tmp_path / "new" / "cache" / PLAN_DIR).exists()
+        plans.publish(KEY, SPANS, FACTS)
         assert (tmp_path / "new" / "cache" / PLAN_DIR).is_dir()
 
     def test_bypass_constructs_nothing(self, tmp_path: Path) -> None:
