@@ -99,7 +99,7 @@ class Journal:
             detail=detail_for(code),
             forced=code is ReasonCode.FORCED_RECOMPUTE,
             resumed=False,
-            checkpoint=CheckpointState.ABSENT,
+            checkpoint=CheckpointState.NOT_LOOKED_UP,
             input="i",
             dependencies="",
             recorded={},
