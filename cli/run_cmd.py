@@ -7,11 +7,9 @@ its documented exit code.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import signal
-import sys
 import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime

@@ -1,21 +1,30 @@
 """A planted corpus of secrets never leaves the process unredacted (seed state_hardening).
 
 Every secret-shaped token is built at run time from random parts (never a literal in
-this file). The tokens are planted in the environment, `--set` values, profile fields,
-module trace material, module warnings, an LLM prompt and exception messages; then no
-file under any root (output, cache, debug), no event of the decompressed journal
-(`journal show --json`), and nothing on stdout or stderr may contain any of them.
+this file). The tokens are planted in the environment, `--set` values, profile fields
+(the model name too), module trace material, module warnings, module `print()` output,
+an LLM prompt and exception messages; then no file under any root (output, cache,
+debug; zstd payloads of checkpoints, chunk plans and journal rows decompressed), no
+event of the decompressed journal (`journal show --json`), and nothing on stdout or
+stderr may contain any of them. Pipelines that fail at resolution (a plugin raising a
+credential at import, a plugin declaring a credential as metadata) leak nothing either.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
 import string
 from pathlib import Path
 
+import msgspec
 import pytest
+import zstandard
+from runjournal.adapters.checkpoints import EnvelopeCodec, EnvelopeHeader
+from runjournal.adapters.chunkplans import decode_plan
+from runjournal.domain.ports import CheckpointKey
 from runjournal.domain.redaction import redact_text
 
 ALNUM = string.ascii_letters + string.digits
@@ -115,6 +124,8 @@ class Leaky(Module):
             },
         )
         ctx.trace.record("planted " + TOKENS[0], {"n": 1})
+        print("leaky print:", " | ".join(TOKENS))
+        print("leaky glued:m-" + os.environ["RJ_GLUED"], end="")  # a partial line
         answer = ctx.llm.complete("context: " + " ".join(TOKENS) + " " + PLAIN, system=PLAIN)
         part = os.environ.get("RJ_RAISE_PART")
         if part is not None and "explode" in chunk.text:
@@ -159,15 +170,21 @@ def planted(tmp_path: Path):
     url_pw = rnd(20)
     needles["profile_url_password"] = (url_pw,)
     profile_token = corpus["gitlab"][0]
+    model_part = rnd(48)
+    needles["profile_model"] = (model_part,)
+    model = "echo-1-" + "s" + "k-" + model_part  # glued to `-`: redacted since the fix
+    glued_part = rnd(48)
+    needles["glued_print"] = (glued_part,)
     (pipe / "profiles.toml").write_text(
         "[profiles.p1]\n"
-        'provider = "offline"\nmodel = "echo-1"\n'
+        f'provider = "offline"\nmodel = "{model}"\n'
         f'base_url = "https://svc:{url_pw}@llm.example.com/v1"\n'
         'api_key_env = "RJ_API_KEY"\n'
         f'params = {{ api_key = "{plain}", note = "{profile_token}", temperature = 0.2 }}\n'
     )
     env = {
         "RJ_PLANTED": json.dumps(tokens),
+        "RJ_GLUED": "s" + "k-" + glued_part,
         "RJ_PLAIN": plain,
         "RJ_API_KEY": corpus["openai_project"][0],
         "AWS_SECRET_ACCESS_KEY": corpus["aws_secret_access_key"][0].rsplit(" ", 1)[-1],
@@ -192,6 +209,54 @@ def _files(*roots: Path) -> list[Path]:
 
 def _leaks(haystack: bytes, needles: dict[str, tuple[str, ...]]) -> list[str]:
     return [name for name, parts in needles.items() if any(p.encode() in haystack for p in parts)]
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ENVELOPE_PREFIX = 4 + 2 + 4  # magic, version (u16), header length (u32): checkpoints.py
+
+
+def _zstd_frames(data: bytes) -> list[bytes]:
+    """Every zstd frame in `data`, decompressed (journal rows, plan and checkpoint payloads)."""
+    frames = []
+    at = data.find(ZSTD_MAGIC)
+    while at != -1:
+        with contextlib.suppress(zstandard.ZstdError):  # bytes that only look like a frame
+            frames.append(zstandard.ZstdDecompressor().decompressobj().decompress(data[at:]))
+        at = data.find(ZSTD_MAGIC, at + 1)
+    return frames
+
+
+def _checkpoint_payload(data: bytes) -> bytes:
+    """The verified, decompressed payload of a checkpoint envelope (its header names its key)."""
+    size = int.from_bytes(data[6:_ENVELOPE_PREFIX], "big")
+    header = msgspec.msgpack.decode(
+        data[_ENVELOPE_PREFIX : _ENVELOPE_PREFIX + size], type=EnvelopeHeader
+    )
+    key = CheckpointKey(header.step, header.lane, header.stage, header.chunk)
+    return EnvelopeCodec().open(data, key)[1]
+
+
+class Expanded:
+    """Each file's bytes plus everything compressed inside it, with counts per kind."""
+
+    def __init__(self) -> None:
+        self.checkpoints = 0
+        self.plans = 0
+        self.frames = 0
+
+    def __call__(self, path: Path) -> bytes:
+        data = path.read_bytes()
+        parts = [data]
+        if path.suffix == ".ckpt":
+            parts.append(_checkpoint_payload(data))
+            self.checkpoints += 1
+        elif path.suffix == ".plan":
+            spans = decode_plan(path.stem, data)
+            parts.append(msgspec.msgpack.encode(spans))
+            self.plans += 1
+        frames = _zstd_frames(data)
+        self.frames += len(frames)
+        return b"".join(parts + frames)
 
 
 class TestRedactionEverywhere:
@@ -241,8 +306,12 @@ class TestRedactionEverywhere:
             assert _leaks(text.encode(), needles) == []
         files = _files(out, cache, dbg)
         assert len(files) > 20
-        leaked = {str(p): _leaks(p.read_bytes(), needles) for p in files}
+        expand = Expanded()
+        leaked = {str(p): _leaks(expand(p), needles) for p in files}
         assert {k: v for k, v in leaked.items() if v} == {}
+        # compressed content was really looked into
+        assert expand.checkpoints > 0 and expand.plans > 0
+        assert expand.frames >= expand.checkpoints + expand.plans
 
         # The corpus really reached every boundary (the test is not vacuous).
         bundle = Path(ok_doc["debug_bundle"])
@@ -276,3 +345,101 @@ class TestRedactionEverywhere:
         allocated = json.loads(shown[0])["events"][0]
         assert allocated["type"] == "RunAllocated"
         assert "api_token=[REDACTED]" in allocated["data"]["argv"]
+        observed = [e for e in json.loads(shown[0])["events"] if e["type"] == "ProfileObserved"]
+        assert [e["data"]["model"] for e in observed] == ["echo-1-[REDACTED:openai_api_key]"]
+        # the plugin's print() reached stderr, redacted, its last partial line included
+        printed = [line for line in ok.stderr.splitlines() if line.startswith("leaky ")]
+        assert printed
+        assert all("[REDACTED:" in line for line in printed)
+        assert "leaky glued:m-[REDACTED:openai_api_key]" in printed
+
+
+RAISING_PLUGIN = """
+import os
+
+raise RuntimeError("cannot start: token " + os.environ["RJ_IMPORT_TOKEN"])
+"""
+
+DECLARING_PLUGIN = """
+import os
+
+from runjournal.domain.modules import Module, Normalized
+
+
+class Declares(Module):
+    name = "test.declares"
+    fingerprint = "test.declares/1"
+    artifact_kind = "declares"
+    schema = "test.declares/" + os.environ["RJ_SCHEMA_TOKEN"]
+
+    def extract(self, chunk, ctx):
+        return 0
+
+    def merge(self, parts, ctx):
+        return 0
+
+    def normalize(self, merged, ctx):
+        return Normalized(merged)
+"""
+
+
+def _one_step_pipeline(root: Path, name: str, plugin: str) -> Path:
+    pipe = root / name
+    (pipe / "docs").mkdir(parents=True)
+    (pipe / "plugin.py").write_text(plugin)
+    (pipe / "docs" / "a.md").write_text("# A\n\nsome text\n")
+    (pipe / "pipeline.toml").write_text(
+        f'name = "{name}"\ninputs = ["docs/*.md"]\n\n'
+        '[[steps]]\nid = "only"\nmodule = "plugin.py:Declares"\n'
+    )
+    return pipe / "pipeline.toml"
+
+
+class TestResolutionFailuresLeakNothing:
+    def test_plugin_import_error_and_credential_metadata(self, cli, tmp_path: Path) -> None:
+        import_part, glued_part, schema_part = rnd(36), rnd(48), rnd(36)
+        needles = {
+            "import_token": (import_part,),
+            "import_glued": (glued_part,),
+            "schema_token": (schema_part,),
+        }
+        env = {
+            # a GitHub token, then an OpenAI key glued to `m-` (both redacted)
+            "RJ_IMPORT_TOKEN": "gh" + "p_" + import_part + " m-" + "s" + "k-" + glued_part,
+            "RJ_SCHEMA_TOKEN": "gh" + "o_" + schema_part,
+        }
+        out, cache, dbg = tmp_path / "out", tmp_path / "cache", tmp_path / "dbg"
+        roots = ["--output-root", str(out), "--cache-root", str(cache), "--debug-root", str(dbg)]
+        raising = _one_step_pipeline(tmp_path, "raising", RAISING_PLUGIN)
+        declaring = _one_step_pipeline(tmp_path, "declaring", DECLARING_PLUGIN)
+
+        shown = []
+        stderrs = []
+        for pipeline in (raising, declaring):
+            proc = cli("run", str(pipeline), *roots, "--debug", "summary", "--no-progress", env=env)
+            assert proc.returncode == 2, proc.stderr  # a resolution error
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+            stderrs.append(proc.stderr)
+            events = cli("journal", "show", "latest", "--json", "--output-root", str(out))
+            assert events.returncode == 0, events.stderr
+            shown.append(events.stdout)
+
+        for text in [*stderrs, *shown]:
+            assert _leaks(text.encode(), needles) == []
+        expand = Expanded()
+        files = _files(out, cache, dbg)
+        assert files
+        leaked = {str(p): _leaks(expand(p), needles) for p in files}
+        assert {k: v for k, v in leaked.items() if v} == {}
+
+        # the failures really carried the planted text, redacted
+        expected = "cannot start: token [REDACTED:github_token] m-[REDACTED:openai_api_key]"
+        assert expected in stderrs[0]
+        events = json.loads(shown[0])["events"]
+        terminated = next(e for e in events if e["type"] == "RunTerminated")["data"]
+        assert terminated["phase"] == "resolution"
+        assert terminated["error"]["message"] == stderrs[0].strip().removeprefix(
+            "runjournal: error: "
+        )
+        assert "declares a credential-shaped `schema`" in stderrs[1]
+        assert "declares a credential-shaped `schema`" in shown[1]

@@ -835,3 +835,166 @@ def test_two_processes_append_to_one_sqlite_file(tmp_path: Path) -> None:
         for run_id in ("proc-a", "proc-b"):
             versions = [e.originator_version for e in journal.events(run_id)]
             assert versions == list(range(1, 402))
+
+
+# --- redaction at the journal boundary -------------------------------------------------
+
+# Built at run time, never a literal (push-protection scanners would flag one).
+SECRET = "gh" + "p_" + "Zq9" * 12
+SECRET_TAIL = SECRET[4:]
+
+
+def _secret_samples() -> list[tuple[type[RunEvent], dict[str, Any]]]:
+    """A credential in every free-text field the journal boundary redacts."""
+    return [
+        (
+            ConfigurationResolved,
+            {
+                "settings": [
+                    Setting("profile", "p1 " + SECRET, "env " + SECRET),
+                    Setting("params", {"note": [SECRET], "api_key": "plain"}, "pipeline"),
+                ]
+            },
+        ),
+        (DebugBundleAllocated, {"path": "/dbg/" + SECRET, "trace": False}),
+        (
+            ProfileObserved,
+            {
+                "step": "extract",
+                "profile_id": "p-" + SECRET,
+                "provider": "prov " + SECRET,
+                "model": "m-" + SECRET,
+                "profile": "f" * 64,
+                "profile_source": "e" * 64,
+                "source_kind": "file",
+            },
+        ),
+        (StageFailed, {**STAGE, "code": ReasonCode.STAGE_FAILED, "message": "x " + SECRET}),
+        (CheckpointWriteFailed, {**STAGE, "message": "cannot write " + SECRET}),
+        (
+            ArtifactGenerated,
+            {
+                "step": "normalize",
+                "lane": "en",
+                "kind": "terms",
+                "schema": "terms/1",
+                "media_type": "application/json",
+                "sha256": "z" * 64,
+                "size": 77,
+                "warnings": ["ok", "seen " + SECRET],
+            },
+        ),
+        (WarningRecorded, {"step": "normalize", "lane": "en", "message": SECRET}),
+        (
+            RunTerminated,
+            {
+                "status": RunStatus.FAILED,
+                "phase": RunPhase.RESOLUTION,
+                "error": RunError("cannot start: token " + SECRET, "s", "l"),
+            },
+        ),
+        (TerminalPersistenceFailed, {"target": "report", "message": "EIO " + SECRET}),
+    ]
+
+
+def _record_emitting_allocation(
+    store: JournalStore, run_id: str, events: Sequence[tuple[type[RunEvent], dict[str, Any]]]
+) -> list[RunEvent]:
+    """Like `record`, but RunAllocated goes through `RunSession.emit` too (as `run` does)."""
+    seen: list[RunEvent] = []
+    run = Run(run_aggregate_id(run_id), StepClock())
+    with store.session(run, listeners=[seen.append]) as session:
+        session.emit(
+            RunAllocated,
+            **allocation(
+                run_id,
+                pipeline_file="/p/" + SECRET + "/pipeline.toml",
+                argv=("run", "--set", "k=" + SECRET),
+            ),
+        )
+        for cls, fields in events:
+            session.emit(cls, **fields)
+    return seen
+
+
+class TestRedactionAtTheBoundary:
+    def test_free_text_fields_are_redacted_before_anything_sees_them(
+        self, sqlite_store: JournalStore
+    ) -> None:
+        run_id = new_run_id()
+        seen = _record_emitting_allocation(sqlite_store, run_id, _secret_samples())
+        decoded = list(sqlite_store.events(run_id))
+        assert decoded == seen  # listeners get exactly what is stored
+        assert len(decoded) == 1 + len(_secret_samples())
+        raw = b"".join(r.state for r in rows(sqlite_store, run_id))
+        assert SECRET_TAIL.encode() not in raw
+        shown = show_json(sqlite_store, run_id)
+        assert SECRET_TAIL.encode() not in shown
+        assert shown.count(b"[REDACTED:github_token]") >= 14
+        by_type = {type(e).__name__: e for e in decoded}
+        alloc = by_type["RunAllocated"]
+        assert alloc.argv == ["run", "--set", "k=[REDACTED:github_token]"]
+        assert alloc.pipeline_file == "/p/[REDACTED:github_token]/pipeline.toml"
+        observed = by_type["ProfileObserved"]
+        assert observed.model == "m-[REDACTED:github_token]"
+        assert observed.profile == "f" * 64  # digests are not free text
+        error = by_type["RunTerminated"].error
+        assert error == RunError("cannot start: token [REDACTED:github_token]", "s", "l")
+
+    def test_structs_stay_typed(self, sqlite_store: JournalStore) -> None:
+        run_id = new_run_id()
+        seen = _record_emitting_allocation(sqlite_store, run_id, _secret_samples())
+        for events in (seen, list(sqlite_store.events(run_id))):
+            by_type = {type(e).__name__: e for e in events}
+            settings_ = by_type["ConfigurationResolved"].settings
+            assert [type(s) for s in settings_] == [Setting, Setting]
+            assert settings_[0] == Setting(
+                "profile", "p1 [REDACTED:github_token]", "env [REDACTED:github_token]"
+            )
+            assert settings_[1].value == {
+                "note": ["[REDACTED:github_token]"],
+                "api_key": "[REDACTED]",
+            }
+            assert type(by_type["RunTerminated"].error) is RunError
+
+    def test_already_redacted_and_plain_text_is_unchanged(self, sqlite_store: JournalStore) -> None:
+        run_id = new_run_id()
+        samples = [(cls, fields) for cls, fields in SAMPLES if cls is not StageDecided]
+        emitted = record(sqlite_store, run_id, samples)
+        assert list(sqlite_store.events(run_id)) == emitted
+        already = "token [REDACTED:github_token] and [REDACTED]"
+        record(
+            sqlite_store,
+            run_id2 := new_run_id(),
+            [(WarningRecorded, {"step": "s", "lane": "l", "message": already})],
+        )
+        assert list(sqlite_store.events(run_id2))[1].message == already
+
+    def test_hot_path_events_are_not_redacted(
+        self, sqlite_store: JournalStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """StageDecided and friends carry ids, digests and code-owned text: no scan."""
+        import runjournal.adapters.journal as journal_module
+
+        calls: list[object] = []
+
+        def counting(value: Any) -> Any:
+            calls.append(value)
+            return value
+
+        monkeypatch.setattr(journal_module, "redact_text", counting)
+        monkeypatch.setattr(journal_module, "redact_obj", counting)
+        hot = {
+            StageDecided,
+            StageExecuted,
+            CheckpointWritten,
+            ChunkPlanResolved,
+            LaneResolved,
+            InputsFingerprinted,
+            OutputsValidated,
+            OutputWritten,
+        }
+        record(sqlite_store, new_run_id(), [(c, f) for c, f in SAMPLES if c in hot])
+        assert calls == []
+        record(sqlite_store, new_run_id(), [(WarningRecorded, {**dict(SAMPLES)[WarningRecorded]})])
+        assert calls == ["über-long term ✓"]

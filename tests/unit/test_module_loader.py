@@ -324,3 +324,41 @@ def test_keyboard_interrupt_is_not_swallowed(tmp_path: Path) -> None:
 def test_validator_failures(tmp_path: Path, source: str, spec: str, expected: str) -> None:
     write(tmp_path / "v.py", source)
     assert expected in load_error(spec, tmp_path, validator=True)
+
+
+# Built at run time (never a literal): a token a reviewer's scanner would flag.
+PLANTED_TOKEN = "gh" + "p_" + "Q7" * 18
+
+
+@pytest.mark.parametrize(
+    ("attr", "value"),
+    [
+        ("name", "test.words " + PLANTED_TOKEN),
+        ("fingerprint", "test.words/" + PLANTED_TOKEN),
+        ("artifact_kind", PLANTED_TOKEN),
+        ("schema", "test.words/v1?key=" + PLANTED_TOKEN),
+        ("media_type", "application/x-" + PLANTED_TOKEN),
+    ],
+)
+def test_credential_shaped_module_declarations_are_refused(
+    tmp_path: Path, attr: str, value: str
+) -> None:
+    source = GOOD.format(version=1) + f"\nWords.{attr} = {value!r}\n"
+    write(tmp_path / "x.py", source)
+    message = load_error("x.py:Words", tmp_path)
+    assert f"declares a credential-shaped `{attr}`" in message
+    assert PLANTED_TOKEN not in message and PLANTED_TOKEN[4:] not in message
+
+
+@pytest.mark.parametrize("attr", ["name", "fingerprint"])
+def test_credential_shaped_validator_declarations_are_refused(tmp_path: Path, attr: str) -> None:
+    write(tmp_path / "v.py", VALIDATOR + f"\nNonEmpty.{attr} = {'v/' + PLANTED_TOKEN!r}\n")
+    message = load_error("v.py:NonEmpty", tmp_path, validator=True)
+    assert f"validator NonEmpty declares a credential-shaped `{attr}`" in message
+    assert PLANTED_TOKEN[4:] not in message
+
+
+def test_ordinary_declarations_are_not_credential_shaped(tmp_path: Path) -> None:
+    source = GOOD.format(version=1) + '\nWords.media_type = "application/vnd.api+json"\n'
+    write(tmp_path / "x.py", source)
+    assert load_module("x.py:Words", pipeline_dir=str(tmp_path)).media_type.endswith("+json")

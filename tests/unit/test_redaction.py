@@ -802,6 +802,13 @@ _ADVERSARIAL = {
     "aws_words": "aws " * 20000,
     "names": "key" * 30000 + "=x",
     "digest": "authorization: digest a=" * 4000,
+    "jwt_payload_dots": (".ey" + "J") * 40000,
+    "jwt_segments": ("ey" + "J" + "a" * 8 + ".") * 20000,
+    "jwt_glued_runs": ("x" * 50 + ".ey" + "J" + "b" * 10) * 5000,
+    "openai_glued": ("xs" + "k-") * 30000,
+    "openai_hyphens": ("-s" + "k-") * 30000,
+    "openai_almost": ("as" + "k-" + "a" * 31 + ".") * 3000,
+    "openai_prefixed": ("zs" + "k-proj-" + "c" * 39 + " ") * 3000,
 }
 
 
@@ -826,3 +833,75 @@ def test_plain_prose_is_fast() -> None:
     started = time.perf_counter()
     assert redact_text(prose) == prose
     assert time.perf_counter() - started < 3.0
+
+
+# --------------------------------------------------------------------------------------
+# Shapes glued to a preceding character
+# --------------------------------------------------------------------------------------
+
+GLUED_OPENAI = "sk" + "-" + rand(48, 200)
+GLUED_OPENAI_PROJ = "sk" + "-proj-" + rand(60, 201) + "_" + rand(40, 202, _ALNUM + "-_")
+GLUED_JWT = (
+    b64url({"alg": "RS256"}) + "." + b64url({"sub": "42"}) + "." + rand(43, 203, _ALNUM + "-_")
+)
+GLUED_NPM = "np" + "m_" + rand(36, 204)
+GLUED_AWS = "AK" + "IA" + upper(16, 205)
+GLUED: dict[str, tuple[str, str]] = {
+    # (token, shape); the token's own prefix is distinctive enough to need no boundary
+    "openai": (GLUED_OPENAI, "openai_api_key"),
+    "openai_proj": (GLUED_OPENAI_PROJ, "openai_api_key"),
+    "jwt": (GLUED_JWT, "jwt"),
+    "npm": (GLUED_NPM, "npm_token"),
+}
+
+
+@pytest.mark.parametrize("glue", ["m-", "x_", "a", "Z", "7", "-", "_", "abc.", "q-1_"])
+@pytest.mark.parametrize("name", list(GLUED))
+def test_shapes_glued_to_a_preceding_character_are_redacted(name: str, glue: str) -> None:
+    token, shape = GLUED[name]
+    out = redact_text("seen " + glue + token + " here")
+    assert out == "seen " + glue + "[REDACTED:" + shape + "] here"
+    assert redact_text(out) == out
+
+
+@pytest.mark.parametrize("glue", ["1", "9", "-", "_", "x", "id="])
+def test_aws_key_id_after_a_digit_or_lowercase_is_redacted(glue: str) -> None:
+    out = redact_text(glue + GLUED_AWS)
+    assert out == glue + "[REDACTED:aws_access_key_id]"
+
+
+def test_glued_jwt_is_one_span_from_the_first_header_in_its_run() -> None:
+    text = "seen x_" + "ey" + "J" + "q" + GLUED_JWT + " ok"
+    spans = find_secrets(text)
+    assert spans == [(len("seen x_"), len(text) - len(" ok"), "jwt")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # `sk-` inside a word needs a long unbroken body (or a `proj-`-like prefix and 40+)
+        "task-runner-with-a-very-long-name-here and disk-usage-monitor-service",
+        "risk-internationalization and whisk-counterrevolutionaries",
+        "desk-admin-console-for-operators is on the second floor",
+        "kiosk-proj-" + "x" * 30 + " is a short slug",
+        "npm_install_helper_script_for_the_build",
+        "the eyJ prefix alone.eyJ is not a token",
+        "xeyJshort.eyJshort.sig",
+    ],
+)
+def test_glued_looking_prose_is_not_redacted(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@PROPERTY
+@given(
+    st.text(alphabet=_ALNUM + "-_./:= ", max_size=20),
+    st.sampled_from(sorted(GLUED)),
+    st.text(alphabet=" ,;)\n\"'", max_size=3),
+)
+def test_glued_secret_never_survives_any_left_neighbour(before: str, name: str, after: str) -> None:
+    token, _ = GLUED[name]
+    out = redact_text(before + token + after)
+    assert token not in out
+    assert token[-12:] not in out
+    assert redact_text(out) == out
