@@ -157,7 +157,10 @@ def encode_export(
     compressed = zstandard.ZstdCompressor(
         level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
     ).compress(b"".join(body))
-    return b"".join((prefix, _LEN.pack(len(header)), header, compressed))
+    content = b"".join((prefix, _LEN.pack(len(header)), header, compressed))
+    # A digest of the whole file: the chain covers the events, this covers every byte
+    # (zstd has bits that do not change what decompresses), so any flipped bit is refused.
+    return content + hashlib.sha256(content).digest()
 
 
 def export_run(
@@ -203,6 +206,11 @@ def decode_export(data: bytes) -> RunExport:
         raise NotAnExport(
             f"export format {fmt} is not supported (this runjournal reads format {EXPORT_FORMAT})"
         )
+    if len(data) < _PREFIX.size + _HASH_BYTES:
+        raise VerificationFailed("truncated: no file digest")
+    data, file_digest = data[:-_HASH_BYTES], data[-_HASH_BYTES:]
+    if hashlib.sha256(data).digest() != file_digest:
+        raise VerificationFailed("corrupt or truncated: the file digest does not match")
     outer = _Reader(data)
     prefix = outer.take(_PREFIX.size, "prefix")
     header_bytes = outer.record("header", _MAX_HEADER)

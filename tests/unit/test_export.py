@@ -40,14 +40,16 @@ def encode(run: syn.SyntheticRun = RUN) -> bytes:
 
 def split(data: bytes) -> tuple[bytes, bytes, bytes]:
     """(prefix + header, header map bytes, decompressed body)."""
+    data = data[:-32]  # the trailing whole-file digest
     (size,) = struct.unpack(">I", data[10:14])
     head = data[: 14 + size]
     return head, data[14 : 14 + size], zstandard.ZstdDecompressor().decompress(data[len(head) :])
 
 
 def rebuild(head: bytes, body: bytes) -> bytes:
+    """A crafted file with a valid file digest, so the checks inside it are what refuse it."""
     packed = zstandard.ZstdCompressor(write_checksum=True, write_content_size=True).compress(body)
-    return head + packed
+    return head + packed + hashlib.sha256(head + packed).digest()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -115,8 +117,13 @@ class TestRefusals:
             decode_export(encode()[:keep])
 
     def test_trailing_bytes_are_refused(self) -> None:
-        with pytest.raises(VerificationFailed, match="unused data"):
+        with pytest.raises(VerificationFailed, match="file digest"):
             decode_export(encode() + b"\x00")
+        head, _, body = split(encode())
+        packed = zstandard.ZstdCompressor().compress(body) + b"\x00"
+        crafted = head + packed + hashlib.sha256(head + packed).digest()
+        with pytest.raises(VerificationFailed, match="unused data"):
+            decode_export(crafted)
 
     def test_a_changed_header_breaks_the_chain(self) -> None:
         head, header, body = split(encode())
