@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.builtin_modules import BUILTIN_MODULES
+from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.domain.modules import (
     Module,
     ModuleContractError,
@@ -36,6 +37,7 @@ from runjournal.domain.modules import (
     check_module_declarations,
     check_validator_declarations,
 )
+from runjournal.domain.redaction import redact_text
 
 __all__ = [
     "MODULE_ENTRY_POINT_GROUP",
@@ -54,7 +56,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u206
 
 def _one_line(text: str) -> str:
     """Plugin-supplied text made safe for a one-line error: no newlines or escapes."""
-    flat = " ".join(text.split())
+    flat = redact_text(" ".join(text.split()))  # before cutting: a cut token would not match
     flat = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", flat)
     return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 1] + "\u2026"
 
@@ -262,7 +264,7 @@ def _plugin_code(
     KeyboardInterrupt still propagates: an operator's Ctrl-C is not a plugin error.
     """
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with module_stdout_to_stderr():
             yield
     except ModuleLoadError:
         raise

@@ -32,12 +32,12 @@ from runjournal.adapters.debug_bundle import (
 )
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.journal import JournalError, open_journal
+from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, print_error
-from runjournal.cli.module_stdout import module_stdout_to_stderr
 from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles

@@ -362,3 +362,17 @@ def test_ordinary_declarations_are_not_credential_shaped(tmp_path: Path) -> None
     source = GOOD.format(version=1) + '\nWords.media_type = "application/vnd.api+json"\n'
     write(tmp_path / "x.py", source)
     assert load_module("x.py:Words", pipeline_dir=str(tmp_path)).media_type.endswith("+json")
+
+
+def test_plugin_import_output_and_long_errors_are_redacted(tmp_path: Path, capsys) -> None:
+    token = "gh" + "p_" + "Q" * 36
+    write(
+        tmp_path / "plugins" / "noisy.py",
+        f"print('importing with {token}')\n"
+        f"raise RuntimeError('x' * 380 + ' {token}')\n",
+    )
+    message = load_error("plugins/noisy.py:Noisy", tmp_path)
+    captured = capsys.readouterr()
+    assert token not in message and token[:12] not in message
+    assert token not in captured.out + captured.err
+    assert "[REDACTED" in captured.err

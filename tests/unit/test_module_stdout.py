@@ -7,8 +7,8 @@ import sys
 import threading
 
 import pytest
-from runjournal.cli import module_stdout
-from runjournal.cli.module_stdout import RedactingLineWriter, module_stdout_to_stderr
+from runjournal.adapters import module_stdout
+from runjournal.adapters.module_stdout import RedactingLineWriter, module_stdout_to_stderr
 
 # Built at run time, never a literal.
 TOKEN = "gh" + "p_" + "Vw3" * 12
