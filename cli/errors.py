@@ -19,10 +19,34 @@ class ExitCode(enum.IntEnum):
 class CliError(Exception):
     """An error the CLI reports as one line with a documented exit code."""
 
-    def __init__(self, message: str, exit_code: ExitCode = ExitCode.USAGE) -> None:
+    def __init__(
+        self,
+        message: str,
+        exit_code: ExitCode = ExitCode.USAGE,
+        *,
+        run_id: str | None = None,
+        json_printed: bool = False,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        self.run_id = run_id  # set once a run id was allocated (P2 and later)
+        self.json_printed = json_printed  # the --json document is already on stdout
+
+
+def error_document(message: str, exit_code: int, run_id: str | None = None) -> dict:
+    """The one `--json` document of a command that failed before it had a result."""
+    return {
+        "status": "failed" if run_id else "error",
+        "run_id": run_id,
+        "exit_code": int(exit_code),
+        "error": {
+            "step": None,
+            "lane": None,
+            "reason_code": None,
+            "message": safe_error_text(message, 1000),
+        },
+    }
 
 
 def error_line(message: str) -> str:

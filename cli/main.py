@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from runjournal import __version__
 from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds
-from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.output import emit_json
 from runjournal.cli.run_cmd import RunRequest, run_command_body
 
 F = Callable[..., Any]
@@ -313,18 +315,22 @@ def _call(fn: Callable[..., int | None], opts: dict[str, Any], **kwargs: Any) ->
     try:
         code = fn(opts, **kwargs)
     except CliError as exc:
-        print_error(exc.message)
-        sys.exit(int(exc.exit_code))
+        _fail(opts, exc.message, exc.exit_code)
     except BrokenPipeError:
         raise
     except Exception as exc:
         if opts.get("verbose"):
-            import traceback
-
             traceback.print_exc()
-        print_error(f"{type(exc).__name__}: {exc}")
-        sys.exit(int(ExitCode.FAILED))
+        _fail(opts, f"{type(exc).__name__}: {exc}", ExitCode.FAILED)
     sys.exit(int(code or 0))
+
+
+def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> NoReturn:
+    """One stderr line; with --json also one document on stdout (CLI.md); then exit."""
+    print_error(message)
+    if opts.get("as_json"):
+        emit_json(error_document(message, code))
+    sys.exit(int(code))
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipel
 from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
-from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
@@ -159,6 +159,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     except CliError as exc:
         if req.json:  # --json prints one document whatever the outcome (CLI.md)
             _print_allocation_failure(config, policy, journal.url, run_id, exc.message)
+            exc.json_printed = True
         journal.close()
         collab.close()
         raise
@@ -195,10 +196,17 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         journal.close()
         collab.close()
         if not not_persisted:
-            raise CliError(message, ExitCode.USAGE) from None
+            raise CliError(message, ExitCode.USAGE, run_id=run_id) from None
         print_error(message)  # the primary error first, then what was not persisted
         for line in not_persisted:
             print_error(f"not persisted: {line}")
+        if req.json:
+            emit_json(
+                {
+                    **error_document(message, ExitCode.USAGE, run_id),
+                    "persistence_errors": not_persisted,
+                }
+            )
         return int(ExitCode.USAGE)
     for step_id, profile in resolution.profiles.items():
         session.emit(
@@ -507,13 +515,24 @@ def run_command_body(req: RunRequest, argv: list[str]) -> int:
     try:
         return execute_run(req, argv)
     except CliError as exc:
-        print_error(exc.message)
-        return int(exc.exit_code)
+        return _report_error(req, exc.message, exc.exit_code, exc.run_id, exc.json_printed)
     except JournalError as exc:
-        print_error(f"journal: {exc}")
-        return int(ExitCode.FAILED)
+        return _report_error(req, f"journal: {exc}", ExitCode.FAILED)
     except Exception as exc:
         if req.verbose:
             traceback.print_exc()
-        print_error(f"internal error: {type(exc).__name__}: {exc}")
-        return int(ExitCode.FAILED)
+        return _report_error(req, f"internal error: {type(exc).__name__}: {exc}", ExitCode.FAILED)
+
+
+def _report_error(
+    req: RunRequest,
+    message: str,
+    code: ExitCode,
+    run_id: str | None = None,
+    json_printed: bool = False,
+) -> int:
+    """One stderr line, and with --json one document on stdout (CLI.md), then the code."""
+    print_error(message)
+    if req.json and not json_printed:
+        emit_json(error_document(message, code, run_id))
+    return int(code)

@@ -387,3 +387,18 @@ def test_input_is_named_relative_to_the_pipeline_whatever_the_working_directory(
     proc, third = cli.json("run", str(example), "--input", str(outside), *roots)
     assert proc.returncode == 0, proc.stderr
     assert any("outside.md_" in o["name"] for o in third["outputs"]), third["outputs"]
+
+
+def test_json_errors_are_one_document(cli, tmp_path):
+    proc, doc = cli.json(
+        "run", str(tmp_path / "missing.toml"), "--output-root", str(tmp_path / "o")
+    )
+    assert proc.returncode == 2
+    assert doc["status"] == "error" and doc["run_id"] is None and doc["exit_code"] == 2
+    assert "missing.toml" in doc["error"]["message"]
+    pipeline = _write_pipeline(tmp_path, f'name = "x"\ninputs = ["nothing/*.md"]\n{STEP}')
+    proc, doc = cli.json("run", str(pipeline), "--output-root", str(tmp_path / "o"))
+    assert proc.returncode == 2
+    assert doc["status"] == "failed" and doc["run_id"] and "inputs" in doc["error"]["message"]
+    proc, doc = cli.json("runs", "show", "nope", "--output-root", str(tmp_path / "o"))
+    assert proc.returncode != 0 and doc["status"] == "error"
