@@ -1,0 +1,74 @@
+"""`llm.json`: ask the step's LLM profile about each chunk and keep the JSON it answers.
+
+The prompt is a template from `params.prompt` with `{text}`, `{source}`, `{step}` and
+`{lane}` fields; the answer must be one JSON value (a ```json fence around it is
+accepted). Merge lists the chunk answers in chunk order; normalize keeps them, with a
+warning for each chunk whose answer was empty. The reply itself is the artifact, so a
+change of model or profile is caught by identity (profile, profile_source), never here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import msgspec
+from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
+DEFAULT_PROMPT = "Answer with one JSON value describing this text from {source}:\n\n{text}"
+
+
+class LLMReplyError(ValueError):
+    """The runtime's answer is not one JSON value (the stage fails with this message)."""
+
+
+class ChunkAnswer(msgspec.Struct, frozen=True):
+    source: str
+    answer: Any
+
+
+class LLMJsonModule(Module):
+    name: ClassVar[str] = "llm.json"
+    fingerprint: ClassVar[str] = "builtin.llm.json/1"
+    artifact_kind: ClassVar[str] = "llm-answers"
+    schema: ClassVar[str] = "runjournal.builtin.llm-json/v1"
+    media_type: ClassVar[str] = "application/json"
+    chunk_type: ClassVar[Any] = ChunkAnswer
+    merged_type: ClassVar[Any] = list[ChunkAnswer]
+    artifact_type: ClassVar[Any] = list[ChunkAnswer]
+
+    def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
+        template = ctx.params.get("prompt", DEFAULT_PROMPT)
+        if not isinstance(template, str):
+            raise LLMReplyError("params.prompt must be a string")
+        try:
+            prompt = template.format(
+                text=chunk.text, source=chunk.source, step=ctx.step, lane=ctx.lane
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            raise LLMReplyError(f"params.prompt is not a valid template: {exc}") from None
+        system = ctx.params.get("system")
+        reply = ctx.llm.complete(prompt, system=system if isinstance(system, str) else None)
+        return ChunkAnswer(source=chunk.source, answer=parse_reply(reply))
+
+    def merge(self, parts: list[ChunkAnswer], ctx: StageContext) -> list[ChunkAnswer]:
+        return list(parts)
+
+    def normalize(self, merged: list[ChunkAnswer], ctx: StageContext) -> Normalized:
+        empty = sum(1 for part in merged if part.answer in (None, "", [], {}))
+        warnings = [f"{empty} chunk(s) got an empty answer"] if empty else []
+        return Normalized(merged, warnings)
+
+
+def parse_reply(reply: str) -> Any:
+    """One JSON value, optionally inside a ```json fence; anything else is an error."""
+    text = reply.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group("body")
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        preview = " ".join(reply.split())[:80]
+        raise LLMReplyError(f"the model's reply is not JSON: {preview!r}") from None
