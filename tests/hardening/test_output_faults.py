@@ -73,3 +73,38 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
         "manifest.json",
     ]
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_checkpoint_write_failure_is_exit_3_with_the_run_succeeded(tmp_path, monkeypatch, capsys):
+    example = tmp_path / "glossary"
+    shutil.copytree(EXAMPLE, example)
+    original = fsroot.FsRoot.write_bytes
+
+    def failing(self, name, data, *, overwrite=True):
+        if name.endswith("normalize.ckpt"):
+            raise fsroot.classify_os_error(OSError(errno.ENOSPC, "injected"), name)
+        return original(self, name, data, overwrite=overwrite)
+
+    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", failing)
+    out = tmp_path / "out"
+    args = [
+        "run",
+        str(example / "pipeline.toml"),
+        "--output-root",
+        str(out),
+        "--cache-root",
+        str(tmp_path / "cache"),
+        "--json",
+    ]
+    code, stdout, stderr = run_in_process(args, capsys)
+    assert code == 3
+    doc = json.loads(stdout)
+    assert doc["status"] == "succeeded" and doc["outputs"]
+    assert doc["persistence_errors"] and all("normalize" in e for e in doc["persistence_errors"])
+    assert "not persisted" in stderr and "Traceback" not in stderr
+    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", original)
+    code, stdout, _ = run_in_process(
+        ["journal", "show", doc["run_id"], "--output-root", str(out), "--json"], capsys
+    )
+    events = json.loads(stdout)["events"]
+    assert any(e["type"] == "CheckpointWriteFailed" for e in events)
