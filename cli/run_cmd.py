@@ -62,6 +62,7 @@ from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
+from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
 
@@ -299,7 +300,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         failure_report=state.failure_report,
         error_log=state.error_log,
         outputs=state.outputs,
-        error=_error_doc(state.error),
+        error=error_view(state.error),
         persistence_errors=persistence,
     )
     view = manifest.view()
@@ -440,21 +441,10 @@ def _print_allocation_failure(
         failure_report=None,
         error_log=None,
         outputs=[],
-        error=_error_doc(RunError(message=line)),
+        error=error_view(RunError(message=line)),
         persistence_errors=[line],
     )
     emit_json(doc)
-
-
-def _error_doc(error: RunError | None) -> dict[str, Any] | None:
-    if error is None:
-        return None
-    return {
-        "step": error.step,
-        "lane": error.lane,
-        "reason_code": error.reason_code.value if error.reason_code else None,
-        "message": error.message,
-    }
 
 
 def _print_result(

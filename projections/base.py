@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import RunError, RunEvent
 
 
 class Projection(Protocol):
@@ -33,3 +33,15 @@ def fold(projection: P, events: Iterable[RunEvent]) -> P:
 def storage_name(projection: type[Projection] | Projection) -> str:
     """The version is part of the view's storage name, so v2 can be built beside v1."""
     return f"{projection.NAME}.v{projection.VERSION}"
+
+
+def error_view(error: RunError | None) -> dict[str, Any] | None:
+    """A run's primary error as JSON data: step, lane, reason code and message only."""
+    if error is None:
+        return None
+    return {
+        "step": error.step,
+        "lane": error.lane,
+        "reason_code": error.reason_code.value if error.reason_code else None,
+        "message": error.message,
+    }

@@ -23,7 +23,6 @@ from runjournal.domain.events import (
     OutputsValidated,
     OutputWritten,
     RunAllocated,
-    RunError,
     RunEvent,
     RunStatus,
     RunTerminated,
@@ -32,20 +31,9 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
     WarningRecorded,
 )
+from runjournal.projections.base import error_view
 
-__all__ = ["DebugSummaryProjection", "error_view"]
-
-
-def error_view(error: RunError | None) -> dict[str, Any] | None:
-    """A run's primary error as JSON data: step, lane, reason code and message only."""
-    if error is None:
-        return None
-    return {
-        "step": error.step,
-        "lane": error.lane,
-        "reason_code": error.reason_code.value if error.reason_code else None,
-        "message": error.message,
-    }
+__all__ = ["DebugSummaryProjection"]
 
 
 def _count(counts: dict[str, int], key: str) -> None:

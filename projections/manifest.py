@@ -28,6 +28,7 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
 )
 from runjournal.domain.identity import invocation_identity
+from runjournal.projections.base import error_view
 
 WORKSPACE_SCHEMA_VERSION = 3
 
@@ -87,14 +88,7 @@ class ManifestProjection:
             self.ended = event.timestamp.isoformat()
             if not self.validated:  # terminated before its outputs were checked
                 self.validation = {**self.validation, "status": "failed"}
-            if event.error is not None:
-                err = event.error
-                self.error = {
-                    "step": err.step,
-                    "lane": err.lane,
-                    "reason_code": err.reason_code.value if err.reason_code else None,
-                    "message": err.message,
-                }
+            self.error = error_view(event.error)
         elif isinstance(event, TerminalPersistenceFailed):
             self.persistence_failures.append({"target": event.target, "message": event.message})
 

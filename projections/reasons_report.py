@@ -11,6 +11,7 @@ from runjournal.domain.events import (
     StageDecided,
     StageFailed,
 )
+from runjournal.projections.base import error_view
 
 
 class ReasonReportProjection:
@@ -58,14 +59,7 @@ class ReasonReportProjection:
             self.run_id = event.run_id
         elif isinstance(event, RunTerminated):
             self.status = event.status.value
-            if event.error is not None:
-                err = event.error
-                self.error = {
-                    "step": err.step,
-                    "lane": err.lane,
-                    "reason_code": err.reason_code.value if err.reason_code else None,
-                    "message": err.message,
-                }
+            self.error = error_view(event.error)
 
     def view(self) -> dict[str, Any]:
         steps = []

@@ -30,9 +30,9 @@ class ChunkAnswer(msgspec.Struct, frozen=True):
 
 class LLMJsonModule(Module):
     name: ClassVar[str] = "llm.json"
-    fingerprint: ClassVar[str] = "builtin.llm.json/1"
+    fingerprint: ClassVar[str] = "llm.json/1"
     artifact_kind: ClassVar[str] = "llm-answers"
-    schema: ClassVar[str] = "runjournal.builtin.llm-json/v1"
+    schema: ClassVar[str] = "runjournal.llm.json/v1"
     media_type: ClassVar[str] = "application/json"
     chunk_type: ClassVar[Any] = ChunkAnswer
     merged_type: ClassVar[Any] = list[ChunkAnswer]

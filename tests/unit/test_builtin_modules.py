@@ -31,6 +31,7 @@ from runjournal.adapters.builtin_modules.text import (
     term_key,
     valid_output_name,
 )
+from runjournal.adapters.profiles import OFFLINE, OfflineRuntime
 from runjournal.domain.modules import (
     Chunk,
     Module,
@@ -156,6 +157,7 @@ def test_registry_names_match_classes_and_declarations_are_complete() -> None:
         "builtin.glossary",
         "builtin.headings",
         "builtin.terms",
+        "llm.json",
     ]
     for name, cls in BUILTIN_MODULES.items():
         module = cls()
@@ -320,7 +322,7 @@ def test_extract_results_do_not_depend_on_chunk_position(cls: type[Module]) -> N
     terms = run_terms({"a.md": text})["a.md"]
     consumed = {"terms": {"a.md": terms}, "definitions": {"a.md": []}}
     lane = "corpus" if cls is GlossaryModule else "a.md"
-    stage_ctx = ctx("s", lane, consumed=consumed)
+    stage_ctx = ctx("s", lane, consumed=consumed, llm=OfflineRuntime(OFFLINE))
     first = Chunk("id", "a.md", 0, len(text), text, "x")
     moved = Chunk("id", "a.md", 500, 500 + len(text), text, "x")
     module = cls()

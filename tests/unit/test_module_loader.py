@@ -368,8 +368,7 @@ def test_plugin_import_output_and_long_errors_are_redacted(tmp_path: Path, capsy
     token = "gh" + "p_" + "Q" * 36
     write(
         tmp_path / "plugins" / "noisy.py",
-        f"print('importing with {token}')\n"
-        f"raise RuntimeError('x' * 380 + ' {token}')\n",
+        f"print('importing with {token}')\nraise RuntimeError('x' * 380 + ' {token}')\n",
     )
     message = load_error("plugins/noisy.py:Noisy", tmp_path)
     captured = capsys.readouterr()
