@@ -420,7 +420,8 @@ _SHAPES: Final[tuple[_Shape, ...]] = (
     _rx("github_pat", r"github_pat_[A-Za-z0-9_]{22,}", ["github_pat_"]),
     _rx(
         "github_token",
-        r"gh[pousr]_[A-Za-z0-9]{36,}",
+        # Lazy up to the next token's prefix, so two tokens glued together are both caught.
+        r"gh[pousr]_[A-Za-z0-9]{36,}?(?=gh[pousr]_|[^A-Za-z0-9]|\Z)",
         ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
     ),
     _rx("anthropic_api_key", r"sk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{16,}", ["sk-ant-"]),

@@ -905,3 +905,11 @@ def test_glued_secret_never_survives_any_left_neighbour(before: str, name: str, 
     assert token not in out
     assert token[-12:] not in out
     assert redact_text(out) == out
+
+
+def test_two_github_tokens_glued_together_are_both_redacted():
+    first = "gh" + "p_" + "A" * 36
+    second = "gh" + "o_" + "B" * 40
+    out = redact_text(first + second)
+    assert "AAAA" not in out and "BBBB" not in out
+    assert out == "[REDACTED:github_token][REDACTED:github_token]"
