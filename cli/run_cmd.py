@@ -31,7 +31,7 @@ from runjournal.adapters.debug_bundle import (
     trace_llm_calls,
 )
 from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.journal import JournalError, open_journal
+from runjournal.adapters.journal import JournalError, JournalStore, open_journal
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.processes import current_process_start, host_name
@@ -57,6 +57,7 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
 )
 from runjournal.domain.names import make_run_id
+from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
@@ -102,10 +103,52 @@ def _new_run_id() -> str:
     return make_run_id(_now().strftime("%Y%m%dT%H%M%SZ"), secrets.token_hex(4))
 
 
+@dataclass
+class _Parsed:
+    """What phase P1 establishes without allocating anything."""
+
+    spec: PipelineSpec
+    pipeline_path: str
+    config: EffectiveConfig
+    user_profiles: dict[str, Any]
+    overrides: dict[str, str]
+    policy: RecomputePolicy
+
+    @property
+    def pipeline_dir(self) -> str:
+        return os.path.dirname(self.pipeline_path)
+
+
+@dataclass
+class _Invocation:
+    """What phase P2 allocated: held for the rest of the run, closed at the end."""
+
+    run_id: str
+    journal: JournalStore
+    collab: Collaborators
+    session: Any
+    manifest: ManifestProjection
+    summary: DebugSummaryProjection | None
+    bundle: DebugBundle | None
+    terminal: Terminalizer
+
+    def close(self) -> None:
+        self.collab.close()
+        self.journal.close()
+
+
 def execute_run(req: RunRequest, argv: list[str]) -> int:
-    # --- P1: parse; nothing is allocated ---------------------------------------
+    parsed = _parse(req)
+    inv = _allocate(req, argv, parsed)
+    resolved = _resolve(req, parsed, inv)
+    if isinstance(resolved, int):
+        return resolved
+    return _execute_and_terminalize(req, parsed, inv, resolved)
+
+
+def _parse(req: RunRequest) -> _Parsed:
+    """P1: the pipeline file, settings, overrides, recompute names; nothing is allocated."""
     spec, pipeline_path = load_pipeline_spec(req.pipeline)
-    pipeline_dir = os.path.dirname(pipeline_path)
     config, user_profiles = resolve_config_and_profiles(spec, pipeline_path, req.flags)
     overrides = parse_overrides(req.overrides)
     try:
@@ -114,76 +157,79 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         )
     except UnknownStepError as exc:
         raise CliError(str(exc)) from None
+    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy)
 
-    # --- P2: allocate -----------------------------------------------------------
+
+def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
+    """P2: journal, collaborators, run id, RunAllocated, then the debug bundle if asked."""
+    config, spec = parsed.config, parsed.spec
     try:
         journal = open_journal(config.journal)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
         collab = build_collaborators(
-            config, pipeline=spec.name, resume=req.resume, recompute=policy.active
+            config, pipeline=spec.name, resume=req.resume, recompute=parsed.policy.active
         )
     except FsError as exc:
         journal.close()
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
-    run = Run(run_aggregate_id(run_id), _now)
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
     listeners: list[Any] = [manifest.apply, spans]
     # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
     summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
         listeners.append(summary.apply)
+    run = Run(run_aggregate_id(run_id), _now)
     session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
-    _record_allocation(session, spec, pipeline_path, config, run_id, argv)
+    _record_allocation(session, spec, parsed.pipeline_path, config, run_id, argv)
     # The bundle: after a safe run id and RunAllocated, before resolution (SEMANTICS §1 P2).
+    command = {
+        "argv": argv,
+        "run_id": run_id,
+        "tool_version": __version__,
+        "pipeline": spec.name,
+        "pipeline_file": parsed.pipeline_path,
+        "overrides": parsed.overrides,
+        "resume": req.resume,
+        "recompute": req.recompute,
+        "inputs": req.inputs,
+        "debug": config.debug.value,
+    }
     try:
-        bundle = _allocate_bundle(
-            session,
-            config,
-            spans,
-            {
-                "argv": argv,
-                "run_id": run_id,
-                "tool_version": __version__,
-                "pipeline": spec.name,
-                "pipeline_file": pipeline_path,
-                "overrides": overrides,
-                "resume": req.resume,
-                "recompute": req.recompute,
-                "inputs": req.inputs,
-                "debug": config.debug.value,
-            },
-        )
+        bundle = _allocate_bundle(session, config, spans, command)
     except CliError as exc:
         if req.json:  # --json prints one document whatever the outcome (CLI.md)
-            _print_allocation_failure(config, policy, journal.url, run_id, exc.message)
+            _print_allocation_failure(config, parsed.policy, journal.url, run_id, exc.message)
             exc.json_printed = True
         journal.close()
         collab.close()
         raise
-    bundle_path = bundle.path if bundle is not None else None
     session.flush()
     terminal = Terminalizer(
         session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
     )
+    return _Invocation(run_id, journal, collab, session, manifest, summary, bundle, terminal)
 
-    # --- P3: resolve the pipeline -------------------------------------------------
+
+def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipeline | int:
+    """P3: modules, inputs, references, profiles; an error is journaled and exits 2."""
+    config, session, bundle = parsed.config, inv.session, inv.bundle
     try:
-        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=user_profiles)
+        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
         resolved, resolution = resolve_pipeline(
-            spec,
-            pipeline_dir=pipeline_dir,
+            parsed.spec,
+            pipeline_dir=parsed.pipeline_dir,
             inputs_override=req.inputs or None,
             cwd=os.getcwd(),
-            overrides=overrides,
+            overrides=parsed.overrides,
             default_profile=config.profile,
             profiles=profiles,
         )
     except (ResolutionError, ProfileError) as exc:
-        message = safe_error_text(f"{pipeline_path}: {exc}")  # as stderr will show it
+        message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
         session.emit(
             RunTerminated,
             status=RunStatus.FAILED,
@@ -192,19 +238,18 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         )
         if bundle is not None:
             bundle.summary.write(RESOLUTION, resolution_payload(config.as_rows(), error=message))
-        not_persisted = _finish_bundle(bundle, session, summary)
+        not_persisted = _finish_bundle(bundle, session, inv.summary)
         session.flush()
-        journal.close()
-        collab.close()
+        inv.close()
         if not not_persisted:
-            raise CliError(message, ExitCode.USAGE, run_id=run_id) from None
+            raise CliError(message, ExitCode.USAGE, run_id=inv.run_id) from None
         print_error(message)  # the primary error first, then what was not persisted
         for line in not_persisted:
             print_error(f"not persisted: {line}")
         if req.json:
             emit_json(
                 {
-                    **error_document(message, ExitCode.USAGE, run_id),
+                    **error_document(message, ExitCode.USAGE, inv.run_id),
                     "persistence_errors": not_persisted,
                 }
             )
@@ -227,16 +272,23 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         )
         if bundle.trace is not None:
             resolved = trace_llm_calls(resolved, bundle.trace)
+    return resolved
 
-    # --- P4: execute ----------------------------------------------------------------
+
+def _execute_and_terminalize(
+    req: RunRequest, parsed: _Parsed, inv: _Invocation, resolved: ResolvedPipeline
+) -> int:
+    """P4 and P5: run the stages, then one guarded terminalization, then the result."""
+    config, policy, terminal = parsed.config, parsed.policy, inv.terminal
+    bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
     parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(
-        sink=session,
-        loader=collab.loader,
-        recorder=collab.recorder,
-        plan_store=collab.plan_store,
-        trace=bundle.trace if bundle is not None else None,
+        sink=inv.session,
+        loader=inv.collab.loader,
+        recorder=inv.collab.recorder,
+        plan_store=inv.collab.plan_store,
+        trace=inv.bundle.trace if inv.bundle is not None else None,
         recompute=policy,
         progress=progress,
         parallel_map=parallel,
@@ -248,8 +300,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
             outcome = runner.run(resolved)
         progress.finish()
-        # --- P5: terminalize (success) ------------------------------------------
-        doc = _report_doc(config, outcome, policy, journal.url, bundle_path)
+        doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path)
         try:
             state = terminal.succeed(
                 outcome.outputs,
@@ -269,21 +320,21 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
         state = terminal.fail(error)
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, journal.url, bundle_path)
+        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
     except Interrupted:
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
-        doc = _report_doc(config, None, policy, journal.url, bundle_path)
+        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
     finally:
         _restore_signal_handlers(previous)
         parallel.close()
-        collab.close()
-    not_persisted = _finish_bundle(bundle, session, summary)
+        inv.collab.close()
+    not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)
     try:
-        session.flush()
+        inv.session.flush()
     finally:
-        journal.close()
+        inv.journal.close()
 
     persistence = list(state.persistence_errors)
     if outcome is not None:
@@ -291,8 +342,9 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     persistence += not_persisted
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
+    view = inv.manifest.view()
     doc.update(
-        run_id=run_id,
+        run_id=inv.run_id,
         status=state.status.value,
         run_dir=state.run_dir,
         manifest=state.manifest,
@@ -302,11 +354,10 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         outputs=state.outputs,
         error=error_view(state.error),
         persistence_errors=persistence,
+        decisions=view["decisions"],
+        plans=view["plans"],
     )
-    view = manifest.view()
-    doc["decisions"] = view["decisions"]
-    doc["plans"] = view["plans"]
-    _print_result(req, doc, state.error, persistence, collab)
+    _print_result(req, doc, state.error, persistence)
     return int(exit_code)
 
 
@@ -452,7 +503,6 @@ def _print_result(
     doc: dict[str, Any],
     error: RunError | None,
     persistence: list[str],
-    collab: Collaborators,
 ) -> None:
     if error is not None:
         where = ""
