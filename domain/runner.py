@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from runjournal.domain.chunking import Span, plan_chunks, validate_plan
+from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
 from runjournal.domain.decisions import (
     CheckpointState,
     PredecessorState,
@@ -319,7 +319,7 @@ class PipelineRunner:
                         validate_plan(source.data, lookup.spans, settings.max_chars)
                         spans = list(lookup.spans)
                         outcomes.append(PlanOutcome.REUSED)
-                    except Exception:
+                    except PlanInvalid:  # a stored plan that does not fit this source
                         outcomes.append(PlanOutcome.CORRUPT)
                 elif lookup.outcome is PlanOutcome.CORRUPT:
                     outcomes.append(PlanOutcome.CORRUPT)

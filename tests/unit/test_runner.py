@@ -326,3 +326,25 @@ def test_progress_is_reported_as_each_extract_finishes():
     runner.run(pipeline(DOCS))
     assert ("words", "a.md", 1, 3) in seen and ("words", "a.md", 3, 3) in seen
     assert ("count", "corpus", 4, 4) in seen
+
+
+def test_a_stored_plan_that_does_not_fit_the_source_is_corrupt_and_recomputed():
+    from runjournal.domain.chunking import Span
+    from runjournal.domain.events import ChunkPlanResolved, PlanOutcome
+    from runjournal.domain.ports import PlanLookup
+
+    class LyingStore:
+        published = []
+
+        def get(self, key):
+            return PlanLookup(PlanOutcome.REUSED, [Span(0, 3)])  # does not cover the source
+
+        def publish(self, key, spans, facts=None):
+            self.published.append(key)
+            return True
+
+    sink = FakeSink()
+    outcome = PipelineRunner(sink=sink, plan_store=LyingStore()).run(pipeline(DOCS))
+    plans = sink.of(ChunkPlanResolved)
+    assert all(p["outcomes"][:2] == [PlanOutcome.CORRUPT, PlanOutcome.COMPUTED] for p in plans)
+    assert outcome.plans["corrupt"] == len(DOCS) and len(LyingStore.published) == len(DOCS)
