@@ -9,7 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from runjournal.domain.events import RunError, RunEvent
+from runjournal.domain.events import (
+    ChunkPlanResolved,
+    OutputWritten,
+    RunAllocated,
+    RunError,
+    RunEvent,
+    RunStatus,
+    RunTerminated,
+    StageDecided,
+    TerminalPersistenceFailed,
+)
 
 
 class Projection(Protocol):
@@ -45,3 +55,44 @@ def error_view(error: RunError | None) -> dict[str, Any] | None:
         "reason_code": error.reason_code.value if error.reason_code else None,
         "message": error.message,
     }
+
+
+class RunOutline:
+    """What every per-run view folds the same way: who the run is, how it ended, and its
+    decision, plan and output counts. Views subclass it and add their own events."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.pipeline = ""
+        self.tool_version = ""
+        self.started: str | None = None
+        self.ended: str | None = None
+        self.status = RunStatus.RUNNING
+        self.phase: str | None = None
+        self.error: dict[str, Any] | None = None
+        self.decisions: dict[str, int] = {}
+        self.plans: dict[str, int] = {}
+        self.outputs: list[dict[str, Any]] = []
+        self.persistence_failures: list[dict[str, str]] = []
+
+    def apply(self, event: RunEvent) -> None:
+        if isinstance(event, StageDecided):
+            code = event.code.value
+            self.decisions[code] = self.decisions.get(code, 0) + 1
+        elif isinstance(event, ChunkPlanResolved):
+            for outcome in event.outcomes:
+                self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
+        elif isinstance(event, OutputWritten):
+            self.outputs.append({"name": event.name, "sha256": event.sha256, "size": event.size})
+        elif isinstance(event, RunAllocated):
+            self.run_id = event.run_id
+            self.pipeline = event.pipeline
+            self.tool_version = event.tool_version
+            self.started = event.timestamp.isoformat()
+        elif isinstance(event, RunTerminated):
+            self.status = event.status
+            self.phase = event.phase.value
+            self.ended = event.timestamp.isoformat()
+            self.error = error_view(event.error)
+        elif isinstance(event, TerminalPersistenceFailed):
+            self.persistence_failures.append({"target": event.target, "message": event.message})

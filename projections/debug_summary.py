@@ -18,60 +18,38 @@ from typing import Any, ClassVar
 from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
-    ChunkPlanResolved,
     LaneResolved,
     OutputsValidated,
-    OutputWritten,
-    RunAllocated,
     RunEvent,
     RunStatus,
-    RunTerminated,
-    StageDecided,
     StageExecuted,
-    TerminalPersistenceFailed,
     WarningRecorded,
 )
-from runjournal.projections.base import error_view
+from runjournal.projections.base import RunOutline
 
 __all__ = ["DebugSummaryProjection"]
 
 
-def _count(counts: dict[str, int], key: str) -> None:
-    counts[key] = counts.get(key, 0) + 1
-
-
-class DebugSummaryProjection:
+class DebugSummaryProjection(RunOutline):
     """Folds a run's events into `{"run": …, "warnings": …, "failure": … | None}`."""
 
     NAME: ClassVar[str] = "debug_summary"
     VERSION: ClassVar[int] = 1
 
     def __init__(self) -> None:
-        self.run_id = ""
-        self.pipeline = ""
-        self.tool_version = ""
-        self.started: str | None = None
-        self.ended: str | None = None
-        self.status = RunStatus.RUNNING
-        self.phase: str | None = None
-        self.error: dict[str, Any] | None = None
-        self.decisions: dict[str, int] = {}
-        self.plans: dict[str, int] = {}
+        super().__init__()
         self.lanes = 0
         self.artifacts = 0
         self.restored_artifacts = 0
         self.module_calls = 0
         self.forced_steps: list[str] = []
-        self.outputs: list[dict[str, Any]] = []
         self.refused: list[dict[str, str]] = []
         self.warnings: list[dict[str, str]] = []
         self.checkpoint_write_failures: list[dict[str, str]] = []
-        self.persistence_failures: list[dict[str, str]] = []
 
     def apply(self, event: RunEvent) -> None:
-        if isinstance(event, StageDecided):
-            _count(self.decisions, event.code.value)
-        elif isinstance(event, StageExecuted):
+        super().apply(event)
+        if isinstance(event, StageExecuted):
             self.module_calls += 1
         elif isinstance(event, LaneResolved):
             self.lanes += 1
@@ -86,9 +64,6 @@ class DebugSummaryProjection:
             )
         elif isinstance(event, WarningRecorded):
             self.warnings.append({"step": event.step, "lane": event.lane, "message": event.message})
-        elif isinstance(event, ChunkPlanResolved):
-            for outcome in event.outcomes:
-                _count(self.plans, outcome.value)
         elif isinstance(event, CheckpointWriteFailed):
             self.checkpoint_write_failures.append(
                 {
@@ -101,20 +76,6 @@ class DebugSummaryProjection:
             )
         elif isinstance(event, OutputsValidated):
             self.refused = [{"name": r.name, "refusal": r.refusal} for r in event.refused]
-        elif isinstance(event, OutputWritten):
-            self.outputs.append({"name": event.name, "sha256": event.sha256, "size": event.size})
-        elif isinstance(event, RunAllocated):
-            self.run_id = event.run_id
-            self.pipeline = event.pipeline
-            self.tool_version = event.tool_version
-            self.started = event.timestamp.isoformat()
-        elif isinstance(event, RunTerminated):
-            self.status = event.status
-            self.phase = event.phase.value
-            self.ended = event.timestamp.isoformat()
-            self.error = error_view(event.error)
-        elif isinstance(event, TerminalPersistenceFailed):
-            self.persistence_failures.append({"target": event.target, "message": event.message})
 
     def view(self) -> dict[str, Any]:
         return {"run": self._run(), "warnings": self._warnings(), "failure": self._failure()}
