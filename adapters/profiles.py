@@ -63,6 +63,10 @@ class ProfileRegistry:
     def __init__(self, profiles: Mapping[str, Profile]) -> None:
         self._profiles = dict(profiles)
 
+    def ids(self) -> list[str]:
+        """Every profile id this registry knows, sorted."""
+        return sorted(self._profiles)
+
     def get(self, profile_id: str) -> Profile:
         try:
             return self._profiles[profile_id]

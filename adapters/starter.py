@@ -52,6 +52,35 @@ and a **checkpoint** of each stage lets the next run skip it.
 The **journal** keeps one event per decision.
 """
 
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def starter_pipeline(settings: dict[str, str] | None = None) -> str:
+    """The starter pipeline, with a `[runjournal]` table when `settings` are given."""
+    if not settings:
+        return PIPELINE
+    lines = [
+        "# Written by `runjournal init` from its options (docs/configuration.md).",
+        "[runjournal]",
+    ]
+    lines += [f"{key} = {_toml_string(value)}" for key, value in settings.items()]
+    table = "\n".join(lines) + "\n\n"
+    head, sep, rest = PIPELINE.partition("[chunking]")
+    return head + table + sep + rest
+
+
 STARTER_FILES: dict[str, str] = {
     "pipeline.toml": PIPELINE,
     "docs/notes.md": NOTES,

@@ -11,96 +11,111 @@ from typing import Any, NoReturn
 import click
 from runjournal import __version__
 from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds
+from runjournal.cli.completion import complete_runs, complete_steps
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
 from runjournal.cli.run_cmd import RunRequest, run_command_body
+from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
 
 F = Callable[..., Any]
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class Group(click.Group):
+    """A command group that, given no command, prints its help as is and exits 2.
+
+    Click's convention for a group without a command (help on stderr, usage exit code);
+    done here so the help is printed whole instead of as one error line, whatever the
+    click version (docs/operations.md "Exit codes").
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), err=True, color=ctx.color)
+            ctx.exit(int(ExitCode.USAGE))
+        return super().parse_args(ctx, args)
 
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(fn)
 
 
-def journal_options(fn: F) -> F:
-    fn = click.option(
-        "--journal", default=None, help="Journal URL: sqlite:///path, a path, or postgresql://…"
-    )(fn)
-    fn = click.option("--output-root", default=None, help="Output root (default ./runs).")(fn)
-    return fn
+# Commands that read a journal but run no pipeline: where the journal is.
+journal_options = setting_options("output_root", "journal")
 
 
 def verbose_option(fn: F) -> F:
     return click.option("-v", "--verbose", is_flag=True, help="Tracebacks on errors.")(fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def run_argument(fn: F) -> F:
+    return click.argument("run", shell_complete=complete_runs)(fn)
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="runjournal")
 def cli() -> None:
     """Run document pipelines so every run can be resumed, recomputed, explained, audited.
 
     \b
     Quick start:
-      runjournal run examples/glossary/pipeline.toml
-      runjournal run examples/glossary/pipeline.toml --resume
+      runjournal init demo
+      runjournal run demo/pipeline.toml
+      runjournal run demo/pipeline.toml --resume
       runjournal explain latest
+
+    Settings (flags, RUNJOURNAL_* variables, the pipeline's [runjournal] table, the user
+    config file) are described in docs/configuration.md; `runjournal config show
+    PIPELINE` prints the effective values. Shell completion: docs/operations.md.
     """
 
 
 @cli.command("run")
-@click.argument("pipeline", type=click.Path(dir_okay=True))
-@click.option("--input", "inputs", multiple=True, help="Input file or glob (replaces `inputs`).")
-@click.option("--output-root", default=None, help="Where run directories and the journal go.")
-@click.option("--cache-root", default=None, help="Where checkpoints and chunk plans go.")
-@click.option("--debug-root", default=None, help="Where debug bundles go.")
-@click.option("--journal", default=None, help="Journal URL: sqlite:///path, a path, postgresql://…")
-@click.option("--cache-mode", default=None, help="Chunk-plan store: use|refresh|read-only|bypass.")
+@click.argument("pipeline", type=ShownPath(dir_okay=False))
 @click.option(
-    "--checkpoints/--no-checkpoints", default=None, help="Record checkpoints (default on)."
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="GLOB",
+    type=ShownPath(dir_okay=False),
+    help="Input file or glob, relative to the current directory (replaces `inputs`).",
 )
 @click.option("--resume", is_flag=True, help="Reuse valid checkpoints.")
-@click.option("--recompute", multiple=True, metavar="STEP", help="Force STEP and its consumers.")
-@click.option("--debug", default=None, metavar="summary|trace", help="Write a debug bundle.")
-@click.option("--profile", default=None, help="Default LLM profile id for steps.")
-@click.option("--profiles-file", default=None, help="A TOML file of [profiles.<id>] tables.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Runtime override.")
-@click.option("--jobs", default=None, help="Extract calls run at once within a lane (default 1).")
-@click.option("--batch-size", default=None, help="Journal events per commit (default 256).")
-@click.option("--chunk-map", is_flag=True, default=None, help="Write chunk-map.json.")
-@click.option("--chunk-map-index", is_flag=True, default=None, help="Also write its index.")
-@click.option("--no-progress", is_flag=True, help="No progress line on stderr.")
+@click.option(
+    "--recompute",
+    multiple=True,
+    metavar="STEP",
+    shell_complete=complete_steps,
+    help="Force STEP and its consumers; restore the rest (repeatable).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Runtime override passed to every module as ctx.overrides (repeatable).",
+)
+@setting_options()
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @verbose_option
 @json_option
 def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
-    """Run PIPELINE (a pipeline TOML file).
+    """Run PIPELINE (a pipeline TOML file, docs/pipeline.md).
 
     \b
     Examples:
       runjournal run examples/glossary/pipeline.toml
       runjournal run pipeline.toml --resume --json
       runjournal run pipeline.toml --recompute glossary
+      runjournal run pipeline.toml --input 'notes/*.md' --jobs 4
+      runjournal run pipeline.toml --set audience=ops --debug summary
     """
-    flags = {
-        "output_root": opts["output_root"],
-        "cache_root": opts["cache_root"],
-        "debug_root": opts["debug_root"],
-        "journal": opts["journal"],
-        "cache_mode": opts["cache_mode"],
-        "checkpoints": opts["checkpoints"],
-        "jobs": opts["jobs"],
-        "batch_size": opts["batch_size"],
-        "debug": opts["debug"],
-        "profile": opts["profile"],
-        "profiles_file": opts["profiles_file"],
-        "chunk_map": opts["chunk_map"] or None,
-        "chunk_map_index": opts["chunk_map_index"] or None,
-        "progress": False if opts["no_progress"] else None,
-    }
     req = RunRequest(
         pipeline=pipeline,
         inputs=inputs,
-        flags=flags,
+        flags=settings_flags(opts),
         resume=opts["resume"],
         recompute=opts["recompute"],
         overrides=opts["overrides"],
@@ -111,9 +126,15 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
     sys.exit(run_command_body(req, sys.argv[1:]))
 
 
-@cli.group("runs")
+@cli.group("runs", cls=Group)
 def runs_group() -> None:
-    """Runs recorded in the journal."""
+    """Runs recorded in the journal.
+
+    \b
+    Examples:
+      runjournal runs list
+      runjournal runs show latest
+    """
 
 
 @runs_group.command("list")
@@ -121,37 +142,62 @@ def runs_group() -> None:
 @json_option
 @verbose_option
 def runs_list(**opts: Any) -> None:
-    """List runs, oldest first."""
+    """List runs, oldest first.
+
+    \b
+    Examples:
+      runjournal runs list
+      runjournal runs list --output-root out --json
+    """
     _call(query_cmds.runs_list, opts)
 
 
 @runs_group.command("show")
-@click.argument("run")
+@run_argument
 @journal_options
 @json_option
 @verbose_option
 def runs_show(run: str, **opts: Any) -> None:
-    """Show one run (RUN: a run id, a unique prefix, or `latest`)."""
+    """Show one run (RUN: a run id, a unique prefix, or `latest`).
+
+    \b
+    Examples:
+      runjournal runs show latest
+      runjournal runs show 20261130T150405Z --json
+    """
     _call(query_cmds.runs_show, opts, run=run)
 
 
-@cli.group("journal")
+@cli.group("journal", cls=Group)
 def journal_group() -> None:
-    """The run journal itself."""
+    """The run journal itself.
+
+    \b
+    Examples:
+      runjournal journal show latest
+      runjournal journal audit latest
+      runjournal journal export latest -o run.rjx
+    """
 
 
 @journal_group.command("show")
-@click.argument("run")
+@run_argument
 @journal_options
 @json_option
 @verbose_option
 def journal_show(run: str, **opts: Any) -> None:
-    """Print a run's events in order."""
+    """Print RUN's events in order.
+
+    \b
+    Examples:
+      runjournal journal show latest
+      runjournal journal show latest --json
+    """
     _call(query_cmds.journal_show, opts, run=run)
 
 
 @journal_group.command("audit")
-@click.argument("run")
+@run_argument
 @journal_options
 @json_option
 @verbose_option
@@ -167,8 +213,15 @@ def journal_audit(run: str, **opts: Any) -> None:
 
 
 @journal_group.command("export")
-@click.argument("run")
-@click.option("-o", "--output", required=True, metavar="FILE", help="The export file to write.")
+@run_argument
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="FILE",
+    type=ShownPath(dir_okay=False),
+    help="The file to write.",
+)
 @click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @journal_options
 @json_option
@@ -177,14 +230,15 @@ def journal_export(run: str, output: str, force: bool, **opts: Any) -> None:
     """Write RUN's events to a portable, zstd-compressed, hash-chained file.
 
     \b
-    Example:
+    Examples:
       runjournal journal export latest -o run.rjx
+      runjournal journal export latest -o run.rjx --force
     """
     _call(journal_cmds.export, opts, run=run, output=output, force=force)
 
 
 @journal_group.command("import")
-@click.argument("file")
+@click.argument("file", type=ShownPath(dir_okay=False))
 @journal_options
 @json_option
 @verbose_option
@@ -192,13 +246,24 @@ def journal_import(file: str, **opts: Any) -> None:
     """Verify FILE (a `journal export`) and append its run; importing twice is harmless.
 
     Exit 2 when FILE is not a runjournal export, 1 when it fails verification.
+
+    \b
+    Examples:
+      runjournal journal import run.rjx
+      runjournal journal import run.rjx --journal other.sqlite3
     """
     _call(journal_cmds.import_, opts, file=file)
 
 
-@cli.group("projections")
+@cli.group("projections", cls=Group)
 def projections_group() -> None:
-    """Materialised views of the journal (manifest, reasons, runs index, …)."""
+    """Materialised views of the journal (manifest, reasons, runs index, …).
+
+    \b
+    Examples:
+      runjournal projections status
+      runjournal projections rebuild
+    """
 
 
 @projections_group.command("status")
@@ -206,13 +271,19 @@ def projections_group() -> None:
 @json_option
 @verbose_option
 def projections_status(**opts: Any) -> None:
-    """List each projection, its version, and whether its materialised views are stale."""
+    """List each projection, its version, and whether its materialised views are stale.
+
+    \b
+    Examples:
+      runjournal projections status
+      runjournal projections status --json
+    """
     _call(projection_cmds.status, opts, name=None)
 
 
 @projections_group.command("rebuild")
 @click.argument("name", required=False)
-@click.option("--run", default=None, help="Only this run (per-run projections).")
+@click.option("--run", default=None, shell_complete=complete_runs, help="Only this run.")
 @journal_options
 @json_option
 @verbose_option
@@ -228,13 +299,20 @@ def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
 
 
 @cli.command("explain")
-@click.argument("run")
-@click.option("--step", default=None, help="Only this step.")
+@run_argument
+@click.option("--step", default=None, metavar="STEP", help="Only this step.")
 @journal_options
 @json_option
 @verbose_option
 def explain(run: str, step: str | None, **opts: Any) -> None:
-    """Explain every stage decision of RUN, grouped by step, lane, stage and reason."""
+    """Explain every stage decision of RUN, grouped by step, lane, stage and reason.
+
+    \b
+    Examples:
+      runjournal explain latest
+      runjournal explain latest --step glossary
+      runjournal explain 20261130T150405Z --json
+    """
     _call(query_cmds.explain, opts, run=run, step=step)
 
 
@@ -245,59 +323,92 @@ def reasons(**opts: Any) -> None:
     """The reason-code reference: code, category, description.
 
     It comes from the code, not a journal; --journal is accepted like everywhere else.
+
+    \b
+    Examples:
+      runjournal reasons
+      runjournal reasons --json
     """
     _call(query_cmds.reasons, opts)
 
 
-@cli.group("config")
+@cli.group("config", cls=Group)
 def config_group() -> None:
-    """Effective configuration."""
+    """Effective configuration.
+
+    \b
+    Examples:
+      runjournal config show pipeline.toml
+    """
 
 
 @config_group.command("show")
-@click.argument("pipeline", type=click.Path(dir_okay=True))
-@click.option("--output-root", default=None)
-@click.option("--cache-root", default=None)
-@click.option("--debug-root", default=None)
-@click.option("--journal", default=None)
-@click.option("--cache-mode", default=None)
-@click.option("--checkpoints/--no-checkpoints", default=None)
-@click.option("--jobs", default=None)
-@click.option("--batch-size", default=None)
-@click.option("--debug", default=None)
-@click.option("--profile", default=None)
-@click.option("--profiles-file", default=None)
-@click.option("--chunk-map", is_flag=True, default=None)
-@click.option("--chunk-map-index", is_flag=True, default=None)
-@click.option("--no-progress", is_flag=True)
+@click.argument("pipeline", type=ShownPath(dir_okay=False))
+@setting_options()
 @json_option
 @verbose_option
 def config_show(pipeline: str, **opts: Any) -> None:
-    """Print the effective configuration for PIPELINE with the origin of each value."""
+    """Print the effective configuration for PIPELINE with the origin of each value.
+
+    Takes every setting flag `run` takes; nothing is run or allocated.
+
+    \b
+    Examples:
+      runjournal config show pipeline.toml
+      runjournal config show pipeline.toml --jobs 4 --json
+      RUNJOURNAL_CACHE_MODE=bypass runjournal config show pipeline.toml
+    """
     _call(query_cmds.config_show, opts, pipeline=pipeline)
 
 
 @cli.command("recover")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
-@journal_options
-@click.option("--cache-root", default=None, help="Cache root to sweep for temp files.")
+@setting_options("output_root", "cache_root", "debug_root", "journal")
 @json_option
 @verbose_option
 def recover(**opts: Any) -> None:
-    """Terminalize dead runs as abandoned and remove orphaned temp files."""
+    """Terminalize dead runs as abandoned and remove orphaned temp files.
+
+    \b
+    Examples:
+      runjournal recover --dry-run
+      runjournal recover
+    """
     _call(maintenance_cmds.recover, opts)
 
 
 @cli.command("gc")
-@click.option("--keep", type=click.IntRange(min=0), default=None, help="Keep the N newest runs.")
-@click.option("--older-than", default=None, metavar="AGE", help="Only runs older than AGE (30d).")
+@click.option(
+    "--keep",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Keep the N newest finished runs.",
+)
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="AGE",
+    help="Only runs started more than AGE ago: a number and a unit, "
+    f"{', '.join(AGE_UNITS)} (90m, 12h, 30d, 2w).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
-@journal_options
-@click.option("--debug-root", default=None, help="Debug root (default <output root>/debug).")
+@setting_options("output_root", "debug_root", "journal")
 @json_option
 @verbose_option
 def gc(**opts: Any) -> None:
-    """Remove run directories and debug bundles of finished runs beyond the retention."""
+    """Remove run directories and debug bundles of finished runs beyond the retention.
+
+    One of --keep or --older-than is required; with both, only runs beyond the N newest
+    that are also older than AGE are removed. AGE units: s (seconds), m (minutes),
+    h (hours), d (days), w (weeks). Journal events are kept.
+
+    \b
+    Examples:
+      runjournal gc --keep 10 --dry-run
+      runjournal gc --older-than 30d
+      runjournal gc --keep 5 --older-than 2w
+    """
     _call(maintenance_cmds.gc, opts)
 
 
@@ -307,7 +418,17 @@ def gc(**opts: Any) -> None:
 @json_option
 @verbose_option
 def init(directory: str, **opts: Any) -> None:
-    """Write a runnable starter pipeline into DIRECTORY."""
+    """Write a runnable starter pipeline into DIRECTORY.
+
+    --output-root and --journal are written into the new pipeline's [runjournal] table,
+    so every later run of it uses them.
+
+    \b
+    Examples:
+      runjournal init demo
+      runjournal init demo --output-root demo/out
+      runjournal init demo --journal postgresql://db.example/runjournal
+    """
     _call(maintenance_cmds.init, opts, directory=directory)
 
 
@@ -326,7 +447,10 @@ def _call(fn: Callable[..., int | None], opts: dict[str, Any], **kwargs: Any) ->
 
 
 def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> NoReturn:
-    """One stderr line; with --json also one document on stdout (CLI.md); then exit."""
+    """One stderr line; with --json also one document on stdout; then exit.
+
+    See docs/operations.md "Exit codes".
+    """
     print_error(message)
     if opts.get("as_json"):
         emit_json(error_document(message, code))
@@ -336,7 +460,7 @@ def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> NoReturn:
 def main() -> None:
     os.umask(0o077)
     try:
-        cli.main(standalone_mode=False)
+        code = cli.main(standalone_mode=False)
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error worth a traceback.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -350,6 +474,9 @@ def main() -> None:
     except click.ClickException as exc:
         print_error(exc.format_message())
         sys.exit(int(ExitCode.USAGE))
+    # Commands exit themselves; what returns here is click's own exit (help, --version,
+    # a group without a command).
+    sys.exit(code if isinstance(code, int) else int(ExitCode.OK))
 
 
 if __name__ == "__main__":

@@ -15,20 +15,31 @@ import click
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
-from runjournal.adapters.starter import STARTER_FILES
+from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
+from runjournal.cli.settings import (
+    SettingsError,
+    is_postgres_url,
+    redact_journal,
+    resolve_settings,
+)
+from runjournal.cli.settings.options import settings_flags
 from runjournal.domain.events import RunError, RunPhase, RunStatus, RunTerminated
 
 _AGE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+AGE_UNITS = tuple(_UNITS)  # for --help: s, m, h, d, w
 
 
 def parse_age(text: str) -> timedelta:
     match = _AGE.match(text.strip())
     if not match:
-        raise CliError(f"--older-than expects a number and a unit (s, m, h, d, w), got '{text}'")
+        raise CliError(
+            f"--older-than expects a number and a unit ({', '.join(AGE_UNITS)}), "
+            f"e.g. 30d or 12h; got '{text}'"
+        )
     return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
 
 
@@ -119,7 +130,10 @@ def gc(opts: dict[str, Any]) -> int:
     keep = opts.get("keep")
     older = parse_age(opts["older_than"]) if opts.get("older_than") else None
     if keep is None and older is None:
-        raise CliError("gc needs --keep N and/or --older-than AGE")
+        raise CliError(
+            "gc needs --keep N and/or --older-than AGE "
+            f"(AGE: a number and a unit, {', '.join(AGE_UNITS)}; e.g. 30d)"
+        )
     dry_run = bool(opts.get("dry_run"))
     config = resolve_cli_settings(opts)
     store = open_cli_journal(opts)
@@ -183,19 +197,75 @@ def _delete_child(root: str, path: str, run_id: str, dry_run: bool) -> bool:
 
 
 def init(opts: dict[str, Any], *, directory: str) -> int:
-    """Write a runnable starter pipeline into DIRECTORY (never overwriting a file)."""
+    """Write a runnable starter pipeline into DIRECTORY (never overwriting a file).
+
+    `--output-root` and `--journal` are written into its `[runjournal]` table (checked
+    first, exactly as `run` checks a flag), so they take effect for every run of it.
+    """
+    settings = _init_settings(opts, directory)
+    files = dict(STARTER_FILES)
+    files["pipeline.toml"] = starter_pipeline(settings)
     try:
         with FsRoot.open(directory, create=True) as root:
-            for name in STARTER_FILES:
+            for name in files:
                 if root.exists(name):
                     raise CliError(f"{os.path.join(directory, name)} already exists")
-            for name, text in STARTER_FILES.items():
+            for name, text in files.items():
                 root.write_bytes(name, text.encode("utf-8"), overwrite=False)
     except FsError as exc:
         raise CliError(f"cannot write the starter pipeline: {exc}", ExitCode.FAILED) from None
     pipeline = os.path.join(os.path.abspath(directory), "pipeline.toml")
     if opts.get("as_json"):
-        emit_json({"pipeline": pipeline, "files": sorted(STARTER_FILES)})
+        emit_json({"pipeline": pipeline, "files": sorted(files), "settings": settings})
     else:
-        click.echo(f"wrote {pipeline}; run it with: runjournal run {pipeline}")
+        written = "".join(f"; {k} = {v}" for k, v in settings.items())
+        click.echo(f"wrote {pipeline}{written}; run it with: runjournal run {pipeline}")
     return 0
+
+
+def _init_settings(opts: dict[str, Any], directory: str) -> dict[str, str]:
+    """The `[runjournal]` values for `init`'s setting flags, as the pipeline file needs them.
+
+    A relative flag means "relative to the current directory" (docs/configuration.md), a
+    relative value in the pipeline file "relative to the pipeline's directory": it is
+    rewritten so both name the same place. A journal URL with a password is refused: the
+    pipeline file is meant to be shared (use RUNJOURNAL_JOURNAL or the user config).
+    """
+    given = {k: v for k, v in settings_flags(opts).items() if v is not None}
+    if not given:
+        return {}
+    cwd = os.getcwd()
+    try:
+        config = resolve_settings(
+            flags=given,
+            env={},
+            pipeline_table=None,
+            pipeline_dir=cwd,
+            user_config=None,
+            user_config_path=None,
+            cwd=cwd,
+        )
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+    base = os.path.realpath(os.path.join(cwd, directory))
+    out: dict[str, str] = {}
+    for name, raw in given.items():
+        value = str(getattr(config, name))
+        text = str(raw)
+        if name == "journal" and is_postgres_url(value):
+            if redact_journal(value) != value:
+                raise CliError(
+                    "init --journal: the URL holds a password, which would be written into "
+                    "the pipeline file; give it with RUNJOURNAL_JOURNAL or the user config"
+                )
+            out[name] = value
+            continue
+        if name == "journal" and text.lower().startswith("sqlite:"):
+            text = text[len("sqlite:") :].removeprefix("//")
+        relative = not os.path.isabs(os.path.expanduser(text))
+        out[name] = os.path.relpath(value, base) if relative else value
+        try:
+            out[name].encode("utf-8")
+        except UnicodeEncodeError:
+            raise CliError(f"init --{name.replace('_', '-')}: not valid UTF-8") from None
+    return out

@@ -23,6 +23,7 @@ from runjournal.cli.settings import (
     load_user_config,
     resolve_settings,
 )
+from runjournal.cli.settings.options import settings_flags
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
@@ -31,8 +32,7 @@ from runjournal.projections.reasons_report import ReasonReportProjection
 
 def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
     """Settings for commands without a pipeline: flags, env, user config, defaults."""
-    names = ("journal", "output_root", "cache_root", "debug_root")
-    flags = {k: opts.get(k) for k in names if opts.get(k) is not None}
+    flags = {k: v for k, v in settings_flags(opts).items() if v is not None}
     cwd = os.getcwd()
     try:
         user_config, user_path = load_user_config()
@@ -200,25 +200,7 @@ def reasons(opts: dict[str, Any]) -> int:
 
 def config_show(opts: dict[str, Any], *, pipeline: str) -> int:
     spec, path = load_pipeline_spec(pipeline)
-    flags = {
-        k: opts.get(k)
-        for k in (
-            "output_root",
-            "cache_root",
-            "debug_root",
-            "journal",
-            "cache_mode",
-            "checkpoints",
-            "jobs",
-            "batch_size",
-            "debug",
-            "profile",
-            "profiles_file",
-        )
-    }
-    flags["chunk_map"] = opts.get("chunk_map") or None
-    flags["chunk_map_index"] = opts.get("chunk_map_index") or None
-    flags["progress"] = False if opts.get("no_progress") else None
+    flags = settings_flags(opts)
     config = resolve_config(spec, path, flags)
     if opts.get("as_json"):
         emit_json({"pipeline": path, "settings": config.as_rows()})

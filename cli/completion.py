@@ -1,0 +1,93 @@
+"""Value completion for the shell (click `shell_complete`), see docs/operations.md
+"Shell completion".
+
+Each function gets the partly parsed command line (`ctx.params`) and returns the values
+that start with what was typed so far: step ids of the pipeline named on the line, run
+ids of the journal the line's settings select (plus `latest`), profile ids. A completion
+never prints and never fails: when the pipeline, the settings or the journal cannot be
+read, it offers nothing. Heavy modules are imported only when a completion runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from click.shell_completion import CompletionItem
+
+
+def _matching(values: list[str], incomplete: str, help_of: dict[str, str] | None = None):
+    seen: set[str] = set()
+    items = []
+    for value in values:
+        if value.startswith(incomplete) and value not in seen:
+            seen.add(value)
+            items.append(CompletionItem(value, help=(help_of or {}).get(value)))
+    return items
+
+
+def _params(ctx: click.Context) -> dict[str, Any]:
+    """The parameters parsed so far on the command line (this command's only)."""
+    return dict(ctx.params)
+
+
+def complete_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Step ids of the PIPELINE given on the line (for `run --recompute`)."""
+    from runjournal.cli.errors import CliError
+    from runjournal.cli.pipeline_input import load_pipeline_spec
+
+    pipeline = _params(ctx).get("pipeline")
+    if not pipeline:
+        return []
+    try:
+        spec, _ = load_pipeline_spec(str(pipeline))
+    except CliError:
+        return []
+    modules = {step.id: step.module for step in spec.steps}
+    return _matching(list(spec.step_ids), incomplete, modules)
+
+
+def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Run ids of the journal the line selects, newest first, and `latest`."""
+    from runjournal.adapters.journal import JournalError
+    from runjournal.cli.errors import CliError
+    from runjournal.cli.query_cmds import open_cli_journal
+
+    try:
+        store = open_cli_journal(_params(ctx))
+    except CliError:
+        return []
+    try:
+        runs = store.list_runs()
+    except JournalError:
+        return []
+    finally:
+        store.close()
+    runs.sort(key=lambda r: r.started, reverse=True)
+    status = {r.run_id: f"{r.status.value} {r.pipeline}" for r in runs}
+    status["latest"] = "the most recently started run"
+    return _matching(["latest", *(r.run_id for r in runs)], incomplete, status)
+
+
+def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Profile ids: the built-in ones, the user config's and the profiles file's."""
+    from runjournal.adapters.profiles import ProfileError, ProfileRegistry
+    from runjournal.cli.errors import CliError
+    from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
+    from runjournal.cli.query_cmds import resolve_cli_settings
+    from runjournal.cli.settings.options import settings_flags
+
+    params = _params(ctx)
+    try:
+        if params.get("pipeline"):
+            spec, path = load_pipeline_spec(str(params["pipeline"]))
+            config, user_profiles = resolve_config_and_profiles(
+                spec, path, settings_flags({**params, "profile": None})
+            )
+        else:
+            config = resolve_cli_settings(params)
+            user_profiles = {}
+        registry = ProfileRegistry.load(config.profiles_file, user_profiles=user_profiles)
+    except (CliError, ProfileError):
+        return []
+    return _matching(registry.ids(), incomplete)
