@@ -78,8 +78,8 @@ def resolve_pipeline(
 
     steps: list[ResolvedStep] = []
     used_profiles: dict[str, Profile] = {}
-    for i, step in enumerate(spec.steps):
-        where = f"steps[{i}]"
+    for step in spec.steps:  # in dependency order; `step.key` names its place in the file
+        where = step.key
         try:
             module = load_module(step.module, pipeline_dir=pipeline_dir)
             validators = tuple(

@@ -2,11 +2,17 @@
 
 Pure: it receives the decoded TOML text and returns a typed `PipelineSpec`, or raises
 `PipelineSpecError` naming the file and the key. Nothing is allocated before this passes.
+Steps may be listed in any order: they are sorted by `consumes` (stably, so a file
+already in dependency order keeps its order), and a cycle is an error naming it. An
+unknown key, at any level, gets the closest known key as a suggestion (docs/pipeline.md).
 """
 
 from __future__ import annotations
 
+import difflib
+import heapq
 import tomllib
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -33,6 +39,11 @@ class StepSpec(msgspec.Struct, frozen=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     profile: str | None = None
     validators: tuple[str, ...] = ()
+    index: int = 0  # position of its [[steps]] table in the file, for `steps[N]` keys
+
+    @property
+    def key(self) -> str:
+        return f"steps[{self.index}]"
 
 
 class PipelineSpec(msgspec.Struct, frozen=True):
@@ -46,6 +57,7 @@ class PipelineSpec(msgspec.Struct, frozen=True):
 
     @property
     def step_ids(self) -> tuple[str, ...]:
+        """Step ids in execution order (every producer before its consumers)."""
         return tuple(s.id for s in self.steps)
 
 
@@ -68,10 +80,18 @@ def _str_list(value: Any, file: str, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the closest known word, or nothing."""
+    close = difflib.get_close_matches(word, sorted(known), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
 def _unknown(doc: dict[str, Any], allowed: set[str], file: str, prefix: str) -> None:
     for key in doc:
         if key not in allowed:
-            raise PipelineSpecError(file, f"{prefix}{key}", "unknown key")
+            raise PipelineSpecError(
+                file, f"{prefix}{key}", "unknown key" + did_you_mean(str(key), allowed)
+            )
 
 
 def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
@@ -97,10 +117,18 @@ def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
         step = _parse_step(raw, i, seen, file)
         seen.add(step.id)
         steps.append(step)
+    for step in steps:
+        for producer in step.consumes:
+            if producer not in seen:
+                raise PipelineSpecError(
+                    file,
+                    f"{step.key}.consumes",
+                    f"'{producer}' is not a step" + did_you_mean(producer, seen),
+                )
     return PipelineSpec(
         name=name,
         inputs=inputs,
-        steps=tuple(steps),
+        steps=_in_dependency_order(steps, file),
         chunking=chunking,
         references=references,
         description=description,
@@ -128,6 +156,54 @@ def _parse_chunking(raw: Any, file: str) -> ChunkingSettings:
     return ChunkingSettings(strategy=strategy, max_chars=max_chars)
 
 
+def _in_dependency_order(steps: list[StepSpec], file: str) -> tuple[StepSpec, ...]:
+    """Producers before consumers; among steps that are ready, the one listed first.
+
+    Kahn's algorithm with the file position as the tie-break, so the order is unique and a
+    file already in dependency order is returned unchanged.
+    """
+    by_id = {step.id: step for step in steps}
+    waiting = {step.id: set(step.consumes) for step in steps}
+    consumers: dict[str, list[str]] = {step.id: [] for step in steps}
+    for step in steps:
+        for producer in step.consumes:
+            consumers[producer].append(step.id)
+    ready = [step.index for step in steps if not waiting[step.id]]
+    heapq.heapify(ready)
+    ordered: list[StepSpec] = []
+    while ready:
+        step = steps[heapq.heappop(ready)]
+        ordered.append(step)
+        for consumer in consumers[step.id]:
+            waiting[consumer].discard(step.id)
+            if not waiting[consumer]:
+                heapq.heappush(ready, by_id[consumer].index)
+    if len(ordered) == len(steps):
+        return tuple(ordered)
+    raise PipelineSpecError(file, "steps", f"dependency cycle: {_cycle(steps, waiting)}")
+
+
+def _cycle(steps: list[StepSpec], waiting: dict[str, set[str]]) -> str:
+    """One cycle among the steps left waiting, from the first one listed: 'a' consumes 'b' …"""
+    start = next(step.id for step in steps if waiting[step.id])
+    path = [start]
+    position = {start: 0}
+    current = start
+    while True:
+        # A step still waiting waits for at least one producer that is also still waiting.
+        producer = next(p for p in _listed(steps, waiting[current]) if waiting[p])
+        if producer in position:
+            cycle = [*path[position[producer] :], producer]
+            return " consumes ".join(f"'{s}'" for s in cycle)
+        position[producer] = len(path)
+        path.append(producer)
+        current = producer
+
+
+def _listed(steps: list[StepSpec], ids: set[str]) -> list[str]:
+    return [step.id for step in steps if step.id in ids]
+
+
 def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
     where = f"steps[{i}]"
     if not isinstance(raw, dict):
@@ -146,13 +222,6 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
     except ValueError:
         raise PipelineSpecError(file, f"{where}.scope", "must be 'document' or 'corpus'") from None
     consumes = _str_list(raw.get("consumes", []), file, f"{where}.consumes")
-    for producer in consumes:
-        if producer not in earlier:
-            raise PipelineSpecError(
-                file,
-                f"{where}.consumes",
-                f"'{producer}' is not an earlier step",
-            )
     if len(set(consumes)) != len(consumes):
         raise PipelineSpecError(file, f"{where}.consumes", "names a step twice")
     params = raw.get("params", {})
@@ -170,6 +239,7 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
         params=_plain(params),
         profile=profile,
         validators=validators,
+        index=i,
     )
 
 

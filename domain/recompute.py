@@ -7,14 +7,17 @@ step is a required reusable input that must be restored from its accepted artifa
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
 
 class UnknownStepError(ValueError):
-    def __init__(self, step: str) -> None:
-        super().__init__(f"--recompute names an unknown step '{step}'")
+    def __init__(self, step: str, known: Iterable[str] = ()) -> None:
+        close = difflib.get_close_matches(step, sorted(known), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        super().__init__(f"--recompute names an unknown step '{step}'{hint}")
         self.step = step
 
 
@@ -36,7 +39,7 @@ def plan_recompute(
     chosen: list[str] = []
     for step in selected:
         if step not in known:
-            raise UnknownStepError(step)
+            raise UnknownStepError(step, known)
         if step not in chosen:
             chosen.append(step)
     consumers: dict[str, list[str]] = {s: [] for s in step_order}
