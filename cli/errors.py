@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 
+from runjournal.cli.progress import clear_active
 from runjournal.domain.redaction import safe_error_text
 
 
@@ -55,8 +56,10 @@ def error_line(message: str) -> str:
 
 
 def print_error(message: str) -> None:
+    clear_active()  # a progress line on screen must not swallow the start of this one
     print(error_line(message), file=sys.stderr, flush=True)
 
 
 def print_warning(message: str) -> None:
+    clear_active()
     print(f"runjournal: warning: {safe_error_text(message, 1000)}", file=sys.stderr, flush=True)

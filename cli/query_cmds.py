@@ -24,6 +24,7 @@ from runjournal.cli.settings import (
     resolve_settings,
 )
 from runjournal.cli.settings.options import settings_flags
+from runjournal.cli.style import stdout_styler
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
@@ -84,8 +85,10 @@ def runs_list(opts: dict[str, Any]) -> int:
     if not rows:
         click.echo("no runs")
         return 0
+    paint = stdout_styler()
     for row in rows:
-        click.echo(f"{row['run_id']}  {row['status']:<11} {row['pipeline']:<20} {row['started']}")
+        status = paint.status(f"{row['status']:<11}", row["status"])
+        click.echo(f"{row['run_id']}  {status} {row['pipeline']:<20} {row['started']}")
     return 0
 
 
@@ -110,12 +113,14 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
     if opts.get("as_json"):
         emit_json(view)
         return 0
-    click.echo(f"run {view['run_id']}  {view['status']}  pipeline {view['pipeline']}")
+    paint = stdout_styler()
+    status = paint.status(str(view["status"]), str(view["status"]))
+    click.echo(f"run {view['run_id']}  {status}  pipeline {view['pipeline']}")
     click.echo(f"  started {view['started']}  ended {view['ended']}")
     click.echo(
         f"  lanes {view['lanes']}  artifacts {view['artifacts']}  outputs {len(view['outputs'])}"
     )
-    decisions = ", ".join(f"{k} {v}" for k, v in view["decisions"].items()) or "none"
+    decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
     if view["error"]:
         err = view["error"]
@@ -157,7 +162,8 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
     if opts.get("as_json"):
         emit_json(view)
         return 0
-    totals = ", ".join(f"{k} {v}" for k, v in view["totals"].items()) or "none"
+    paint = stdout_styler()
+    totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["totals"].items()) or "none"
     click.echo(f"run {run_id}: {totals}")
     for s in view["steps"]:
         click.echo(f"step {s['step']}")
@@ -175,7 +181,7 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
                     )
                     note = f" (differs: {', '.join(differs)})" if differs else ""
                     click.echo(
-                        f"    {stage:<9} {code:<24} x{count}  "
+                        f"    {stage:<9} {paint.code(f'{code:<24}', code)} x{count}  "
                         f"{DESCRIPTIONS[ReasonCode(code)]}{note}"
                     )
     for f in view["failures"]:
@@ -193,8 +199,11 @@ def reasons(opts: dict[str, Any]) -> int:
     if opts.get("as_json"):
         emit_json({"reasons": rows})
         return 0
+    paint = stdout_styler()
     for row in rows:
-        click.echo(f"{row['code']:<31} {row['category']:<20} {row['description']}")
+        code = paint.category(f"{row['code']:<31}", row["category"])
+        category = paint.category(f"{row['category']:<20}", row["category"])
+        click.echo(f"{code} {category} {row['description']}")
     return 0
 
 

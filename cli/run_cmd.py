@@ -43,6 +43,7 @@ from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
+from runjournal.cli.style import stdout_styler
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
     ConfigurationResolved,
@@ -131,6 +132,7 @@ class _Invocation:
     summary: DebugSummaryProjection | None
     bundle: DebugBundle | None
     terminal: Terminalizer
+    progress: ProgressDisplay
 
     def close(self) -> None:
         self.collab.close()
@@ -163,6 +165,8 @@ def _parse(req: RunRequest) -> _Parsed:
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     """P2: journal, collaborators, run id, RunAllocated, then the debug bundle if asked."""
     config, spec = parsed.config, parsed.spec
+    progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    progress.phase("opening the journal")
     try:
         journal = open_journal(config.journal)
     except JournalError as exc:
@@ -177,7 +181,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     run_id = _new_run_id()
     manifest = ManifestProjection()
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
-    listeners: list[Any] = [manifest.apply, spans]
+    listeners: list[Any] = [manifest.apply, spans, progress.event]
     # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
     summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
@@ -211,12 +215,15 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     terminal = Terminalizer(
         session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
     )
-    return _Invocation(run_id, journal, collab, session, manifest, summary, bundle, terminal)
+    return _Invocation(
+        run_id, journal, collab, session, manifest, summary, bundle, terminal, progress
+    )
 
 
 def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipeline | int:
     """P3: modules, inputs, references, profiles; an error is journaled and exits 2."""
     config, session, bundle = parsed.config, inv.session, inv.bundle
+    inv.progress.phase(f"resolving pipeline '{parsed.spec.name}'")
     try:
         profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
         resolved, resolution = resolve_pipeline(
@@ -281,7 +288,7 @@ def _execute_and_terminalize(
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     bundle_path = inv.bundle.path if inv.bundle is not None else None
-    progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    progress = inv.progress
     parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(
         sink=inv.session,
@@ -516,9 +523,10 @@ def _print_result(
         return
     if req.quiet:
         return
-    decisions = ", ".join(f"{k} {v}" for k, v in doc["decisions"].items()) or "none"
+    paint = stdout_styler()
+    decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in doc["decisions"].items()) or "none"
     lines = [
-        f"run {doc['run_id']} {doc['status']}",
+        f"run {doc['run_id']} {paint.status(doc['status'], doc['status'])}",
         f"  decisions: {decisions}",
         f"  outputs:   {len(doc['outputs'])}",
         f"  run dir:   {doc['run_dir']}",

@@ -190,10 +190,12 @@ P1_ERRORS = {
         f'name = "x"\ninputs = ["docs/*.md"]\n{STEP}consumes = ["nope"]\n',
         "steps[0].consumes",
     ),
-    "consumes_later": (
+    # Steps may be listed in any order (a later producer is fine, docs/pipeline.md), but
+    # a dependency cycle is a parse error naming it.
+    "consumes_cycle": (
         'name = "x"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "a"\nmodule = "builtin.terms"\n'
-        'consumes = ["b"]\n[[steps]]\nid = "b"\nmodule = "builtin.terms"\n',
-        "steps[0].consumes",
+        'consumes = ["b"]\n[[steps]]\nid = "b"\nmodule = "builtin.terms"\nconsumes = ["a"]\n',
+        "steps: dependency cycle: 'a' consumes 'b' consumes 'a'",
     ),
     "bad_name": (f'name = "no spaces allowed"\ninputs = ["docs/*.md"]\n{STEP}', "name"),
     "bad_cache_mode": (
