@@ -29,9 +29,7 @@ def test_silent_for_runs_shorter_than_a_moment(monkeypatch):
 
 
 def test_shows_and_clears_after_a_moment(monkeypatch):
-    monkeypatch.setenv(
-        "TERM", "xterm"
-    )  # TERM=dumb gets plain lines (tests/cli/test_progress_colour.py)
+    monkeypatch.setenv("TERM", "xterm")  # TERM=dumb gets plain lines instead
     stream = FakeTTY()
     display = ProgressDisplay(enabled=True, stream=stream)
     display._start -= progress_mod.DELAY_S + 1
