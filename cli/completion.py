@@ -27,8 +27,17 @@ def _matching(values: list[str], incomplete: str, help_of: dict[str, str] | None
 
 
 def _params(ctx: click.Context) -> dict[str, Any]:
-    """The parameters parsed so far on the command line (this command's only)."""
-    return dict(ctx.params)
+    """The parameters parsed so far on the command line (this command's only).
+
+    While an option still waits for its value (`run p.toml --recompute <TAB>`), click's
+    resilient parsing stops there and leaves the positional arguments unparsed in
+    `ctx.args`; the first one is then the PIPELINE argument.
+    """
+    params = dict(ctx.params)
+    names = [p.name for p in ctx.command.params if isinstance(p, click.Argument)]
+    if names and names[0] == "pipeline" and params.get("pipeline") is None and ctx.args:
+        params["pipeline"] = ctx.args[0]
+    return params
 
 
 def complete_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
@@ -75,6 +84,7 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
     from runjournal.cli.errors import CliError
     from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
     from runjournal.cli.query_cmds import resolve_cli_settings
+    from runjournal.cli.settings import SettingsError, load_user_config
     from runjournal.cli.settings.options import settings_flags
 
     params = _params(ctx)
@@ -86,8 +96,8 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
             )
         else:
             config = resolve_cli_settings(params)
-            user_profiles = {}
+            user_profiles = dict(load_user_config()[0].get("profiles") or {})
         registry = ProfileRegistry.load(config.profiles_file, user_profiles=user_profiles)
-    except (CliError, ProfileError):
+    except (CliError, ProfileError, SettingsError):
         return []
     return _matching(registry.ids(), incomplete)

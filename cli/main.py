@@ -60,7 +60,7 @@ def cli() -> None:
     """Run document pipelines so every run can be resumed, recomputed, explained, audited.
 
     \b
-    Quick start:
+    Examples (a quick start):
       runjournal init demo
       runjournal run demo/pipeline.toml
       runjournal run demo/pipeline.toml --resume

@@ -82,8 +82,9 @@ def _str_list(value: Any, file: str, key: str) -> tuple[str, ...]:
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the closest known word, or nothing."""
-    close = difflib.get_close_matches(word, sorted(known), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    by_lower = {k.lower(): k for k in sorted(known)}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
+    return f"; did you mean '{by_lower[close[0]]}'?" if close else ""
 
 
 def _unknown(doc: dict[str, Any], allowed: set[str], file: str, prefix: str) -> None:
