@@ -64,7 +64,7 @@ class Styler:
     def _paint(self, text: str, colour: str | None, bold: bool = False) -> str:
         if not self.enabled or colour is None:
             return text
-        return click.style(text, fg=colour, bold=bold)
+        return click.style(text, fg=colour, bold=True if bold else None)
 
     def status(self, text: str, status: str) -> str:
         """`text` (a status, maybe padded) in the colour of run status `status`."""
