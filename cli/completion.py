@@ -31,12 +31,13 @@ def _params(ctx: click.Context) -> dict[str, Any]:
 
     While an option still waits for its value (`run p.toml --recompute <TAB>`), click's
     resilient parsing stops there and leaves the positional arguments unparsed in
-    `ctx.args`; the first one is then the PIPELINE argument.
+    `ctx.args`; they are taken for the command's arguments, in order.
     """
     params = dict(ctx.params)
-    names = [p.name for p in ctx.command.params if isinstance(p, click.Argument)]
-    if names and names[0] == "pipeline" and params.get("pipeline") is None and ctx.args:
-        params["pipeline"] = ctx.args[0]
+    left = list(ctx.args)
+    for arg in ctx.command.params:
+        if isinstance(arg, click.Argument) and arg.name and params.get(arg.name) is None and left:
+            params[arg.name] = left.pop(0)
     return params
 
 
@@ -76,6 +77,30 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
     status = {r.run_id: f"{r.status.value} {r.pipeline}" for r in runs}
     status["latest"] = "the most recently started run"
     return _matching(["latest", *(r.run_id for r in runs)], incomplete, status)
+
+
+def complete_run_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Step ids of the RUN given on the line (for `explain RUN --step`)."""
+    from runjournal.adapters.journal import JournalError
+    from runjournal.cli.errors import CliError
+    from runjournal.cli.query_cmds import open_cli_journal
+    from runjournal.domain.events import LaneResolved
+
+    params = _params(ctx)
+    if not params.get("run"):
+        return []
+    try:
+        store = open_cli_journal(params)
+    except CliError:
+        return []
+    try:
+        run_id = store.resolve_run(str(params["run"]))
+        steps = [e.step for e in store.events(run_id) if isinstance(e, LaneResolved)]
+    except JournalError:
+        return []
+    finally:
+        store.close()
+    return _matching(steps, incomplete)
 
 
 def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str):

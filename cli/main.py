@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import click
 from runjournal import __version__
 from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds
-from runjournal.cli.completion import complete_runs, complete_steps
+from runjournal.cli.completion import complete_run_steps, complete_runs, complete_steps
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
@@ -300,7 +300,13 @@ def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
 
 @cli.command("explain")
 @run_argument
-@click.option("--step", default=None, metavar="STEP", help="Only this step.")
+@click.option(
+    "--step",
+    default=None,
+    metavar="STEP",
+    shell_complete=complete_run_steps,
+    help="Only this step.",
+)
 @journal_options
 @json_option
 @verbose_option

@@ -127,6 +127,15 @@ def test_run_ids_from_the_environment(project, monkeypatch) -> None:
     assert complete(["runs", "show"], "") == ["latest", run_id]
 
 
+def test_explain_step_completes_the_runs_steps(project) -> None:
+    run_id = _run()
+    args = ["explain", "latest", "--output-root", "out", "--step"]
+    assert complete(args, "") == ["terms", "glossary", "headings"]
+    assert complete(["explain", run_id, "--output-root", "out", "--step"], "h") == ["headings"]
+    assert complete(["explain", "nope", "--output-root", "out", "--step"], "") == []
+    assert complete(["explain", "--step"], "") == []
+
+
 def test_no_journal_no_run_ids(project) -> None:
     assert complete(["explain", "--output-root", "nowhere"], "") == []
     assert complete(["explain", "--jobs"], "") == []  # not an option there: nothing breaks
