@@ -12,8 +12,8 @@ normalize) through `JournalStore.append_events` in batches, then times, in this 
 and the two commands end to end through the console script (process start included).
 Ratios are against the floor measured in the same run.
 
-    /tmp/venv/bin/python bench/bench_audit_rebuild.py [--lanes 40] [--chunks 248] [--repeat 3]
-    /tmp/venv/bin/python bench/bench_audit_rebuild.py --journal postgresql://…?schema=bench
+    .venv/bin/python bench/bench_audit_rebuild.py [--lanes 40] [--chunks 248] [--repeat 3]
+    .venv/bin/python bench/bench_audit_rebuild.py --journal postgresql://…?schema=bench
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from runjournal.adapters.projection_store import ProjectionStore
 from runjournal.cli.output import json_bytes
 from runjournal.domain.audit import audit_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
-import rj_synthetic as syn
+# The synthetic-run builder is the tests' shared helper (tests/support/synthetic.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support import synthetic as syn
 
 
 def best_of(repeat: int, fn: Callable[[], object]) -> float:

@@ -3,7 +3,7 @@
 Compares against raw sqlite3 inserts of the same encoded rows (same table shape, WAL,
 one transaction per batch) measured in the same run, so the ratio is machine-neutral.
 
-    /tmp/venv/bin/python bench/bench_journal_append.py [--events N] [--batch B]
+    .venv/bin/python bench/bench_journal_append.py [--events N] [--batch B]
 """
 
 from __future__ import annotations

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,19 +23,17 @@ from typing import Any
 
 import msgspec
 import pytest
-from click.testing import CliRunner, Result
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.journal import EventMapper, open_journal
-from runjournal.cli.main import cli as cli_group
 from runjournal.domain.events import StageDecided
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import run_aggregate_id
 from runjournal.projections.manifest import ManifestProjection
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-import rj_synthetic as syn  # noqa: E402
-from make_v1_journal import COLD, RESUME  # noqa: E402
+from support import synthetic as syn
+from support.console import CLI as Console
+from support.inprocess import InProcess, one_error_line
+from support.paths import FIXTURES
+from support.v1_journal import COLD, RESUME
 
 PLUGIN = """
 import os
@@ -106,50 +102,6 @@ DOCS = {
 }
 
 
-class Console:
-    """The installed console script with an isolated environment (no user config)."""
-
-    def __init__(self, home: Path) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        self.cwd = home
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RUNJOURNAL_")}
-        self.env.update(
-            HOME=str(home),
-            XDG_CONFIG_HOME=str(home / ".config"),
-            XDG_CACHE_HOME=str(home / ".cache"),
-            PYTHONDONTWRITEBYTECODE="1",
-        )
-
-    def __call__(
-        self, *args: str, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*_console(), *args],
-            cwd=self.cwd,
-            env={**self.env, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-
-    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*_console(), *args],
-            cwd=self.cwd,
-            env={**self.env, **(env or {})},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-
-
-def _console() -> list[str]:
-    script = Path(sys.executable).parent / "runjournal"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
-
-
 class Project:
     """A pipeline on disk plus the roots and journal URL its runs use."""
 
@@ -213,38 +165,6 @@ def history(
 @pytest.fixture
 def console(tmp_path: Path) -> Console:
     return Console(tmp_path / "home")
-
-
-def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr
-    assert lines[0].startswith("runjournal: error: ")
-    return lines[0]
-
-
-class InProcess:
-    """The click group in this process (so a test can monkeypatch the product), isolated."""
-
-    def __init__(self, home: Path) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        self.runner = CliRunner(
-            env={
-                "HOME": str(home),
-                "XDG_CONFIG_HOME": str(home / ".config"),
-                "RUNJOURNAL_CONFIG": None,
-                "RUNJOURNAL_OUTPUT_ROOT": None,
-                "RUNJOURNAL_JOURNAL": None,
-            }
-        )
-
-    def __call__(self, *args: str) -> Result:
-        return self.runner.invoke(cli_group, list(args), catch_exceptions=False)
-
-
-@pytest.fixture
-def invoke(tmp_path: Path) -> InProcess:
-    return InProcess(tmp_path / "inproc-home")
 
 
 def synthetic_journal(out: Path, n: int = 21, **kw: Any) -> syn.SyntheticRun:

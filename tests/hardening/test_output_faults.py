@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from runjournal.adapters import fsroot
 from runjournal.cli.main import cli
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
+from support.paths import EXAMPLE
 
 
 def run_in_process(args: list[str], capsys) -> tuple[int, str, str]:

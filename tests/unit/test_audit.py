@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,11 +42,9 @@ from runjournal.domain.identity import LaneComponents
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-sys.path.insert(0, str(FIXTURES))
-import rj_synthetic as syn  # noqa: E402
-from make_v1_journal import COLD, RESUME  # noqa: E402
+from support import synthetic as syn
+from support.paths import FIXTURES
+from support.v1_journal import COLD, RESUME
 
 
 def renumber(events: list[RunEvent]) -> list[RunEvent]:
@@ -403,7 +400,7 @@ class TestEventVersions:
         assert audit_run(again).ok
 
     def test_the_fixture_is_what_the_script_writes(self, tmp_path: Path) -> None:
-        from make_v1_journal import build
+        from support.v1_journal import build
 
         out = tmp_path / "regen"
         out.mkdir()

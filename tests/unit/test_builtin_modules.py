@@ -8,7 +8,6 @@ fails here rather than at the first checkpoint.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -39,9 +38,7 @@ from runjournal.domain.modules import (
     StageContext,
     check_module_declarations,
 )
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
-
+from support.paths import EXAMPLE
 
 # --- a tiny runner ---------------------------------------------------------------
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from support.paths import REPO
+
 LAYERS = ("domain", "projections", "adapters", "cli")
 
 WRITE_CALL = re.compile(

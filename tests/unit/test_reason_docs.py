@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from runjournal.domain.decisions import DECISION_ORDER
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
+from support.paths import DOCS
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+DOC = DOCS / "operations.md"
 
 
 def _doc_rows() -> list[tuple[str, str, str]]:

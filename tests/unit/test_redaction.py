@@ -35,6 +35,7 @@ from runjournal.domain.redaction import (
     redact_value,
     safe_error_text,
 )
+from support.paths import REPO
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -328,7 +329,7 @@ def test_repository_sources_hold_no_secret_literals() -> None:
         "url_password",
         "aws_secret_access_key",
     }
-    repo = pathlib.Path(__file__).resolve().parents[2]
+    repo = REPO
     paths = [repo / "domain" / "redaction.py", pathlib.Path(__file__), repo / "README.md"]
     paths += sorted((repo / "docs").glob("*.md"))
     for path in paths:

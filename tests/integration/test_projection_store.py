@@ -25,9 +25,7 @@ from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import rj_synthetic as syn
+from support import synthetic as syn
 
 
 class World:

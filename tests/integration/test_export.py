@@ -26,9 +26,7 @@ from runjournal.adapters.export import (
 )
 from runjournal.adapters.journal import JournalStore, journal_event_to_json, open_journal
 from runjournal.domain.events import WarningRecorded
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import rj_synthetic as syn
+from support import synthetic as syn
 
 RUN = syn.synthetic_run(syn.run_id_for(11), lanes=2, chunks=3)
 OTHER = syn.synthetic_run(syn.run_id_for(11), lanes=1, chunks=2)  # same id, other events

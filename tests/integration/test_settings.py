@@ -29,8 +29,9 @@ from runjournal.cli.settings import (
     load_user_config,
     resolve_settings,
 )
+from support import paths
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+DOCS = paths.DOCS / "configuration.md"
 GIVEN_ORIGINS = (Origin.FLAG, Origin.ENV, Origin.PIPELINE, Origin.USER_CONFIG)
 
 

@@ -16,8 +16,7 @@ from runjournal.adapters.module_loader import (
     plugin_module_name,
 )
 from runjournal.domain.modules import Chunk, Module, StageContext, Validator
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
+from support.paths import EXAMPLE
 
 GOOD = """
 from __future__ import annotations
