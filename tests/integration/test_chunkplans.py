@@ -14,6 +14,7 @@ import os
 import stat
 import struct
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -53,7 +54,7 @@ from runjournal.domain.plan_keys import CacheMode, ChunkMapEntry, PlanFacts, pla
 from runjournal.domain.ports import PlanLookup
 
 SETTINGS = settings(max_examples=200, deadline=None)
-PYTHON = "/tmp/venv/bin/python"
+PYTHON = sys.executable  # the interpreter running the tests, so the child sees this install
 SOURCE = "".join(f"Paragraph {i} has some words, é and ✓.\n\n" for i in range(40)).encode()
 CHUNKING = ChunkingSettings(ChunkStrategy.PARAGRAPHS, 120)
 FACTS = PlanFacts(

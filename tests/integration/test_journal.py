@@ -75,7 +75,7 @@ from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import Run, run_aggregate_id
 
 PG_URL = os.environ.get("RUNJOURNAL_TEST_POSTGRES_URL", "")
-PYTHON = "/tmp/venv/bin/python" if os.path.exists("/tmp/venv/bin/python") else sys.executable
+PYTHON = sys.executable  # the interpreter running the tests, so the child sees this install
 
 
 class StepClock:
