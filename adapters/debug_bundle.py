@@ -377,8 +377,13 @@ class JournalSpans:
     """A journal listener that turns run events into trace spans (no runner change).
 
     Steps and lanes get `begin`/`end` records, stages their decisions, executions and
-    failures. Unattached (no trace requested) it does nothing. Never raises into `emit`.
+    failures. Unattached (no trace requested) it does nothing and keeps no state. A
+    recorder that fails (`RECORDER_ERRORS`) never reaches `emit`: the failure is noted in
+    the trace instead. Any other exception is a bug in the translation and propagates.
     """
+
+    # What a TraceRecorder may raise when it cannot record: I/O, encoding, its own state.
+    RECORDER_ERRORS = (OSError, ValueError, RuntimeError)
 
     def __init__(self) -> None:
         self._trace: TraceRecorder | None = None
@@ -394,8 +399,8 @@ class JournalSpans:
             return
         try:
             self._translate(trace, event)
-        except Exception as exc:  # a bug here must not fail the run; leave a note instead
-            with contextlib.suppress(Exception):
+        except self.RECORDER_ERRORS as exc:  # the trace is lost, not the run: leave a note
+            with contextlib.suppress(*self.RECORDER_ERRORS):
                 trace.record("trace", "error", {"error": f"{type(exc).__name__}: {exc}"})
 
     def _end_step(self, trace: TraceRecorder, status: str) -> None:

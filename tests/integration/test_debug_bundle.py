@@ -473,7 +473,28 @@ def _decided(step: str, lane: str, v: int) -> StageDecided:
 class TestJournalSpans:
     def test_unattached_does_nothing(self) -> None:
         spans = JournalSpans()
-        spans(_lane("a", "x", 1))  # no error, nowhere to write
+        spans(_lane("a", "x", 1))  # nowhere to write: no record, and no state kept
+        rec = _Recorder()
+        spans.attach(rec)
+        spans(_lane("b", "y", 2))
+        # Had the unattached call opened step "a", its end would be recorded here first.
+        assert [(k, n, d.get("event")) for k, n, d in rec.records] == [
+            ("step", "b", "begin"),
+            ("lane", "b/y", "begin"),
+        ]
+        spans.attach(None)
+        spans(_lane("c", "z", 3))
+        assert len(rec.records) == 2  # detached again: nothing more is recorded
+
+    def test_a_bug_in_the_translation_is_not_swallowed(self) -> None:
+        class WrongSignature:
+            def record(self, kind: str, name: str) -> None:  # not the TraceRecorder port
+                raise AssertionError("never called with two arguments")
+
+        spans = JournalSpans()
+        spans.attach(WrongSignature())  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            spans(_lane("a", "x", 1))
 
     def test_step_lane_and_stage_spans(self) -> None:
         rec = _Recorder()
