@@ -26,6 +26,11 @@ from runjournal.domain.decisions import (
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents
 from runjournal.domain.reasons import Category, ReasonCode, category_of, detail_for
 
+# The type of every event timestamp. The value always comes from a clock injected by the
+# journal session; this is the only domain module that imports `datetime` (the purity
+# contract in pyproject.toml lists it as its one exception).
+Timestamp = datetime
+
 
 class RunStatus(enum.StrEnum):
     RUNNING = "running"
@@ -56,7 +61,7 @@ class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     originator_id: UUID
     originator_version: int
-    timestamp: datetime
+    timestamp: Timestamp
 
     class_version: ClassVar[int] = 1
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runjournal.domain.events import Timestamp
 
 PIPELINE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 STEP_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -55,26 +57,41 @@ def _hash8(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
-def _resolved(path: PurePosixPath | str, what: str) -> PurePosixPath:
-    p = PurePosixPath(path)
-    if not p.is_absolute() or ".." in p.parts:
-        raise InvalidSourcePath(f"{what} must be an absolute resolved path: {str(path)!r}")
-    return p
+def _resolved(path: object, what: str) -> tuple[str, ...]:
+    """An absolute POSIX path as (root, *components), normalized as `PurePosixPath` does.
+
+    Empty and `.` components are dropped; the root is `/`, or `//` when the path starts
+    with exactly two slashes (POSIX leaves that root implementation-defined). A string
+    operation only: nothing is looked up on disk.
+    """
+    text = str(path)
+    if not text.startswith("/"):
+        raise InvalidSourcePath(f"{what} must be an absolute resolved path: {text!r}")
+    root = "//" if text.startswith("//") and not text.startswith("///") else "/"
+    parts = tuple(part for part in text.split("/") if part not in ("", "."))
+    if ".." in parts:
+        raise InvalidSourcePath(f"{what} must be an absolute resolved path: {text!r}")
+    return (root, *parts)
 
 
-def source_logical_name(pipeline_dir: PurePosixPath | str, source_abs: str) -> str:
+def _joined(parts: tuple[str, ...]) -> str:
+    return parts[0] + "/".join(parts[1:])
+
+
+def source_logical_name(pipeline_dir: object, source_abs: str) -> str:
     """Path relative to the pipeline directory, or ``<file name>~<8 hex>`` outside it.
 
-    The hash is over the normalized absolute path, so two outside files that share a
-    file name still get distinct logical names.
+    `pipeline_dir` is a string or a path object whose `str()` is its POSIX path. The hash
+    is over the normalized absolute path, so two outside files that share a file name
+    still get distinct logical names.
     """
     base = _resolved(pipeline_dir, "pipeline directory")
     source = _resolved(source_abs, "source path")
-    if source.name == "" or source == base:
+    if len(source) == 1 or source == base:
         raise InvalidSourcePath(f"source path names no file: {source_abs!r}")
-    if source.is_relative_to(base):
-        return source.relative_to(base).as_posix()
-    return f"{source.name}~{_hash8(str(source))}"
+    if source[: len(base)] == base:
+        return "/".join(source[len(base) :])
+    return f"{source[-1]}~{_hash8(_joined(source))}"
 
 
 def safe_lane_id(lane_id: str) -> str:
@@ -97,11 +114,12 @@ def safe_lane_id(lane_id: str) -> str:
     return f"{readable}-{_hash8(lane_id)}"
 
 
-def compact_utc_timestamp(moment: datetime) -> str:
+def compact_utc_timestamp(moment: Timestamp) -> str:
     """The run-id timestamp part (``20261130T150405Z``) of an aware datetime."""
-    if moment.tzinfo is None:
+    offset = moment.utcoffset()
+    if offset is None:
         raise InvalidRunIdPart("run-id timestamp needs a timezone-aware datetime")
-    return moment.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return (moment - offset).strftime("%Y%m%dT%H%M%SZ")  # the same instant in UTC
 
 
 def make_run_id(utc_timestamp_compact: str, random_hex8: str) -> str:

@@ -8,7 +8,6 @@ injected clock, so the domain never reads the time itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -19,6 +18,7 @@ from runjournal.domain.events import (
     RunTerminated,
     StageDecided,
     TerminalPersistenceFailed,
+    Timestamp,
 )
 
 RUN_NAMESPACE = UUID("5d8c0c8e-6f43-5b8e-9a51-7b3f1f3f6a10")
@@ -38,7 +38,7 @@ _AFTER_TERMINAL = (TerminalPersistenceFailed,)
 
 
 class Run:
-    def __init__(self, aggregate_id: UUID, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, aggregate_id: UUID, clock: Callable[[], Timestamp] | None = None) -> None:
         self.id = aggregate_id
         self.version = 0
         self.run_id = ""
@@ -48,7 +48,7 @@ class Run:
         self._pending: list[RunEvent] = []
 
     @classmethod
-    def allocate(cls, clock: Callable[[], datetime], **fields: Any) -> Run:
+    def allocate(cls, clock: Callable[[], Timestamp], **fields: Any) -> Run:
         run = cls(run_aggregate_id(fields["run_id"]), clock)
         run.trigger(RunAllocated, **fields)
         return run

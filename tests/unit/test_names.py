@@ -86,6 +86,40 @@ class TestSourceLogicalName:
         with pytest.raises(InvalidSourcePath):
             source_logical_name(base, source)
 
+    @settings(max_examples=400, deadline=None)
+    @given(
+        base=st.lists(st.sampled_from(["", ".", "p", "q", "x y", "caf\udce9"]), max_size=4),
+        source=st.lists(st.sampled_from(["", ".", "..", "p", "q", "a.md", "x y"]), max_size=5),
+        base_root=st.sampled_from(["/", "//", "///"]),
+        source_root=st.sampled_from(["/", "//", "///", ""]),
+    )
+    def test_the_string_rules_are_pure_posix_path_semantics(
+        self, base, source, base_root, source_root
+    ):
+        """The domain does no pathlib (purity contract); the result is what PurePosixPath gives."""
+        base_text = base_root + "/".join(base)
+        source_text = source_root + "/".join(source)
+
+        def reference() -> str:
+            b, s = PurePosixPath(base_text), PurePosixPath(source_text)
+            if not b.is_absolute() or ".." in b.parts or not s.is_absolute() or ".." in s.parts:
+                raise InvalidSourcePath("not absolute and resolved")
+            if s.name == "" or s == b:
+                raise InvalidSourcePath("names no file")
+            if s.is_relative_to(b):
+                return s.relative_to(b).as_posix()
+            digest = hashlib.sha256(str(s).encode("utf-8", "surrogateescape")).hexdigest()
+            return f"{s.name}~{digest[:8]}"
+
+        try:
+            expected = reference()
+        except InvalidSourcePath:
+            with pytest.raises(InvalidSourcePath):
+                source_logical_name(base_text, source_text)
+        else:
+            assert source_logical_name(base_text, source_text) == expected
+            assert source_logical_name(PurePosixPath(base_text), source_text) == expected
+
 
 class TestSafeLaneId:
     @pytest.mark.parametrize(
