@@ -2,9 +2,9 @@
 
 One history of real runs of a small two-step pipeline (cold, resume, changed input,
 failed, recompute) per backend, made once through the installed console script, on
-SQLite and on PostgreSQL when RUNJOURNAL_TEST_POSTGRES_URL is set. Error matrices and a
-projection version bump run in-process through click's CliRunner (fast, and a test can
-monkeypatch the product there); two concurrent runs need PostgreSQL.
+SQLite and on PostgreSQL when RUNJOURNAL_TEST_POSTGRES_URL is set; two concurrent runs
+need PostgreSQL. The error matrices and a projection version bump run in-process through
+click's CliRunner in tests/cli/test_journal_cmds.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from runjournal.adapters.journal import EventMapper, open_journal
 from runjournal.domain.events import StageDecided
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import run_aggregate_id
-from runjournal.projections.manifest import ManifestProjection
 from support import synthetic as syn
 from support.console import CLI as Console
 from support.inprocess import InProcess, one_error_line
@@ -167,13 +166,6 @@ def console(tmp_path: Path) -> Console:
     return Console(tmp_path / "home")
 
 
-def synthetic_journal(out: Path, n: int = 21, **kw: Any) -> syn.SyntheticRun:
-    run = syn.synthetic_run(syn.run_id_for(n), output_root=str(out), **kw)
-    with open_journal(str(out / "journal.sqlite3")) as store:
-        store.append_events(run.run_id, run.events)
-    return run
-
-
 # --- audit -------------------------------------------------------------------------
 
 
@@ -279,7 +271,7 @@ def test_audit_errors_are_one_line(tmp_path: Path, console: Console, invoke: InP
     proc = console("journal", "audit", "latest", "--output-root", str(tmp_path / "none"))
     assert proc.returncode == 2 and "no journal at" in one_error_line(proc.stderr)
     out = tmp_path / "out"
-    synthetic_journal(out)
+    syn.synthetic_journal(out)
     result = invoke("journal", "audit", "nope", "--output-root", str(out))
     assert result.exit_code == 1 and "no run matches" in one_error_line(result.stderr)
 
@@ -313,45 +305,6 @@ def test_rebuilt_manifests_equal_the_live_ones(history: History) -> None:
     assert reasons["view"] == json.loads(project("explain", run_id, "--json").stdout)
 
 
-def test_a_version_bump_is_stale_until_rebuilt(
-    tmp_path: Path, invoke: InProcess, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    out = tmp_path / "out"
-    run = synthetic_journal(out)
-    (out / run.run_id).mkdir()
-    where = ["--output-root", str(out)]
-    assert invoke("projections", "rebuild", "manifest", *where).exit_code == 0
-    manifest = out / run.run_id / "manifest.json"
-
-    def manifest_status() -> dict[str, Any]:
-        result = invoke("projections", "status", "--json", *where)
-        assert result.exit_code == 0
-        return {p["name"]: p for p in json.loads(result.stdout)["projections"]}["manifest"]
-
-    assert manifest_status()["stale"] is False
-    monkeypatch.setattr(ManifestProjection, "VERSION", 2)
-    status = manifest_status()
-    assert status["stale"] is True and status["materialised"] == [1] and status["version"] == 2
-    assert "built with another version than v2" in invoke("projections", "status", *where).stdout
-    result = invoke("projections", "rebuild", *where)
-    assert result.exit_code == 0, result.output
-    assert json.loads(manifest.read_text())["projection"] == {"name": "manifest", "version": 2}
-    status = manifest_status()
-    assert status["stale"] is False and status["materialised"] == [2]
-
-
-def test_projection_usage_errors(tmp_path: Path, invoke: InProcess) -> None:
-    out = tmp_path / "out"
-    synthetic_journal(out)
-    where = ["--output-root", str(out)]
-    result = invoke("projections", "rebuild", "nope", *where)
-    assert result.exit_code == 2 and "no projection named 'nope'" in one_error_line(result.stderr)
-    result = invoke("projections", "rebuild", "runs_index", "--run", "latest", *where)
-    assert result.exit_code == 2 and "--run does not apply" in one_error_line(result.stderr)
-    result = invoke("projections", "rebuild", "--run", "20990101T000000Z-00000000", *where)
-    assert result.exit_code == 1 and "no run matches" in one_error_line(result.stderr)
-
-
 # --- export / import ---------------------------------------------------------------
 
 
@@ -381,60 +334,6 @@ def test_export_import_round_trip_is_byte_identical(history: History, tmp_path: 
     # Into the journal it came from: the same events, so harmless too.
     proc = project("journal", "import", str(export))
     assert proc.returncode == 0 and "already imported" in proc.stdout
-
-
-def test_import_refuses_bad_files_with_one_line(tmp_path: Path, invoke: InProcess) -> None:
-    source = tmp_path / "source"
-    synthetic_journal(source)
-    export = tmp_path / "run.rjx"
-    result = invoke("journal", "export", "latest", "-o", str(export), "--output-root", str(source))
-    assert result.exit_code == 0, result.output
-    data = export.read_bytes()
-    cases = {
-        "corrupt.rjx": (data[:-40] + bytes([data[-40] ^ 0x10]) + data[-39:], 1),
-        "truncated.rjx": (data[: len(data) // 2], 1),
-        "foreign.rjx": ((source / "journal.sqlite3").read_bytes()[:4096], 2),
-        "empty.rjx": (b"", 2),
-    }
-    target = tmp_path / "target"
-    other = ["--output-root", str(target)]
-    for name, (content, expected) in cases.items():
-        (tmp_path / name).write_bytes(content)
-        result = invoke("journal", "import", str(tmp_path / name), *other)
-        assert result.exit_code == expected, (name, result.output)
-        line = one_error_line(result.stderr)
-        assert ("refused" in line) if expected == 1 else ("not a runjournal export" in line)
-        assert result.stdout == ""
-    result = invoke("journal", "import", str(tmp_path / "missing.rjx"), *other)
-    assert result.exit_code == 2 and "cannot read" in one_error_line(result.stderr)
-    assert not (target / "journal.sqlite3").exists()  # nothing was opened for a bad file
-    result = invoke("journal", "import", str(export), *other)
-    assert result.exit_code == 0 and result.stdout.startswith("imported run ")
-    result = invoke("journal", "import", str(export), *other)
-    assert result.exit_code == 0 and "already imported" in result.stdout
-    # A journal that holds other events of the same run refuses the import.
-    conflict = tmp_path / "conflict"
-    run = syn.synthetic_run(syn.run_id_for(21), output_root=str(conflict), lanes=1)
-    with open_journal(str(conflict / "journal.sqlite3")) as store:
-        store.append_events(run.run_id, run.events)
-    result = invoke("journal", "import", str(export), "--output-root", str(conflict))
-    assert result.exit_code == 1
-    assert "already in the journal with other events" in one_error_line(result.stderr)
-
-
-def test_export_does_not_clobber_without_force(tmp_path: Path, invoke: InProcess) -> None:
-    out = tmp_path / "out"
-    synthetic_journal(out)
-    where = ["--output-root", str(out)]
-    target = tmp_path / "exists.rjx"
-    target.write_bytes(b"keep me")
-    result = invoke("journal", "export", "latest", "-o", str(target), *where)
-    assert result.exit_code == 2 and "--force" in one_error_line(result.stderr)
-    assert target.read_bytes() == b"keep me"
-    result = invoke("journal", "export", "latest", "-o", str(target), "--force", *where)
-    assert result.exit_code == 0 and target.read_bytes()[:8] == b"RJEXPORT"
-    result = invoke("journal", "export", "latest", "-o", str(tmp_path / "no/such/x.rjx"), *where)
-    assert result.exit_code == 2 and "no such directory" in one_error_line(result.stderr)
 
 
 # --- the committed v1 journal through the CLI --------------------------------------
