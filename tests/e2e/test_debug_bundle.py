@@ -1,4 +1,6 @@
-"""End-to-end: debug bundles through the installed console script (seed state_hardening).
+"""End-to-end: debug bundles through the installed console script.
+
+The rules are docs/operations.md "Debug bundles" and docs/internals.md "Debug bundles".
 
 Independent roots, nothing touched without `--debug`, the bundle's layout and
 permissions, trace spans and LLM metadata, reference identities only, the P3 and P2
@@ -278,7 +280,7 @@ class TestFailurePaths:
         too_long = tmp_path / ("x" * 300) / "d"
         proc, doc = run(cli, pipeline, tmp_path, "--debug", "trace", "--debug-root", str(too_long))
         assert proc.returncode == 3
-        # --json: still one document (CLI.md); the run failed and nothing was kept.
+        # --json: still one document (docs/operations.md "JSON documents"); nothing was kept.
         assert doc["status"] == "failed" and doc["debug_bundle"] is None
         assert doc["run_dir"] is None and doc["manifest"] is None and doc["report"] is None
         assert doc["outputs"] == [] and doc["decisions"] == {}

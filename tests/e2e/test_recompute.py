@@ -1,6 +1,6 @@
 """End-to-end: selective recomputation (`run --recompute STEP`) and `--jobs`.
 
-In the spirit of the seed's recompute_execution_contract_test: success with module-call
+docs/operations.md "Selective recomputation": success with module-call
 counts proving no producer ran; every predecessor failure reason with every byte under
 the cache root unchanged; recovery; deterministic decisions whatever `--jobs` is; the
 failed predecessor visible in the journal, `explain` and the manifest.

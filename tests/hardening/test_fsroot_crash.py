@@ -3,7 +3,7 @@ inside) through FsRoot and is killed at seeded random moments.
 
 Afterwards every file under its final name must validate (no torn or empty final file),
 and whatever a kill left behind must be a recognisable temp file that sweep_temp_files
-finds and removes. HARDENING.md saw orphans in about a third of trials.
+finds and removes. A probe of this saw orphans in about a third of trials.
 """
 
 from __future__ import annotations

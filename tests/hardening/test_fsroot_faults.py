@@ -1,4 +1,4 @@
-"""FsRoot under injected I/O faults (HARDENING.md "Crash and fault tests").
+"""FsRoot under injected I/O faults (docs/internals.md "Confined, atomic file access").
 
 Each os function a write goes through is made to fail on its N-th call, for every N a
 clean run makes, with ENOSPC, EIO, EROFS and EACCES (CI runs as root, so permission

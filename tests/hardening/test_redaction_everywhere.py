@@ -1,4 +1,6 @@
-"""A planted corpus of secrets never leaves the process unredacted (seed state_hardening).
+"""A planted corpus of secrets never leaves the process unredacted.
+
+docs/operations.md "Hardening guarantees" (redaction), docs/internals.md "Redaction".
 
 Every secret-shaped token is built at run time from random parts (never a literal in
 this file). The tokens are planted in the environment, `--set` values, profile fields

@@ -206,7 +206,7 @@ class TestEnvelope:
                 flipped[index] ^= 1 << bit
                 with pytest.raises(EnvelopeRejected) as caught:
                     codec.open(bytes(flipped), MERGE)
-                # SEMANTICS §6: any flipped byte, the version's too, is checkpoint_corrupt.
+                # The digest comes first: any flipped byte, the version's too, is corrupt.
                 assert caught.value.state is CheckpointState.CORRUPT, (index, bit)
 
     def test_every_byte_flip_on_disk_is_a_verdict_never_an_exception(

@@ -1,6 +1,6 @@
 """The chunk-plan store (envelope, modes, publication, permissions) and the chunk map files.
 
-In the spirit of the seed's internal/framework/chunkplan/store_test.go: a stored plan is
+docs/internals.md "Chunk-plan store and accepted chunk map": a stored plan is
 trusted only when every check passes, read-only never writes, bypass builds nothing, and
 concurrent publishers leave exactly one valid file.
 """

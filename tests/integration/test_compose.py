@@ -1,4 +1,7 @@
-"""Which collaborators the composition root constructs, per mode and flag (seed: cache_contract)."""
+"""Which collaborators the composition root constructs, per mode and flag.
+
+docs/internals.md "Run phases" (P2) and "Checkpoint store".
+"""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ from support.paths import EXAMPLE
 
 
 def paragraph_chunks(source: str, text: str, max_chars: int = 1200) -> list[Chunk]:
-    """Whole paragraphs packed greedily; blank lines start the next chunk (SEMANTICS §3)."""
+    """Whole paragraphs packed greedily; blank lines start the next chunk (the planning rules)."""
     paragraphs: list[str] = []
     current = ""
     for line in text.splitlines(keepends=True):

@@ -39,7 +39,7 @@ def chunks(text: str, max_chars: int, strategy: ChunkStrategy = PARAGRAPHS) -> l
     return texts(data, plan_chunks(data, ChunkingSettings(strategy, max_chars)))
 
 
-# --- an independent, obviously-correct (and slow) model of SEMANTICS §3 -----------------
+# --- an independent, obviously-correct (and slow) model of docs/internals.md "Planning rules"
 
 
 def _model_cut(text: str, start: int, stop: int, size: int) -> list[tuple[int, int]]:

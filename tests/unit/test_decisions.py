@@ -1,4 +1,4 @@
-"""The pure decision function: SEMANTICS §4 order, one rule at a time."""
+"""The pure decision function: docs/operations.md "Decision order", one rule at a time."""
 
 from __future__ import annotations
 

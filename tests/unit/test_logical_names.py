@@ -1,4 +1,4 @@
-"""Logical output names: the CLI.md rules, refusals, conflicts, and properties."""
+"""Logical output names: docs/operations.md "Names" rules, refusals, conflicts, properties."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def refusal_of(name: str, **kwargs: bool) -> NameRefusal:
 
 
 def follows_the_rules(name: str) -> bool:
-    """An independent restatement of CLI.md's rules, used as the oracle."""
+    """An independent restatement of the documented rules, used as the oracle."""
     parts = name.split("/")
     return (
         1 <= len(parts) <= 8

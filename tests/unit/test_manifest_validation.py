@@ -1,4 +1,4 @@
-"""`manifest.validation.status` is passed|failed once the run has ended (SEMANTICS §9)."""
+"""`manifest.validation.status` is passed|failed once the run has ended (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Selective recomputation policy (in the spirit of the seed's recompute_policy_test.go)."""
+"""Selective recomputation policy: forced steps and required predecessors (docs/operations.md)."""
 
 from __future__ import annotations
 

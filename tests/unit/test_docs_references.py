@@ -1,0 +1,86 @@
+"""The documentation is self-contained: every `docs/<page>.md "Section"` reference resolves.
+
+Code comments, tests and the docs cite sections of docs/ by their heading; a renamed
+heading breaks those references, so this test finds every such reference in the product,
+the tests, the README and the docs, and checks that the page has a heading that is (or
+starts with) the quoted text. The docs, the README and the tests never cite design files
+that are not in the repository.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from support.paths import DOCS, REPO, TESTS
+
+REFERENCE = re.compile(r'docs/([a-z_]+)\.md\s+"([^"]+)"')
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+OUTSIDE = re.compile(r"SEMANTICS|CLI\.md|HARDENING|DESIGN\.md|docs/_notes|run-state-internals")
+PRODUCT = ("__init__.py", "domain", "projections", "adapters", "cli")
+
+
+def python_files(*tops: Path) -> list[Path]:
+    files: list[Path] = []
+    for top in tops:
+        files += [top] if top.is_file() else sorted(top.rglob("*.py"))
+    return files
+
+
+def referencing_files() -> list[Path]:
+    files = python_files(*(REPO / name for name in PRODUCT), TESTS)
+    files = [f for f in files if f.name != Path(__file__).name]  # its own examples
+    return [*files, REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def headings(page: str) -> list[str]:
+    return HEADING.findall((DOCS / f"{page}.md").read_text())
+
+
+def references(text: str) -> list[tuple[str, str]]:
+    return [(page, " ".join(section.split())) for page, section in REFERENCE.findall(text)]
+
+
+def resolves(page: str, section: str) -> bool:
+    if not (DOCS / f"{page}.md").exists():
+        return False
+    return any(h == section or h.startswith(section + " ") for h in headings(page))
+
+
+def test_every_docs_section_reference_resolves() -> None:
+    broken, seen = [], 0
+    for path in referencing_files():
+        for page, section in references(path.read_text()):
+            seen += 1
+            if not resolves(page, section):
+                broken.append((str(path.relative_to(REPO)), f'docs/{page}.md "{section}"'))
+    assert broken == []
+    assert seen >= 20  # the docs and the tests do cite sections this way
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('see docs/operations.md "Exit codes"', True),
+        ('see docs/operations.md\n   "Decision order"', True),
+        ('docs/internals.md "Checkpoint store"', True),
+        ('docs/operations.md "Exit code"', False),  # not a heading, and not a prefix of words
+        ('docs/nowhere.md "Layout"', False),
+    ],
+)
+def test_the_resolver_refuses_what_is_not_a_heading(text: str, ok: bool) -> None:
+    [(page, section)] = references(text)
+    assert resolves(page, section) is ok
+
+
+def test_docs_readme_and_tests_cite_nothing_outside_the_repository() -> None:
+    files = [REPO / "README.md", *sorted(DOCS.glob("*.md")), *python_files(TESTS)]
+    found = [
+        (str(path.relative_to(REPO)), n, line.strip())
+        for path in files
+        if path.name != Path(__file__).name
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if OUTSIDE.search(line)
+    ]
+    assert found == []
