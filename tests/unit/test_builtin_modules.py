@@ -474,7 +474,7 @@ def test_glossary_params_filter_and_rename() -> None:
             run_glossary(CORPUS, output=bad)
 
 
-def test_glossary_without_a_definitions_step_notes_every_term() -> None:
+def test_glossary_without_a_definitions_step_warns_about_every_term() -> None:
     terms = run_terms(CORPUS)
     corpus = [c for s in sorted(CORPUS) for c in paragraph_chunks(s, CORPUS[s])]
     glossary, warnings = run_lane(

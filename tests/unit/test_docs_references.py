@@ -17,7 +17,13 @@ from support.paths import DOCS, REPO, TESTS
 
 REFERENCE = re.compile(r'docs/([a-z_]+)\.md\s+"([^"]+)"')
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
-OUTSIDE = re.compile(r"SEMANTICS|CLI\.md|HARDENING|DESIGN\.md|docs/_notes|run-state-internals")
+# The design files outside the repository, spelled in pieces so that this file does not
+# itself match a repository-wide grep for them.
+OUTSIDE = re.compile(
+    "|".join(
+        ("SEMAN" + "TICS", r"CLI\.md", "HARD" + "ENING", r"DESIGN\.md", "_no" + "tes", "run-state")
+    )
+)
 PRODUCT = ("__init__.py", "domain", "projections", "adapters", "cli")
 
 
@@ -84,3 +90,16 @@ def test_docs_readme_and_tests_cite_nothing_outside_the_repository() -> None:
         if OUTSIDE.search(line)
     ]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(" + "SEMAN" + "TICS §4)",
+        "see CLI" + ".md",
+        "HARD" + "ENING.md's list",
+        "docs/_no" + "tes/x.md",
+    ],
+)
+def test_the_outside_pattern_finds_each_design_file(line: str) -> None:
+    assert OUTSIDE.search(line)
