@@ -9,6 +9,7 @@ that are not in the repository.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -103,3 +104,27 @@ def test_docs_readme_and_tests_cite_nothing_outside_the_repository() -> None:
 )
 def test_the_outside_pattern_finds_each_design_file(line: str) -> None:
     assert OUTSIDE.search(line)
+
+
+def only_a_docstring(path: Path) -> bool:
+    body = ast.parse(path.read_text()).body
+    return all(isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body)
+
+
+def test_the_module_map_lists_every_module_and_only_those() -> None:
+    """docs/internals.md "Module map" describes the code as it is: one row per module.
+
+    A package `__init__.py` that holds only a docstring may be left out.
+    """
+    text = (DOCS / "internals.md").read_text()
+    table = text.split("## Module map")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `([a-z_/]+\.py)` \|", table, re.MULTILINE))
+    modules = python_files(*(REPO / name for name in PRODUCT))
+    every = {str(path.relative_to(REPO)) for path in modules}
+    required = {
+        str(path.relative_to(REPO))
+        for path in modules
+        if not (path.name == "__init__.py" and only_a_docstring(path))
+    }
+    assert sorted(required - listed) == [], "modules missing from the module map"
+    assert sorted(listed - every) == [], "the module map lists modules that do not exist"
