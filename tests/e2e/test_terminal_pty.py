@@ -6,27 +6,27 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.console import console_script
+from support.paths import REPO
 
 pty = pytest.importorskip("pty")
 
 SGR_COLOUR = re.compile(r"\x1b\[(3[0-7]|9[0-7])m")
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _script() -> list[str]:
-    script = Path(sys.executable).parent / "runjournal"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
 
 
 def on_pty(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """Run with stdout and stderr on one pseudo-terminal; return (exit code, all output)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [*_script(), *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, cwd=cwd
+        [*console_script(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=cwd,
     )
     os.close(slave)
     chunks = []

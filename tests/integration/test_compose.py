@@ -1,6 +1,6 @@
 """Which collaborators the composition root constructs, per mode and flag.
 
-docs/internals.md "Run phases" (P2) and "Checkpoint store".
+docs/internals.md "One run, phase by phase" (P2) and "Checkpoint store".
 """
 
 from __future__ import annotations

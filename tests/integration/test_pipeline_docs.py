@@ -18,8 +18,9 @@ from click.testing import CliRunner
 from runjournal.adapters.starter import MORE, NOTES
 from runjournal.cli.main import cli
 from runjournal.domain.pipeline_spec import PipelineSpecError, parse_pipeline_text
+from support.paths import DOCS
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "pipeline.md"
+DOC = DOCS / "pipeline.md"
 BLOCK = re.compile(r"(?:<!-- (?P<mark>[^\n]*?) -->\n)?```toml\n(?P<body>.*?)```", re.S)
 
 
