@@ -312,9 +312,9 @@ def _usage_card(view: dict[str, Any]) -> str:
     spent, saved = view["usage"]["spent"], view["usage"]["saved"]
     if spent is None and saved is None:
         return (
-            '<div class="card"><div class="k">LLM tokens and cost</div>'
-            '<div class="v small">none recorded</div>'
-            '<div class="s">this journal has no LLM call events</div></div>'
+            '<div class="card"><div class="k">LLM tokens, cost</div>'
+            '<div class="v">—</div>'
+            '<div class="s">no LLM calls in this journal</div></div>'
         )
     rows = []
     if spent is not None:
@@ -329,7 +329,7 @@ def _usage_card(view: dict[str, Any]) -> str:
             f"completion tokens, cost {_cost(saved['cost'])}"
         )
     return (
-        '<div class="card"><div class="k">LLM tokens and cost</div>'
+        '<div class="card"><div class="k">LLM tokens, cost</div>'
         + "".join(f'<div class="s">{row}</div>' for row in rows)
         + "</div>"
     )
@@ -441,7 +441,7 @@ def _graph(view: dict[str, Any]) -> str:
             f'<g class="node c-{_e(category)}" data-step="{_e(s["step"])}" '
             f'transform="translate({x},{y})">'
             f"<title>{_e(chr(10).join(tip))}</title>"
-            f'<rect width="{_NODE_W}" height="{_NODE_H}" rx="9"></rect>'
+            f'<rect class="box" width="{_NODE_W}" height="{_NODE_H}" rx="9"></rect>'
             f'<text class="name" x="12" y="21">{_e(_clip(s["step"], 22))}</text>'
             f'<text class="meta" x="12" y="38">{_e(line2)}</text>'
             f'<text class="meta" x="12" y="53">{_e(line3)}</text>'
@@ -539,24 +539,25 @@ def _cell(cell: dict[str, Any]) -> str:
     )
 
 
-def _lane_groups(lanes: Sequence[str]) -> list[tuple[str, list[str]]]:
+def _lane_groups(lanes: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(label, hover text, lanes) per group: by directory, big ones in consecutive blocks."""
     if len(lanes) <= GROUP_ABOVE:
-        return [("", list(lanes))]
+        return [("", "", list(lanes))]
     by_dir: dict[str, list[str]] = {}
     for lane in lanes:
         head, sep, _ = lane.rpartition("/")
         by_dir.setdefault(head + sep if sep else "(top level)", []).append(lane)
-    groups: list[tuple[str, list[str]]] = []
-    use_dirs = len(by_dir) > 1
-    for name, members in by_dir.items() if use_dirs else [("", list(lanes))]:
-        if len(members) <= GROUP_SIZE:
-            groups.append((name, members))
-            continue
+    if len(by_dir) == 1 or len(by_dir) > GROUP_ABOVE:  # directories that do not help
+        by_dir = {"lanes": list(lanes)}
+    groups: list[tuple[str, str, list[str]]] = []
+    for name, members in by_dir.items():
         for start in range(0, len(members), GROUP_SIZE):
             block = members[start : start + GROUP_SIZE]
-            label = f"{name} " if name else ""
-            span = f"{start + 1}{_DASH}{start + len(block)}"
-            groups.append((f"{label}lanes {span}: {block[0]} … {block[-1]}", block))
+            label = f"{name} ({_num(len(block))} {'lane' if len(block) == 1 else 'lanes'})"
+            if len(members) > GROUP_SIZE:
+                label = f"{name} {start + 1}{_DASH}{start + len(block)} of {len(members)}"
+            hover = block[0] if len(block) == 1 else f"{block[0]} … {block[-1]}"
+            groups.append((label, hover, block))
     return groups
 
 
@@ -571,7 +572,7 @@ def _matrix(view: dict[str, Any]) -> str:
     )
     out = [_legend(), f'<div class="matrix" style="{columns}">{header}</div>']
     groups = _lane_groups(view["lanes"])
-    for name, lanes in groups:
+    for name, hover, lanes in groups:
         rows = []
         for lane in lanes:
             rows.append(f'<div class="lane" title="{_e(lane)}">{_e(lane)}</div>')
@@ -582,22 +583,20 @@ def _matrix(view: dict[str, Any]) -> str:
         if not name:
             out.append(grid)
             continue
-        summary = _group_summary(name, lanes, steps, cells, columns)
+        summary = _group_summary(name, hover, lanes, steps, cells, columns)
         out.append(f'<details class="group"><summary>{summary}</summary>{grid}</details>')
     return "".join(out)
 
 
 def _group_summary(
     name: str,
+    hover: str,
     lanes: Sequence[str],
     steps: Sequence[str],
     cells: dict[tuple[str, str], dict[str, Any]],
     columns: str,
 ) -> str:
-    parts = [
-        f'<div class="lane grouplabel" title="{_e(name)}">▸ {_e(name)} '
-        f'<span class="count">({_num(len(lanes))} lanes)</span></div>'
-    ]
+    parts = [f'<div class="lane grouplabel" title="{_e(hover)}">▸ {_e(name)}</div>']
     for step in steps:
         counts: dict[str, int] = {}
         for lane in lanes:
@@ -614,12 +613,19 @@ def _group_summary(
             for c in order
             if c in counts
         )
-        tip = ", ".join(f"{c} {counts[c]}" for c in order if c in counts)
+        tip = ", ".join(f"{_label(c)} {counts[c]}" for c in order if c in counts)
         parts.append(
             f'<div class="aggregate" title="{_e(step)}: {_e(tip)}">'
-            f'<div class="minibar">{segs}</div></div>'
+            f'<div class="minibar">{segs}</div><div class="sub">{_e(tip)}</div></div>'
         )
     return f'<div class="matrix" style="{columns}">{"".join(parts)}</div>'
+
+
+def _label(category: str) -> str:
+    try:
+        return _CATEGORY_LABEL[Category(category)]
+    except ValueError:
+        return "no decision"
 
 
 def _legend() -> str:
@@ -664,7 +670,7 @@ def _timeline(view: dict[str, Any]) -> str:
     )
     span = span or 1e-3
     scale = _TL_WIDTH / span
-    height = 28 + _TL_ROW * len(steps) + 8
+    height = 28 + _TL_ROW * (len(steps) + 1) + 8
     width = _TL_LABEL + _TL_WIDTH + 20
     parts = []
     for i in range(6):  # the axis
@@ -678,7 +684,8 @@ def _timeline(view: dict[str, Any]) -> str:
     for e in executions:
         by_step.setdefault(e["step"], []).append(e)
     bin_width = span / TIMELINE_BINS
-    for row, s in enumerate(steps):
+    parts.extend(_phase_row(view["run"], scale))
+    for row, s in enumerate(steps, start=1):
         y = 24 + row * _TL_ROW
         parts.append(
             f'<text class="rowlabel" x="{_TL_LABEL - 8}" y="{y + 17}" text-anchor="end">'
@@ -720,10 +727,35 @@ def _timeline(view: dict[str, Any]) -> str:
     )
 
 
+def _phase_row(run: dict[str, Any], scale: float) -> list[str]:
+    """The run's own row: resolution, execution, then outputs and terminalization."""
+    phases = run["phases"]
+    end = phases["terminated"] if phases["terminated"] is not None else run["duration"]
+    if end is None:
+        return []
+    marks = [0.0, phases["execution"], phases["outputs"], end]
+    names = ("allocation and resolution", "execution", "outputs and terminalization")
+    y = 24
+    parts = [
+        f'<text class="rowlabel run" x="{_TL_LABEL - 8}" y="{y + 17}" text-anchor="end">run</text>'
+    ]
+    for i, name in enumerate(names):
+        start, stop = marks[i], next((m for m in marks[i + 1 :] if m is not None), None)
+        if start is None or stop is None:
+            continue
+        parts.append(
+            f'<rect class="phase ph{i}" x="{_TL_LABEL + start * scale:.1f}" y="{y + 6}" '
+            f'width="{max((stop - start) * scale, 1.5):.1f}" height="{_TL_ROW - 12}" rx="3">'
+            f"<title>{name}: {_duration(start)} {_DASH} {_duration(stop)}</title></rect>"
+        )
+    return parts
+
+
 def _timeline_note() -> str:
     return (
-        "Time since the run was allocated, from the journal's event times. A bar spans a "
-        "step's events; the marks are its stage executions (module calls), binned, their "
+        "Time since the run was allocated, from the journal's event times. The run row "
+        "shows resolution, execution, then outputs and terminalization; a step's bar spans "
+        "its events, and the marks are its stage executions (module calls), binned, their "
         "height the number in each bin."
     )
 
@@ -958,8 +990,8 @@ vertical-align:-1px;background:var(--c)}
 .c-failure{--c:var(--failure);--cb:var(--failure-bg)}.c-none{--c:var(--none);--cb:var(--none-bg)}
 .scroll{overflow-x:auto}
 svg text{font-family:inherit}
-.step-graph .node>rect{fill:#fff;stroke:var(--c);stroke-width:1.8}
-.step-graph .node:hover>rect{fill:var(--cb)}
+.step-graph .box{fill:#fff;stroke:var(--c);stroke-width:1.8}
+.step-graph .node:hover .box{fill:var(--cb)}
 .step-graph .nodebar{fill:var(--c);stroke:none}
 .step-graph .name{font-weight:650;font-size:14px;fill:var(--fg)}
 .step-graph .meta{font-size:11.5px;fill:var(--muted)}
@@ -984,12 +1016,16 @@ details.group{border-top:1px solid var(--line);padding:2px 0}
 details.group>summary{list-style:none;cursor:pointer}
 details.group>summary::-webkit-details-marker{display:none}
 details.group[open] .grouplabel{font-weight:650}
-.grouplabel .count{color:var(--muted)}
-.aggregate{display:flex;align-items:center;padding:0 4px}
-.minibar{display:flex;width:100%;height:12px;border-radius:6px;overflow:hidden}
+.aggregate{display:flex;flex-direction:column;justify-content:center;padding:2px 4px;
+min-width:0}
+.aggregate .sub{font-size:11px;font-weight:400;color:var(--muted);white-space:nowrap;
+overflow:hidden;
+text-overflow:ellipsis;margin-top:2px}
+.minibar{display:flex;width:100%;height:10px;border-radius:5px;overflow:hidden}
 .timeline .tick{stroke:#e6e9ee}.timeline .axis{font-size:11px;fill:var(--muted)}
 .timeline .rowlabel{font-size:12.5px;fill:var(--fg)}
-.timeline .span{fill:#e3e8f1}
+.timeline .span{fill:#e3e8f1}.timeline .rowlabel.run{font-weight:650}
+.timeline .ph0{fill:#d5d9e1}.timeline .ph1{fill:#c9d6f5}.timeline .ph2{fill:#cdebd9}
 .st-extract{--c:#4f6fd1;fill:#4f6fd1}.st-merge{--c:#1f8fb3;fill:#1f8fb3}
 .st-normalize{--c:#8a55d4;fill:#8a55d4}.st-failed{--c:var(--failure);fill:var(--failure)}
 .tablebox{overflow:auto}.tablebox.tall{max-height:420px}

@@ -171,6 +171,8 @@ class HtmlReportProjection(RunOutline):
         self.spent = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": None}
         self.saved = {"stages": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": None}
         self.terminated_at: float | None = None
+        self.executing_at: float | None = None
+        self.outputs_at: float | None = None
 
     # --- fold ------------------------------------------------------------------------
 
@@ -205,6 +207,7 @@ class HtmlReportProjection(RunOutline):
                 }
             )
         elif isinstance(event, OutputsValidated):
+            self.outputs_at = self._offset(event)
             self.validation = {
                 "checked": event.checked,
                 "refused": [{"name": r.name, "refusal": r.refusal} for r in event.refused],
@@ -222,6 +225,7 @@ class HtmlReportProjection(RunOutline):
         elif isinstance(event, DebugBundleAllocated):
             self.debug_bundle = {"path": event.path, "trace": event.trace}
         elif isinstance(event, InputsFingerprinted):
+            self.executing_at = self._offset(event)
             self.sources = [
                 {"name": f.name, "sha256": f.sha256, "size": f.size} for f in event.sources
             ]
@@ -372,6 +376,11 @@ class HtmlReportProjection(RunOutline):
             "started": self.started,
             "ended": self.ended,
             "duration": self.terminated_at,
+            "phases": {
+                "execution": self.executing_at,
+                "outputs": self.outputs_at,
+                "terminated": self.terminated_at,
+            },
             "error": self.error,
             "invocation_identity": invocation_identity(self.lane_identities),
             "roots": {

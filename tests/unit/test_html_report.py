@@ -396,10 +396,24 @@ class TestManyLanes:
         for i in range(GROUP_SIZE * 2 + 5):
             j.lane_run("terms", f"{i:04d}.md", REUSED)
         page = Page(render_report_html(view_of(j)))
-        labels = [t for t in page.text if "lanes " in t and "…" in t]
-        assert len(labels) == 3
-        assert "lanes 1\u201350: 0000.md … 0049.md" in labels[0]
-        assert "lanes 101\u2013105: 0100.md … 0104.md" in labels[2]
+        labels = [a["title"] for a in page.having("div", "grouplabel")]
+        assert labels == ["0000.md … 0049.md", "0050.md … 0099.md", "0100.md … 0104.md"]
+        shown = [t.strip() for t in page.text if t.startswith("▸")]
+        assert shown == [
+            "▸ lanes 1\u201350 of 105",
+            "▸ lanes 51\u2013100 of 105",
+            "▸ lanes 101\u2013105 of 105",
+        ]
+
+
+def test_many_directories_fall_back_to_blocks() -> None:
+    j = Journal()
+    j.allocate()
+    for i in range(GROUP_ABOVE * 3):
+        j.lane_run("terms", f"dir{i}/{i}.md", REUSED)
+    page = Page(render_report_html(view_of(j)))
+    assert len(page.having("details", "group")) == -(-GROUP_ABOVE * 3 // GROUP_SIZE)
+    assert len(page.having("div", "cell")) == GROUP_ABOVE * 3
 
 
 def _group_sizes(page: Page) -> list[list[str]]:
