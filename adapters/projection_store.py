@@ -35,8 +35,7 @@ from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTermi
 from runjournal.domain.names import is_valid_run_id
 from runjournal.domain.run import run_aggregate_id
 from runjournal.projections.base import Projection, fold, storage_name
-from runjournal.projections.html_render import REPORT_HTML, read_report_head, render_report_html
-from runjournal.projections.html_report import HtmlReportProjection
+from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
@@ -79,6 +78,8 @@ def _manifest_head(data: bytes) -> RunFileHead:
 
 
 def _report_head(data: bytes) -> RunFileHead:
+    from runjournal.projections.html_render import read_report_head  # only when asked
+
     head = read_report_head(data)
     if head is None:
         raise ValueError("no projection head")
@@ -87,6 +88,8 @@ def _report_head(data: bytes) -> RunFileHead:
 
 
 def _report_bytes(view: Any) -> bytes:
+    from runjournal.projections.html_render import render_report_html  # only when asked
+
     return render_report_html(view).encode("utf-8")
 
 

@@ -23,14 +23,15 @@ from runjournal.cli.query_cmds import open_cli_journal
 from runjournal.domain.events import TerminalPersistenceFailed
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
-from runjournal.projections.html_render import REPORT_HTML, render_report_html
-from runjournal.projections.html_report import HtmlReportProjection
+from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 
 __all__ = ["REPORT_HTML", "report", "report_html", "write_run_report"]
 
 
 def report_html(store: JournalStore, run_id: str) -> tuple[bytes, dict[str, Any]]:
     """The page of one run, from its events in the journal, and the view it drew."""
+    from runjournal.projections.html_render import render_report_html  # heavy: on use only
+
     view = fold(HtmlReportProjection(), store.events(run_id)).view()
     return render_report_html(view).encode("utf-8"), view
 

@@ -20,10 +20,7 @@ from urllib.parse import quote
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.html_report import SEVERITY
 
-__all__ = ["GROUP_ABOVE", "GROUP_SIZE", "REPORT_HTML", "read_report_head", "render_report_html"]
-
-# The page's name in a run directory (a reserved logical name: docs/operations.md).
-REPORT_HTML = "report.html"
+__all__ = ["GROUP_ABOVE", "GROUP_SIZE", "read_report_head", "render_report_html"]
 
 # Beyond this many lanes the matrix folds lanes into groups (by directory, else by
 # consecutive blocks of GROUP_SIZE), each showing its counts until it is opened.
@@ -216,8 +213,31 @@ def _header(view: dict[str, Any]) -> str:
         f"<div><dt>started</dt><dd>{_e(_when(run['started']))}</dd></div>"
         f"<div><dt>ended</dt><dd>{_e(_when(run['ended']))}</dd></div>"
         f"<div><dt>took</dt><dd>{_duration(run['duration'])}</dd></div>"
-        "</dl></header>" + error
+        "</dl></header>" + _header_facts(run) + error
     )
+
+
+def _header_facts(run: dict[str, Any]) -> str:
+    """Identity and roots, one line under the header; the Run section has them all."""
+    roots = run["roots"]
+    bundle = run["debug_bundle"]
+    facts = [
+        f'identity <span class="digest" title="{_e(run["invocation_identity"])}">'
+        f"{_e(run['invocation_identity'][:12])}</span>",
+        f"run dir {_link(roots['run_dir'])}",
+        f"cache {_link(roots['cache'])}",
+        f"debug bundle {_bundle_link(bundle) if bundle else 'none'}",
+        f"runjournal {_e(run['tool_version'])}",
+    ]
+    return f'<div class="facts">{" · ".join(facts)}</div>'
+
+
+def _bundle_link(bundle: dict[str, Any]) -> str:
+    kind = "summary and trace" if bundle["trace"] else "summary"
+    url = _file_url(bundle["path"])
+    if url is None:
+        return _e(kind)
+    return f'<a href="{_e(url)}" title="{_e(bundle["path"])}">{kind}</a>'
 
 
 def _error_text(error: dict[str, Any]) -> str:
@@ -953,6 +973,8 @@ font-size:13px;letter-spacing:.6px}
 .times{display:flex;gap:22px;margin:0 0 0 auto}.times div{display:flex;flex-direction:column}
 .times dt{font-size:11px;text-transform:uppercase;color:#9aa6ba;letter-spacing:.5px}
 .times dd{margin:0;font-size:13px}
+.facts{padding:6px 28px 8px;background:#262e3e;color:#aeb8ca;font-size:12.5px}
+.facts a{color:#cfe0ff}.facts .digest{color:#dfe6f3}
 .error-line{margin:0;padding:10px 28px;background:var(--failure-bg);color:#7a1717;
 border-bottom:1px solid #f0b7b7}
 nav{position:sticky;top:0;z-index:2;display:flex;gap:4px;padding:6px 24px;background:#fff;

@@ -37,7 +37,10 @@ from runjournal.domain.identity import invocation_identity
 from runjournal.domain.reasons import Category
 from runjournal.projections.base import RunOutline
 
-__all__ = ["SEVERITY", "HtmlReportProjection", "SavesTokens", "SpendsTokens"]
+__all__ = ["REPORT_HTML", "SEVERITY", "HtmlReportProjection", "SavesTokens", "SpendsTokens"]
+
+# The page's name in a run directory (a reserved logical name: docs/operations.md).
+REPORT_HTML = "report.html"
 
 # A cell's colour is its most severe decision's category (first in this order).
 SEVERITY: tuple[Category, ...] = (
