@@ -62,6 +62,10 @@ def _num(n: int | float) -> str:
     return f"{n:,}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _size(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -181,11 +185,11 @@ def _head(view: dict[str, Any]) -> str:
         '<meta http-equiv="Content-Security-Policy" '
         "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<meta name="generator" content="runjournal {_e(run["tool_version"])}">\n'
         f'<meta name="runjournal-projection" content="{_e(projection)}">\n'
-        f'<meta name="runjournal-run" content="{_e(run["run_id"])}">\n'
         f'<meta name="runjournal-status" content="{_e(run["status"])}">\n'
         f'<meta name="runjournal-events" content="{_e(view["events"])}">\n'
+        f'<meta name="runjournal-run" content="{_e(run["run_id"])}">\n'
+        f'<meta name="generator" content="runjournal {_e(run["tool_version"])}">\n'
         '<link rel="icon" href="data:,">\n'
         f"<title>{_e(title)}</title>\n<style>{_CSS}</style></head>"
     )
@@ -339,12 +343,12 @@ def _usage_card(view: dict[str, Any]) -> str:
     rows = []
     if spent is not None:
         rows.append(
-            f"spent: {_num(spent['calls'])} calls, {_num(spent['prompt_tokens'])} prompt + "
+            f"spent: {_count(spent['calls'], 'call')}, {_num(spent['prompt_tokens'])} prompt + "
             f"{_num(spent['completion_tokens'])} completion tokens, cost {_cost(spent['cost'])}"
         )
     if saved is not None:
         rows.append(
-            f"saved by reuse: {_num(saved['stages'])} stages, "
+            f"saved by reuse: {_count(saved['stages'], 'stage')}, "
             f"{_num(saved['prompt_tokens'])} prompt + {_num(saved['completion_tokens'])} "
             f"completion tokens, cost {_cost(saved['cost'])}"
         )

@@ -279,35 +279,39 @@ class TestFold:
         assert [e["failed"] for e in view["executions"]] == [True]
 
     def test_tokens_and_cost_from_any_event_that_carries_them(self) -> None:
-        class Call:
-            prompt_tokens = 120
-            completion_tokens = 30
-            cost = 0.25
+        class LLMCalled(RunEvent, frozen=True, kw_only=True):  # the shape LLM call events take
+            prompt_tokens: int
+            completion_tokens: int
+            cost: float | None
 
-        class Reused:
-            saved_prompt_tokens = 100
-            saved_completion_tokens = 20
-            saved_cost = None
+        class ChunkReused(RunEvent, frozen=True, kw_only=True):
+            saved_prompt_tokens: int
+            saved_completion_tokens: int
+            saved_cost: float | None
 
-        projection = fold(HtmlReportProjection(), two_step_run().events)
-        for event in (Call(), Call(), Reused()):
-            projection._usage(event)  # type: ignore[arg-type]
-        usage = projection.view()["usage"]
-        assert usage["spent"] == {
+        j = two_step_run()
+        terminated = j.events.pop()
+        j.emit(LLMCalled, prompt_tokens=120, completion_tokens=30, cost=0.25)
+        j.emit(LLMCalled, prompt_tokens=120, completion_tokens=30, cost=0.25)
+        j.emit(ChunkReused, saved_prompt_tokens=100, saved_completion_tokens=20, saved_cost=None)
+        j.emit(RunTerminated, status=terminated.status, phase=terminated.phase)
+        view = view_of(j)
+        assert view["usage"]["spent"] == {
             "calls": 2,
             "prompt_tokens": 240,
             "completion_tokens": 60,
             "cost": 0.5,
         }
-        assert usage["saved"] == {
+        assert view["usage"]["saved"] == {
             "stages": 1,
             "prompt_tokens": 100,
             "completion_tokens": 20,
             "cost": None,
         }
-        page = render_report_html(usage_view := projection.view())
-        assert "240 prompt + 60 completion tokens, cost 0.5000" in page
-        assert usage_view["usage"]["saved"]["stages"] == 1
+        page = render_report_html(view)
+        assert "spent: 2 calls, 240 prompt + 60 completion tokens, cost 0.5000" in page
+        assert "saved by reuse: 1 stage, 100 prompt + 20 completion tokens, cost —" in page
+        assert "no LLM calls in this journal" in render_report_html(view_of(two_step_run()))
 
 
 class TestPage:
