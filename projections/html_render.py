@@ -15,7 +15,6 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
 
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.html_report import SEVERITY
@@ -104,10 +103,15 @@ def _cost(value: float | None) -> str:
     return "—" if value is None else f"{value:,.4f}"
 
 
+_URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+
+
 def _file_url(path: str | None) -> str | None:
+    """A `file://` URL of an absolute path, every other byte percent-encoded."""
     if not path or not path.startswith("/"):
         return None
-    return "file://" + quote(path)
+    data = path.encode("utf-8", "surrogateescape")
+    return "file://" + "".join(chr(b) if b in _URL_SAFE else f"%{b:02X}" for b in data)
 
 
 def _link(path: str | None, text: str | None = None) -> str:

@@ -370,6 +370,18 @@ class TestPage:
         assert "summary and trace" in page.all_text
 
 
+@pytest.mark.parametrize(
+    "path", ["/out/run", "/a b/ü/<x>\"'#?%&.md", "/docs/\udcff.md", "relative/x", ""]
+)
+def test_file_urls_are_the_percent_encoded_path(path: str) -> None:
+    from urllib.parse import quote
+
+    from runjournal.projections.html_render import _file_url
+
+    expected = "file://" + quote(path, errors="surrogateescape") if path[:1] == "/" else None
+    assert _file_url(path) == expected
+
+
 class TestManyLanes:
     @pytest.mark.parametrize("lanes", [GROUP_ABOVE + 1, 500])
     def test_lanes_beyond_the_threshold_are_grouped_and_every_cell_is_kept(
