@@ -4,6 +4,9 @@ Views (all written atomically through `FsRoot`; see docs/_notes/journal_ops.md):
 
 - `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory is
   in this output root; the file carries `projection: {name, version}` itself.
+- `html_report`: `<run dir>/report.html`, rewritten only where a run directory already
+  has one (`run --report`, `report RUN`); the page names its projection version, run
+  status and event count in `<meta>` tags (docs/operations.md "The HTML run report").
 - per-run views (`reasons`, and `debug_summary` when that projection exists):
   `<output root>/.runjournal/views/<name>.v<N>/<run id>.json`.
 - journal-wide views (`runs_index`): `<output root>/.runjournal/views/<name>.v<N>.json`.
@@ -32,6 +35,7 @@ from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTermi
 from runjournal.domain.names import is_valid_run_id
 from runjournal.domain.run import run_aggregate_id
 from runjournal.projections.base import Projection, fold, storage_name
+from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
@@ -60,12 +64,50 @@ class UnknownProjection(ValueError):
     """A projection name that is not one of `available_projections()`."""
 
 
+class RunFileHead(msgspec.Struct, frozen=True, kw_only=True):
+    """What a view file in a run directory says it was built from."""
+
+    version: int
+    status: str
+    events: int | None = None
+
+
+def _manifest_head(data: bytes) -> RunFileHead:
+    doc = json.loads(data)
+    return RunFileHead(version=int(doc["projection"]["version"]), status=str(doc["status"]))
+
+
+def _report_head(data: bytes) -> RunFileHead:
+    from runjournal.projections.html_render import read_report_head  # only when asked
+
+    head = read_report_head(data)
+    if head is None:
+        raise ValueError("no projection head")
+    version, status, events = head
+    return RunFileHead(version=version, status=status, events=events)
+
+
+def _report_bytes(view: Any) -> bytes:
+    from runjournal.projections.html_render import render_report_html  # only when asked
+
+    return render_report_html(view).encode("utf-8")
+
+
 @dataclass(frozen=True)
 class ProjectionSpec:
-    """A projection class and where its views go (`per_run` or one journal-wide view)."""
+    """A projection class and where its views go (`per_run` or one journal-wide view).
+
+    A `run_file` view is a file in each run directory (`manifest.json`, `report.html`),
+    rendered by `render` (None: the store's JSON) and read back by `head`; with
+    `existing_only` a rebuild rewrites the file where it exists and never adds one.
+    """
 
     cls: type[Any]
     per_run: bool
+    run_file: str | None = None
+    existing_only: bool = False
+    render: Callable[[Any], bytes] | None = None
+    head: Callable[[bytes], RunFileHead] | None = None
 
     @property
     def name(self) -> str:
@@ -81,8 +123,8 @@ class ProjectionSpec:
 
     def storage(self) -> str:
         """Storage of the current code version, relative to the output root."""
-        if self.cls is ManifestProjection:
-            return f"<run dir>/{MANIFEST_FILE}"
+        if self.run_file is not None:
+            return f"<run dir>/{self.run_file}"
         suffix = "" if self.per_run else ".json"
         return f"{VIEWS_DIR}/{storage_name(self.cls)}{suffix}"
 
@@ -112,9 +154,19 @@ def _debug_summary_spec() -> list[ProjectionSpec]:
 
 def available_projections() -> list[ProjectionSpec]:
     return [
-        ProjectionSpec(ManifestProjection, per_run=True),
+        ProjectionSpec(
+            ManifestProjection, per_run=True, run_file=MANIFEST_FILE, head=_manifest_head
+        ),
         ProjectionSpec(ReasonReportProjection, per_run=True),
         *_debug_summary_spec(),
+        ProjectionSpec(
+            HtmlReportProjection,
+            per_run=True,
+            run_file=REPORT_HTML,
+            existing_only=True,
+            render=_report_bytes,
+            head=_report_head,
+        ),
         ProjectionSpec(RunsIndexProjection, per_run=False),
     ]
 
@@ -193,8 +245,8 @@ class ProjectionStore:
             state = self._load_state(root)
             out = []
             for spec in specs:
-                if spec.cls is ManifestProjection:
-                    out.append(self._manifest_status(spec, runs, root))
+                if spec.run_file is not None:
+                    out.append(self._run_file_status(spec, runs, root))
                 elif spec.per_run:
                     out.append(self._per_run_status(spec, runs, root, state))
                 else:
@@ -204,34 +256,40 @@ class ProjectionStore:
             if root is not None:
                 root.close()
 
-    def _manifest_status(
+    def _run_file_status(
         self, spec: ProjectionSpec, runs: Sequence[RunSummary], root: FsRoot | None
     ) -> ProjectionStatus:
+        """Each run directory's file, against this code's version and the journal."""
+        assert spec.run_file is not None and spec.head is not None
+        noun = "manifest" if spec.cls is ManifestProjection else spec.run_file
         versions: set[int] = set()
         views = old = missing = behind = 0
         for run in runs:
-            if not self._manifest_target(root, run):
+            if not self._run_file_target(root, run, spec):
                 continue
             views += 1
             try:
-                doc = json.loads(root.read_bytes(f"{run.run_id}/{MANIFEST_FILE}"))
-                version = int(doc["projection"]["version"])
-                status = str(doc["status"])
+                head = spec.head(root.read_bytes(f"{run.run_id}/{spec.run_file}"))
             except (FsError, ValueError, KeyError, TypeError):
                 missing += 1
                 continue
-            versions.add(version)
-            if version != spec.version:
+            versions.add(head.version)
+            if head.version != spec.version:
                 old += 1
-            elif status != run.status.value:
+            elif head.status != run.status.value or (
+                head.events is not None and head.events < self._last_version(run.run_id)
+            ):
                 behind += 1
         reasons = []
         if old:
-            reasons.append(f"{old} manifest(s) built with another version than v{spec.version}")
+            reasons.append(f"{old} {noun}(s) built with another version than v{spec.version}")
         if missing:
-            reasons.append(f"{missing} terminated run(s) have no readable manifest.json")
+            reasons.append(f"{missing} terminated run(s) have no readable {spec.run_file}")
         if behind:
-            reasons.append(f"{behind} manifest(s) show another status than the journal")
+            why = "miss newer events of their run" if spec.existing_only else "show another status"
+            reasons.append(
+                f"{behind} {noun}(s) {why}" + ("" if spec.existing_only else " than the journal")
+            )
         stale_views = old + missing + behind
         return ProjectionStatus(
             name=spec.name,
@@ -356,7 +414,7 @@ class ProjectionStore:
             results = []
             for spec in per_run:
                 builder = builders[spec.name]
-                if spec.cls is not ManifestProjection and not builder.failures:
+                if spec.run_file is None and not builder.failures:
                     builder.replaced = self._switch(root, state, spec, full=run_id is None)
                 results.append(builder.result())
             for spec in specs:
@@ -374,11 +432,14 @@ class ProjectionStore:
         builders: dict[str, _Builder],
         root: FsRoot,
     ) -> None:
-        manifest_target = self._manifest_target(root, run)
         wanted = [
             s
             for s in specs
-            if (manifest_target if s.cls is ManifestProjection else is_valid_run_id(run.run_id))
+            if (
+                self._run_file_target(root, run, s)
+                if s.run_file is not None
+                else is_valid_run_id(run.run_id)
+            )
         ]
         for spec in specs:
             if spec not in wanted:
@@ -389,8 +450,9 @@ class ProjectionStore:
         for spec in wanted:
             builder = builders[spec.name]
             view = fold(spec.new(), events).view()
-            if spec.cls is ManifestProjection:
-                target, data = f"{run.run_id}/{MANIFEST_FILE}", self._render(view)
+            if spec.run_file is not None:
+                target = f"{run.run_id}/{spec.run_file}"
+                data = (spec.render or self._render)(view)
             else:
                 target = f"{builder.storage}/{run.run_id}.json"
                 data = self._render(
@@ -465,13 +527,21 @@ class ProjectionStore:
         rows = self._store.app.recorder.select_events(run_aggregate_id(run_id), desc=True, limit=1)
         return rows[0].originator_version if rows else 0
 
-    def _manifest_target(self, root: FsRoot | None, run: RunSummary) -> bool:
-        """A manifest is a terminal view: only terminated runs with a local run dir have one."""
-        return (
-            root is not None
-            and run.status is not RunStatus.RUNNING
-            and self._has_local_run_dir(root, run)
-        )
+    def _run_file_target(self, root: FsRoot | None, run: RunSummary, spec: ProjectionSpec) -> bool:
+        """A run-directory view is terminal: only terminated runs with a local run dir have
+        one; an `existing_only` view only where its file is already there."""
+        if (
+            root is None
+            or run.status is RunStatus.RUNNING
+            or not self._has_local_run_dir(root, run)
+        ):
+            return False
+        if not spec.existing_only:
+            return True
+        try:
+            return root.exists(f"{run.run_id}/{spec.run_file}")
+        except FsError:
+            return False
 
     def _has_local_run_dir(self, root: FsRoot, run: RunSummary) -> bool:
         """The run's directory is `<this output root>/<run id>` and exists."""

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 from runjournal import __version__
-from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds
+from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds, report_cmds
 from runjournal.cli.completion import complete_run_steps, complete_runs, complete_steps
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.maintenance_cmds import AGE_UNITS
@@ -97,6 +97,12 @@ def cli() -> None:
     metavar="KEY=VALUE",
     help="Runtime override passed to every module as ctx.overrides (repeatable).",
 )
+@click.option(
+    "--report",
+    "html_report",
+    is_flag=True,
+    help="Also write report.html, the run's HTML report, into the run directory.",
+)
 @setting_options()
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @verbose_option
@@ -122,6 +128,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
         json=opts["as_json"],
         quiet=opts["quiet"],
         verbose=opts["verbose"],
+        report=opts["html_report"],
     )
     sys.exit(run_command_body(req, sys.argv[1:]))
 
@@ -320,6 +327,34 @@ def explain(run: str, step: str | None, **opts: Any) -> None:
       runjournal explain 20261130T150405Z --json
     """
     _call(query_cmds.explain, opts, run=run, step=step)
+
+
+@cli.command("report")
+@run_argument
+@click.option(
+    "-o",
+    "--output",
+    default=None,
+    metavar="FILE",
+    type=ShownPath(dir_okay=False, allow_dash=True),
+    help="Write the page here (- for stdout) instead of <run dir>/report.html.",
+)
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@journal_options
+@json_option
+@verbose_option
+def report(run: str, output: str | None, force: bool, **opts: Any) -> None:
+    """Write RUN's HTML report: one self-contained page built from the journal.
+
+    Without -o it goes into the run directory as report.html, replacing the one there.
+
+    \b
+    Examples:
+      runjournal report latest
+      runjournal report latest -o /tmp/run.html --force
+      runjournal report latest -o - > run.html
+    """
+    _call(report_cmds.report, opts, run=run, output=output, force=force)
 
 
 @cli.command("reasons")

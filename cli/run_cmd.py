@@ -42,6 +42,7 @@ from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
+from runjournal.cli.report_cmds import write_run_report
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.cli.style import stdout_styler
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
@@ -84,6 +85,7 @@ class RunRequest:
     json: bool
     quiet: bool
     verbose: bool
+    report: bool = False  # --report: report.html in the run directory
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -338,8 +340,14 @@ def _execute_and_terminalize(
         parallel.close()
         inv.collab.close()
     not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)
+    report_html = None
     try:
         inv.session.flush()
+        if req.report:  # after every event is in the journal: the page is its projection
+            report_html, failed = write_run_report(
+                inv.journal, inv.session, inv.run_id, state.run_dir
+            )
+            not_persisted += failed
     finally:
         inv.journal.close()
 
@@ -356,6 +364,7 @@ def _execute_and_terminalize(
         run_dir=state.run_dir,
         manifest=state.manifest,
         report=state.report,
+        report_html=report_html,
         failure_report=state.failure_report,
         error_log=state.error_log,
         outputs=state.outputs,
@@ -496,6 +505,7 @@ def _print_allocation_failure(
         run_dir=None,
         manifest=None,
         report=None,
+        report_html=None,
         failure_report=None,
         error_log=None,
         outputs=[],
@@ -533,6 +543,8 @@ def _print_result(
     ]
     if doc.get("manifest"):
         lines.append(f"  manifest:  {doc['manifest']}")
+    if doc.get("report_html"):
+        lines.append(f"  report:    {doc['report_html']}")
     if doc.get("debug_bundle"):
         lines.append(f"  debug:     {doc['debug_bundle']}")
     roots = doc["roots"]

@@ -32,6 +32,7 @@ RESERVED_NAMES: frozenset[str] = frozenset(
     {
         "manifest.json",
         "report.json",
+        "report.html",
         "failure.json",
         "error.log",
         "chunk-map.json",

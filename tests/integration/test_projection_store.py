@@ -22,6 +22,8 @@ from runjournal.adapters.projection_store import (
 from runjournal.cli.output import json_bytes
 from runjournal.domain.events import RunEvent, TerminalPersistenceFailed
 from runjournal.projections.base import fold
+from runjournal.projections.html_render import render_report_html
+from runjournal.projections.html_report import HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
@@ -90,7 +92,13 @@ class TestStatusAndRebuild:
     def test_live_manifests_are_fresh_other_views_not_materialised(self, world: World) -> None:
         world.add_run(1)
         status = world.status()
-        assert list(status) == ["manifest", "reasons", "debug_summary", "runs_index"]
+        assert list(status) == [
+            "manifest",
+            "reasons",
+            "debug_summary",
+            "html_report",
+            "runs_index",
+        ]
         assert not status["manifest"].stale and status["manifest"].materialised == [1]
         assert status["reasons"].stale and status["reasons"].reasons == ["not materialised"]
         assert status["debug_summary"].reasons == ["not materialised"]
@@ -263,6 +271,61 @@ class TestVersionBumps:
         assert not any(s.stale for s in world.status().values())
 
 
+class TestHtmlReport:
+    """`report.html` is rewritten where a run directory has one, never added."""
+
+    @staticmethod
+    def plant(world: World, run: syn.SyntheticRun) -> bytes:
+        page = render_report_html(fold(HtmlReportProjection(), run.events).view()).encode()
+        (world.root / run.run_id / "report.html").write_bytes(page)
+        return page
+
+    def test_rebuild_rewrites_existing_pages_byte_for_byte_and_adds_none(
+        self, world: World
+    ) -> None:
+        first, second = world.add_run(1), world.add_run(2)
+        live = self.plant(world, first)
+        status = world.status()["html_report"]
+        assert (status.views, status.stale, status.materialised) == (1, False, [1])
+        assert status.storage == "<run dir>/report.html"
+        (world.root / first.run_id / "report.html").write_bytes(b"<html>damaged</html>")
+        status = world.status()["html_report"]
+        assert status.stale
+        assert status.reasons == ["1 terminated run(s) have no readable report.html"]
+        results = {r.name: r for r in world.views.rebuild()}
+        assert (results["html_report"].written, results["html_report"].skipped) == (1, 1)
+        assert (world.root / first.run_id / "report.html").read_bytes() == live
+        assert not (world.root / second.run_id / "report.html").exists()
+        assert "html_report" not in json.loads((world.root / STATE_FILE).read_text())["projections"]
+        assert not world.status()["html_report"].stale
+
+    def test_a_page_older_than_the_journal_is_stale_until_rebuilt(self, world: World) -> None:
+        run = world.add_run(1)
+        self.plant(world, run)
+        world.append(run, TerminalPersistenceFailed, target="report", message="disk full")
+        status = world.status()["html_report"]
+        assert status.stale and status.reasons == [
+            "1 report.html(s) miss newer events of their run"
+        ]
+        world.views.rebuild("html_report", run.run_id)
+        page = (world.root / run.run_id / "report.html").read_text()
+        assert "not persisted: report: disk full" in page
+        assert not world.status()["html_report"].stale
+
+    def test_a_version_bump_is_stale_until_rebuilt(
+        self, world: World, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        run = world.add_run(1)
+        self.plant(world, run)
+        monkeypatch.setattr(HtmlReportProjection, "VERSION", 2)
+        status = world.status()["html_report"]
+        assert status.reasons == ["1 report.html(s) built with another version than v2"]
+        world.views.rebuild("html_report")
+        page = (world.root / run.run_id / "report.html").read_bytes()
+        assert b'content="html_report.v2"' in page
+        assert not world.status()["html_report"].stale
+
+
 class DebugSummary:
     NAME: ClassVar[str] = "debug_summary"
     VERSION: ClassVar[int] = 3
@@ -288,6 +351,7 @@ def test_a_debug_summary_projection_is_found_when_it_exists(
         "manifest",
         "reasons",
         "debug_summary",
+        "html_report",
         "runs_index",
     ]
     run = world.add_run(1)

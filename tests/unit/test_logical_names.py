@@ -109,6 +109,7 @@ def test_reserved_set_matches_the_contract() -> None:
             {
                 "manifest.json",
                 "report.json",
+                "report.html",
                 "failure.json",
                 "error.log",
                 "chunk-map.json",

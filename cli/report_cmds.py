@@ -1,0 +1,125 @@
+"""`runjournal report RUN [-o FILE]` and `run --report`: the HTML run report.
+
+The page is a projection of the journal: the run's events read back, folded by
+`HtmlReportProjection`, drawn by `render_report_html` (docs/operations.md "The HTML run
+report"). Exit codes of `report`: 0 written; 2 the file exists (without --force), its
+directory is missing, or the run has no run directory here and no `-o` was given;
+1 the journal cannot be read or the file cannot be written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any
+
+import click
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
+from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.output import emit_json
+from runjournal.cli.query_cmds import open_cli_journal
+from runjournal.domain.events import TerminalPersistenceFailed
+from runjournal.domain.redaction import safe_error_text
+from runjournal.projections.base import fold
+from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
+
+__all__ = ["REPORT_HTML", "report", "report_html", "write_run_report"]
+
+
+def report_html(store: JournalStore, run_id: str) -> tuple[bytes, dict[str, Any]]:
+    """The page of one run, from its events in the journal, and the view it drew."""
+    from runjournal.projections.html_render import render_report_html  # heavy: on use only
+
+    view = fold(HtmlReportProjection(), store.events(run_id)).view()
+    return render_report_html(view).encode("utf-8"), view
+
+
+def report(opts: dict[str, Any], *, run: str, output: str | None, force: bool) -> int:
+    if output == "-" and opts.get("as_json"):
+        raise CliError("-o - prints the page on stdout: it cannot be combined with --json")
+    store = open_cli_journal(opts)
+    try:
+        try:
+            run_id = store.resolve_run(run)
+            data, view = report_html(store, run_id)
+        except JournalError as exc:
+            raise CliError(str(exc), ExitCode.FAILED) from None
+    finally:
+        store.close()
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return int(ExitCode.OK)
+    if output is None:
+        path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
+    else:
+        path = _into_file(output, data, force=force)
+    doc = {
+        "run_id": run_id,
+        "status": view["run"]["status"],
+        "file": path,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    if opts.get("as_json"):
+        emit_json(doc)
+    else:
+        click.echo(f"report of run {run_id} ({doc['status']}): {path} ({len(data)} bytes)")
+    return int(ExitCode.OK)
+
+
+def _into_run_dir(run_id: str, run_dir: str | None, data: bytes) -> str:
+    """`<run dir>/report.html`, replaced atomically: it is a view, like manifest.json."""
+    if not run_dir or not os.path.isdir(run_dir):
+        raise CliError(f"run {run_id} has no run directory here ({run_dir}); use -o FILE")
+    try:
+        with FsRoot.open(run_dir) as root:
+            root.write_bytes(REPORT_HTML, data, overwrite=True)
+    except FsError as exc:
+        raise CliError(f"cannot write {run_dir}/{REPORT_HTML}: {exc}", ExitCode.FAILED) from None
+    return os.path.join(run_dir, REPORT_HTML)
+
+
+def _into_file(output: str, data: bytes, *, force: bool) -> str:
+    path = os.path.abspath(output)
+    directory, name = os.path.split(path)
+    if not name or os.path.isdir(path):
+        raise CliError(f"-o {output}: names a directory, not a file")
+    try:
+        with FsRoot.open(directory) as root:
+            root.write_bytes(name, data, overwrite=force)
+    except AlreadyExists:
+        raise CliError(f"{path} exists (use --force to replace it)") from None
+    except FsNotFound:
+        raise CliError(f"{directory}: no such directory") from None
+    except FsError as exc:
+        raise CliError(f"cannot write {path}: {exc}", ExitCode.FAILED) from None
+    return path
+
+
+def write_run_report(
+    store: JournalStore, session: Any, run_id: str, run_dir: str
+) -> tuple[str | None, list[str]]:
+    """`run --report`: write `report.html` into the run directory, once every event of
+    the run is in the journal, so the page equals what `report RUN` builds later.
+
+    Returns the path (None when not written) and one line per failure; a failure is
+    journaled as `TerminalPersistenceFailed` (target `report_html`) and never replaces
+    the run's primary error.
+    """
+    try:
+        data, _ = report_html(store, run_id)
+        with FsRoot.open(run_dir) as root:
+            root.write_bytes(REPORT_HTML, data, overwrite=False)
+        return os.path.join(run_dir, REPORT_HTML), []
+    except (FsError, JournalError) as exc:
+        line = safe_error_text(f"could not write report_html: {exc}")
+    lines = [line]
+    try:
+        session.emit(TerminalPersistenceFailed, target="report_html", message=line)
+        session.flush()
+    except Exception as exc:  # the journal itself failed: say so, keep the primary error
+        lines.append(safe_error_text(f"journal: {exc}"))
+    return None, lines
