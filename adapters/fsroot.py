@@ -627,6 +627,35 @@ class FsRoot:
         with _classified(name), self._dir(parts[:-1], name, create=True) as dir_fd:
             os.close(_make_child_dir(dir_fd, parts[-1], name, exclusive=exclusive))
 
+    def replace_symlink(self, name: str, target: str) -> None:
+        """Atomically make `name` a symbolic link to `target`, a sibling of `name`.
+
+        `target` is one plain name in the same directory (never `..`, `/` or a temp
+        name), so the link can only point inside the root. A temp link is created beside
+        `name`, then renamed over it, then the directory is fsynced: a reader sees the old
+        link or the new one, never none. An existing entry at `name` that is not a
+        symbolic link (a real file or directory) is never replaced: AlreadyExists.
+        """
+        parts = _split(name)
+        if "/" in target or _lexical_refusal(target) is not None:
+            raise PathRefused(target, None, "path refused: a link target must be a sibling name")
+        leaf = parts[-1]
+        with _classified(name), self._dir(parts[:-1], name, create=True) as dir_fd:
+            try:
+                mode = os.stat(leaf, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                mode = None
+            if mode is not None and not stat.S_ISLNK(mode):
+                raise AlreadyExists(name, errno.EEXIST, "exists and is not a symbolic link")
+            temp = TEMP_PREFIX + secrets.token_hex(8)
+            os.symlink(target, temp, dir_fd=dir_fd)
+            try:
+                os.replace(temp, leaf, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                _unlink_quietly(temp, dir_fd)
+                raise
+            os.fsync(dir_fd)
+
     def subroot(self, name: str, *, create: bool = False) -> FsRoot:
         """A new root on the directory `name`, resolved through the confined walk."""
         parts = _split(name)
