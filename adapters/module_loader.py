@@ -45,6 +45,7 @@ __all__ = [
     "ModuleLoadError",
     "load_module",
     "load_validator",
+    "module_source",
     "plugin_module_name",
 ]
 
@@ -164,6 +165,32 @@ def _import_file(
             sys.modules[name] = cached
         raise
     return module
+
+
+def module_source(module: Module) -> tuple[str, str] | None:
+    """(file, sha256 of its bytes) of the file defining `module`'s class, if it can be read.
+
+    For a path plugin that is the file the loader executed (its digest as loaded); for an
+    installed module, the file its Python module was imported from. None for the
+    built-ins (their fingerprints are kept with runjournal's own version) and for a class
+    whose file cannot be found or read. Only that one file is digested, not what it
+    imports (docs/modules.md "Fingerprints").
+    """
+    cls = type(module)
+    if cls in BUILTIN_MODULES.values():
+        return None
+    namespace = sys.modules.get(cls.__module__)
+    filename = getattr(namespace, "__file__", None)
+    if not isinstance(filename, str) or not filename.endswith(".py"):
+        return None
+    loaded = getattr(namespace, "__runjournal_source_sha256__", None)
+    if isinstance(loaded, str):
+        return filename, loaded
+    try:
+        data = Path(filename).read_bytes()
+    except OSError:
+        return None
+    return filename, hashlib.sha256(data).hexdigest()
 
 
 def plugin_module_name(path: Path) -> str:

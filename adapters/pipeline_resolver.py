@@ -27,6 +27,7 @@ from runjournal.domain.identity import (
     overrides_digest,
     references_digest,
 )
+from runjournal.domain.modules import Module, overrides_for
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep
 from runjournal.domain.pipeline_spec import PipelineSpec
 
@@ -53,7 +54,13 @@ def resolve_pipeline(
     overrides: Mapping[str, str],
     default_profile: str | None,
     profiles: ProfileRegistry,
+    modules: Mapping[str, Module] | None = None,
 ) -> tuple[ResolvedPipeline, Resolution]:
+    """The resolved pipeline; `modules` (step id -> instance) are modules loaded already.
+
+    Modules loaded while checking `--set` keys in phase P1 are passed in, so a plugin is
+    constructed once per run.
+    """
     try:
         if inputs_override:
             sources = load_sources(
@@ -73,7 +80,6 @@ def resolve_pipeline(
     ref_text = {r.name: r.data.decode("utf-8") for r in references}
     ref_digests = {r.name: r.sha256 for r in references}
     refs = references_digest(ref_digests)
-    ovr = overrides_digest(overrides)
     chunking = {"strategy": spec.chunking.strategy.value, "max_chars": spec.chunking.max_chars}
 
     steps: list[ResolvedStep] = []
@@ -81,7 +87,9 @@ def resolve_pipeline(
     for step in spec.steps:  # in dependency order; `step.key` names its place in the file
         where = step.key
         try:
-            module = load_module(step.module, pipeline_dir=pipeline_dir)
+            module = (modules or {}).get(step.id) or load_module(
+                step.module, pipeline_dir=pipeline_dir
+            )
             validators = tuple(
                 load_validator(v, pipeline_dir=pipeline_dir) for v in step.validators
             )
@@ -97,6 +105,9 @@ def resolve_pipeline(
                 key = f"{where}.profile" if step.profile else "profile"
                 raise ResolutionError(key, str(exc).split(": ", 1)[1]) from None
             used_profiles[step.id] = profile
+        # Only the overrides the module declares it reads enter identity (all when it
+        # declares nothing), so an unrelated `--set` does not invalidate its checkpoints.
+        seen = overrides_for(module, overrides)
         components = LaneComponents(
             config=config_digest(
                 module=step.module,
@@ -111,7 +122,7 @@ def resolve_pipeline(
                 for spec, v in zip(step.validators, validators, strict=True)
             ),
             references=refs,
-            overrides=ovr,
+            overrides=overrides_digest(seen),
             profile=profile.digest if profile else EMPTY,
             profile_source=profile.source_digest if profile else EMPTY,
         )
@@ -125,6 +136,7 @@ def resolve_pipeline(
                 components=components,
                 validators=validators,
                 llm=runtime_for(profile) if profile else None,
+                overrides=None if type(module).override_keys is None else seen,
             )
         )
     resolved = ResolvedPipeline(

@@ -82,7 +82,6 @@ def cli() -> None:
     type=ShownPath(dir_okay=False),
     help="Input file or glob, relative to the current directory (replaces `inputs`).",
 )
-@click.option("--resume", is_flag=True, help="Reuse valid checkpoints.")
 @click.option(
     "--recompute",
     multiple=True,

@@ -11,7 +11,7 @@ import os
 import secrets
 import signal
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,10 +39,23 @@ from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.output import emit_json
+from runjournal.cli.overrides import check_overrides
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
+from runjournal.cli.run_notes import (
+    RunNotes,
+    before_execution,
+    failure_detail,
+    failure_line,
+    keep_traceback,
+    main_outputs,
+    point_latest,
+    print_hint,
+    print_traceback,
+    summary_lines,
+)
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.cli.style import stdout_styler
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
@@ -79,7 +92,7 @@ class RunRequest:
     pipeline: str
     inputs: tuple[str, ...]
     flags: dict[str, Any]
-    resume: bool
+    resume: bool | None  # the flag only; the effective value is `config.resume`
     recompute: tuple[str, ...]
     overrides: tuple[str, ...]
     json: bool
@@ -116,6 +129,7 @@ class _Parsed:
     user_profiles: dict[str, Any]
     overrides: dict[str, str]
     policy: RecomputePolicy
+    modules: dict[str, Any] = field(default_factory=dict)  # loaded to check --set keys
 
     @property
     def pipeline_dir(self) -> str:
@@ -147,7 +161,17 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     resolved = _resolve(req, parsed, inv)
     if isinstance(resolved, int):
         return resolved
-    return _execute_and_terminalize(req, parsed, inv, resolved)
+    notes = before_execution(
+        emit=inv.session.emit,
+        store=inv.journal,
+        spec=parsed.spec,
+        resolved=resolved,
+        run_id=inv.run_id,
+        cache_root=parsed.config.cache_root,
+        pipeline_arg=req.pipeline,
+        resumed=parsed.config.resume or parsed.policy.active,
+    )
+    return _execute_and_terminalize(req, parsed, inv, resolved, notes)
 
 
 def _parse(req: RunRequest) -> _Parsed:
@@ -161,7 +185,8 @@ def _parse(req: RunRequest) -> _Parsed:
         )
     except UnknownStepError as exc:
         raise CliError(str(exc)) from None
-    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy)
+    modules = check_overrides(spec, os.path.dirname(pipeline_path), overrides)
+    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy, modules)
 
 
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
@@ -175,7 +200,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
         collab = build_collaborators(
-            config, pipeline=spec.name, resume=req.resume, recompute=parsed.policy.active
+            config, pipeline=spec.name, resume=config.resume, recompute=parsed.policy.active
         )
     except FsError as exc:
         journal.close()
@@ -199,7 +224,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         "pipeline": spec.name,
         "pipeline_file": parsed.pipeline_path,
         "overrides": parsed.overrides,
-        "resume": req.resume,
+        "resume": config.resume,
         "recompute": req.recompute,
         "inputs": req.inputs,
         "debug": config.debug.value,
@@ -236,6 +261,7 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
             overrides=parsed.overrides,
             default_profile=config.profile,
             profiles=profiles,
+            modules=parsed.modules,
         )
     except (ResolutionError, ProfileError) as exc:
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
@@ -285,7 +311,7 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
 
 
 def _execute_and_terminalize(
-    req: RunRequest, parsed: _Parsed, inv: _Invocation, resolved: ResolvedPipeline
+    req: RunRequest, parsed: _Parsed, inv: _Invocation, resolved: ResolvedPipeline, notes: RunNotes
 ) -> int:
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
@@ -309,7 +335,7 @@ def _execute_and_terminalize(
         with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
             outcome = runner.run(resolved)
         progress.finish()
-        doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path)
+        doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path, notes)
         try:
             state = terminal.succeed(
                 outcome.outputs,
@@ -317,6 +343,7 @@ def _execute_and_terminalize(
                 write_map=config.chunk_map,
                 write_index=config.chunk_map_index,
                 report=dict(doc),
+                attribution=outcome.attribution,
             )
         except OutputsRefused as exc:
             state = terminal.fail(RunError(message=str(exc)), refused=exc.refused)
@@ -327,14 +354,15 @@ def _execute_and_terminalize(
     except StageFailure as exc:
         progress.finish()
         error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
-        state = terminal.fail(error)
+        notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
+        state = terminal.fail(error, detail=failure_detail(error, req.pipeline))
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
+        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     except Interrupted:
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
+        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     finally:
         _restore_signal_handlers(previous)
         parallel.close()
@@ -350,6 +378,10 @@ def _execute_and_terminalize(
             not_persisted += failed
     finally:
         inv.journal.close()
+    if state.status is RunStatus.SUCCEEDED:
+        notes.latest, problem = point_latest(config.output_root, inv.run_id)
+        if problem:
+            doc["warnings"].append({"step": None, "lane": None, "message": problem})
 
     persistence = list(state.persistence_errors)
     if outcome is not None:
@@ -372,8 +404,10 @@ def _execute_and_terminalize(
         persistence_errors=persistence,
         decisions=view["decisions"],
         plans=view["plans"],
+        main_outputs=main_outputs(state.outputs, notes.sinks),
+        **notes.document(),
     )
-    _print_result(req, doc, state.error, persistence)
+    _print_result(req, doc, state.error, persistence, notes)
     return int(exit_code)
 
 
@@ -444,13 +478,19 @@ def _report_doc(
     policy: RecomputePolicy,
     journal_url: str,
     debug_bundle: str | None = None,
+    notes: RunNotes | None = None,
 ) -> dict[str, Any]:
+    run_level = list(notes.warnings) if notes is not None else []
     return {
         "decisions": dict(sorted(outcome.decisions.items())) if outcome else {},
         "plans": dict(sorted(outcome.plans.items())) if outcome else {},
-        "warnings": [{"step": s, "lane": ln, "message": m} for s, ln, m in outcome.warnings]
-        if outcome
-        else [],
+        "warnings": run_level
+        + (
+            [{"step": s, "lane": ln, "message": m} for s, ln, m in outcome.warnings]
+            if outcome
+            else []
+        ),
+        "hints": list(notes.hints) if notes is not None else [],
         "module_calls": outcome.module_calls if outcome else 0,
         "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
         "debug_bundle": debug_bundle,
@@ -520,12 +560,13 @@ def _print_result(
     doc: dict[str, Any],
     error: RunError | None,
     persistence: list[str],
+    notes: RunNotes | None = None,
 ) -> None:
+    notes = notes or RunNotes()
     if error is not None:
-        where = ""
-        if error.step:
-            where = f"step '{error.step}' lane '{error.lane}' {error.reason_code.value}: "
-        print_error(f"run {doc['run_id']} {doc['status']}: {where}{error.message}")
+        if req.verbose and notes.traceback:
+            print_traceback(notes.traceback)
+        print_error(failure_line(doc, error, req.pipeline))
     for line in persistence:
         print_error(f"not persisted: {line}")
     if req.json:
@@ -533,26 +574,9 @@ def _print_result(
         return
     if req.quiet:
         return
-    paint = stdout_styler()
-    decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in doc["decisions"].items()) or "none"
-    lines = [
-        f"run {doc['run_id']} {paint.status(doc['status'], doc['status'])}",
-        f"  decisions: {decisions}",
-        f"  outputs:   {len(doc['outputs'])}",
-        f"  run dir:   {doc['run_dir']}",
-    ]
-    if doc.get("manifest"):
-        lines.append(f"  manifest:  {doc['manifest']}")
-    if doc.get("report_html"):
-        lines.append(f"  report:    {doc['report_html']}")
-    if doc.get("debug_bundle"):
-        lines.append(f"  debug:     {doc['debug_bundle']}")
-    roots = doc["roots"]
-    lines.append(
-        f"  roots:     output {roots['output']} · cache {roots['cache']} · debug {roots['debug']}"
-    )
-    lines.append(f"  journal:   {doc['journal']}")
-    click.echo("\n".join(lines))
+    for hint in notes.hints:
+        print_hint(hint)
+    click.echo("\n".join(summary_lines(doc, notes, stdout_styler())))
 
 
 def _install_signal_handlers() -> dict[int, Any]:

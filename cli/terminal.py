@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,7 @@ class Terminalizer:
         write_map: bool,
         write_index: bool,
         report: dict[str, Any],
+        attribution: Mapping[str, tuple[str, str]] | None = None,
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
         files = [(o.name, o.data) for o in outputs] + own
@@ -113,7 +115,10 @@ class Terminalizer:
             raise
         for name, data in files:
             digest = hashlib.sha256(data).hexdigest()
-            self._session.emit(OutputWritten, name=name, sha256=digest, size=len(data))
+            step, lane = (attribution or {}).get(name, (None, None))
+            self._session.emit(
+                OutputWritten, name=name, sha256=digest, size=len(data), step=step, lane=lane
+            )
             self.state.outputs.append(
                 {
                     "name": name,

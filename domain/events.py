@@ -147,6 +147,22 @@ class ProfileObserved(RunEvent, frozen=True, kw_only=True):
     source_kind: str
 
 
+class ModuleObserved(RunEvent, frozen=True, kw_only=True):
+    """The module a step loaded at resolution, as its author declared it.
+
+    `source_sha256` digests the file that defines the module class when that file can
+    be read (path plugins and installed modules; None for the built-ins). It is never
+    part of identity: reuse trusts the declared fingerprint, and a source that changed
+    under an unchanged fingerprint is only a warning (docs/modules.md "Fingerprints").
+    """
+
+    step: str
+    module: str
+    fingerprint: str
+    source: str | None
+    source_sha256: str | None
+
+
 class ChunkPlanResolved(RunEvent, frozen=True, kw_only=True):
     """How a source's plan was obtained, e.g. [corrupt, computed, published]."""
 
@@ -298,9 +314,18 @@ class OutputsValidated(RunEvent, frozen=True, kw_only=True):
 
 
 class OutputWritten(RunEvent, frozen=True, kw_only=True):
+    """A file written into the run directory.
+
+    `step` and `lane` name the lane whose artifact the file holds or renders (`runs
+    show` lists them as its provenance); both are None for runjournal's own files
+    (`chunk-map.json`) and in journals written before they were recorded.
+    """
+
     name: str
     sha256: str
     size: int
+    step: str | None = None
+    lane: str | None = None
 
 
 class RunTerminated(RunEvent, frozen=True, kw_only=True):
@@ -320,6 +345,7 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     DebugBundleAllocated,
     InputsFingerprinted,
     ProfileObserved,
+    ModuleObserved,
     ChunkPlanResolved,
     LaneResolved,
     StageDecided,

@@ -96,6 +96,12 @@ class Module:
     Subclasses set the class attributes below and implement the three stages.
     `fingerprint` is the author's explicit semantic version: bump it whenever the
     module's behaviour changes, because reuse decisions trust it.
+
+    `override_keys` declares which `--set` keys the module reads from `ctx.overrides`:
+    a tuple of names (empty: it reads none), or None (the default: not declared, so it
+    may read any). A declaring module sees only its keys in `ctx.overrides`, and only
+    they enter its steps' identity; a `--set` key that no step reads is an error
+    (docs/modules.md "Overrides").
     """
 
     name: ClassVar[str] = ""
@@ -106,6 +112,7 @@ class Module:
     chunk_type: ClassVar[Any] = Any
     merged_type: ClassVar[Any] = Any
     artifact_type: ClassVar[Any] = Any
+    override_keys: ClassVar[tuple[str, ...] | None] = None
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> Any:
         raise NotImplementedError
@@ -158,9 +165,31 @@ def check_module_declarations(module: Module) -> None:
         if not isinstance(value, str) or not value:
             raise ModuleContractError(f"module {cls.__qualname__} must declare `{attr}`")
     _refuse_credential_shaped(cls, "module", _MODULE_DECLARATIONS)
+    keys = getattr(cls, "override_keys", None)
+    if keys is not None and (
+        not isinstance(keys, tuple) or not all(isinstance(k, str) and k.strip() for k in keys)
+    ):
+        raise ModuleContractError(
+            f"module {cls.__qualname__} must declare `override_keys` as a tuple of names "
+            "(or leave it None)"
+        )
     for stage in ("extract", "merge", "normalize"):
         if getattr(cls, stage) is getattr(Module, stage):
             raise ModuleContractError(f"module {cls.__qualname__} must implement `{stage}`")
+
+
+def reads_override(module: Module, key: str) -> bool:
+    """Whether `module` may read `--set` key `key` (an undeclared module may read any)."""
+    keys = type(module).override_keys
+    return keys is None or key in keys
+
+
+def overrides_for(module: Module, overrides: Mapping[str, str]) -> dict[str, str]:
+    """The overrides a module sees and its steps' identity covers: its declared keys."""
+    keys = type(module).override_keys
+    if keys is None:
+        return dict(overrides)
+    return {k: v for k, v in overrides.items() if k in keys}
 
 
 def check_validator_declarations(validator: Validator) -> None:

@@ -40,6 +40,12 @@ class ResolvedStep:
     components: LaneComponents
     validators: tuple[Validator, ...] = ()
     llm: LLMRuntime | None = None
+    # The `--set` pairs this step's module reads (None: every pair, the module did not
+    # declare `override_keys`); see docs/modules.md "Overrides".
+    overrides: Mapping[str, str] | None = None
+
+    def overrides_seen(self, pipeline_overrides: Mapping[str, str]) -> dict[str, str]:
+        return dict(pipeline_overrides if self.overrides is None else self.overrides)
 
 
 @dataclass(frozen=True)

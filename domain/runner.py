@@ -70,12 +70,21 @@ ERROR_MESSAGE_LIMIT = 500
 class StageFailure(Exception):
     """The run failed at a stage: names only the step, the lane and the reason code."""
 
-    def __init__(self, step: str, lane: str, code: ReasonCode, message: str) -> None:
+    def __init__(
+        self,
+        step: str,
+        lane: str,
+        code: ReasonCode,
+        message: str,
+        *,
+        cause: BaseException | None = None,
+    ) -> None:
         super().__init__(message)
         self.step = step
         self.lane = lane
         self.code = code
         self.message = message
+        self.cause = cause  # the module's own exception, for `-v` and `--debug trace`
 
 
 @dataclass
@@ -147,6 +156,8 @@ class RunOutcome:
     persistence_errors: list[str] = field(default_factory=list)
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
     module_calls: int = 0
+    # output name -> (step, lane) of the artifact it holds or renders (`runs show`)
+    attribution: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 Progress = Callable[[str, str, int, int], None]
@@ -237,6 +248,7 @@ class PipelineRunner:
         self._persistence_errors: list[str] = []
         self._warnings: list[tuple[str, str, str]] = []
         self._module_calls = 0
+        self._attribution: dict[str, tuple[str, str]] = {}
 
     # --- public ------------------------------------------------------------------
 
@@ -271,6 +283,7 @@ class PipelineRunner:
             persistence_errors=list(self._persistence_errors),
             warnings=list(self._warnings),
             module_calls=self._module_calls,
+            attribution=dict(self._attribution),
         )
 
     def _run_step(
@@ -407,7 +420,7 @@ class PipelineRunner:
             params=dict(step.params),
             references=dict(pipeline.references),
             consumed={p: {ln: a.value for ln, a in lanes.items()} for p, lanes in consumed.items()},
-            overrides=dict(pipeline.overrides),
+            overrides=step.overrides_seen(pipeline.overrides),
             **({"llm": step.llm} if step.llm is not None else {}),
             **({"trace": _ModuleTrace(self._trace, step.id, lane)} if self._trace else {}),
         )
@@ -428,7 +441,9 @@ class PipelineRunner:
                 code=ReasonCode.STAGE_FAILED,
                 message=message,
             )
-            raise StageFailure(step.id, lane, ReasonCode.STAGE_FAILED, message) from None
+            raise StageFailure(
+                step.id, lane, ReasonCode.STAGE_FAILED, message, cause=err.exc
+            ) from None
 
     def _restore_lane(self, step: ResolvedStep, lane: str, lid: str, ctx: StageContext) -> Artifact:
         """Selective recomputation: restore an unforced step's accepted normalize artifact."""
@@ -530,16 +545,15 @@ class PipelineRunner:
         outputs: list[OutputFile] = []
         for step in pipeline.steps:
             for lane, artifact in artifacts[step.id].items():
-                outputs.append(
-                    OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.data)
-                )
+                own = OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.data)
+                outputs.append(own)
                 ctx = StageContext(
                     step=step.id,
                     lane=lane,
                     params=dict(step.params),
                     references=dict(pipeline.references),
                     consumed={},
-                    overrides=dict(pipeline.overrides),
+                    overrides=step.overrides_seen(pipeline.overrides),
                 )
                 try:
                     extra = step.module.outputs(artifact.value, ctx)
@@ -557,8 +571,12 @@ class PipelineRunner:
                         code=ReasonCode.STAGE_FAILED,
                         message=message,
                     )
-                    raise StageFailure(step.id, lane, ReasonCode.STAGE_FAILED, message) from None
+                    raise StageFailure(
+                        step.id, lane, ReasonCode.STAGE_FAILED, message, cause=exc
+                    ) from None
                 outputs.extend(extra)
+                for item in (own, *extra):
+                    self._attribution.setdefault(item.name, (step.id, lane))
         return outputs
 
 

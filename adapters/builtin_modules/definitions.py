@@ -225,6 +225,7 @@ class DefinitionsModule(Module):
     chunk_type = DefinitionsChunk
     merged_type = list[Definition]
     artifact_type = list[Definition]
+    override_keys = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> DefinitionsChunk:
         step = require_step(ctx, "terms_step", "terms", module=_NAME)

@@ -246,6 +246,7 @@ class GlossaryModule(Module):
     chunk_type = GlossaryChunk
     merged_type = GlossaryCounts
     artifact_type = Glossary
+    override_keys = ()  # reads no --set key
 
     def __init__(self) -> None:
         # Every chunk of the corpus lane sees the same consumed terms: plan once per lane.

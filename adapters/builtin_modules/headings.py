@@ -97,6 +97,7 @@ class HeadingsModule(Module):
     chunk_type = HeadingsChunk
     merged_type = list[Heading]
     artifact_type = list[Heading]
+    override_keys = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> HeadingsChunk:
         return HeadingsChunk(

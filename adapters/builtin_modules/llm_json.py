@@ -37,6 +37,7 @@ class LLMJsonModule(Module):
     chunk_type: ClassVar[Any] = ChunkAnswer
     merged_type: ClassVar[Any] = list[ChunkAnswer]
     artifact_type: ClassVar[Any] = list[ChunkAnswer]
+    override_keys: ClassVar[tuple[str, ...] | None] = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
         template = ctx.params.get("prompt", DEFAULT_PROMPT)

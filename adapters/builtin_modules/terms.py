@@ -180,6 +180,7 @@ class TermsModule(Module):
     chunk_type = TermsChunk
     merged_type = list[Term]
     artifact_type = list[Term]
+    override_keys = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> TermsChunk:
         tally = _FormTally()

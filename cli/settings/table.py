@@ -285,6 +285,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         description="Journal events committed per batch while a run progresses.",
         kind=ValueKind.INTEGER,
     ),
+    SettingSpec(
+        name="resume",
+        flag="--resume/--no-resume",
+        type_name="bool",
+        parse=parse_bool,
+        default=_constant(False),
+        default_text="off",
+        description="Consult the checkpoints and reuse every stage that is still valid.",
+        kind=ValueKind.BOOLEAN,
+        cli=CliForm.SWITCH,
+    ),
 )
 
 SETTINGS_BY_NAME: Final[Mapping[str, SettingSpec]] = {spec.name: spec for spec in SETTINGS}

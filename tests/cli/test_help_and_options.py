@@ -178,6 +178,7 @@ FLAG_CASES = {
     "journal": (["--journal", "sqlite:j.sqlite3"], lambda d: str(d / "j.sqlite3")),
     "cache_mode": (["--cache-mode", "READ-ONLY"], lambda d: "read-only"),
     "checkpoints": (["--no-checkpoints"], lambda d: False),
+    "resume": (["--resume"], lambda d: True),
     "jobs": (["--jobs", "8"], lambda d: 8),
     "debug": (["--debug", "trace"], lambda d: "trace"),
     "profile": (["--profile", "offline"], lambda d: "offline"),

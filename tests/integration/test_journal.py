@@ -52,6 +52,7 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    ModuleObserved,
     OutputsValidated,
     OutputWritten,
     PlanOutcome,
@@ -176,6 +177,16 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
             "profile": "f" * 64,
             "profile_source": "e" * 64,
             "source_kind": "builtin",
+        },
+    ),
+    (
+        ModuleObserved,
+        {
+            "step": "extract",
+            "module": "plugins/terms.py:Terms",
+            "fingerprint": "example.terms/1",
+            "source": "/project/plugins/terms.py",
+            "source_sha256": "c" * 64,
         },
     ),
     (

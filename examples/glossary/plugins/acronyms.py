@@ -59,6 +59,7 @@ class Acronyms(Module):
     chunk_type = AcronymsChunk
     merged_type = list[Acronym]
     artifact_type = list[Acronym]
+    override_keys = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> AcronymsChunk:
         counts: dict[str, int] = {}

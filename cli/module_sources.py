@@ -1,0 +1,88 @@
+"""Which module each step loaded, and a warning when its source changed but not its fingerprint.
+
+Reuse trusts the fingerprint a module declares (docs/modules.md "Fingerprints"): a plugin
+edited without bumping it keeps reusing results of the old code. At resolution each step's
+module is recorded as `ModuleObserved` (spec, fingerprint, digest of its source file when
+it can be read). The newest earlier `ModuleObserved` of the same pipeline and step in this
+journal is the comparison: same fingerprint and another source digest is a warning, shown
+in the run's output and journaled as `WarningRecorded`. Nothing about reuse changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eventsourcing.utils import get_topic
+from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.module_loader import module_source
+from runjournal.domain.events import ModuleObserved, WarningRecorded
+from runjournal.domain.pipeline import ResolvedPipeline
+from runjournal.domain.run import run_aggregate_id
+
+Emit = Callable[..., Any]
+
+
+def _previous(store: JournalStore, pipeline: str, run_id: str) -> dict[str, tuple[str, Any]]:
+    """step -> (run id, its newest earlier ModuleObserved) for this pipeline's other runs."""
+    runs = {
+        run_aggregate_id(r.run_id): r.run_id
+        for r in store.list_runs()
+        if r.pipeline == pipeline and r.run_id != run_id
+    }
+    latest: dict[str, tuple[str, Any]] = {}
+    if not runs:
+        return latest
+    for _position, event in store.notifications(0, [get_topic(ModuleObserved)]):
+        other = runs.get(event.originator_id)
+        if other is not None and isinstance(event, ModuleObserved):
+            latest[event.step] = (other, event)  # commit order: the newest wins
+    return latest
+
+
+def observe_modules(
+    *,
+    emit: Emit,
+    store: JournalStore,
+    pipeline: ResolvedPipeline,
+    specs: dict[str, str],
+    run_id: str,
+) -> list[dict[str, Any]]:
+    """Record each step's module; return (and journal) the source-changed warnings.
+
+    `specs` maps step id -> the `module` string of the pipeline file. Returns warnings as
+    `{"step", "lane", "message"}` (lane None: they concern the step, not one lane).
+    """
+    sources = {step.id: module_source(step.module) for step in pipeline.steps}
+    previous: dict[str, tuple[str, Any]] = {}
+    if any(sources.values()):
+        try:
+            previous = _previous(store, pipeline.name, run_id)
+        except JournalError:
+            previous = {}  # the comparison is advice; the run's own journal writes will tell
+    warnings: list[dict[str, Any]] = []
+    for step in pipeline.steps:
+        found = sources[step.id]
+        fingerprint = type(step.module).fingerprint
+        emit(
+            ModuleObserved,
+            step=step.id,
+            module=specs.get(step.id, ""),
+            fingerprint=fingerprint,
+            source=found[0] if found else None,
+            source_sha256=found[1] if found else None,
+        )
+        before = previous.get(step.id)
+        if found is None or before is None:
+            continue
+        other_run, observed = before
+        if observed.fingerprint != fingerprint or observed.source_sha256 in (None, found[1]):
+            continue
+        message = (
+            f"the source of module '{specs.get(step.id, '')}' changed since run {other_run} "
+            f"but its fingerprint '{fingerprint}' did not: results computed by the old code "
+            "are still reused; bump `fingerprint` to recompute them"
+        )
+        emit(WarningRecorded, step=step.id, lane="", message=message)
+        warnings.append({"step": step.id, "lane": None, "message": message})
+    return warnings

@@ -1,0 +1,86 @@
+"""The one-line hint of a plain run that could have reused checkpoints.
+
+A run that is not a resume invocation builds no checkpoint loader (docs/internals.md,
+"Composition"), so it decides `not_resumed` everywhere and pays the full cost again.
+Before such a run executes, this looks, read-only and bounded, for lanes whose accepted
+normalize checkpoint was recorded under exactly the identity the lane has now (the
+lookup `--recompute` uses); if one exists, the run says how to reuse them
+(docs/operations.md "Resuming and explaining").
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+
+from runjournal.adapters.checkpoints import CheckpointLoader, Workspace
+from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.domain.decisions import PredecessorState, Stage
+from runjournal.domain.identity import lane_identity
+from runjournal.domain.names import CORPUS_LANE
+from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope
+from runjournal.domain.runner import codec_id
+
+# At most this many checkpoint files are read: the hint must not cost a run noticeably.
+MAX_LOOKUPS = 32
+
+
+def _lanes(step: ResolvedStep, pipeline: ResolvedPipeline) -> Iterator[tuple[str, str]]:
+    """(lane, lane identity) as the runner computes them."""
+    if step.scope is Scope.CORPUS:
+        yield CORPUS_LANE, lane_identity(step.components, [s.sha256 for s in pipeline.sources])
+        return
+    for source in pipeline.sources:
+        yield source.name, lane_identity(step.components, [source.sha256])
+
+
+def reusable_lanes(cache_root: str, pipeline: ResolvedPipeline, *, limit: int = MAX_LOOKUPS) -> int:
+    """How many of the first `limit` lanes have a checkpoint valid for their identity now."""
+    if not os.path.isdir(cache_root):
+        return 0
+    found = 0
+    looked = 0
+    try:
+        root = FsRoot.open(cache_root)
+    except FsError:
+        return 0
+    workspace = Workspace.in_cache(root, pipeline.name)
+    try:
+        loader = CheckpointLoader(workspace)
+        for step in pipeline.steps:
+            codec = codec_id(step.module, Stage.NORMALIZE)
+            for lane, identity in _lanes(step, pipeline):
+                if looked >= limit:
+                    return found
+                looked += 1
+                try:
+                    restored = loader.load_accepted_artifact(step.id, lane, identity, codec)
+                except (FsError, ValueError):  # an unreadable scope is simply not reusable
+                    continue
+                if restored.state is PredecessorState.RESTORED:
+                    found += 1
+    finally:
+        workspace.close()
+        root.close()
+    return found
+
+
+def resume_hint(pipeline_arg: str, count: int, *, limit: int = MAX_LOOKUPS) -> str:
+    """The hint's one line, naming the command that reuses the checkpoints."""
+    some = f"{count}+" if count >= limit else str(count)
+    return (
+        f"checkpoints valid for {some} lane(s) of this pipeline were not used (a plain run "
+        f"recomputes everything): `runjournal run {shlex.quote(pipeline_arg)} --resume` "
+        "reuses them, and `resume = true` in its [runjournal] table makes every run do so"
+    )
+
+
+def plain_run_hint(
+    *, cache_root: str, pipeline_arg: str, pipeline: ResolvedPipeline, resumed: bool
+) -> list[str]:
+    """The hints of a run: one line when a plain run could have reused checkpoints."""
+    if resumed:
+        return []
+    count = reusable_lanes(cache_root, pipeline)
+    return [resume_hint(pipeline_arg, count)] if count else []
