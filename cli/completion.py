@@ -79,8 +79,8 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
     return _matching(["latest", *(r.run_id for r in runs)], incomplete, status)
 
 
-def complete_run_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
-    """Step ids of the RUN given on the line (for `explain RUN --step`)."""
+def _run_lanes(ctx: click.Context) -> list[tuple[str, str]]:
+    """(step, lane) of each LaneResolved of the RUN given on the line, in order."""
     from runjournal.adapters.journal import JournalError
     from runjournal.cli.errors import CliError
     from runjournal.cli.query_cmds import open_cli_journal
@@ -95,12 +95,29 @@ def complete_run_steps(ctx: click.Context, param: click.Parameter, incomplete: s
         return []
     try:
         run_id = store.resolve_run(str(params["run"]))
-        steps = [e.step for e in store.events(run_id) if isinstance(e, LaneResolved)]
+        return [(e.step, e.lane) for e in store.events(run_id) if isinstance(e, LaneResolved)]
     except JournalError:
         return []
     finally:
         store.close()
-    return _matching(steps, incomplete)
+
+
+def complete_run_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Step ids of the RUN given on the line (for `explain RUN --step`)."""
+    return _matching([step for step, _lane in _run_lanes(ctx)], incomplete)
+
+
+def complete_run_lanes(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Lane ids of the RUN given on the line (for `explain RUN --lane`)."""
+    return _matching([lane for _step, lane in _run_lanes(ctx)], incomplete)
+
+
+def complete_reason_codes(ctx: click.Context, param: click.Parameter, incomplete: str):
+    """Every reason code, with its description (for `explain --code`)."""
+    from runjournal.domain.reasons import DESCRIPTIONS, ReasonCode
+
+    codes = [code.value for code in ReasonCode]
+    return _matching(codes, incomplete, {c.value: DESCRIPTIONS[c] for c in ReasonCode})
 
 
 def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str):

@@ -11,7 +11,13 @@ from typing import Any, NoReturn
 import click
 from runjournal import __version__
 from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds, report_cmds
-from runjournal.cli.completion import complete_run_steps, complete_runs, complete_steps
+from runjournal.cli.completion import (
+    complete_reason_codes,
+    complete_run_lanes,
+    complete_run_steps,
+    complete_runs,
+    complete_steps,
+)
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
@@ -140,6 +146,7 @@ def runs_group() -> None:
     Examples:
       runjournal runs list
       runjournal runs show latest
+      runjournal runs diff 20261130T150405Z latest
     """
 
 
@@ -160,18 +167,51 @@ def runs_list(**opts: Any) -> None:
 
 @runs_group.command("show")
 @run_argument
+@click.option(
+    "--outputs",
+    "outputs",
+    is_flag=True,
+    help="Only the outputs, all of them, each with the step, lane and decisions behind it.",
+)
 @journal_options
 @json_option
 @verbose_option
-def runs_show(run: str, **opts: Any) -> None:
-    """Show one run (RUN: a run id, a unique prefix, or `latest`).
+def runs_show(run: str, outputs: bool, **opts: Any) -> None:
+    """Show one run (RUN: a run id, a unique prefix, or `latest`) and its outputs.
+
+    Each output is listed with its provenance: the step and lane whose artifact it
+    holds or renders, and that lane's decisions. --json prints the run's manifest
+    view; with --outputs, the outputs with their provenance.
 
     \b
     Examples:
       runjournal runs show latest
+      runjournal runs show latest --outputs
       runjournal runs show 20261130T150405Z --json
     """
-    _call(query_cmds.runs_show, opts, run=run)
+    _call(query_cmds.runs_show, opts, run=run, outputs=outputs)
+
+
+@runs_group.command("diff")
+@click.argument("run_a", metavar="RUN_A", shell_complete=complete_runs)
+@click.argument("run_b", metavar="RUN_B", shell_complete=complete_runs)
+@journal_options
+@json_option
+@verbose_option
+def runs_diff(run_a: str, run_b: str, **opts: Any) -> None:
+    """What changed from RUN_A to RUN_B: settings, inputs, identity, decisions, outputs.
+
+    Identity is compared per step (which components differ: config, module,
+    validators, references, overrides, profile, profile source; the declared module
+    fingerprints; lanes added or removed); decisions per step and reason code;
+    outputs by name and sha256.
+
+    \b
+    Examples:
+      runjournal runs diff 20261130T150405Z latest
+      runjournal runs diff 20261130T1504 20261130T1610 --json
+    """
+    _call(query_cmds.runs_diff, opts, run_a=run_a, run_b=run_b)
 
 
 @cli.group("journal", cls=Group)
@@ -311,21 +351,51 @@ def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
     default=None,
     metavar="STEP",
     shell_complete=complete_run_steps,
-    help="Only this step.",
+    help="Only this step's decisions.",
+)
+@click.option(
+    "--lane",
+    default=None,
+    metavar="LANE",
+    shell_complete=complete_run_lanes,
+    help="Only this lane's decisions.",
+)
+@click.option(
+    "--code",
+    default=None,
+    metavar="CODE",
+    shell_complete=complete_reason_codes,
+    help="Only decisions with this reason code (see `runjournal reasons`).",
+)
+@click.option("--executed", is_flag=True, help="Only stages that ran (not reused).")
+@click.option("--changed", is_flag=True, help="Only stages invalidated by a change.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="List at most N decisions (default 50).",
 )
 @journal_options
 @json_option
 @verbose_option
 def explain(run: str, step: str | None, **opts: Any) -> None:
-    """Explain every stage decision of RUN, grouped by step, lane, stage and reason.
+    """Explain RUN's decisions: a summary by step and reason, then what you select.
+
+    The summary has one line per step and reason code with its count; each reason's
+    description is printed once. --step, --lane, --code, --executed, --changed and
+    --limit select decisions, which are then listed one per line.
 
     \b
     Examples:
       runjournal explain latest
-      runjournal explain latest --step glossary
+      runjournal explain latest --executed
+      runjournal explain latest --changed --step glossary
+      runjournal explain latest --lane docs/intro.md --code input_changed
       runjournal explain 20261130T150405Z --json
     """
-    _call(query_cmds.explain, opts, run=run, step=step)
+    drill = {k: opts.pop(k) for k in ("lane", "code", "executed", "changed", "limit")}
+    _call(query_cmds.explain, opts, run=run, step=step, **drill)
 
 
 @cli.command("report")

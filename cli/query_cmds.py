@@ -103,17 +103,32 @@ def _run_row(summary: Any) -> dict[str, Any]:
     }
 
 
-def runs_show(opts: dict[str, Any], *, run: str) -> int:
+def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
+    """The run's manifest view; its outputs with provenance (`--outputs`: only those)."""
+    from runjournal.cli.run_reports import output_lines
+    from runjournal.projections.run_facts import RunFactsProjection, provenance
+
     store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
-        view = fold(ManifestProjection(), store.events(run_id)).view()
+        events = list(store.events(run_id))
     finally:
         store.close()
+    facts = provenance(fold(RunFactsProjection(), events).view())
+    paint = stdout_styler()
+    if outputs:
+        if opts.get("as_json"):
+            emit_json(facts)
+            return 0
+        click.echo(f"run {run_id}: {len(facts['outputs'])} outputs")
+        lines = output_lines(facts["outputs"], paint, limit=None)
+        if lines:
+            click.echo("\n".join(lines))
+        return 0
+    view = fold(ManifestProjection(), events).view()
     if opts.get("as_json"):
         emit_json(view)
         return 0
-    paint = stdout_styler()
     status = paint.status(str(view["status"]), str(view["status"]))
     click.echo(f"run {view['run_id']}  {status}  pipeline {view['pipeline']}")
     click.echo(f"  started {view['started']}  ended {view['ended']}")
@@ -126,6 +141,29 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
         err = view["error"]
         where = f"step '{err['step']}' lane '{err['lane']}' " if err["step"] else ""
         click.echo(f"  error: {where}{err['message']}")
+    if facts["outputs"]:
+        click.echo("  outputs (produced by: step · lane: its decisions):")
+        click.echo("\n".join(output_lines(facts["outputs"], paint)))
+    return 0
+
+
+def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
+    """What changed between two runs: settings, inputs, identity, decisions, outputs."""
+    from runjournal.cli.run_reports import diff_lines
+    from runjournal.projections.run_facts import RunFactsProjection, diff_runs
+
+    store = open_cli_journal(opts)
+    try:
+        id_a, id_b = _resolve(store, run_a), _resolve(store, run_b)
+        view_a = fold(RunFactsProjection(), store.events(id_a)).view()
+        view_b = fold(RunFactsProjection(), store.events(id_b)).view()
+    finally:
+        store.close()
+    diff = diff_runs(view_a, view_b)
+    if opts.get("as_json"):
+        emit_json(diff)
+        return 0
+    click.echo("\n".join(diff_lines(diff, stdout_styler())))
     return 0
 
 
@@ -150,7 +188,11 @@ def journal_show(opts: dict[str, Any], *, run: str) -> int:
     return 0
 
 
-def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
+def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -> int:
+    """The summary by step and reason, then the selected decisions (cli/explain.py)."""
+    from runjournal.cli import explain as explaining
+
+    selection = explaining.Selection(step=step, **drill)
     store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
@@ -159,35 +201,11 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
         store.close()
     if step is not None and not view["steps"]:
         raise CliError(f"run {run_id} has no decisions for step '{step}'")
+    explaining.check_selection(selection, view, run_id)
     if opts.get("as_json"):
-        emit_json(view)
+        emit_json(explaining.json_document(view, selection))
         return 0
-    paint = stdout_styler()
-    totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["totals"].items()) or "none"
-    click.echo(f"run {run_id}: {totals}")
-    for s in view["steps"]:
-        click.echo(f"step {s['step']}")
-        for lane in s["lanes"]:
-            click.echo(f"  lane {lane['lane']}")
-            for stage, codes in lane["stages"].items():
-                for code, count in codes.items():
-                    differs = sorted(
-                        {
-                            name
-                            for d in lane["decisions"]
-                            if d["stage"] == stage and d["code"] == code
-                            for name in d["differs"]
-                        }
-                    )
-                    note = f" (differs: {', '.join(differs)})" if differs else ""
-                    click.echo(
-                        f"    {stage:<9} {paint.code(f'{code:<24}', code)} x{count}  "
-                        f"{DESCRIPTIONS[ReasonCode(code)]}{note}"
-                    )
-    for f in view["failures"]:
-        click.echo(
-            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}: {f['message']}"
-        )
+    click.echo("\n".join(explaining.text_lines(run_id, view, selection, stdout_styler())))
     return 0
 
 

@@ -48,7 +48,7 @@ def _flat(text: str) -> str:
 
 def test_the_tree_is_what_the_docs_list() -> None:
     assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",)}
-    assert len(LEAVES) == 16  # report RUN added
+    assert len(LEAVES) == 17  # report RUN and runs diff added
 
 
 # --- 3: a group without a command ------------------------------------------------------

@@ -1,0 +1,199 @@
+"""`explain RUN`: a summary by step and reason first, then the decisions asked for.
+
+Works on the reasons view (`projections/reasons_report.py`, unchanged): the summary has
+one line per step and reason code with its count (and the components that differed),
+and each reason's description once at the end. `--lane`, `--code`, `--executed`,
+`--changed` and `--step` select decisions; with any of them the matching decisions are
+listed too, at most `--limit` (docs/operations.md "Resuming and explaining").
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from runjournal.cli.errors import CliError
+from runjournal.cli.style import Styler
+from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
+
+DEFAULT_LIMIT = 50
+# Categories whose decisions did not run the stage: reused, or refused before running.
+_NOT_EXECUTED = frozenset({Category.REUSE, Category.PREDECESSOR_FAILURE})
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked to see; `any` when some decision filter is given."""
+
+    step: str | None = None
+    lane: str | None = None
+    code: str | None = None
+    executed: bool = False
+    changed: bool = False
+    limit: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.step or self.lane or self.code or self.executed or self.changed or self.limit
+        )
+
+    def matches(self, decision: dict[str, Any]) -> bool:
+        category = CATEGORY_OF[ReasonCode(decision["code"])]
+        if self.code is not None and decision["code"] != self.code:
+            return False
+        if self.executed and category in _NOT_EXECUTED:
+            return False
+        return not (self.changed and category is not Category.INVALID)
+
+
+def check_selection(selection: Selection, view: dict[str, Any], run_id: str) -> None:
+    """An unknown --code or --lane is a usage error naming the closest one."""
+    if selection.code is not None and selection.code not in {c.value for c in ReasonCode}:
+        close = difflib.get_close_matches(selection.code, [c.value for c in ReasonCode], n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise CliError(f"--code {selection.code!r} is not a reason code{hint} (see `reasons`)")
+    if selection.lane is not None:
+        lanes = sorted({lane["lane"] for s in view["steps"] for lane in s["lanes"]})
+        if selection.lane not in lanes:
+            close = difflib.get_close_matches(selection.lane, lanes, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise CliError(f"run {run_id} has no lane {selection.lane!r}{hint}")
+    if selection.limit is not None and selection.limit < 1:
+        raise CliError("--limit must be at least 1")
+
+
+def select(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
+    """The view with only the selected decisions (same shape; counts recomputed)."""
+    steps = []
+    totals: dict[str, int] = {}
+    for s in view["steps"]:
+        lanes = []
+        for lane in s["lanes"]:
+            if selection.lane is not None and lane["lane"] != selection.lane:
+                continue
+            decisions = [d for d in lane["decisions"] if selection.matches(d)]
+            if not decisions:
+                continue
+            stages: dict[str, dict[str, int]] = {}
+            for d in decisions:
+                codes = stages.setdefault(d["stage"], {})
+                codes[d["code"]] = codes.get(d["code"], 0) + 1
+                totals[d["code"]] = totals.get(d["code"], 0) + 1
+            lanes.append({"lane": lane["lane"], "stages": stages, "decisions": decisions})
+        if lanes:
+            steps.append({"step": s["step"], "lanes": lanes})
+    failures = [
+        f
+        for f in view["failures"]
+        if (selection.lane is None or f["lane"] == selection.lane)
+        and (selection.code is None or f["reason_code"] == selection.code)
+    ]
+    return {**view, "totals": dict(sorted(totals.items())), "steps": steps, "failures": failures}
+
+
+def summary(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per step and reason code: count, lanes, stages and what differed."""
+    rows: list[dict[str, Any]] = []
+    for s in view["steps"]:
+        by_code: dict[str, dict[str, Any]] = {}
+        for lane in s["lanes"]:
+            for d in lane["decisions"]:
+                row = by_code.setdefault(
+                    d["code"],
+                    {
+                        "step": s["step"],
+                        "code": d["code"],
+                        "category": d["category"],
+                        "count": 0,
+                        "lanes": set(),
+                        "stages": {},
+                        "differs": set(),
+                    },
+                )
+                row["count"] += 1
+                row["lanes"].add(lane["lane"])
+                row["stages"][d["stage"]] = row["stages"].get(d["stage"], 0) + 1
+                row["differs"].update(d["differs"])
+        for row in by_code.values():
+            rows.append({**row, "lanes": len(row["lanes"]), "differs": sorted(row["differs"])})
+    return rows
+
+
+def decisions(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every decision of the view, flat, in journal order within each step and lane."""
+    return [
+        {"step": s["step"], "lane": lane["lane"], **d}
+        for s in view["steps"]
+        for lane in s["lanes"]
+        for d in lane["decisions"]
+    ]
+
+
+def json_document(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
+    """`explain --json`: the reasons view as is; with a selection, the selected part of
+    it plus `summary`, `matched` and `limit` (and at most `limit` decisions listed)."""
+    if not selection.any:
+        return view
+    chosen = select(view, selection)
+    limit = selection.limit or DEFAULT_LIMIT
+    matched = sum(chosen["totals"].values())
+    left = limit
+    for s in chosen["steps"]:
+        for lane in s["lanes"]:
+            lane["decisions"] = lane["decisions"][: max(left, 0)]
+            left -= len(lane["decisions"])
+    return {**chosen, "summary": summary(chosen), "matched": matched, "limit": limit}
+
+
+def _stages(stages: dict[str, int]) -> str:
+    return ", ".join(f"{stage} {n}" for stage, n in stages.items())
+
+
+def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: Styler) -> list[str]:
+    chosen = select(view, selection) if selection.any else view
+    totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in chosen["totals"].items()) or "none"
+    count = sum(chosen["totals"].values())
+    head = f"run {run_id}: {totals}"
+    if selection.any:
+        head = f"run {run_id}: {count} of {sum(view['totals'].values())} decisions match: {totals}"
+    lines = [head]
+    rows = summary(chosen)
+    width = max((len(r["step"]) for r in rows), default=4)
+    for row in rows:
+        lanes = f"{row['lanes']} lane{'s' if row['lanes'] != 1 else ''}"
+        note = f"  (differs: {', '.join(row['differs'])})" if row["differs"] else ""
+        code = paint.code(f"{row['code']:<24}", row["code"])
+        lines.append(
+            f"  {row['step']:<{width}}  {code} "
+            f"x{row['count']:<5} {lanes}; {_stages(row['stages'])}{note}"
+        )
+    if selection.any:
+        flat = decisions(chosen)
+        limit = selection.limit or DEFAULT_LIMIT
+        if flat:
+            lines.append("decisions:")
+        for d in flat[:limit]:
+            chunk = f" {d['chunk'][:12]}" if d["chunk"] else ""
+            note = f"  (differs: {', '.join(d['differs'])})" if d["differs"] else ""
+            lines.append(
+                f"  {d['step']} · {d['lane']} · {d['stage']}{chunk}  "
+                f"{paint.code(d['code'], d['code'])}{note}"
+            )
+        if len(flat) > limit:
+            lines.append(f"  … and {len(flat) - limit} more (--limit N shows more)")
+    codes = [r["code"] for r in rows]
+    if codes:
+        lines.append("reasons:")
+        for code in dict.fromkeys(codes):
+            lines.append(f"  {paint.code(f'{code:<24}', code)} {DESCRIPTIONS[ReasonCode(code)]}")
+    for f in chosen["failures"]:
+        lines.append(
+            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}: {f['message']}"
+        )
+    if not selection.any and rows:
+        lines.append(
+            "drill down: --step STEP, --lane LANE, --code CODE, --executed, --changed, --limit N"
+        )
+    return lines
