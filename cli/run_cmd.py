@@ -44,7 +44,7 @@ from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
-from runjournal.cli.run_notes import (
+from runjournal.cli.run_summary import (
     RunNotes,
     before_execution,
     failure_detail,

@@ -188,6 +188,8 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
     assert isinstance(doc["module_calls"], int) and isinstance(doc["journal"], str)
     if doc["warnings"]:
         assert keys_of(doc["warnings"]) == {"step", "lane", "message"}
+    assert doc["main_outputs"] == [str(Path(doc["run_dir"]) / "glossary.md")]
+    assert Path(doc["latest"]).is_symlink() and isinstance(doc["hints"], list)
 
 
 def check_run_resumed(doc: dict[str, Any], w: World) -> None:
@@ -216,6 +218,29 @@ def check_runs_show(doc: dict[str, Any], w: World) -> None:
     assert doc["validation"]["status"] == "passed"
     assert set(doc["projection"]) == {"name", "version"}
     assert keys_of(doc["outputs"]) == {"name", "sha256", "size"}
+
+
+def check_runs_diff(doc: dict[str, Any], w: World) -> None:
+    assert (doc["a"]["run_id"], doc["b"]["run_id"]) == (w.ok_run, w.failed_run)
+    assert doc["a"]["pipeline"] == "glossary" and doc["b"]["pipeline"] == "boom"
+    for files in ("inputs", "references", "outputs"):
+        assert set(doc[files]) == {"added", "removed", "changed", "unchanged"}
+    assert doc["outputs"]["added"] == [] and doc["outputs"]["removed"]  # a failed run has none
+    assert keys_of(doc["steps"]) == {
+        "step",
+        "only_in",
+        "components",
+        "fingerprint",
+        "source_changed",
+        "lanes_added",
+        "lanes_removed",
+    }
+    assert keys_of(doc["decisions"]) == {"step", "code", "a", "b"}
+
+
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    assert Path(doc["file"]).stat().st_size == doc["bytes"] > 0
 
 
 def check_journal_show(doc: dict[str, Any], w: World) -> None:
@@ -337,6 +362,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         check_runs_show,
     ),
     (
+        "runs diff",
+        "runs diff",
+        lambda w: ["runs", "diff", w.ok_run, w.failed_run, *w.where()],
+        0,
+        check_runs_diff,
+    ),
+    (
         "journal show",
         "journal show",
         lambda w: ["journal", "show", w.ok_run, *w.where()],
@@ -395,6 +427,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
     ),
     ("reasons", "reasons", lambda w: ["reasons"], 0, check_reasons),
     (
+        "report",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("r.html"), *w.where()],
+        0,
+        check_report,
+    ),
+    (
         "config show",
         "config show",
         lambda w: ["config", "show", w.pipeline, *w.where()],
@@ -452,6 +491,13 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         False,
     ),
     ("runs show: unknown run", lambda w: ["runs", "show", "nope", *w.where()], 1, False),
+    (
+        "runs diff: unknown run",
+        lambda w: ["runs", "diff", w.ok_run, "nope", *w.where()],
+        1,
+        False,
+    ),
+    ("report: unknown run", lambda w: ["report", "nope", *w.where()], 1, False),
     ("journal show: unknown run", lambda w: ["journal", "show", "nope", *w.where()], 1, False),
     ("journal audit: unknown run", lambda w: ["journal", "audit", "nope", *w.where()], 1, False),
     (

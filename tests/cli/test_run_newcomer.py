@@ -340,7 +340,7 @@ def test_set_keys_matrix(project: Project, case: str) -> None:
 
 
 def test_the_builtin_example_refuses_any_set(project: Project, tmp_path: Path) -> None:
-    from tests.conftest import EXAMPLE
+    from support.paths import EXAMPLE
 
     result = CliRunner().invoke(
         cli,
