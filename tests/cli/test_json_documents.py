@@ -177,6 +177,7 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
     assert RUN_ID.fullmatch(doc["run_id"]) and doc["status"] == "succeeded"
     assert doc["error"] is None and doc["failure_report"] is None and doc["error_log"] is None
     assert doc["persistence_errors"] == [] and doc["debug_bundle"] is None
+    assert doc["report_html"] is None or Path(doc["report_html"]).exists()
     for key in ("run_dir", "manifest", "report"):
         assert Path(doc[key]).is_absolute() and Path(doc[key]).exists(), key
     assert keys_of(doc["outputs"]) == {"name", "path", "sha256", "size"}
@@ -188,6 +189,11 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
     assert isinstance(doc["module_calls"], int) and isinstance(doc["journal"], str)
     if doc["warnings"]:
         assert keys_of(doc["warnings"]) == {"step", "lane", "message"}
+
+
+def check_run_with_report(doc: dict[str, Any], w: World) -> None:
+    check_run_succeeded(doc, w)
+    assert doc["report_html"] == str(Path(doc["run_dir"]) / "report.html")
 
 
 def check_run_resumed(doc: dict[str, Any], w: World) -> None:
@@ -287,6 +293,12 @@ def check_explain_failed(doc: dict[str, Any], w: World) -> None:
     assert doc["failures"]
 
 
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    page = Path(doc["file"])
+    assert page.is_absolute() and page.stat().st_size == doc["bytes"] and len(doc["sha256"]) == 64
+
+
 def check_reasons(doc: dict[str, Any], w: World) -> None:
     assert keys_of(doc["reasons"]) == {"code", "category", "description"}
     assert [r["code"] for r in doc["reasons"]] == [c.value for c in ReasonCode]
@@ -327,6 +339,13 @@ Argv = Callable[[World], list[str]]
 SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]]] = [
     ("run", "run", lambda w: w.run_args(w.pipeline), 0, check_run_succeeded),
     ("run --resume", "run", lambda w: w.run_args(w.pipeline, "--resume"), 0, check_run_resumed),
+    (
+        "run --report",
+        "run",
+        lambda w: w.run_args(w.pipeline, "--resume", "--report"),
+        0,
+        check_run_with_report,
+    ),
     ("run (stage failure)", "run", lambda w: w.run_args(w.failing), 1, check_run_failed),
     ("runs list", "runs list", lambda w: ["runs", "list", *w.where()], 0, check_runs_list),
     (
@@ -392,6 +411,14 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         lambda w: ["explain", w.failed_run, *w.where()],
         0,
         check_explain_failed,
+    ),
+    ("report", "report", lambda w: ["report", w.ok_run, *w.where()], 0, check_report),
+    (
+        "report -o FILE",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
+        0,
+        check_report,
     ),
     ("reasons", "reasons", lambda w: ["reasons"], 0, check_reasons),
     (
@@ -485,6 +512,13 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         False,
     ),
     ("explain: unknown run", lambda w: ["explain", "nope", *w.where()], 1, False),
+    ("report: unknown run", lambda w: ["report", "nope", *w.where()], 1, False),
+    (
+        "report: existing file without --force",
+        lambda w: ["report", w.ok_run, "-o", w.pipeline, *w.where()],
+        2,
+        False,
+    ),
     (
         "config show: invalid setting",
         lambda w: ["config", "show", w.pipeline, "--cache-mode", "fast"],
