@@ -410,7 +410,7 @@ def _heading_text(entry: GlossaryEntry) -> str:
         fence = "``" if "`" in entry.term else "`"
         return f"{fence}{entry.term}{fence}"
     text = entry.term
-    if text[:1].islower():
+    if text[:1].islower() and entry.kind is not TermKind.DEFINED:  # the author's spelling
         text = text[:1].upper() + text[1:]
     return _escape(text)
 

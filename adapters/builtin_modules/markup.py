@@ -83,7 +83,10 @@ def syntax_of(source: str, text: str) -> Syntax:
 
 
 def _looks_markdown(text: str) -> bool:
-    return bool(re.search(r"(?m)^ {0,3}(?:#{1,6} |```|~~~)|\]\(", text))
+    return bool(_MARKDOWN_SNIFF.search(text))
+
+
+_MARKDOWN_SNIFF = re.compile(r"(?m)^ {0,3}(?:#{1,6} |```|~~~)|\]\(")
 
 
 # --- sentences ---------------------------------------------------------------------
@@ -133,13 +136,21 @@ def blocks(text: str, syntax: Syntax) -> list[Block]:
     """
     lines = text.splitlines()
     out: list[Block] = []
+    # A chunk that does not start with a blank line may start inside a paragraph (a
+    # plan cuts a long paragraph at a space): its first line is never a term.
+    cut = not text.startswith(("\n", "\r"))
+    if cut:  # the tail of a paragraph cut from an earlier chunk: dropped if it is code
+        first = next((k for k, line in enumerate(lines) if not line.strip()), len(lines))
+        fragment = lines[:first]
+        if first < len(lines) and _looks_like_code(fragment) and not _opens(fragment, syntax):
+            lines, cut = lines[first:], False
     if syntax is Syntax.REST:
         lead = _leading_indented(lines)
         if lead:
-            if not _looks_like_code(lines[:lead]):
-                _rest_parse(_dedent(lines[:lead]), out)
-            lines = lines[lead:]
-        _rest_parse(lines, out)
+            region = _drop_leading_code(lines[:lead])
+            _rest_parse(_dedent(region), out, cut=cut and len(region) == lead)
+            lines, cut = lines[lead:], False
+        _rest_parse(lines, out, cut=cut)
     else:
         closer = _leading_closing_fence(lines)
         if closer is not None:
@@ -148,10 +159,10 @@ def blocks(text: str, syntax: Syntax) -> list[Block]:
             lines = lines[closer + 1 :]
         lead = _leading_indented(lines)
         if lead:
-            if not _looks_like_code(lines[:lead]):
-                _md_blocks(_dedent(lines[:lead]), out)
-            lines = lines[lead:]
-        _md_blocks(lines, out)
+            region = _drop_leading_code(lines[:lead])
+            _md_blocks(_dedent(region), out, cut=cut and len(region) == lead)
+            lines, cut = lines[lead:], False
+        _md_blocks(lines, out, cut=cut and closer is None)
     return [_pseudo_heading(b) for b in out if b.text or b.terms]
 
 
@@ -163,6 +174,41 @@ def _pseudo_heading(block: Block) -> Block:
     if block.kind is BlockKind.PROSE and _WHOLE_STRONG.fullmatch(block.text):
         return Block(BlockKind.HEADING, block.text.strip("*:"))
     return block
+
+
+def _opens(fragment: list[str], syntax: Syntax) -> bool:
+    """Whether a chunk's first paragraph is markup that starts a block (a title, say)."""
+    head = fragment[0].lstrip() if fragment else ""
+    if syntax is Syntax.REST:
+        return (
+            head.startswith("..")
+            or _is_adornment(fragment[0])
+            or any(True for _ in rest_heading_lines(fragment))
+        )
+    return bool(
+        _MD_HEADING.match(fragment[0])
+        or _MD_FENCE.match(fragment[0])
+        or _MD_HTML.match(fragment[0])
+        or _MD_BULLET.match(fragment[0])
+        or head.startswith(("|", ">", "---", "[", "<!--"))
+    )
+
+
+def _drop_leading_code(region: list[str]) -> list[str]:
+    """An indented chunk start without its first block if that block is code.
+
+    The first paragraph decides: if it reads as code, it and the lines after it that
+    are indented as deep (the rest of that code block) are dropped.
+    """
+    first = next((k for k, line in enumerate(region) if line.strip()), 0)
+    end = next((k for k in range(first, len(region)) if not region[k].strip()), len(region))
+    if not _looks_like_code(region[first:end]):
+        return region
+    depth = min(_indent(line) for line in region[first:end] if line.strip())
+    k = end
+    while k < len(region) and (not region[k].strip() or _indent(region[k]) >= depth):
+        k += 1
+    return region[k:]
 
 
 def _leading_indented(lines: list[str]) -> int:
@@ -234,18 +280,43 @@ def _leading_closing_fence(lines: list[str]) -> int | None:
 
 
 _CODE_LINE = re.compile(
-    r"^(?:>>>|\.\.\.|\$ |#|@|//|/\*|\*/|[{}\[\]]|\.\. |(?:def|class|import|from|return|if|for"
-    r"|while|try|except|with|raise|print|yield|async|await|var|let|const|function)\b)"
-    r"|[=;{}]|->|\(\)|\"\"\"|[:,(\\]$|^([!-/:-@\[-`{-~])\1{2,}$"
+    r"^(?:>>>|\.\.\.|\$ |#|@|//|/\*|\*/|[{}\[\]()]|\.\. )"
+    r"|[=;{}]|->|\(\)|\)\)|\"\"\"|[:,(\\]$|^([!-/:-@\[-`{-~])\1{2,}$"
+)
+
+
+def _code_line(line: str) -> bool:
+    if _CODE_LINE.search(line):
+        return True
+    symbols = sum(1 for c in line if not c.isalnum() and not c.isspace())
+    return symbols * 4 >= len(line)
+
+
+_STRONG_CODE = re.compile(
+    r"^(?:>>> |\$ |(?:async )?def \w+\s*\(|class \w+\s*[(:]|from [\w.]+ import \w|import [\w.]+$)"
 )
 
 
 def _looks_like_code(lines: list[str], *, share: int = 3) -> bool:
-    """Whether at least 1/`share` of these lines read as code, console or markup examples."""
+    """Whether at least 1/`share` of these lines read as code, console or markup examples.
+
+    A prompt, a `def`/`class`/`import` line or an indented title with its underline
+    (a numpydoc section inside a literal block) decides alone.
+    """
     text = [line.strip() for line in lines if line.strip()]
     if not text:
         return False
-    code = sum(1 for line in text if _CODE_LINE.search(line))
+    if any(_STRONG_CODE.match(line) for line in text):
+        return True
+    for k in range(1, len(lines)):
+        if (
+            _indent(lines[k]) > 0
+            and lines[k - 1].strip()
+            and _ADORNMENT.match(lines[k].strip())
+            and not _ADORNMENT.match(lines[k - 1].strip())
+        ):
+            return True
+    code = sum(1 for line in text if _code_line(line))
     return code * share >= len(text)
 
 
@@ -469,7 +540,8 @@ def _rest_blocks(lines: list[str], out: list[Block], *, glossary: bool) -> None:
     _rest_parse(lines, out)
 
 
-def _rest_parse(lines: list[str], out: list[Block]) -> None:
+def _rest_parse(lines: list[str], out: list[Block], *, cut: bool = False) -> None:
+    """reST blocks; `cut`: the first line may continue a paragraph of an earlier chunk."""
     titles = {i: (title, style) for i, title, style in rest_heading_lines(lines)}
     i = 0
     n = len(lines)
@@ -538,7 +610,12 @@ def _rest_parse(lines: list[str], out: list[Block]) -> None:
             i = j
             continue
         # a definition-list item: one line, then (no blank line) deeper-indented lines
-        if i + 1 < n and lines[i + 1].strip() and _indent(lines[i + 1]) > base:
+        if (
+            i + 1 < n
+            and lines[i + 1].strip()
+            and _indent(lines[i + 1]) > base
+            and not (cut and i == 0)
+        ):
             body, j = _take_indented(lines, i + 1, base)
             if s.endswith("::"):  # `Term::` then indented code is a literal block
                 text = _literal_intro(s)
@@ -567,7 +644,7 @@ def _rest_parse(lines: list[str], out: list[Block]) -> None:
             body, j = _take_indented(lines, j, base)  # unexpected indentation: a quote
             if literal_next:
                 literal_next = False
-            else:
+            elif not _looks_like_code(body):
                 _rest_parse(_dedent(body), out)
         i = j
 
@@ -594,6 +671,9 @@ def _literal_intro(text: str) -> str:
     return text[:-1]
 
 
+_EQUALS = re.compile(r"=+")
+
+
 def _skip_table(lines: list[str], i: int) -> int:
     n = len(lines)
     if _GRID_TABLE.match(lines[i].strip()):
@@ -603,12 +683,15 @@ def _skip_table(lines: list[str], i: int) -> int:
     borders = 0
     while i < n:
         s = lines[i].strip()
-        if _SIMPLE_TABLE.match(s) or (borders and re.fullmatch(r"=+", s)):
+        if _SIMPLE_TABLE.match(s) or (borders and _EQUALS.fullmatch(s)):
             borders += 1
             if borders >= 3 or (borders >= 2 and (i + 1 >= n or not lines[i + 1].strip())):
                 return i + 1
         i += 1
     return i
+
+
+_FIRST_WORD = re.compile(r"^\S+\s*")
 
 
 def _rest_explicit(lines: list[str], i: int, base: int, out: list[Block]) -> int:
@@ -630,7 +713,7 @@ def _rest_explicit(lines: list[str], i: int, base: int, out: list[Block]) -> int
     key = name.casefold()
     if key in _ARGUMENT_PROSE and argument:
         if key in _VERSION_DIRECTIVES:
-            argument = re.sub(r"^\S+\s*", "", argument)  # the version is not prose
+            argument = _FIRST_WORD.sub("", argument)  # the version is not prose
         if argument:
             kind_of = BlockKind.HEADING if key in ("rubric", "topic", "sidebar") else None
             out.append(Block(kind_of or BlockKind.PROSE, rest_inline(argument)))
@@ -651,6 +734,7 @@ _MD_FOOTNOTE_DEF = re.compile(r"^ {0,3}\[\^[^\]]+\]:\s*")
 _MD_HTML = re.compile(r"^ {0,3}<(?:[A-Za-z/!?])")
 _MD_TABLE_DELIM = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
 _MD_DEF = re.compile(r"^ {0,3}:[ \t]+")
+_MYST_TARGET = re.compile(r"^\([^()\s]+\)=$")  # `(label)=` before a heading
 _MYST_NAME = re.compile(r"^\{([\w][\w:.+-]*)\}\s*(.*)$")
 _FRONT_KEY = re.compile(r"^[\w-]+\s*:")
 
@@ -665,7 +749,8 @@ def _md_fence_end(lines: list[str], i: int, fence: str) -> int:
     return len(lines)
 
 
-def _md_blocks(lines: list[str], out: list[Block]) -> None:
+def _md_blocks(lines: list[str], out: list[Block], *, cut: bool = False) -> None:
+    """Markdown blocks; `cut`: the first line may continue a paragraph of an earlier chunk."""
     i = 0
     n = len(lines)
     if n and lines[0].strip() == "---":  # YAML front matter: `key: value` lines
@@ -720,7 +805,7 @@ def _md_blocks(lines: list[str], out: list[Block]) -> None:
             while i < n and lines[i].strip():
                 i += 1
             continue
-        if _MD_LINK_DEF.match(line):
+        if _MD_LINK_DEF.match(line) or _MYST_TARGET.match(s):
             i += 1
             continue
         if _MD_RULE.match(line):
@@ -776,7 +861,7 @@ def _md_blocks(lines: list[str], out: list[Block]) -> None:
         setext = False
         while j < n and lines[j].strip():
             nxt = lines[j]
-            if len(para) == 1 and _md_glossary_shaped(line, nxt):
+            if len(para) == 1 and not (cut and i == 0) and _md_glossary_shaped(line, nxt):
                 break
             if _MD_SETEXT.match(nxt) and (nxt.strip()[0] == "=" or len(para) >= 1):
                 setext = True
@@ -794,12 +879,13 @@ def _md_blocks(lines: list[str], out: list[Block]) -> None:
             out.append(Block(BlockKind.HEADING, md_inline(" ".join(para))))
             i = j
             continue
-        if len(para) == 1 and j < n and _md_glossary_shaped(line, lines[j]):
+        term_line = not (cut and i == 0)
+        if term_line and len(para) == 1 and j < n and _md_glossary_shaped(line, lines[j]):
             body, j = _take_indented(lines, j, _indent(line))  # a `{glossary}` item
             _definition_item([line], body, out, _md_blocks, md_inline, glossary=True)
             i = j
             continue
-        if j < n and _MD_DEF.match(lines[j]):  # `Term` / `: definition` (MyST, pandoc)
+        if term_line and j < n and _MD_DEF.match(lines[j]):  # `Term` / `: def` (MyST)
             body: list[str] = []
             while j < n and lines[j].strip() and _MD_DEF.match(lines[j]):
                 marker = _MD_DEF.match(lines[j])
@@ -871,6 +957,10 @@ _SPACES = re.compile(r"[ \t]{2,}")
 _URL_TARGET = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|www\.|/|#|mailto:)", re.I)
 
 
+_PROTECTED = re.compile(_PROTECT + r"(\d+)" + _PROTECT)
+_NAME_LIKE = re.compile(r"[\w.:/()~-]+")
+
+
 class _Protected:
     """Code spans kept out of later substitutions, restored as markdown code spans."""
 
@@ -887,7 +977,7 @@ class _Protected:
         return f"{_PROTECT}{len(self.items) - 1}{_PROTECT}"
 
     def restore(self, text: str) -> str:
-        return re.sub(_PROTECT + r"(\d+)" + _PROTECT, lambda m: self.items[int(m.group(1))], text)
+        return _PROTECTED.sub(lambda m: self.items[int(m.group(1))], text)
 
 
 def _role_markdown(role: str, content: str, keep: _Protected) -> str:
@@ -943,7 +1033,7 @@ def _phrase_markdown(content: str, suffix: str | None, keep: _Protected) -> str:
     content = " ".join(content.split())
     titled = _TITLE_TARGET.match(content)
     if suffix is None:  # interpreted text (the default role): a name, usually code
-        if re.fullmatch(r"[\w.:/()~-]+", content):
+        if _NAME_LIKE.fullmatch(content):
             return keep.code(content.lstrip("~"))
         return f"*{content}*"
     if titled:

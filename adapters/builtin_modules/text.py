@@ -161,6 +161,7 @@ def token_spans(text: str) -> list[list[tuple[str, int, int]]]:
     return runs
 
 
+_ONE_LETTER_LANGUAGE = re.compile(r"[^\W\d_](?:\+\+|#)")  # C++, C#, F#
 _VALUE_WORDS = frozenset({"true", "false", "none", "null", "nil", "yes"})
 
 
@@ -173,7 +174,7 @@ def usable_term_key(key: str) -> bool:
     if not words or all(w in STOPWORDS or w in _VALUE_WORDS for w in words):
         return False
     alnum = sum(c.isalnum() for c in key)
-    if alnum < 2 and not re.fullmatch(r"[^\W\d_](?:\+\+|#)", key):
+    if alnum < 2 and not _ONE_LETTER_LANGUAGE.fullmatch(key):
         return False
     return any(c.isalpha() for c in key)
 

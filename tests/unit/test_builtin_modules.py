@@ -22,8 +22,8 @@ from runjournal.adapters.builtin_modules.definitions import (
 )
 from runjournal.adapters.builtin_modules.glossary import Glossary, GlossaryModule
 from runjournal.adapters.builtin_modules.headings import Heading, HeadingsModule
-from runjournal.adapters.builtin_modules.terms import Term, TermKind, TermsModule
 from runjournal.adapters.builtin_modules.markup import Syntax, chunk_sentences
+from runjournal.adapters.builtin_modules.terms import Term, TermKind, TermsModule
 from runjournal.adapters.builtin_modules.text import (
     BuiltinParamError,
     clean_inline,
