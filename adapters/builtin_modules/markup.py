@@ -533,13 +533,6 @@ def rest_heading_lines(lines: list[str]) -> Iterator[tuple[int, str, str]]:
         i += 1
 
 
-def _rest_blocks(lines: list[str], out: list[Block], *, glossary: bool) -> None:
-    if glossary:
-        _glossary_items(lines, out, _rest_parse, rest_inline)
-        return
-    _rest_parse(lines, out)
-
-
 def _rest_parse(lines: list[str], out: list[Block], *, cut: bool = False) -> None:
     """reST blocks; `cut`: the first line may continue a paragraph of an earlier chunk."""
     titles = {i: (title, style) for i, title, style in rest_heading_lines(lines)}
@@ -708,7 +701,7 @@ def _rest_explicit(lines: list[str], i: int, base: int, out: list[Block]) -> int
         return j
     content = _split_options(_dedent(body))
     if kind == "glossary":
-        _rest_blocks(content, out, glossary=True)
+        _glossary_items(content, out, _rest_parse, rest_inline)
         return j
     key = name.casefold()
     if key in _ARGUMENT_PROSE and argument:
