@@ -29,11 +29,14 @@ SCHEMES: Final = r"(?:bearer|basic|token|apikey|digest|negotiate)"
 
 # --- private keys: PEM blocks through the END line, PuTTY key files -------------------
 
+# A PuTTY key file may be cut into lines (module output is redacted line by line), so
+# its private-lines header and its MAC line start a span on their own too.
 _PEM_HEAD: Final = lazy_regex(
-    r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-[0-9]+:"
+    r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+    r"|PuTTY-User-Key-File-[0-9]+:|Private-(?:Lines|MAC):"
 )
 _PEM_TAIL: Final = lazy_regex(r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----")
-_PUTTY_TAIL: Final = lazy_regex(r"Private-MAC:[ \t]*[0-9A-Fa-f]*")
+_PUTTY_TAIL: Final = lazy_regex(r"Private-MA[C]:[ \t]*[0-9A-Fa-f]*")  # [C]: not a literal here
 # Without an END line (truncated text) the block runs while it looks like base64, PEM
 # or PuTTY headers, whitespace (CRLF too) or `\n` escapes.
 _PEM_BODY: Final = lazy_regex(r"(?:[A-Za-z0-9+/=:,.\- \t\r\n]|\\[rnt/])*")
@@ -47,9 +50,10 @@ def private_key_spans(view: View) -> Iterator[tuple[int, int]]:
     for head in _PEM_HEAD().finditer(text):
         if head.start() < covered:
             continue
-        kind = "putty" if text.startswith("PuTTY", head.start()) else "pem"
+        kind = "pem" if text.startswith("-----", head.start()) else "putty"
         tail_rx = _PUTTY_TAIL() if kind == "putty" else _PEM_TAIL()
-        tail = None if exhausted[kind] else tail_rx.search(text, head.end())
+        # from the head's start: a MAC line is its own head and tail
+        tail = None if exhausted[kind] else tail_rx.search(text, head.start())
         if tail is None:
             exhausted[kind] = True
             body = _PEM_BODY().match(text, head.end())
@@ -136,7 +140,10 @@ def aws_secret_spans(view: View) -> Iterator[tuple[int, int]]:
                 if "\n" in gap or "\r" in gap:
                     break
                 if m.end() == len(text) or text[m.end()] not in _AWS_CHARS:
-                    yield m.span()
+                    value = m.group()
+                    # a digest after the word (`secret <sha1>`) is one case or digits only
+                    if not (value.islower() or value.isupper() or value.isdigit()):
+                        yield m.span()
                     break
             i = low.find(word, i + 1)
     if len(text) >= AWS_SECRET_LENGTH and (
@@ -153,7 +160,7 @@ _URL_USER: Final = lazy_regex(r"[^\s:/?#\[\]\"'<>]*:")  # `@` too: `bob@corp.com
 _URL_RUN_END: Final = lazy_regex(r"[\s\"'<>]")
 # A password with spaces: at most four words, the first not a port (`host:8080 and x@y`).
 _URL_SPACED: Final = lazy_regex(
-    r"(?![0-9]{1,5}(?:[/?#\s]|$))[^\s\"'<>@]{1,64}(?:[ \t][^\s\"'<>@]{1,64}){1,3}(?=@)"
+    r"(?![0-9]{1,5}(?:[/?#\s]|$))[^\s\"'<>@]{1,64}(?:[ \t][^\s\"'<>]{1,64}){1,3}(?<!@)(?=@)"
 )
 _PORT_THEN_PATH: Final = lazy_regex(r"[0-9]{1,5}/")
 

@@ -150,7 +150,7 @@ _GITLAB_PREFIXES: Final = (
 SHAPES: Final[tuple[Shape, ...]] = (
     Shape(
         "private_key",
-        needles=("PRIVATE KEY", "PuTTY-User-Key-File-"),
+        needles=("PRIVATE KEY", "PuTTY-User-Key-File-", "Private-"),
         finder=finders.private_key_spans,
     ),
     Shape("jwt", needles=("eyJ",), finder=finders.jwt_spans),
