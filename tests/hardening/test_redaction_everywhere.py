@@ -456,3 +456,50 @@ class TestResolutionFailuresLeakNothing:
         )
         assert "declares a credential-shaped `schema`" in stderrs[1]
         assert "declares a credential-shaped `schema`" in shown[1]
+
+
+class TestJournalUrlsInConfigLeakNothing:
+    """A journal URL's password (every URL password of the corpus, and ones holding
+    `/`, `#`, `?`, `@` and spaces) set in the pipeline file, the user config file, the
+    environment or a flag: `config show` (text, `--json`) and a run whose journal cannot
+    be opened (loopback port 1) show it nowhere, and the run writes nothing with it."""
+
+    def test_config_show_and_run(self, cli, tmp_path: Path) -> None:
+        corpus = planted_corpus(secrets.token_hex(8))
+        passwords = [e.secret for e in corpus if e.shape == "url_password"]
+        passwords += [rnd(6) + c + rnd(6) for c in ("/", "#", "?", "@", " ", "/#? @")]
+        needles = {f"pw{i}": (pw,) for i, pw in enumerate(passwords)}
+        out, cache, dbg = tmp_path / "out", tmp_path / "cache", tmp_path / "dbg"
+        roots = ["--output-root", str(out), "--cache-root", str(cache), "--debug-root", str(dbg)]
+        user_config = cli.home / ".config" / "runjournal" / "config.toml"
+        user_config.parent.mkdir(parents=True)
+        streams: list[str] = []
+        for i, pw in enumerate(passwords):
+            url = f"postgresql://rj:{pw}@127.0.0.1:1/rj?connect_timeout=2"
+            pipeline = _one_step_pipeline(tmp_path / f"p{i}", "urls", DECLARING_PLUGIN)
+            where = i % 4
+            text = pipeline.read_text()
+            if where == 0:
+                pipeline.write_text(text + f"\n[runjournal]\njournal = {json.dumps(url)}\n")
+            elif where == 1:
+                user_config.write_text(f"journal = {json.dumps(url)}\n")
+            flag = ["--journal", url] if where == 3 else []
+            env = {"RJ_SCHEMA_TOKEN": "v1"}  # the plugin's schema: nothing secret here
+            if where == 2:
+                env["RUNJOURNAL_JOURNAL"] = url
+            shown = cli("config", "show", str(pipeline), *roots, *flag, env=env)
+            assert shown.returncode == 0, shown.stderr
+            assert "postgresql://rj:***@127.0.0.1:1/rj" in shown.stdout
+            as_json = cli("config", "show", str(pipeline), *roots, *flag, "--json", env=env)
+            assert as_json.returncode == 0, as_json.stderr
+            assert "postgresql://rj:***@127.0.0.1:1/rj" in as_json.stdout
+            run = cli("run", str(pipeline), *roots, *flag, "--json", "--no-progress", env=env)
+            assert run.returncode != 0 and "[REDACTED:url_password]" in run.stdout
+            streams += [shown.stdout, shown.stderr, as_json.stdout, as_json.stderr]
+            streams += [run.stdout, run.stderr]
+            user_config.write_text("")
+        for stream in streams:
+            assert leaks(stream.encode(), needles) == []
+        expand = Expanded()
+        leaked = {str(p): leaks(expand(p), needles) for p in files_under(out, cache, dbg)}
+        assert {k: v for k, v in leaked.items() if v} == {}
