@@ -97,13 +97,15 @@ AWS_WORDS: Final = ("aws", "secret")
 _AWS_SECRET_VALUE: Final = lazy_regex(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}")
 _AWS_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
 _AWS_GAP: Final = 40
-# A whole run of base64 characters (with any `=` padding) bounded by other characters.
-_BASE64_RUN: Final = lazy_regex(r"[A-Za-z0-9/+](?<![A-Za-z0-9/+].)[A-Za-z0-9/+]{39,}=*")
+# A bare key is looked for around its digits, `/` and `+` (rare in prose, so `re` skips
+# to them quickly): the base64 run around one is measured backwards in the reversed
+# lowercase view (case does not change what is base64) and forwards in the text.
+_BASE64_SPECIAL: Final = lazy_regex(r"[0-9/+]")
+_BASE64_BACK: Final = lazy_regex(r"[a-z0-9/+]*")
+_BASE64_FORWARD: Final = lazy_regex(r"[A-Za-z0-9/+]*")
+_BASE64_KEY: Final = lazy_regex(r"[A-Za-z0-9/+]{40}")
 AWS_SECRET_LENGTH: Final = 40
 _MIN_ENTROPY: Final = 3.5  # bits per character; random 40-character keys score 4.1 to 5.3
-_HIGH_ENTROPY: Final = 4.5
-# Below this length, splitting on whitespace is a cheaper first test than the regex.
-_SPLIT_LIMIT: Final = 4096
 
 
 def _entropy(s: str) -> float:
@@ -115,17 +117,30 @@ def _entropy(s: str) -> float:
 
 
 def looks_like_bare_aws_secret(s: str) -> bool:
-    """Exactly 40 base64 characters that read as random: both cases, and a digit, `/`,
-    `+` or very high entropy. Hex digests (one case) and words never qualify."""
-    if len(s) != AWS_SECRET_LENGTH or s.isupper() or s.islower() or s.isdigit():
+    """Exactly 40 base64 characters that read as random: both cases, a digit, `/` or `+`,
+    and some entropy. Hex digests (one case) and words never qualify; about 1 in 4,000
+    random keys has no digit, `/` or `+` and is only found after `aws` or `secret`."""
+    if len(s) != AWS_SECRET_LENGTH or _BASE64_KEY().fullmatch(s) is None:
         return False
-    if not any(c.isupper() for c in s) or not any(c.islower() for c in s):
+    if s.isupper() or s.islower() or not any(c.isdigit() or c in "/+" for c in s):
         return False
-    entropy = _entropy(s)
-    if entropy < _MIN_ENTROPY:
-        return False
-    special = any(c.isdigit() or c in "/+" for c in s)
-    return special or entropy >= _HIGH_ENTROPY
+    return _entropy(s) >= _MIN_ENTROPY
+
+
+def _bare_aws_secret_spans(view: View) -> Iterator[tuple[int, int]]:
+    text, n = view.text, len(view.text)
+    pos = 0
+    while True:
+        special = _BASE64_SPECIAL().search(text, pos)
+        if special is None:
+            return
+        at = special.start()
+        start = n - _BASE64_BACK().match(view.reversed_lowered, n - 1 - at).end()
+        end = _BASE64_FORWARD().match(text, at).end()
+        pos = max(end, at + 1)
+        padded = end < n and text[end] == "="  # base64 data, not a key
+        if not padded and looks_like_bare_aws_secret(text[start:end]):
+            yield start, end
 
 
 def aws_secret_spans(view: View) -> Iterator[tuple[int, int]]:
@@ -146,12 +161,8 @@ def aws_secret_spans(view: View) -> Iterator[tuple[int, int]]:
                         yield m.span()
                     break
             i = low.find(word, i + 1)
-    if len(text) >= AWS_SECRET_LENGTH and (
-        len(text) >= _SPLIT_LIMIT or max(map(len, text.split())) >= AWS_SECRET_LENGTH
-    ):
-        for m in _BASE64_RUN().finditer(text):
-            if looks_like_bare_aws_secret(m.group()):
-                yield m.span()
+    if len(text) >= AWS_SECRET_LENGTH:
+        yield from _bare_aws_secret_spans(view)
 
 
 # --- URL userinfo passwords ------------------------------------------------------------
@@ -222,9 +233,10 @@ _LONG_OPTION: Final = lazy_regex(
 _ALWAYS_SECRET: Final = lazy_regex(
     _OPT + r"(?:pass(?:in|out)?[ \t]+pass:|(?:src|dest)?(?:store|key)pass[ \t]+)" + _VALUE
 )
-# Commands whose short options carry a password (a plain alternation: named groups
-# would make `re` give up its fast scan), and those options (case matters).
-_COMMANDS: Final = lazy_regex(
+# Commands whose short options carry a password, and those options (case matters).
+# Each command word is looked for with `str.find` (a regex alternation of them would
+# try most positions of ordinary text), then read whole with `_COMMAND_WORD`.
+_COMMAND_WORD: Final = lazy_regex(
     r"(?:mysql[a-z]*|mariadb[a-z-]*|sshpass|redis-cli|valkey-cli|docker|podman|nerdctl"
     r"|buildah|skopeo|oras|helm|mongo[a-z]*|curl|smbclient|sqlcmd|ssh-keygen|unzip|zip"
     r"|7z[az]?|unrar|rar|ldap[a-z]+)(?![\w-])"
@@ -286,15 +298,23 @@ COMMAND_WORDS: Final = (
     "sshpass",
     "redis-cli",
     "valkey-cli",
-    "login",
+    "docker",
+    "podman",
+    "nerdctl",
+    "buildah",
+    "skopeo",
+    "oras",
+    "helm",
     "mongo",
     "curl",
     "smbclient",
     "sqlcmd",
     "ssh-keygen",
     "zip",
+    "unzip",
     "7z",
     "rar",
+    "unrar",
     "ldap",
 )
 """Lowercase needles: one occurs wherever a command-specific option is found."""
@@ -362,32 +382,39 @@ def command_line_spans(view: View) -> Iterator[tuple[int, int]]:
         span = _value_span(m, spaced=False)
         if span is not None:
             yield span
-    done: dict[str, int] = {}  # command kind -> end of the line already searched
     low = view.lowered
-    for cmd in _COMMANDS().finditer(low):
-        before = low[cmd.start() - 1] if cmd.start() else " "
-        if before.isalnum() or before in "_.-":
-            continue  # inside a word: `pymysql`
-        kind = _command_kind(cmd.group())
-        after = cmd.end()
-        if kind == "login":  # `docker login`, `helm registry login`
-            login = _REGISTRY_LOGIN().match(low, after)
-            if login is None:
-                continue
-            after = login.end()
-        if cmd.start() < done.get(kind, -1):
-            continue  # this line was searched for this command
-        line_end = len(text)
-        for stop in ("\n", "\r"):
-            at = text.find(stop, after)
-            if at != -1:
-                line_end = min(line_end, at)
-        done[kind] = line_end
-        option = _COMMAND_OPTIONS[kind]()
-        for m in option.finditer(text, after, line_end):
-            span = _value_span(m, spaced=True)
-            if span is not None:
-                yield span
+    for word in COMMAND_WORDS:
+        at = low.find(word)
+        searched_to = -1  # this word's commands were searched up to here (a line end)
+        while at != -1:
+            cmd = _COMMAND_WORD().match(low, at) if at >= searched_to else None
+            before = low[at - 1] if at else " "
+            if cmd is not None and not (before.isalnum() or before in "_.-"):
+                end = yield from _command_options(text, low, cmd)
+                searched_to = max(searched_to, end)
+            at = low.find(word, at + 1)
+
+
+def _command_options(text: str, low: str, cmd: re.Match[str]) -> Iterator[tuple[int, int]]:
+    """The secret values of one command's options up to the end of its line; returns
+    that end (a later occurrence of the command on the same line adds nothing)."""
+    kind = _command_kind(cmd.group())
+    after = cmd.end()
+    line_end = len(text)
+    for stop in ("\n", "\r"):
+        at = text.find(stop, after)
+        if at != -1:
+            line_end = min(line_end, at)
+    if kind == "login":  # `docker login`, `helm registry login`
+        login = _REGISTRY_LOGIN().match(low, after)
+        if login is None:
+            return after
+        after = login.end()
+    for m in _COMMAND_OPTIONS[kind]().finditer(text, after, line_end):
+        span = _value_span(m, spaced=True)
+        if span is not None:
+            yield span
+    return line_end
 
 
 # --- generic `name = value` / `name: value` with a secret-looking name ----------------

@@ -23,10 +23,11 @@ _ALL_SHAPES: Final = tuple(range(len(SHAPES)))
 # Below this length one regex pass picks the candidate shapes; above it, running every
 # shape's own literal-prefixed scan is cheaper than the alternation.
 _SHORT: Final = 2048
-# Every shape that needs no `:` or `=` matches at least this many characters (the
-# shortest is a command line such as `7z -pX`), so shorter texts without a separator
-# are plain.
-_MIN_SEPARATORLESS: Final = 6
+# Every shape that needs no `:`, `=` or `-` matches at least this many characters (the
+# shortest is `bearer ` with an 8-character token; command lines have a `-`), so
+# shorter texts without any of them are plain.
+_MIN_SEPARATORLESS: Final = 15
+_SEPARATORS: Final = (":", "=", "-")
 _MAX_PASSES: Final = 8
 
 
@@ -109,7 +110,7 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     Every shape is searched independently; overlapping spans are merged and take the
     name of the highest-priority shape among them, so the result is deterministic.
     """
-    if len(text) < _MIN_SEPARATORLESS and ":" not in text and "=" not in text:
+    if len(text) < _MIN_SEPARATORLESS and not any(map(text.__contains__, _SEPARATORS)):
         return []
     view = View(text)
     found = [

@@ -27,8 +27,9 @@ class Shape:
     occurs wherever the shape matches; they select candidate shapes for short texts.
     `min_length` instead makes the shape a candidate for every text at least that long,
     and `non_ascii` for every text with a non-ASCII character. Long texts skip that
-    step: each regex starts with a literal, which `re` scans for at memchr-like speed,
-    and `gate` substrings guard the regexes that do not. A regex's `v`/`w`/`v1`..`v4`
+    step; a regex shape is skipped when none of its `gate` substrings (by default its
+    needles) occurs, which `str` finds much faster than `re` tries a pattern that does
+    not start with one literal. A regex's `v`/`w`/`v1`..`v4`
     group (or the whole match) is the secret span; `finder` replaces the regex where
     the shape needs context around an anchor. `folded` regexes read the lowercase view.
     """
@@ -111,7 +112,7 @@ def _rx(
         needles=() if folded else needles,
         folded_needles=needles if folded else (),
         folded=folded,
-        gate=gate,
+        gate=tuple(gate) or needles,
     )
 
 
