@@ -1,4 +1,4 @@
-"""Regressions for the redaction gaps of the red-team pass (issue 12 item 3).
+"""Regressions for the redaction gaps a red-team pass found.
 
 Each gap reached a file or stream in clear before the fix: URL passwords holding `/`,
 `#`, `?`, `@` or a space (`config show` text and `--json`; a module warning into stderr,

@@ -163,7 +163,7 @@ def bare_aws_secret(seed: int) -> str:
 
 
 def _planted_gaps() -> list[Planted]:
-    """The gaps of the red-team pass (issue 12 item 3): each failed on the old shapes."""
+    """The gaps a red-team pass found: each leaked with the shapes before them."""
     pws = {c: "Pw" + c + rand(10, 400 + i) for i, c in enumerate("/#? @")}
     pw_mixed = "a/b#c?d@e" + rand(8, 406)
     cli_pw = [rand(14, 410 + i) for i in range(16)]
