@@ -51,7 +51,7 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
     WarningRecorded,
 )
-from runjournal.domain.redaction import redact_obj, redact_text, safe_error_text
+from runjournal.domain.redaction import redact_obj, redact_text, redact_url, safe_error_text
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 
 __all__ = [
@@ -364,7 +364,7 @@ def open_journal(
         path = unquote(url[len("sqlite://") :].partition("?")[0])
     elif scheme:
         raise JournalUrlError(
-            _one_line(f"unsupported journal URL scheme {scheme!r}: {_redact_url(url)}")
+            _one_line(f"unsupported journal URL scheme {scheme!r}: {redact_url(url)}")
         )
     else:
         path = url
@@ -427,9 +427,9 @@ def _open_postgres(url: str, connect_timeout: int) -> JournalStore:
         parts = urlsplit(url)
         port = parts.port or 5432
     except ValueError as exc:
-        raise JournalUrlError(_one_line(f"invalid PostgreSQL URL {_redact_url(url)}")) from exc
+        raise JournalUrlError(_one_line(f"invalid PostgreSQL URL {redact_url(url)}")) from exc
     password = unquote(parts.password or "")
-    shown = _redact_url(url)
+    shown = redact_url(url)
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - _PG_OPTIONS)
     if unknown:
@@ -489,17 +489,6 @@ def _build_postgres_app(
             "POSTGRES_MAX_OVERFLOW": "2",
         }
     )
-
-
-def _redact_url(url: str) -> str:
-    """Hide the userinfo password structurally (up to the last `@`), then any other shape."""
-    scheme, sep, rest = url.partition("://")
-    at = rest.rfind("@")
-    if sep and at != -1:
-        user, colon, _ = rest[:at].partition(":")
-        if colon:
-            rest = f"{user}:[REDACTED:url_password]{rest[at:]}"
-    return redact_text(scheme + sep + rest)
 
 
 # --- store -----------------------------------------------------------------------
