@@ -177,7 +177,7 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
     assert RUN_ID.fullmatch(doc["run_id"]) and doc["status"] == "succeeded"
     assert doc["error"] is None and doc["failure_report"] is None and doc["error_log"] is None
     assert doc["persistence_errors"] == [] and doc["debug_bundle"] is None
-    assert doc["report_html"] is None or Path(doc["report_html"]).exists()
+    assert doc["report_html"] is None  # only with --report
     for key in ("run_dir", "manifest", "report"):
         assert Path(doc[key]).is_absolute() and Path(doc[key]).exists(), key
     assert keys_of(doc["outputs"]) == {"name", "path", "sha256", "size"}
@@ -191,14 +191,20 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
         assert keys_of(doc["warnings"]) == {"step", "lane", "message"}
 
 
-def check_run_with_report(doc: dict[str, Any], w: World) -> None:
-    check_run_succeeded(doc, w)
-    assert doc["report_html"] == str(Path(doc["run_dir"]) / "report.html")
-
-
 def check_run_resumed(doc: dict[str, Any], w: World) -> None:
     check_run_succeeded(doc, w)
     assert set(doc["decisions"]) == {"reused"} and doc["module_calls"] == 0
+
+
+def check_run_with_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["status"] == "succeeded"
+    assert doc["report_html"] == str(Path(doc["run_dir"]) / "report.html")
+    assert Path(doc["report_html"]).read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
 
 
 def check_run_failed(doc: dict[str, Any], w: World) -> None:
@@ -291,12 +297,6 @@ def check_explain(doc: dict[str, Any], w: World) -> None:
 def check_explain_failed(doc: dict[str, Any], w: World) -> None:
     assert doc["status"] == "failed" and set(doc["error"]) == ERROR_KEYS
     assert doc["failures"]
-
-
-def check_report(doc: dict[str, Any], w: World) -> None:
-    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
-    page = Path(doc["file"])
-    assert page.is_absolute() and page.stat().st_size == doc["bytes"] and len(doc["sha256"]) == 64
 
 
 def check_reasons(doc: dict[str, Any], w: World) -> None:
@@ -406,19 +406,18 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
     ),
     ("explain", "explain", lambda w: ["explain", w.ok_run, *w.where()], 0, check_explain),
     (
+        "report",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
+        0,
+        check_report,
+    ),
+    (
         "explain (failed run)",
         "explain",
         lambda w: ["explain", w.failed_run, *w.where()],
         0,
         check_explain_failed,
-    ),
-    ("report", "report", lambda w: ["report", w.ok_run, *w.where()], 0, check_report),
-    (
-        "report -o FILE",
-        "report",
-        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
-        0,
-        check_report,
     ),
     ("reasons", "reasons", lambda w: ["reasons"], 0, check_reasons),
     (
@@ -514,8 +513,8 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
     ("explain: unknown run", lambda w: ["explain", "nope", *w.where()], 1, False),
     ("report: unknown run", lambda w: ["report", "nope", *w.where()], 1, False),
     (
-        "report: existing file without --force",
-        lambda w: ["report", w.ok_run, "-o", w.pipeline, *w.where()],
+        "report: existing file",
+        lambda w: ["report", w.ok_run, "-o", w.export, *w.where()],
         2,
         False,
     ),
