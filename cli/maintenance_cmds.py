@@ -172,8 +172,11 @@ def gc(opts: dict[str, Any]) -> int:
 
 
 def _bundle_of(store: JournalStore, run_id: str) -> str | None:
-    for event in store.events(run_id):
-        return getattr(event, "debug_bundle", None)
+    try:
+        for event in store.events(run_id):
+            return getattr(event, "debug_bundle", None)
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
     return None
 
 

@@ -25,6 +25,7 @@ from runjournal.cli.settings import (
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
+from runjournal.domain.events import RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
@@ -72,6 +73,14 @@ def _resolve(store: JournalStore, ref: str) -> str:
         raise CliError(str(exc), ExitCode.FAILED) from None
 
 
+def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
+    """The run's events; a row that does not decode (e.g. an unknown type) is one line, exit 1."""
+    try:
+        return list(store.events(run_id))
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+
+
 def runs_list(opts: dict[str, Any]) -> int:
     store = open_cli_journal(opts)
     try:
@@ -107,7 +116,7 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
     store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
-        view = fold(ManifestProjection(), store.events(run_id)).view()
+        view = fold(ManifestProjection(), read_events(store, run_id)).view()
     finally:
         store.close()
     if opts.get("as_json"):
@@ -133,7 +142,7 @@ def journal_show(opts: dict[str, Any], *, run: str) -> int:
     store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
-        events = [journal_event_to_json(e) for e in store.events(run_id)]
+        events = [journal_event_to_json(e) for e in read_events(store, run_id)]
     finally:
         store.close()
     if opts.get("as_json"):
@@ -154,7 +163,7 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
     store = open_cli_journal(opts)
     try:
         run_id = _resolve(store, run)
-        view = fold(ReasonReportProjection(step), store.events(run_id)).view()
+        view = fold(ReasonReportProjection(step), read_events(store, run_id)).view()
     finally:
         store.close()
     if step is not None and not view["steps"]:

@@ -15,15 +15,17 @@ from uuid import UUID
 import msgspec
 import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import get_topic
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import EVENT_TYPES, RunEvent
 
 __all__ = [
     "COMPRESS_THRESHOLD",
     "FORMAT_MSGPACK",
     "FORMAT_ZSTD_MSGPACK",
     "EventMapper",
+    "event_type_for_topic",
+    "register_event_type",
 ]
 
 
@@ -126,14 +128,12 @@ class EventMapper(Mapper[UUID]):
         codec = self._by_topic.get(topic)
         if codec is not None:
             return codec
-        try:
-            obj = resolve_topic(topic)
-        except Exception as exc:  # a topic may name any module; importing it may fail anyhow
-            raise JournalCorrupt(f"unknown event type {topic!r}") from exc
-        if not (isinstance(obj, type) and issubclass(obj, RunEvent)):
-            raise JournalCorrupt(f"topic {topic!r} is not a run event class")
-        codec = self.codec_for(obj)
-        self._by_topic[topic] = codec  # also under an old (registered) topic
+        cls = event_type_for_topic(topic)
+        if cls is None:
+            # Never resolve (import) a topic read from the journal: it may name any module.
+            raise JournalCorrupt(f"unknown event type {_shown_topic(topic)}: {_NEVER_IMPORTED}")
+        codec = self.codec_for(cls)
+        self._by_topic[topic] = codec  # also under an alias topic
         return codec
 
     # -- write ----------------------------------------------------------------------
@@ -225,7 +225,38 @@ class EventMapper(Mapper[UUID]):
 
 
 def _where(stored: StoredEvent) -> str:
-    return (
-        f"event {stored.originator_version} of aggregate {stored.originator_id} "
-        f"({stored.topic.rpartition(':')[2] or stored.topic})"
-    )
+    cls = event_type_for_topic(stored.topic)
+    kind = f" ({cls.__name__})" if cls is not None else ""
+    return f"event {stored.originator_version} of aggregate {stored.originator_id}{kind}"
+
+
+def _shown_topic(topic: str) -> str:
+    return repr(topic if len(topic) <= 80 else topic[:80] + "…")
+
+
+# --- the event types a journal may hold --------------------------------------------
+
+_NEVER_IMPORTED: Final = "not a runjournal event (a topic read from a journal is never imported)"
+_CANONICAL_MODULE: Final = "runjournal.domain.events"
+_EVENT_TYPES_BY_TOPIC: dict[str, type[RunEvent]] = {}
+
+
+def register_event_type(cls: type[RunEvent]) -> None:
+    """Let journals hold `cls` (decoding looks topics up here and imports nothing).
+
+    Every class of `EVENT_TYPES` is registered, under its topic and under the canonical
+    `runjournal.domain.events:<Name>`, so rows stay readable if a class moves.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, RunEvent)):
+        raise TypeError(f"not a run event class: {cls!r}")
+    _EVENT_TYPES_BY_TOPIC[get_topic(cls)] = cls
+    _EVENT_TYPES_BY_TOPIC.setdefault(f"{_CANONICAL_MODULE}:{cls.__name__}", cls)
+
+
+def event_type_for_topic(topic: str) -> type[RunEvent] | None:
+    """The registered event class stored under `topic`, or None: a table lookup only."""
+    return _EVENT_TYPES_BY_TOPIC.get(topic)
+
+
+for _cls in EVENT_TYPES:
+    register_event_type(_cls)

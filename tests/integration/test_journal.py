@@ -40,6 +40,7 @@ from runjournal.adapters.journal import (
     journal_event_to_json,
     open_journal,
 )
+from runjournal.adapters.journal.codec import register_event_type
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
 from runjournal.domain.events import (
     EVENT_TYPES,
@@ -347,6 +348,9 @@ class NoteRecorded(RunEvent, frozen=True, kw_only=True):
     @staticmethod
     def upcast_v2_v3(state: dict[str, Any]) -> dict[str, Any]:
         return {**state, "source": "legacy"}
+
+
+register_event_type(NoteRecorded)  # decoding looks topics up; it never imports one
 
 
 class TestUpcasting:
