@@ -9,6 +9,7 @@ format" and "Decoding and upcasting".
 from __future__ import annotations
 
 import threading
+from hashlib import sha256
 from typing import Any, Final
 from uuid import UUID
 
@@ -16,6 +17,7 @@ import msgspec
 import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
+from runjournal.adapters.journal.chain import TAG, type_part
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
 from runjournal.domain.events import EVENT_TYPES, RunEvent
 
@@ -58,7 +60,7 @@ class _UnusedTranscoder(Transcoder):
 class _ClassCodec:
     """Per-event-class constants, built once: topic, version, headers and typed decoder."""
 
-    __slots__ = ("cls", "decoder", "headers", "topic", "version")
+    __slots__ = ("cls", "decoder", "headers", "topic", "type_part", "version")
 
     def __init__(self, cls: type[RunEvent]) -> None:
         self.cls = cls
@@ -73,6 +75,7 @@ class _ClassCodec:
             FORMAT_ZSTD_MSGPACK: bytes((FORMAT_ZSTD_MSGPACK | flag,)) + suffix,
         }
         self.decoder = msgspec.msgpack.Decoder(cls)
+        self.type_part = type_part(self.topic, self.version)
 
 
 def _map_header(count: int) -> bytes:
@@ -85,16 +88,45 @@ def _map_header(count: int) -> bytes:
 
 def _with_origin(body: bytes, origin: bytes) -> bytes:
     """Splice the two origin entries into the stored msgpack map (they come last, so win)."""
-    head = body[0]
-    if 0x80 <= head <= 0x8F:
-        count, skip = head & 0x0F, 1
-    elif head == 0xDE:
-        count, skip = int.from_bytes(body[1:3], "big"), 3
-    elif head == 0xDF:
-        count, skip = int.from_bytes(body[1:5], "big"), 5
-    else:
-        raise JournalCorrupt("stored state is not a msgpack map")
+    count, skip = _map_count(body)
     return b"".join((_map_header(count + 2), memoryview(body)[skip:], origin))
+
+
+_LINK_TAIL: Final = msgspec.msgpack.encode("~chain") + b"\xc4\x20"
+"""The last map entry of a chained row: key `~chain` (no field can be named so), bin 32."""
+_LINK_SIZE: Final = 32
+
+
+def _map_count(body: bytes) -> tuple[int, int]:
+    """(entries, header length) of a msgpack map; JournalCorrupt for anything else."""
+    head = body[0] if body else -1
+    if 0x80 <= head <= 0x8F:
+        return head & 0x0F, 1
+    if head == 0xDE:
+        return int.from_bytes(body[1:3], "big"), 3
+    if head == 0xDF:
+        return int.from_bytes(body[1:5], "big"), 5
+    raise JournalCorrupt("stored state is not a msgpack map")
+
+
+def _with_link(body: bytes, link: bytes) -> bytes:
+    head = body[0] if body else -1
+    if 0x80 <= head < 0x8F:  # fixmap with room for one more entry: the common case
+        return bytes((head + 1,)) + body[1:] + _LINK_TAIL + link
+    count, skip = _map_count(body)
+    return b"".join((_map_header(count + 1), memoryview(body)[skip:], _LINK_TAIL, link))
+
+
+def _without_link(body: bytes) -> tuple[bytes, bytes | None]:
+    """Split a chained row's map into the map as it was hashed and the link."""
+    tail = len(_LINK_TAIL) + _LINK_SIZE
+    if len(body) <= tail or body[-tail:-_LINK_SIZE] != _LINK_TAIL:
+        return body, None
+    count, skip = _map_count(body)
+    if count < 1:
+        return body, None
+    link = body[-_LINK_SIZE:]
+    return b"".join((_map_header(count - 1), memoryview(body)[skip:-tail])), link
 
 
 class EventMapper(Mapper[UUID]):
@@ -139,10 +171,39 @@ class EventMapper(Mapper[UUID]):
     # -- write ----------------------------------------------------------------------
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        """The row of an event without a chain link (exports, and runs recorded unchained)."""
         codec = self.codec_for(type(domain_event))
-        state = msgspec.structs.asdict(domain_event)
+        return self._stored(domain_event, codec, self._body(domain_event))
+
+    def to_chained_stored_event(
+        self, event: RunEvent, previous: bytes
+    ) -> tuple[StoredEvent, bytes]:
+        """The row of an event linked to `previous`, and the event's own link.
+
+        See docs/internals.md "The journal's hash chain" for what the link covers.
+        """
+        codec = self.codec_for(type(event))
+        body = self._body(event)
+        digest = sha256(
+            b"".join(
+                (
+                    TAG,
+                    previous,
+                    event.originator_id.bytes,
+                    event.originator_version.to_bytes(8, "big"),
+                    codec.type_part,
+                    body,
+                )
+            )
+        ).digest()  # = chain.link_digest(...), with the class's part computed once
+        return self._stored(event, codec, _with_link(body, digest)), digest
+
+    def _body(self, event: RunEvent) -> bytes:
+        state = msgspec.structs.asdict(event)
         del state["originator_id"], state["originator_version"]
-        body = self._encoder.encode(state)
+        return self._encoder.encode(state)
+
+    def _stored(self, event: RunEvent, codec: _ClassCodec, body: bytes) -> StoredEvent:
         fmt = FORMAT_MSGPACK
         if len(body) > COMPRESS_THRESHOLD:
             with self._lock:
@@ -150,8 +211,8 @@ class EventMapper(Mapper[UUID]):
             if len(packed) < len(body):
                 body, fmt = packed, FORMAT_ZSTD_MSGPACK
         return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
+            originator_id=event.originator_id,
+            originator_version=event.originator_version,
             topic=codec.topic,
             state=codec.headers[fmt] + body,
         )
@@ -177,8 +238,8 @@ class EventMapper(Mapper[UUID]):
                 one_line(f"{_where(stored_event)} does not decode: {describe(exc)}")
             ) from exc
 
-    def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> RunEvent:
-        state = stored.state
+    def split_state(self, state: bytes) -> tuple[int, bytes, bytes | None]:
+        """(class_version, the msgpack map without its chain link, the link or None)."""
         head = state[0]
         fmt = head & ~_FLAG_CLASS_VERSION
         if head & _FLAG_CLASS_VERSION:
@@ -194,6 +255,11 @@ class EventMapper(Mapper[UUID]):
                 body = self._decompressor.decompress(body)
         elif fmt != FORMAT_MSGPACK:
             raise JournalCorrupt(f"unknown state format 0x{head:02x}")
+        body, link = _without_link(body)
+        return version, body, link
+
+    def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> RunEvent:
+        version, body, _ = self.split_state(stored.state)
         if version == codec.version:
             origin = self._origin(stored.originator_id, stored.originator_version)
             return codec.decoder.decode(_with_origin(body, origin))

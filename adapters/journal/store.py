@@ -14,6 +14,7 @@ from uuid import UUID
 import msgspec
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
+from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
 from runjournal.adapters.journal.codec import EventMapper
 from runjournal.adapters.journal.errors import (
     AmbiguousRun,
@@ -64,6 +65,7 @@ class JournalStore:
             self._mapper.codec_for(RunTerminated).topic,
         ]
         self._runs: dict[UUID, RunSummary] = {}
+        self._heads: dict[UUID, tuple[int, bytes | None]] = {}  # last link written per run
         self._position = 0
         self._closed = False
 
@@ -91,14 +93,60 @@ class JournalStore:
         return RunSession(self._put, run, batch_size=batch_size, listeners=listeners)
 
     def _put(self, events: Sequence[RunEvent]) -> None:
+        """Store events of one run in one transaction, each linked to its predecessor.
+
+        A run recorded before the chain existed stays unchained (docs/internals.md "The
+        journal's hash chain").
+        """
+        if not events:
+            return
+        first = events[0]
+        previous = self._link_before(first.originator_id, first.originator_version)
         try:
-            self._app.events.put(events)
+            rows = []
+            for event in events:
+                if previous is None:
+                    rows.append(self._mapper.to_stored_event(event))
+                else:
+                    row, previous = self._mapper.to_chained_stored_event(event, previous)
+                    rows.append(row)
+            self._app.recorder.insert_events(rows)
         except _STORAGE_ERRORS as exc:
             raise self._error(f"cannot record {len(events)} event(s)", exc) from exc
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
             ) from exc
+        self._heads[first.originator_id] = (events[-1].originator_version, previous)
+
+    def _link_before(self, aggregate_id: UUID, version: int) -> bytes | None:
+        """The link the event at `version` chains to; None for a run recorded unchained."""
+        if version <= 1:
+            return genesis(aggregate_id)
+        cached = self._heads.get(aggregate_id)
+        if cached is not None and cached[0] == version - 1:
+            return cached[1]
+        try:
+            rows = self._app.recorder.select_events(aggregate_id, gt=version - 2, lte=version - 1)
+        except _STORAGE_ERRORS as exc:
+            raise self._error(f"cannot read event {version - 1} of {aggregate_id}", exc) from exc
+        if not rows:
+            return None
+        try:
+            return self._mapper.split_state(bytes(rows[0].state))[2]
+        except (JournalCorrupt, ValueError, TypeError, IndexError) as exc:
+            raise JournalCorrupt(
+                one_line(f"event {version - 1} of {aggregate_id} does not decode: {exc}")
+            ) from exc
+
+    def verify_chain(self, run_id: str) -> ChainReport:
+        """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
+        aggregate_id = run_aggregate_id(run_id)
+        try:
+            rows = self._app.recorder.select_events(aggregate_id)
+        except _STORAGE_ERRORS as exc:
+            raise self._error(f"cannot read run {run_id!r}", exc) from exc
+        return verify_chain(rows, aggregate_id, self._mapper)
 
     def append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
         """Append already-built events of one run (journal import), checked by replay."""

@@ -440,13 +440,13 @@ class TestBatching:
     ) -> None:
         run_id = new_run_id()
         puts: list[int] = []
-        real_put = store._app.events.put
+        real_put = store._app.recorder.insert_events
 
         def counting_put(events: Any, **kwargs: Any) -> Any:
             puts.append(len(events))
             return real_put(events, **kwargs)
 
-        monkeypatch.setattr(store._app.events, "put", counting_put)
+        monkeypatch.setattr(store._app.recorder, "insert_events", counting_put)
         run = Run.allocate(StepClock(), **allocation(run_id))
         session = store.session(run, batch_size=4)
         assert len(rows(store, run_id)) == 1  # RunAllocated is committed at once
@@ -486,18 +486,18 @@ class TestBatching:
         run_id = new_run_id()
         run = Run.allocate(StepClock(), **allocation(run_id))
         session = sqlite_store.session(run, batch_size=2)
-        real_put = sqlite_store._app.events.put
+        real_put = sqlite_store._app.recorder.insert_events
 
         def failing_put(events: Any, **kwargs: Any) -> Any:
             raise OperationalError("disk I/O error\nsecond line")
 
-        monkeypatch.setattr(sqlite_store._app.events, "put", failing_put)
+        monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", failing_put)
         session.emit(StageDecided, **decision("c0"))
         with pytest.raises(JournalError) as info:
             session.emit(StageDecided, **decision("c1"))
         assert "\n" not in str(info.value) and "disk I/O error" in str(info.value)
         assert session.pending == 2
-        monkeypatch.setattr(sqlite_store._app.events, "put", real_put)
+        monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", real_put)
         session.emit(StageDecided, **decision("c2"))
         session.flush()
         versions = [r.originator_version for r in rows(sqlite_store, run_id)]
