@@ -57,7 +57,7 @@ def _where(d: Difference) -> str:
 
 def audit(opts: dict[str, Any], *, run: str) -> int:
     config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         try:
@@ -201,7 +201,7 @@ def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
     directory, name = os.path.split(path)
     if not name:
         raise CliError(f"-o {output}: names a directory, not a file")
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         try:

@@ -136,7 +136,7 @@ def gc(opts: dict[str, Any]) -> int:
         )
     dry_run = bool(opts.get("dry_run"))
     config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         runs = [r for r in store.list_runs() if r.status is not RunStatus.RUNNING]
         bundles = {r.run_id: _bundle_of(store, r.run_id) for r in runs}

@@ -51,12 +51,16 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
         raise CliError(str(exc)) from None
 
 
-def open_cli_journal(opts: dict[str, Any]) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
+def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> JournalStore:
+    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3.
+
+    Commands that only read pass `read_only`: a SQLite journal is then opened without
+    writing to it (a read-only file system or file works).
+    """
     config = resolve_cli_settings(opts)
     if is_postgres_url(config.journal) or os.path.exists(_sqlite_path(config.journal)):
         try:
-            return open_journal(config.journal)
+            return open_journal(config.journal, read_only=read_only)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
@@ -82,7 +86,7 @@ def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
 
 
 def runs_list(opts: dict[str, Any]) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         runs = store.list_runs()
     finally:
@@ -113,7 +117,7 @@ def _run_row(summary: Any) -> dict[str, Any]:
 
 
 def runs_show(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         view = fold(ManifestProjection(), read_events(store, run_id)).view()
@@ -139,7 +143,7 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def journal_show(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         events = [journal_event_to_json(e) for e in read_events(store, run_id)]
@@ -160,7 +164,7 @@ def journal_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         view = fold(ReasonReportProjection(step), read_events(store, run_id)).view()

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from typing import Final, TypeVar
+from urllib.parse import quote
 from uuid import UUID
 
 from eventsourcing.application import Application
@@ -64,11 +65,21 @@ def open_journal(
     *,
     lock_timeout: int = DEFAULT_SQLITE_LOCK_TIMEOUT,
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT,
+    read_only: bool = False,
 ) -> JournalStore:
-    """Open `sqlite:///abs/path`, a plain path, or `postgresql://user:pass@host:port/db`."""
+    """Open `sqlite:///abs/path`, a plain path, or `postgresql://user:pass@host:port/db`.
+
+    `read_only` (for commands that only read) opens an existing SQLite journal without
+    writing to it, so a journal on a read-only file system or in a read-only file can be
+    read (docs/internals.md "Backends").
+    """
     location = parse_journal_url(url, connect_timeout=connect_timeout)
     if isinstance(location, PostgresLocation):
         return _open_postgres(location)
+    if read_only:
+        store = _open_sqlite_read_only(location, lock_timeout)
+        if store is not None:
+            return store
     return _open_sqlite(location, lock_timeout)
 
 
@@ -95,6 +106,67 @@ def _open_sqlite(location: SqliteLocation, lock_timeout: int) -> JournalStore:
     except Exception as exc:
         raise JournalUnavailable(one_line(f"cannot open journal {url}: {describe(exc)}")) from exc
     return JournalStore(app, url)
+
+
+def _open_sqlite_read_only(location: SqliteLocation, lock_timeout: int) -> JournalStore | None:
+    """The journal opened `mode=ro` (`immutable=1` on a read-only file system).
+
+    None when the file is not yet a journal (no events table, or not in WAL mode): the
+    ordinary open then initialises it as before.
+    """
+    path, url = location.path, location.url
+    base = f"file:{quote(path)}?mode=ro"
+    try:
+        uri = base if _is_journal(base, lock_timeout) else None
+    except sqlite3.OperationalError as exc:
+        # A read-only connection to a WAL file must create its -shm beside it; on a
+        # read-only file system it cannot, so the file is opened as immutable instead.
+        # Only safe when no -wal holds commits the database file does not have yet.
+        wal = f"{path}-wal"
+        if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            raise JournalUnavailable(
+                one_line(
+                    f"cannot open journal {url} read-only: {describe(exc)} "
+                    "(and its -wal file holds commits that cannot be read without it)"
+                )
+            ) from exc
+        try:
+            uri = (
+                f"{base}&immutable=1" if _is_journal(f"{base}&immutable=1", lock_timeout) else None
+            )
+        except sqlite3.Error as inner:
+            raise JournalUnavailable(
+                one_line(f"cannot open journal {url} read-only: {describe(inner)}")
+            ) from inner
+    except sqlite3.Error as exc:
+        raise JournalUnavailable(
+            one_line(f"cannot open journal {url} read-only: {describe(exc)}")
+        ) from exc
+    if uri is None:
+        return None
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": uri,
+        "SQLITE_LOCK_TIMEOUT": str(int(lock_timeout)),
+        "CREATE_TABLE": "no",
+    }
+    try:
+        app = RunJournalApp(env=env)
+    except Exception as exc:
+        raise JournalUnavailable(
+            one_line(f"cannot open journal {url} read-only: {describe(exc)}")
+        ) from exc
+    return JournalStore(app, url)
+
+
+def _is_journal(uri: str, lock_timeout: int) -> bool:
+    """Whether the database at `uri` has the events table and is in WAL mode (or immutable)."""
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=lock_timeout)) as db:
+        mode = str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        table = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stored_events'"
+        ).fetchone()
+    return table is not None and (mode == "wal" or "immutable=1" in uri)
 
 
 def _switch_to_wal(path: str, lock_timeout: int) -> None:
