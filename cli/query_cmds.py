@@ -58,12 +58,17 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
     writing to it (a read-only file system or file works).
     """
     config = resolve_cli_settings(opts)
-    if is_postgres_url(config.journal) or os.path.exists(_sqlite_path(config.journal)):
+    if journal_exists(config.journal):
         try:
             return open_journal(config.journal, read_only=read_only)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+
+
+def journal_exists(url: str) -> bool:
+    """A PostgreSQL journal is taken to exist; a SQLite one when its file does."""
+    return is_postgres_url(url) or os.path.exists(_sqlite_path(url))
 
 
 def _sqlite_path(url: str) -> str:
