@@ -290,6 +290,6 @@ def _open_target_journal(opts: dict[str, Any]) -> JournalStore:
     """Like other commands, but a SQLite journal that does not exist yet is created."""
     config = resolve_cli_settings(opts)
     try:
-        return open_journal(config.journal)
+        return open_journal(config.journal, timeout=config.journal_timeout)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None

@@ -60,7 +60,7 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
     config = resolve_cli_settings(opts)
     if journal_exists(config.journal):
         try:
-            return open_journal(config.journal, read_only=read_only)
+            return open_journal(config.journal, read_only=read_only, timeout=config.journal_timeout)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")

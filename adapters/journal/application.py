@@ -20,6 +20,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Mapper, PersistenceError
 from eventsourcing.utils import Environment, EnvType
 from runjournal.adapters.fsroot import make_trusted_dirs
+from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.codec import EventMapper
 from runjournal.adapters.journal.errors import (
     JournalUnavailable,
@@ -35,6 +36,7 @@ from runjournal.adapters.journal.url import (
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_JOURNAL_TIMEOUT",
     "DEFAULT_SQLITE_LOCK_TIMEOUT",
     "RunJournalApp",
     "open_journal",
@@ -58,6 +60,7 @@ _T = TypeVar("_T")
 
 DEFAULT_SQLITE_LOCK_TIMEOUT: Final = 15
 DEFAULT_CONNECT_TIMEOUT: Final = 10
+DEFAULT_JOURNAL_TIMEOUT: Final = 30
 
 
 def open_journal(
@@ -66,16 +69,19 @@ def open_journal(
     lock_timeout: int = DEFAULT_SQLITE_LOCK_TIMEOUT,
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT,
     read_only: bool = False,
+    timeout: float = DEFAULT_JOURNAL_TIMEOUT,
 ) -> JournalStore:
     """Open `sqlite:///abs/path`, a plain path, or `postgresql://user:pass@host:port/db`.
 
     `read_only` (for commands that only read) opens an existing SQLite journal without
     writing to it, so a journal on a read-only file system or in a read-only file can be
-    read (docs/internals.md "Backends").
+    read (docs/internals.md "Backends"). `timeout` (the `journal_timeout` setting) bounds
+    how long opening a PostgreSQL journal, and each later operation on it, waits for the
+    server.
     """
     location = parse_journal_url(url, connect_timeout=connect_timeout)
     if isinstance(location, PostgresLocation):
-        return _open_postgres(location)
+        return _open_postgres(location, timeout)
     if read_only:
         store = _open_sqlite_read_only(location, lock_timeout)
         if store is not None:
@@ -198,7 +204,7 @@ def _retry_while_locked(make: Callable[[], _T], deadline: float) -> _T:
 _PG_OPEN_LOCK = 0x726A6F70656E
 
 
-def _open_postgres(location: PostgresLocation) -> JournalStore:
+def _open_postgres(location: PostgresLocation, timeout: float) -> JournalStore:
     password, shown = location.password, location.shown
     try:
         import psycopg
@@ -206,7 +212,8 @@ def _open_postgres(location: PostgresLocation) -> JournalStore:
         raise JournalUnavailable(
             "PostgreSQL journals need psycopg: install runjournal[postgres]"
         ) from exc
-    try:
+
+    def build() -> RunJournalApp:
         # Fail fast with the server's reason; the library's pool would retry until timeout.
         probe = psycopg.connect(
             **location.connect_kwargs(),
@@ -217,12 +224,22 @@ def _open_postgres(location: PostgresLocation) -> JournalStore:
         # instant collide ("tuple concurrently updated"), so opening is serialized.
         with contextlib.closing(probe):
             probe.execute("SELECT pg_advisory_lock(%s)", (_PG_OPEN_LOCK,))
-            app = _build_postgres_app(location)
+            return _build_postgres_app(location)
+
+    try:
+        app = call_bounded(build, timeout)
+    except TimedOut as exc:
+        raise JournalUnavailable(
+            one_line(
+                f"cannot open journal {shown}: PostgreSQL did not answer within "
+                f"{exc.seconds:g} s (journal_timeout)"
+            )
+        ) from None
     except Exception as exc:
         raise JournalUnavailable(
             one_line(f"cannot open journal {shown}: {describe(exc, [password])}")
         ) from exc
-    return JournalStore(app, shown, secrets=(password,))
+    return JournalStore(app, shown, secrets=(password,), timeout=timeout)
 
 
 def _build_postgres_app(location: PostgresLocation) -> RunJournalApp:

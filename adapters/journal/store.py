@@ -5,15 +5,18 @@ See docs/internals.md "Queries" for what each query reads.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, TypeVar
 from uuid import UUID
 
 import msgspec
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
+from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
 from runjournal.adapters.journal.codec import EventMapper
 from runjournal.adapters.journal.errors import (
@@ -33,6 +36,7 @@ from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 __all__ = ["JournalStore", "RunSummary"]
 
 _STORAGE_ERRORS: Final = (PersistenceError, sqlite3.Error, OSError)
+_T = TypeVar("_T")
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,8 +59,17 @@ _PAGE: Final = 500
 class JournalStore:
     """The journal as the CLI sees it: sessions for new events, queries over runs."""
 
-    def __init__(self, app: Application[UUID], url: str, *, secrets: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        app: Application[UUID],
+        url: str,
+        *,
+        secrets: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
         self._app = app
+        self._timeout = timeout  # PostgreSQL: journal_timeout; None runs calls inline
+        self._dead: str | None = None  # set once a call timed out: later calls fail at once
         self._url = url
         self._secrets = tuple(s for s in secrets if s)
         self._mapper: EventMapper = app.mapper  # type: ignore[assignment]
@@ -73,6 +86,21 @@ class JournalStore:
     def url(self) -> str:
         """The journal URL with any password redacted."""
         return self._url
+
+    def _storage(self, doing: str, call: Callable[[], _T]) -> _T:
+        """One call into the library's recorder: errors as `JournalError`, time bounded."""
+        if self._dead is not None:
+            raise JournalUnavailable(self._dead)
+        try:
+            return call_bounded(call, self._timeout)
+        except TimedOut as exc:
+            self._dead = one_line(
+                f"journal {self._url}: {doing}: PostgreSQL did not answer within "
+                f"{exc.seconds:g} s (journal_timeout); the journal is not used again"
+            )
+            raise JournalUnavailable(self._dead) from None
+        except _STORAGE_ERRORS as exc:
+            raise self._error(doing, exc) from exc
 
     def _error(self, doing: str, exc: BaseException) -> JournalError:
         text = one_line(f"journal {self._url}: {doing}: {describe(exc, self._secrets)}")
@@ -110,13 +138,12 @@ class JournalStore:
                 else:
                     row, previous = self._mapper.to_chained_stored_event(event, previous)
                     rows.append(row)
-            self._app.recorder.insert_events(rows)
-        except _STORAGE_ERRORS as exc:
-            raise self._error(f"cannot record {len(events)} event(s)", exc) from exc
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
             ) from exc
+        insert = self._app.recorder.insert_events
+        self._storage(f"cannot record {len(events)} event(s)", lambda: insert(rows))
         self._heads[first.originator_id] = (events[-1].originator_version, previous)
 
     def _link_before(self, aggregate_id: UUID, version: int) -> bytes | None:
@@ -126,10 +153,11 @@ class JournalStore:
         cached = self._heads.get(aggregate_id)
         if cached is not None and cached[0] == version - 1:
             return cached[1]
-        try:
-            rows = self._app.recorder.select_events(aggregate_id, gt=version - 2, lte=version - 1)
-        except _STORAGE_ERRORS as exc:
-            raise self._error(f"cannot read event {version - 1} of {aggregate_id}", exc) from exc
+        select = self._app.recorder.select_events
+        rows = self._storage(
+            f"cannot read event {version - 1} of {aggregate_id}",
+            lambda: select(aggregate_id, gt=version - 2, lte=version - 1),
+        )
         if not rows:
             return None
         try:
@@ -142,10 +170,8 @@ class JournalStore:
     def verify_chain(self, run_id: str) -> ChainReport:
         """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
         aggregate_id = run_aggregate_id(run_id)
-        try:
-            rows = self._app.recorder.select_events(aggregate_id)
-        except _STORAGE_ERRORS as exc:
-            raise self._error(f"cannot read run {run_id!r}", exc) from exc
+        select = self._app.recorder.select_events
+        rows = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
         return verify_chain(rows, aggregate_id, self._mapper)
 
     def append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
@@ -179,10 +205,8 @@ class JournalStore:
 
     def events(self, run_id: str) -> Iterator[RunEvent]:
         """The run's events in order, decoded and upcast (nothing for an unknown run)."""
-        try:
-            stored = self._app.recorder.select_events(run_aggregate_id(run_id))
-        except _STORAGE_ERRORS as exc:
-            raise self._error(f"cannot read run {run_id!r}", exc) from exc
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        stored = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
         to_event = self._mapper.to_domain_event
         for row in stored:
             yield to_event(row)
@@ -205,12 +229,16 @@ class JournalStore:
         """(position, event) after `after`, in commit order: a synchronous catch-up."""
         position = after
         while True:
-            try:
-                page = self._app.recorder.select_notifications(
-                    position, _PAGE, topics=list(topics), inclusive_of_start=False
-                )
-            except _STORAGE_ERRORS as exc:
-                raise self._error("cannot read the event log", exc) from exc
+            page = self._storage(
+                "cannot read the event log",
+                functools.partial(
+                    self._app.recorder.select_notifications,
+                    position,
+                    _PAGE,
+                    topics=list(topics),
+                    inclusive_of_start=False,
+                ),
+            )
             for row in page:
                 position = row.id
                 yield row.id, self._mapper.to_domain_event(row)
@@ -263,16 +291,20 @@ class JournalStore:
 
     def last_version(self, run_id: str) -> int:
         """The version of the run's last stored event (0 for an unknown run): one query."""
-        try:
-            rows = self._app.recorder.select_events(run_aggregate_id(run_id), desc=True, limit=1)
-        except _STORAGE_ERRORS as exc:
-            raise self._error(f"cannot read run {run_id!r}", exc) from exc
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        rows = self._storage(
+            f"cannot read run {run_id!r}", lambda: select(aggregate_id, desc=True, limit=1)
+        )
         return rows[0].originator_version if rows else 0
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._app.close()
+            # A pool whose server went silent can wait a long time to close: bounded too,
+            # and after a timed-out call only briefly (nothing is left to save).
+            bound = min(1.0, self._timeout) if self._dead and self._timeout else self._timeout
+            with contextlib.suppress(TimedOut):
+                call_bounded(self._app.close, bound)
 
     def __enter__(self) -> JournalStore:
         return self
