@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.export import decode_export, export_run, import_run
@@ -219,3 +220,29 @@ def test_allocation_event_is_the_genesis_successor(store: JournalStore) -> None:
     assert link == link_digest(
         genesis(run_aggregate_id("run-a")), row.originator_id, 1, row.topic, class_version, body
     )
+
+
+def test_the_chain_on_postgres(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(FIXTURES))
+    import rj_synthetic as syn
+
+    with syn.backend("postgres", tmp_path) as url, open_journal(url) as store:
+        record(store, "run-pg", warnings=3)
+        report = store.verify_chain("run-pg")
+        assert report.status is ChainStatus.VERIFIED and report.events == 4
+        row = rows(store, "run-pg")[2]
+        mapper = EventMapper()
+        event = mapper.to_domain_event(row)
+        forged = mapper.to_chained_stored_event(
+            msgspec.structs.replace(event, message="forged"), b"\0" * 32
+        )[0]
+        syn.pg_execute(
+            url,
+            "UPDATE runjournal_events SET state = %s "
+            "WHERE originator_id = %s AND originator_version = 3",
+            (forged.state, run_aggregate_id("run-pg")),
+        )
+        report = store.verify_chain("run-pg")
+        assert [(b.version, b.event) for b in report.breaks] == [(3, "WarningRecorded")]
