@@ -10,6 +10,7 @@ runjournal export, 1 verification failed or the journal holds other events of th
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 from typing import Any, NamedTuple
@@ -94,16 +95,25 @@ def audit(opts: dict[str, Any], *, run: str) -> int:
     return int(ExitCode.FAILED)
 
 
+class _Check(enum.StrEnum):
+    """Which integrity check found a problem (the word printed before the event type)."""
+
+    CHAIN = "chain"
+    RUN_DIRECTORY = "run directory"
+
+
 class _Problem(NamedTuple):
     version: int
     event: str
-    check: str  # "chain" or "run directory"
+    check: _Check
     message: str
 
 
 def _tampering(chain: ChainReport, run_dir: RunDirectoryCheck) -> list[_Problem]:
-    found = [_Problem(b.version, b.event, "chain", b.message) for b in chain.breaks]
-    found += [_Problem(p.version, p.event, "run directory", p.message) for p in run_dir.problems]
+    found = [_Problem(b.version, b.event, _Check.CHAIN, b.message) for b in chain.breaks]
+    found += [
+        _Problem(p.version, p.event, _Check.RUN_DIRECTORY, p.message) for p in run_dir.problems
+    ]
     return found
 
 
@@ -190,7 +200,7 @@ def _print_audit(
     for v in report.violations:
         click.echo(f"  event {v.version}: invariant: {v.event}: {v.message}")
     for p in tampering:
-        click.echo(f"  event {p.version}: {p.check}: {p.event or 'run'}: {p.message}")
+        click.echo(f"  event {p.version}: {p.check.value}: {p.event or 'run'}: {p.message}")
 
 
 # --- export ----------------------------------------------------------------------
