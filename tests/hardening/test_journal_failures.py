@@ -15,29 +15,15 @@ import resource
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import rj_synthetic as syn
-
-
-def _console() -> list[str]:
-    script = Path(sys.executable).parent / "runjournal"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
-
-
-def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr
-    assert lines[0].startswith("runjournal: error: ")
-    return lines[0]
+from support import synthetic as syn
+from support.console import console_script as _console
+from support.inprocess import one_error_line
 
 
 def _small_files() -> None:

@@ -11,17 +11,12 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.console import console_script as _console
 
 READ_ONLY_MOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
-
-
-def _console() -> list[str]:
-    script = Path(sys.executable).parent / "runjournal"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
 
 
 def _read_only(
@@ -92,6 +87,10 @@ def test_read_only_commands_read_a_journal_on_a_read_only_file_system(
     proc = read("journal", "export", run_id, "-o", str(export))
     assert proc.returncode == 0, proc.stderr
     assert export.read_bytes()[:8] == b"RJEXPORT"
+    page = read_only_root / "report.html"
+    proc = read("report", run_id, "-o", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert page.read_bytes().startswith(b"<!DOCTYPE html>") or page.stat().st_size > 0
     proc = read("projections", "status", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["projections"]

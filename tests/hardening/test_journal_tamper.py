@@ -10,11 +10,9 @@ run directory can expose (outputs, artifacts and manifest.json).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,41 +36,8 @@ from runjournal.domain.events import (
     StageDecided,
 )
 from runjournal.domain.run import run_aggregate_id
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
-
-
-class CLI:
-    """The installed console script with an isolated environment (module-scoped)."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RUNJOURNAL_")}
-        self.env.update(
-            HOME=str(home),
-            XDG_CONFIG_HOME=str(home / ".config"),
-            XDG_CACHE_HOME=str(home / ".cache"),
-            PYTHONDONTWRITEBYTECODE="1",
-        )
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        script = Path(sys.executable).parent / "runjournal"
-        command = (
-            [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
-        )
-        return subprocess.run(
-            [*command, *args],
-            cwd=self.home,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-
-    def json(self, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-        proc = self(*args, "--json")
-        return proc, json.loads(proc.stdout) if proc.stdout.strip() else {}
+from support.console import CLI
+from support.paths import EXAMPLE
 
 
 @dataclass

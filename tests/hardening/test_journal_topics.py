@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import rj_synthetic as syn
+from support import synthetic as syn
+from support.inprocess import one_error_line
 
 ZEN = "The Zen of Python"
-
-
-def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr
-    assert lines[0].startswith("runjournal: error: ")
-    return lines[0]
 
 
 def _run(cli, example: Path, where: list[str]) -> str:
@@ -44,6 +34,7 @@ def _readers(run_id: str, tmp_path: Path) -> list[list[str]]:
         ["journal", "show", run_id],
         ["journal", "show", run_id, "--json"],
         ["journal", "export", run_id, "-o", str(tmp_path / "run.rjx")],
+        ["report", run_id, "-o", str(tmp_path / "report.html")],
         ["projections", "rebuild"],
         ["projections", "rebuild", "manifest", "--run", run_id],
     ]
@@ -59,7 +50,7 @@ def _check_every_reader(cli, run_id: str, where: list[str], tmp_path: Path) -> N
         if "--json" in args:
             doc = json.loads(proc.stdout)
             assert doc["exit_code"] == 1 and "unknown event type" in doc["error"]["message"]
-    assert not (tmp_path / "run.rjx").exists()
+    assert not (tmp_path / "run.rjx").exists() and not (tmp_path / "report.html").exists()
     # Listing reads only allocations and terminations: unaffected.
     proc = cli("runs", "list", *where)
     assert proc.returncode == 0 and run_id in proc.stdout and ZEN not in proc.stdout

@@ -6,16 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-
-def _console() -> list[str]:
-    script = Path(sys.executable).parent / "runjournal"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
+from support.console import console_script as _console
 
 
 def _runs(cli, example: Path, out: Path, count: int) -> list[Path]:

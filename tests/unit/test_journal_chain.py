@@ -24,8 +24,8 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.run import Run, run_aggregate_id
+from support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 V1_RUNS = ("20250102T030405Z-0a1b2c3d", "20250102T031000Z-4e5f6a7b")
 
 
@@ -223,10 +223,7 @@ def test_allocation_event_is_the_genesis_successor(store: JournalStore) -> None:
 
 
 def test_the_chain_on_postgres(tmp_path: Path) -> None:
-    import sys
-
-    sys.path.insert(0, str(FIXTURES))
-    import rj_synthetic as syn
+    from support import synthetic as syn
 
     with syn.backend("postgres", tmp_path) as url, open_journal(url) as store:
         record(store, "run-pg", warnings=3)
