@@ -25,6 +25,7 @@ from runjournal.cli.settings import (
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
+from runjournal.domain.events import RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
@@ -50,15 +51,24 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
         raise CliError(str(exc)) from None
 
 
-def open_cli_journal(opts: dict[str, Any]) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
+def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> JournalStore:
+    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3.
+
+    Commands that only read pass `read_only`: a SQLite journal is then opened without
+    writing to it (a read-only file system or file works).
+    """
     config = resolve_cli_settings(opts)
-    if is_postgres_url(config.journal) or os.path.exists(_sqlite_path(config.journal)):
+    if journal_exists(config.journal):
         try:
-            return open_journal(config.journal)
+            return open_journal(config.journal, read_only=read_only, timeout=config.journal_timeout)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+
+
+def journal_exists(url: str) -> bool:
+    """A PostgreSQL journal is taken to exist; a SQLite one when its file does."""
+    return is_postgres_url(url) or os.path.exists(_sqlite_path(url))
 
 
 def _sqlite_path(url: str) -> str:
@@ -72,8 +82,16 @@ def _resolve(store: JournalStore, ref: str) -> str:
         raise CliError(str(exc), ExitCode.FAILED) from None
 
 
+def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
+    """The run's events; a row that does not decode (e.g. an unknown type) is one line, exit 1."""
+    try:
+        return list(store.events(run_id))
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+
+
 def runs_list(opts: dict[str, Any]) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         runs = store.list_runs()
     finally:
@@ -104,10 +122,10 @@ def _run_row(summary: Any) -> dict[str, Any]:
 
 
 def runs_show(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        view = fold(ManifestProjection(), store.events(run_id)).view()
+        view = fold(ManifestProjection(), read_events(store, run_id)).view()
     finally:
         store.close()
     if opts.get("as_json"):
@@ -130,10 +148,10 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def journal_show(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        events = [journal_event_to_json(e) for e in store.events(run_id)]
+        events = [journal_event_to_json(e) for e in read_events(store, run_id)]
     finally:
         store.close()
     if opts.get("as_json"):
@@ -151,10 +169,10 @@ def journal_show(opts: dict[str, Any], *, run: str) -> int:
 
 
 def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        view = fold(ReasonReportProjection(step), store.events(run_id)).view()
+        view = fold(ReasonReportProjection(step), read_events(store, run_id)).view()
     finally:
         store.close()
     if step is not None and not view["steps"]:

@@ -7,6 +7,7 @@ its documented exit code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -144,10 +145,17 @@ class _Invocation:
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     parsed = _parse(req)
     inv = _allocate(req, argv, parsed)
-    resolved = _resolve(req, parsed, inv)
-    if isinstance(resolved, int):
-        return resolved
-    return _execute_and_terminalize(req, parsed, inv, resolved)
+    try:
+        resolved = _resolve(req, parsed, inv)
+        if isinstance(resolved, int):
+            return resolved
+        return _execute_and_terminalize(req, parsed, inv, resolved)
+    except JournalError as exc:
+        # The run is allocated (its RunAllocated is committed): the failure is this run's,
+        # so `--json` names it and says failed (docs/operations.md "Exit codes").
+        with contextlib.suppress(Exception):
+            inv.close()
+        raise CliError(f"journal: {exc}", ExitCode.FAILED, run_id=inv.run_id) from None
 
 
 def _parse(req: RunRequest) -> _Parsed:
@@ -170,7 +178,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
     progress.phase("opening the journal")
     try:
-        journal = open_journal(config.journal)
+        journal = open_journal(config.journal, timeout=config.journal_timeout)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
