@@ -34,7 +34,6 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
-    model: str | None = None
 
 
 class Exchange(msgspec.Struct, frozen=True, kw_only=True):

@@ -114,6 +114,7 @@ class _Endpoint:
                     scrub=self.scrub,
                     shown_endpoint=self.shown,
                 )
+                self._transport.connect()
             return self._transport
 
     def key_note(self) -> str:

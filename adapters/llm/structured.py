@@ -83,6 +83,14 @@ def decode_reply(text: str, reply_type: Any, schema: Mapping[str, Any] | None) -
             if problem is not None:
                 raise ReplyInvalid(problem)
         return value
+    if schema is not None:  # a given schema may say more than the type (enums, bounds)
+        try:
+            raw = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            raise ReplyInvalid(f"the reply is not JSON: {_preview(text)!r}") from None
+        problem = check_schema(raw, schema, schema)
+        if problem is not None:
+            raise ReplyInvalid(problem)
     try:
         return msgspec.json.decode(body, type=reply_type)
     except msgspec.ValidationError as exc:

@@ -86,6 +86,10 @@ class OpenAITransport:
         self._client: Any = None
         self._lock = threading.Lock()
 
+    def connect(self) -> None:
+        """Build the client now (the import is not part of any attempt's latency)."""
+        self._get_client()
+
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
@@ -111,6 +115,7 @@ class OpenAITransport:
         client = self._get_client()
         openai = self._openai
         body = {k: v for k, v in request.items() if k not in ("model", "messages")}
+        http_status: int | None = None
         try:
             raw = client.chat.completions.with_raw_response.create(
                 model=request["model"], messages=request["messages"], extra_body=body
@@ -144,6 +149,7 @@ class OpenAITransport:
                 AttemptStatus.MALFORMED_RESPONSE,
                 f"{self.endpoint} sent a response that is not a chat completion "
                 f"({type(exc).__name__})",
+                http_status=http_status,
             ) from None
         return self._reply(completion), http_status
 
@@ -168,5 +174,4 @@ class OpenAITransport:
             prompt_tokens=prompt if isinstance(prompt, int) else -1,
             completion_tokens=done if isinstance(done, int) else -1,
             finish_reason=getattr(choice, "finish_reason", None),
-            model=getattr(completion, "model", None),
         )
