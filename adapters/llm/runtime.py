@@ -381,8 +381,12 @@ class Call:
                 reply = self._counted(reply, request)
                 endpoint.limiter.release(ticket, reply.prompt_tokens + reply.completion_tokens)
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
-                if services.record is not None:
-                    services.record.put(digest, canonical, reply)
+                if services.record is not None:  # never the key, even one echoed back
+                    services.record.put(
+                        digest,
+                        _scrubbed(canonical, endpoint.scrub),
+                        msgspec.structs.replace(reply, content=endpoint.scrub(reply.content)),
+                    )
                 self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
                 return reply, attempt
             endpoint.limiter.release(ticket, 0)
@@ -503,6 +507,16 @@ class Call:
                 "reply": scrub(reply) if reply is not None else None,
             },
         )
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    return value
 
 
 def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
