@@ -1,7 +1,7 @@
 """`run`'s LLM options: parse them (P1), build the run's `LLMServices`, report usage.
 
 `--llm-record FILE`, `--llm-replay FILE`, `--max-cost AMOUNT` and `--max-tokens N` are
-what one invocation does, not settings (docs/configuration.md "LLM options of run").
+what one invocation does, not settings (docs/configuration.md "Options of `run`").
 A bad value is a usage error (exit 2) before anything is allocated.
 """
 

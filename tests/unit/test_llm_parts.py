@@ -549,3 +549,62 @@ class TestLLMJson:
         ctx = StageContext(step="s", lane="a.md", params={"schema": "object"}, llm=RecordingLLM())
         with pytest.raises(BuiltinParamError, match="schema"):
             LLMJsonModule().extract(CHUNK, ctx)
+
+
+# --- the usage fold ---------------------------------------------------------------------------
+
+
+def test_usage_fold_counts_calls_attempts_and_savings() -> None:
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    from runjournal.domain.events import LLMCallAttempted, LLMUsageReused
+    from runjournal.projections.llm_usage import LLMUsageFold, usage_line
+
+    origin = uuid4()
+    now = datetime.now(UTC)
+    where = {"step": "ask", "lane": "a.md", "stage": Stage.EXTRACT}
+    events: list[Any] = [
+        LLMCallAttempted(
+            originator_id=origin,
+            originator_version=i + 1,
+            timestamp=now,
+            chunk=chunk,
+            **where,
+            **LLMCallAttempted.fields_of(_attempt(call, attempt, status, 10)),
+        )
+        for i, (chunk, call, attempt, status) in enumerate(
+            [
+                ("c1", 1, 1, AttemptStatus.RATE_LIMITED),
+                ("c1", 1, 2, AttemptStatus.OK),
+                ("c2", 1, 1, AttemptStatus.OK),
+            ]
+        )
+    ]
+    events.append(
+        LLMUsageReused(
+            originator_id=origin,
+            originator_version=4,
+            timestamp=now,
+            chunk="c3",
+            usage=LLMUsage(calls=1, attempts=1, prompt_tokens=7, completion_tokens=2, cost=0.25),
+            **where,
+        )
+    )
+    fold = LLMUsageFold()
+    for event in events:
+        fold.apply(event)
+    view = fold.view()
+    assert view["spent"]["calls"] == 2 and view["spent"]["attempts"] == 3
+    assert view["spent"]["tokens"] == 33 and view["spent"]["cost"] == 1.5
+    assert view["saved"] == {
+        "calls": 1,
+        "attempts": 1,
+        "prompt_tokens": 7,
+        "completion_tokens": 2,
+        "tokens": 9,
+        "cost": 0.25,
+    }
+    assert view["attempts"] == {"ok": 2, "rate_limited": 1} and view["unsuccessful"] == 1
+    assert view["steps"]["ask"]["saved"]["calls"] == 1
+    assert "reuse saved 1 call(s)" in usage_line(view)
