@@ -303,3 +303,24 @@ def test_the_example_runs_offline_from_its_cassette(cli, tmp_path: Path) -> None
             "SELECT count(*) FROM stored_events WHERE topic LIKE '%LLMCallAttempted'"
         ).fetchone()
     assert count == 15
+
+
+def test_a_profile_cassette_that_cannot_be_read_is_a_configuration_error(
+    cli, tmp_path: Path
+) -> None:
+    project = Project(tmp_path, "http://127.0.0.1:9/v1")
+    project.profiles.write_text(
+        '[profiles.fake]\nprovider = "openai"\nmodel = "m"\nreplay = "nowhere.json"\n'
+    )
+    proc, doc = cli.json(*project.args())
+    assert proc.returncode == 2 and doc["exit_code"] == 2
+    assert "steps[0].profile: profile 'fake': cassette" in proc.stderr
+    assert "nowhere.json: no such file" in proc.stderr
+
+
+def test_openai_is_imported_only_by_runs_that_call() -> None:
+    import subprocess
+
+    code = "import sys, runjournal.cli.main; print('openai' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
