@@ -123,7 +123,7 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
     )
     decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
-    if view.get("llm"):  # LLM usage: spent and saved (docs/operations.md "LLM usage")
+    if view.get("llm"):  # docs/operations.md "LLM usage: spent and saved"
         click.echo(f"  llm: {usage_line(view['llm'])}")
     if view["error"]:
         err = view["error"]

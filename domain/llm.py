@@ -31,7 +31,6 @@ class FailureCause(enum.StrEnum):
     REPLY_INVALID = "reply_invalid"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPLAY_MISS = "replay_miss"
-    MODULE_ERROR = "module_error"
 
 
 CAUSE_DESCRIPTIONS: dict[FailureCause, str] = {
@@ -45,7 +44,6 @@ CAUSE_DESCRIPTIONS: dict[FailureCause, str] = {
     FailureCause.REPLY_INVALID: "The model's reply did not validate, after every re-ask.",
     FailureCause.BUDGET_EXHAUSTED: "--max-cost or --max-tokens was reached: no new call was made.",
     FailureCause.REPLAY_MISS: "--llm-replay has no recorded answer for this request.",
-    FailureCause.MODULE_ERROR: "The module raised an error or returned a value its codec refused.",
 }
 
 
@@ -191,12 +189,16 @@ class LLMCallFailed(Exception):
         self.message = message
 
 
-def failure_cause(exc: BaseException) -> FailureCause:
-    """The typed cause of a stage error: the runtime's own, else a module error."""
+def failure_cause(exc: BaseException) -> FailureCause | None:
+    """The typed cause of a stage error raised by an LLM call; None for anything else.
+
+    A stage that failed otherwise (the module raised, its codec refused the value) is
+    told by its reason code alone, `stage_failed` (docs/operations.md "Failure causes").
+    """
     cause = getattr(exc, "cause", None)
     if isinstance(exc, LLMCallFailed) and isinstance(cause, FailureCause):
         return cause
-    return FailureCause.MODULE_ERROR
+    return None
 
 
 class MeteredCall(Protocol):

@@ -59,7 +59,7 @@ class LLMRuntime(Protocol):
     `complete` returns the reply text. `ask` returns a reply of `reply_type` (a msgspec
     type): the runtime sends its JSON Schema (or `schema`, when given) as the structured
     output format, decodes and validates the reply, and re-asks with the validation error
-    a bounded number of times (docs/modules.md "Asking an LLM for structured output").
+    a bounded number of times (docs/modules.md "Asking for structured output").
     A call that cannot produce a reply raises `LLMCallFailed` with a typed cause.
     """
 

@@ -591,11 +591,8 @@ class PipelineRunner:
                         chunk="",
                         code=ReasonCode.STAGE_FAILED,
                         message=message,
-                        cause=FailureCause.MODULE_ERROR,
                     )
-                    raise StageFailure(
-                        step.id, lane, ReasonCode.STAGE_FAILED, message, FailureCause.MODULE_ERROR
-                    ) from None
+                    raise StageFailure(step.id, lane, ReasonCode.STAGE_FAILED, message) from None
                 outputs.extend(extra)
         return outputs
 
@@ -657,7 +654,7 @@ class _LaneRun:
             recorded=record.digests if record is not None else None,
         )
 
-    def record_failure(self, stage: Stage, chunk: str, cause: FailureCause) -> None:
+    def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
         facts = StageFacts(
             stage=stage,
             forced=self.forced,

@@ -2,7 +2,7 @@
 
 A pure fold of `LLMCallAttempted` (spent: every attempt, retries included) and
 `LLMUsageReused` (saved: the recorded cost of each reused checkpoint). Part of the
-manifest, `run --json`, `runs show` and `explain` (docs/operations.md "LLM usage").
+manifest, `run --json`, `runs show` and `explain` (docs/operations.md "LLM usage: spent and saved").
 """
 
 from __future__ import annotations

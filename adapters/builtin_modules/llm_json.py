@@ -7,7 +7,7 @@ shape (structured output) and re-asks when it does not validate; `temperature`,
 `max_tokens` and `seed` pass through to each call. Merge lists the chunk answers in
 chunk order; normalize keeps them, with a warning for each chunk whose answer was
 empty. The reply itself is the artifact, so a change of model or profile is caught by
-identity (profile, profile_source), never here (docs/modules.md "llm.json").
+identity (profile, profile_source), never here (docs/modules.md "`llm.json`").
 """
 
 from __future__ import annotations

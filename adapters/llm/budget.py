@@ -3,7 +3,7 @@
 Checked before each request (retries included) and charged after each attempt, under
 one lock, so concurrent calls share it. Once spent reaches a limit no new request is
 made: the call fails with `budget_exhausted`; what finished is kept (docs/operations.md
-"LLM budgets").
+"Budgets").
 """
 
 from __future__ import annotations

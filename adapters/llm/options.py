@@ -2,7 +2,7 @@
 
 These keys of a `[profiles.<id>]` table change how the endpoint is called, not what it
 answers, so they are not part of the profile's identity (docs/configuration.md
-"Profiles"). `structured_output` does change the request and is part of it.
+"LLM profiles"). `structured_output` does change the request and is part of it.
 """
 
 from __future__ import annotations

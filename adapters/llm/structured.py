@@ -4,7 +4,7 @@ A module asks for a reply of a msgspec type (its JSON Schema comes from
 `msgspec.json.schema`) or of a JSON Schema (`llm.json`'s `params.schema`). The request
 carries the schema as a `json_schema` response format (or asks for `json_object` mode,
 per profile); the reply is decoded with msgspec and checked, and what is wrong with it
-becomes the text of the re-ask (docs/modules.md "Asking an LLM for structured output").
+becomes the text of the re-ask (docs/modules.md "Asking for structured output").
 """
 
 from __future__ import annotations

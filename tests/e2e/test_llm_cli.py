@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from llm_servers import REPO, ServerProcess, start_fake
+from support.llm_servers import REPO, ServerProcess, start_fake
 
 SCHEMA = '{ type = "object", properties = { topic = { type = "string" } }, required = ["topic"] }'
 PIPELINE = """

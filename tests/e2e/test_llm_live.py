@@ -11,15 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from llm_servers import REPO, ServerProcess, model_available, start_model
+from support.llm_servers import REPO, ServerProcess, model_available, start_model
 
 EXAMPLE = REPO / "examples" / "llm-extract"
 AREAS = {"engineering", "customers", "finance", "hiring", "events", "operations"}

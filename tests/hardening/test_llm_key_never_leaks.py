@@ -9,14 +9,11 @@ runtime's own scrubbing hides).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import zstandard
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from llm_servers import start_fake
+from support.llm_servers import start_fake
 
 PIPELINE = """
 name = "leak"

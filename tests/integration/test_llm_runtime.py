@@ -6,7 +6,6 @@ knows exactly which attempt meets which fault.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,9 +21,7 @@ from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import AttemptStatus, CallScope, FailureCause, LLMCallFailed
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from llm_servers import ServerProcess, start_fake
+from support.llm_servers import ServerProcess, start_fake
 
 KEY_ENV = "RJ_FAKE_KEY"
 KEY = "sk-" + "test-" + "Q7" * 20  # built at run time: no secret-shaped literal

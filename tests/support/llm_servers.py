@@ -20,8 +20,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from support.paths import REPO
+
 SUPPORT = Path(__file__).resolve().parent
-REPO = SUPPORT.parents[1]
 FAKE = SUPPORT / "fake_openai.py"
 SERVE_MODEL = REPO / "examples" / "llm-extract" / "serve_model.py"
 

@@ -475,7 +475,7 @@ class TestDomain:
         assert (
             failure_cause(LLMCallFailed(FailureCause.AUTH_FAILED, "x")) is FailureCause.AUTH_FAILED
         )
-        assert failure_cause(ValueError("x")) is FailureCause.MODULE_ERROR
+        assert failure_cause(ValueError("x")) is None  # not an LLM call: no cause
 
     def test_bind_call(self) -> None:
         scope = CallScope("s", "l", Stage.EXTRACT, "c" * 64)
