@@ -86,6 +86,7 @@ class _Endpoint:
         self._services = services
         self._transport: OpenAITransport | None = None
         self._key: str | None = None
+        self.json_schema_refused = False  # set once the server refused a json_schema format
         self._lock = threading.Lock()
 
     def scrub(self, text: str) -> str:
@@ -299,8 +300,42 @@ class Call:
         options: CallOptions | None = None,
         schema: Mapping[str, Any] | None = None,
     ) -> Any:
+        """A reply of `reply_type`: `json_schema` output where the server takes it.
+
+        A server that refuses the `json_schema` response format (a 4xx) is asked once
+        more in `json_object` mode, and the endpoint is remembered as one without schema
+        support for the rest of the run; the reply is validated either way.
+        """
+        endpoint = self.runtime.endpoint
+        mode = self.runtime.profile.client.structured_output
+        if mode is StructuredOutput.JSON_SCHEMA and endpoint.json_schema_refused:
+            mode = StructuredOutput.JSON_OBJECT
+        self._calls += 1
+        call = self._calls
+        try:
+            return self._ask(call, mode, prompt, reply_type, system, options, schema)
+        except LLMCallFailed as exc:
+            fallback = exc.cause in (FailureCause.REQUEST_REFUSED, FailureCause.REPLAY_MISS)
+            if not fallback or mode is not StructuredOutput.JSON_SCHEMA:
+                raise
+            value = self._ask(
+                call, StructuredOutput.JSON_OBJECT, prompt, reply_type, system, options, schema
+            )
+            if exc.cause is FailureCause.REQUEST_REFUSED:
+                endpoint.json_schema_refused = True
+            return value
+
+    def _ask(
+        self,
+        call: int,
+        mode: StructuredOutput,
+        prompt: str,
+        reply_type: Any,
+        system: str | None,
+        options: CallOptions | None,
+        schema: Mapping[str, Any] | None,
+    ) -> Any:
         runtime = self.runtime
-        mode = runtime.profile.client.structured_output
         full_schema = schema_for(reply_type, schema)
         fmt = response_format(mode, reply_type, full_schema)
         if mode is StructuredOutput.JSON_OBJECT:
@@ -308,10 +343,8 @@ class Call:
             note = f"Reply with one JSON value matching this JSON Schema:\n{shape}"
             system = f"{system}\n\n{note}" if system else note
         messages = _messages(prompt, system)
-        self._calls += 1
-        call = self._calls
         asks = runtime.profile.client.reply_retries + 1
-        made = 0
+        made = sum(1 for a in self.attempts if a.call == call)
         for ask_no in range(1, asks + 1):
             request = runtime.request(messages, options, fmt)
             reply, made = self._exchange(call, request, attempt_base=made)

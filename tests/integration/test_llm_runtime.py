@@ -105,6 +105,26 @@ class TestSuccess:
         (seen,) = new_requests(fake, before)
         assert seen["response_format"] == {"type": "json_object"} and seen["messages"] == 2
 
+    def test_a_server_refusing_json_schema_is_asked_in_json_object_mode(self) -> None:
+        with start_fake() as server:
+            runtime = services().runtime_for(profile(server.url))
+            first = runtime.for_call(SCOPE)
+            assert first.ask("FAULTS: 400\nAna refused", Fields).owner
+            assert statuses(first) == ["request_refused", "ok"]
+            assert [a.attempt for a in first.attempts] == [1, 2]
+            second = runtime.for_call(SCOPE)
+            assert second.ask("Tom books the venue", Fields).owner
+            kinds = [r["response_format"]["type"] for r in server.requests()]
+        assert kinds == ["json_schema", "json_object", "json_object"]  # remembered
+
+    def test_connections_are_reused(self) -> None:
+        with start_fake() as server:
+            runtime = services().runtime_for(profile(server.url))
+            for i in range(3):
+                runtime.for_call(SCOPE).complete(f"request {i}")
+            ports = {r["client_port"] for r in server.requests()}
+        assert len(ports) == 1  # three requests, one connection
+
 
 class TestRetries:
     def test_429_with_retry_after_is_honoured_then_success(self, fake: ServerProcess) -> None:

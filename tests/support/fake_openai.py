@@ -10,7 +10,8 @@ It prints one line, `listening http://127.0.0.1:PORT/v1`, then serves until SIGT
 
 Answers are deterministic: for a `json_schema` response format, the simplest instance
 of the schema with strings taken from the prompt's words; otherwise `{"echo": N}` (the
-prompt's word count). Usage counts words. Faults are scripted *in the prompt*, so
+prompt's word count), or in `json_object` mode the instance of a schema shown in the
+system message after "JSON Schema:". Usage counts words. Faults are scripted *in the prompt*, so
 concurrent requests stay deterministic: a line `FAULTS: 429@1, 500, ok` in the first
 user message makes that prompt's 1st request a 429 with `Retry-After: 1`, its 2nd a
 500, and every later one succeed (counted per first-user-message, so re-asks of one
@@ -93,6 +94,16 @@ def sample(node: Any, root: dict[str, Any], words: list[str], depth: int = 0) ->
         return float(node.get("minimum", 1))
     if kind == "boolean":
         return True
+    return None
+
+
+def _shown_schema(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """JSON mode: a model that follows a schema written in the system message."""
+    for message in messages:
+        text = str(message.get("content", ""))
+        if message.get("role") == "system" and "JSON Schema:\n" in text:
+            with contextlib.suppress(ValueError):
+                return json.loads(text.split("JSON Schema:\n", 1)[1])
     return None
 
 
@@ -195,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "seed": body.get("seed"),
                     "authorization": auth is not None,
                     "nth": n + 1,
+                    "client_port": self.client_address[1],  # one per connection
                 }
             )
         if state.latency:
@@ -222,6 +234,9 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps({"unexpected": True})
         elif fmt.get("type") == "json_schema":
             schema = (fmt.get("json_schema") or {}).get("schema") or {}
+            content = json.dumps(sample(schema, schema, words), sort_keys=True)
+        elif fmt.get("type") == "json_object" and _shown_schema(messages) is not None:
+            schema = _shown_schema(messages) or {}
             content = json.dumps(sample(schema, schema, words), sort_keys=True)
         else:
             content = json.dumps({"echo": len(words)})
