@@ -235,6 +235,12 @@ def check_export(doc: dict[str, Any], w: World) -> None:
     assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
 
 
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    assert Path(doc["file"]).read_bytes().startswith(b"<!DOCTYPE html>")
+    assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
+
+
 def check_import(doc: dict[str, Any], w: World) -> None:
     assert doc["run_id"] == w.ok_run and doc["status"] in {"imported", "already_imported"}
     assert isinstance(doc["events"], int) and isinstance(doc["resumed_after"], int)
@@ -395,6 +401,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
     ),
     ("reasons", "reasons", lambda w: ["reasons"], 0, check_reasons),
     (
+        "report",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
+        0,
+        check_report,
+    ),
+    (
         "config show",
         "config show",
         lambda w: ["config", "show", w.pipeline, *w.where()],
@@ -485,6 +498,7 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         False,
     ),
     ("explain: unknown run", lambda w: ["explain", "nope", *w.where()], 1, False),
+    ("report: unknown run", lambda w: ["report", "nope", *w.where()], 1, False),
     (
         "config show: invalid setting",
         lambda w: ["config", "show", w.pipeline, "--cache-mode", "fast"],
