@@ -28,6 +28,7 @@ from runjournal.cli.style import stdout_styler
 from runjournal.domain.events import RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
+from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 
@@ -140,10 +141,13 @@ def runs_show(opts: dict[str, Any], *, run: str) -> int:
     )
     decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
+    if view.get("llm"):  # docs/operations.md "LLM usage: spent and saved"
+        click.echo(f"  llm: {usage_line(view['llm'])}")
     if view["error"]:
         err = view["error"]
         where = f"step '{err['step']}' lane '{err['lane']}' " if err["step"] else ""
-        click.echo(f"  error: {where}{err['message']}")
+        cause = f"({err['cause']}) " if err.get("cause") else ""
+        click.echo(f"  error: {where}{cause}{err['message']}")
     return 0
 
 
@@ -183,6 +187,9 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
     paint = stdout_styler()
     totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["totals"].items()) or "none"
     click.echo(f"run {run_id}: {totals}")
+    llm = view["llm"]
+    if llm["spent"]["attempts"] or llm["saved"]["calls"]:
+        click.echo(f"llm: {usage_line(llm)}")
     for s in view["steps"]:
         click.echo(f"step {s['step']}")
         for lane in s["lanes"]:
@@ -203,8 +210,10 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None) -> int:
                         f"{DESCRIPTIONS[ReasonCode(code)]}{note}"
                     )
     for f in view["failures"]:
+        cause = f" ({f['cause']})" if f.get("cause") else ""
         click.echo(
-            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}: {f['message']}"
+            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}{cause}: "
+            f"{f['message']}"
         )
     return 0
 

@@ -39,6 +39,14 @@ from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.llm_wiring import (
+    LLMPlan,
+    LLMRequest,
+    build_services,
+    llm_report,
+    llm_summary_line,
+    plan_llm,
+)
 from runjournal.cli.output import emit_json
 from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
@@ -87,6 +95,7 @@ class RunRequest:
     quiet: bool
     verbose: bool
     report: bool = False  # --report: report.html in the run directory
+    llm: LLMRequest | None = None  # --llm-record/--llm-replay/--max-cost/--max-tokens
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -117,6 +126,7 @@ class _Parsed:
     user_profiles: dict[str, Any]
     overrides: dict[str, str]
     policy: RecomputePolicy
+    llm: LLMPlan | None = None
 
     @property
     def pipeline_dir(self) -> str:
@@ -136,6 +146,7 @@ class _Invocation:
     bundle: DebugBundle | None
     terminal: Terminalizer
     progress: ProgressDisplay
+    llm: Any = None  # the run's LLMServices, from P3 on
 
     def close(self) -> None:
         self.collab.close()
@@ -169,7 +180,8 @@ def _parse(req: RunRequest) -> _Parsed:
         )
     except UnknownStepError as exc:
         raise CliError(str(exc)) from None
-    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy)
+    llm = plan_llm(req.llm)
+    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy, llm)
 
 
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
@@ -234,6 +246,8 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     """P3: modules, inputs, references, profiles; an error is journaled and exits 2."""
     config, session, bundle = parsed.config, inv.session, inv.bundle
     inv.progress.phase(f"resolving pipeline '{parsed.spec.name}'")
+    # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
+    inv.llm = build_services(parsed.llm or plan_llm(None), bundle.llm_text if bundle else None)
     try:
         profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
         resolved, resolution = resolve_pipeline(
@@ -244,8 +258,10 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
             overrides=parsed.overrides,
             default_profile=config.profile,
             profiles=profiles,
+            runtimes=inv.llm.runtime_for,
         )
     except (ResolutionError, ProfileError) as exc:
+        inv.llm.stop()
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
         session.emit(
             RunTerminated,
@@ -334,7 +350,13 @@ def _execute_and_terminalize(
             exit_code = ExitCode.FAILED
     except StageFailure as exc:
         progress.finish()
-        error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
+        error = RunError(
+            message=exc.message,
+            step=exc.step,
+            lane=exc.lane,
+            reason_code=exc.code,
+            cause=exc.cause,
+        )
         state = terminal.fail(error)
         exit_code = ExitCode.FAILED
         doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
@@ -345,8 +367,10 @@ def _execute_and_terminalize(
         doc = _report_doc(config, None, policy, inv.journal.url, bundle_path)
     finally:
         _restore_signal_handlers(previous)
+        inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
         parallel.close()
         inv.collab.close()
+    llm_not_saved = inv.llm.close()  # saves the --llm-record cassette
     not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)
     report_html = None
     try:
@@ -362,7 +386,7 @@ def _execute_and_terminalize(
     persistence = list(state.persistence_errors)
     if outcome is not None:
         persistence = list(outcome.persistence_errors) + persistence
-    persistence += not_persisted
+    persistence += llm_not_saved + not_persisted
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
     view = inv.manifest.view()
@@ -380,6 +404,7 @@ def _execute_and_terminalize(
         persistence_errors=persistence,
         decisions=view["decisions"],
         plans=view["plans"],
+        llm=llm_report(inv.manifest.llm.view(), parsed.llm or plan_llm(None)),
     )
     _print_result(req, doc, state.error, persistence)
     return int(exit_code)
@@ -532,7 +557,9 @@ def _print_result(
     if error is not None:
         where = ""
         if error.step:
-            where = f"step '{error.step}' lane '{error.lane}' {error.reason_code.value}: "
+            code = error.reason_code.value if error.reason_code else ""
+            cause = f" ({error.cause.value})" if error.cause else ""
+            where = f"step '{error.step}' lane '{error.lane}' {code}{cause}: "
         print_error(f"run {doc['run_id']} {doc['status']}: {where}{error.message}")
     for line in persistence:
         print_error(f"not persisted: {line}")
@@ -555,6 +582,9 @@ def _print_result(
         lines.append(f"  report:    {doc['report_html']}")
     if doc.get("debug_bundle"):
         lines.append(f"  debug:     {doc['debug_bundle']}")
+    llm_line = llm_summary_line(doc["llm"]) if doc.get("llm") else None
+    if llm_line:
+        lines.append(f"  llm:       {llm_line}")
     roots = doc["roots"]
     lines.append(
         f"  roots:     output {roots['output']} · cache {roots['cache']} · debug {roots['debug']}"

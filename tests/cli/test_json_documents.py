@@ -247,6 +247,12 @@ def check_export(doc: dict[str, Any], w: World) -> None:
     assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
 
 
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    assert Path(doc["file"]).read_bytes().startswith(b"<!DOCTYPE html>")
+    assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
+
+
 def check_import(doc: dict[str, Any], w: World) -> None:
     assert doc["run_id"] == w.ok_run and doc["status"] in {"imported", "already_imported"}
     assert isinstance(doc["events"], int) and isinstance(doc["resumed_after"], int)
@@ -420,6 +426,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         check_explain_failed,
     ),
     ("reasons", "reasons", lambda w: ["reasons"], 0, check_reasons),
+    (
+        "report",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
+        0,
+        check_report,
+    ),
     (
         "config show",
         "config show",

@@ -53,6 +53,8 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    LLMCallAttempted,
+    LLMUsageReused,
     OutputsValidated,
     OutputWritten,
     PlanOutcome,
@@ -72,6 +74,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents
+from runjournal.domain.llm import AttemptStatus, FailureCause, LLMUsage
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import Run, run_aggregate_id
 
@@ -202,7 +205,43 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
     ),
     (StageDecided, decision()),
     (StageExecuted, {**STAGE, "sha256": "x" * 64, "size": 99}),
-    (StageFailed, {**STAGE, "code": ReasonCode.STAGE_FAILED, "message": "module raised"}),
+    (
+        StageFailed,
+        {
+            **STAGE,
+            "code": ReasonCode.STAGE_FAILED,
+            "message": "module raised",
+            "cause": FailureCause.RATE_LIMITED,
+        },
+    ),
+    (
+        LLMCallAttempted,
+        {
+            **STAGE,
+            "call": 1,
+            "attempt": 2,
+            "profile_id": "local",
+            "provider": "openai",
+            "model": "m",
+            "status": AttemptStatus.OK,
+            "http_status": 200,
+            "prompt_tokens": 12,
+            "completion_tokens": 5,
+            "latency_ms": 3.5,
+            "cost": 0.0001,
+            "request_sha256": "r" * 64,
+            "reply_sha256": "q" * 64,
+            "wait_ms": 0.0,
+            "replayed": False,
+        },
+    ),
+    (
+        LLMUsageReused,
+        {
+            **STAGE,
+            "usage": LLMUsage(calls=1, attempts=2, prompt_tokens=3, completion_tokens=4, cost=0.5),
+        },
+    ),
     (CheckpointWritten, {**STAGE, "sha256": "y" * 64, "size": 100}),
     (CheckpointWriteFailed, {**STAGE, "message": "ENOSPC"}),
     (
