@@ -21,6 +21,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
+from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
 from runjournal.domain.ports import (
     CheckpointKey,
@@ -186,8 +187,12 @@ class Workspace:
 # --------------------------------------------------------------------------- envelope
 
 
-class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The envelope's facts; the scope fields make a file moved to another scope corrupt."""
+class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The envelope's facts; the scope fields make a file moved to another scope corrupt.
+
+    `usage` (what producing the payload cost in LLM calls) is the only field with a
+    default: it is left out when absent, so envelopes without LLM calls keep their bytes.
+    """
 
     step: str
     lane: str
@@ -201,6 +206,7 @@ class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     provenance: Provenance | None
     payload_size: int
     raw_size: int
+    usage: LLMUsage | None = None
 
 
 class EnvelopeRejected(Exception):
@@ -250,6 +256,7 @@ class EnvelopeCodec:
                 provenance=record.provenance,
                 payload_size=len(compressed),
                 raw_size=len(payload),
+                usage=record.usage or None,
             )
         )
         body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, compressed))
@@ -321,6 +328,7 @@ def _record(header: EnvelopeHeader, payload: bytes) -> CheckpointRecord:
         payload=payload,
         warnings=list(header.warnings),
         provenance=header.provenance,
+        usage=header.usage,
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "COMMAND",
     "FAILURE",
     "INCOMPLETE_MARKER",
+    "LLM_TEXT_FILE",
     "RESOLUTION",
     "RUN",
     "SUMMARY_DIR",
@@ -73,6 +74,7 @@ __all__ = [
 SUMMARY_DIR: Final = "summary"
 TRACE_DIR: Final = "trace"
 TRACE_FILE: Final = "events.jsonl"
+LLM_TEXT_FILE: Final = "llm-text.jsonl"  # prompt and reply text (docs/internals.md)
 INCOMPLETE_MARKER: Final = "INCOMPLETE"
 
 COMMAND: Final = "command.json"
@@ -296,8 +298,10 @@ class TraceWriter:
         clock: Callable[[], str] = _now_iso,
         flush_every: int = TRACE_FLUSH_EVERY,
         max_record_bytes: int = MAX_TRACE_RECORD_BYTES,
+        file_name: str = TRACE_FILE,
     ) -> None:
         self._root = root
+        self._file = file_name
         self._clock = clock
         self._flush_every = max(1, flush_every)
         self._max_record = max_record_bytes
@@ -365,10 +369,10 @@ class TraceWriter:
         pending = len(self._buffer)
         self._buffer.clear()
         try:
-            self._root.append_line(TRACE_FILE, data)
+            self._root.append_line(self._file, data)
         except (OSError, ValueError) as exc:
             self.dropped += pending
-            self.failures.append(_failure(TRACE_TARGET, TRACE_FILE, exc))
+            self.failures.append(_failure(TRACE_TARGET, self._file, exc))
             return False
         return True
 
@@ -499,11 +503,15 @@ class JournalSpans:
 
 
 class TracingLLM:
-    """Wraps a step's LLM runtime to trace call metadata: digests and sizes, not text."""
+    """Wraps a step's LLM runtime to trace call metadata: digests and sizes, not text.
+
+    The text itself goes to `trace/llm-text.jsonl`, written by the metered runtime.
+    """
 
     def __init__(self, runtime: Any, trace: TraceRecorder, *, step: str) -> None:
         self._runtime = runtime
         self._trace = trace
+        self._step = step
         profile = getattr(runtime, "profile", None)
         self._meta = {
             "step": step,
@@ -515,7 +523,27 @@ class TracingLLM:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
 
-    def complete(self, prompt: str, *, system: str | None = None) -> str:
+    def for_call(self, scope: Any) -> TracingLLM:
+        """The traced runtime of one stage execution (its attempts, if metered, pass through)."""
+        inner_for_call = getattr(self._runtime, "for_call", None)
+        call = inner_for_call(scope) if inner_for_call is not None else None
+        traced = TracingLLM(
+            call if call is not None else self._runtime, self._trace, step=self._step
+        )
+        traced.attempts = call.attempts if call is not None else []  # type: ignore[attr-defined]
+        return traced
+
+    def complete(self, prompt: str, *, system: str | None = None, **kw: Any) -> str:
+        return self._traced(
+            prompt, system, lambda: self._runtime.complete(prompt, system=system, **kw)
+        )
+
+    def ask(self, prompt: str, reply_type: Any, *, system: str | None = None, **kw: Any) -> Any:
+        return self._traced(
+            prompt, system, lambda: self._runtime.ask(prompt, reply_type, system=system, **kw)
+        )
+
+    def _traced(self, prompt: str, system: str | None, call: Callable[[], Any]) -> Any:
         request = {
             **self._meta,
             "prompt_sha256": _text_digest(prompt),
@@ -526,7 +554,7 @@ class TracingLLM:
         self._trace.record("llm", "request", request)
         started = time.monotonic()
         try:
-            response = self._runtime.complete(prompt, system=system)
+            response = call()
         except Exception as exc:
             self._trace.record(
                 "llm",
@@ -534,17 +562,22 @@ class TracingLLM:
                 {
                     **self._meta,
                     "error_type": type(exc).__name__,
+                    "cause": getattr(getattr(exc, "cause", None), "value", None),
                     "duration_ms": round((time.monotonic() - started) * 1000, 3),
                 },
             )
             raise
+        try:
+            text = response if isinstance(response, str) else _encoder.encode(response).decode()
+        except (msgspec.EncodeError, TypeError, ValueError):
+            text = repr(response)
         self._trace.record(
             "llm",
             "response",
             {
                 **self._meta,
-                "response_sha256": _text_digest(str(response)),
-                "response_chars": len(str(response)),
+                "response_sha256": _text_digest(text),
+                "response_chars": len(text),
                 "duration_ms": round((time.monotonic() - started) * 1000, 3),
             },
         )
@@ -582,6 +615,10 @@ class DebugBundle:
         self._trace_root = trace
         self.summary = SummaryWriter(summary)
         self.trace: TraceWriter | None = TraceWriter(trace) if trace is not None else None
+        # LLM prompt and reply text, beside the trace events (which carry digests only).
+        self.llm_text: TraceWriter | None = (
+            TraceWriter(trace, file_name=LLM_TEXT_FILE) if trace is not None else None
+        )
         self._marker_failures: list[PersistenceFailure] = []
         self._closed = False
 
@@ -634,7 +671,8 @@ class DebugBundle:
     @property
     def failures(self) -> list[PersistenceFailure]:
         trace = self.trace.failures if self.trace is not None else []
-        return [*self.summary.failures, *trace, *self._marker_failures]
+        text = self.llm_text.failures if self.llm_text is not None else []
+        return [*self.summary.failures, *trace, *text, *self._marker_failures]
 
     def close(self) -> list[PersistenceFailure]:
         """Flush the trace; clear the INCOMPLETE marker only if nothing failed.
@@ -644,6 +682,8 @@ class DebugBundle:
         if self._closed:
             return self.failures
         self._closed = True
+        if self.llm_text is not None:
+            self.llm_text.close()
         if self.trace is not None:
             self.trace.close()
             if self.trace.dropped and self.trace.failures:

@@ -13,8 +13,8 @@ Layout (all integers big-endian)::
 A frame is msgpack {topic, version, state}: the journal mapper's stored form of the
 event. The chain starts at sha256(magic ‖ format ‖ header) and each frame carries
 sha256(previous hash ‖ frame bytes); the trailer repeats the last hash. Import accepts
-only topics of `EVENT_TYPES` (it never imports a module named in a file) and decodes
-each event with the journal mapper, so older class versions are upcast.
+only registered event topics (a table lookup: it never imports a module named in a
+file) and decodes each event with the journal mapper, so older class versions are upcast.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any, Final
 import msgspec
 import zstandard
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.utils import get_topic
 from runjournal.adapters.journal import EventMapper, JournalCorrupt, JournalStore
-from runjournal.domain.events import EVENT_TYPES, RunAllocated, RunEvent
+from runjournal.adapters.journal.codec import event_type_for_topic
+from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.run import run_aggregate_id
 
 __all__ = [
@@ -113,7 +113,6 @@ class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
     resumed_after: int = 0  # events of an earlier, interrupted import of the same file
 
 
-_TOPICS: Final = {get_topic(cls): cls for cls in EVENT_TYPES}
 _encoder = msgspec.msgpack.Encoder()
 _header_decoder = msgspec.msgpack.Decoder(ExportHeader)
 _frame_decoder = msgspec.msgpack.Decoder(_Frame)
@@ -272,7 +271,7 @@ def _decode_frame(mapper: EventMapper, data: bytes, aggregate: Any, version: int
         raise VerificationFailed(f"event frame {version} does not decode: {exc}") from None
     if frame.version != version:
         raise VerificationFailed(f"event frame {version} carries version {frame.version}")
-    if frame.topic not in _TOPICS:
+    if event_type_for_topic(frame.topic) is None:
         # Never resolve a topic from a file: it would import whatever module it names.
         raise VerificationFailed(f"event {version} has an unknown type {frame.topic[:80]!r}")
     try:

@@ -444,6 +444,18 @@ def _sweep(dir_fd: int, prefix: str, found: list[str], *, dry_run: bool, depth: 
             os.fsync(dir_fd)
 
 
+def _ignore_vanished(function: object, path: object, excinfo: object) -> None:
+    """shutil.rmtree error hook: an entry already gone is fine, anything else is raised."""
+    exc = excinfo if isinstance(excinfo, BaseException) else excinfo[1]  # type: ignore[index]
+    if not isinstance(exc, FileNotFoundError):
+        raise exc
+
+
+_IGNORE_VANISHED: dict[str, Callable[..., None]] = (
+    {"onexc": _ignore_vanished} if sys.version_info >= (3, 12) else {"onerror": _ignore_vanished}
+)
+
+
 def make_trusted_dirs(path: str) -> None:
     """Create the root and missing parents 0700 (the root path itself is trusted)."""
     missing = []
@@ -710,21 +722,46 @@ class FsRoot:
                 raise
 
     def remove_tree(self, name: str, *, missing_ok: bool = False) -> None:
-        """Delete `name` and everything below it, never following a symlink."""
+        """Delete `name` and everything below it, never following a symlink.
+
+        With `missing_ok`, entries that vanish meanwhile (another remover working on
+        the same tree) are not an error either.
+        """
         parts = _split(name)
+        vanished_ok = _IGNORE_VANISHED if missing_ok else {}
         try:
             with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
                 mode = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
                     # fd-based rmtree: opens each level O_NOFOLLOW and checks it is the
                     # directory it listed, so a swapped-in symlink is unlinked, not followed.
-                    shutil.rmtree(parts[-1], dir_fd=dir_fd)
+                    shutil.rmtree(parts[-1], dir_fd=dir_fd, **vanished_ok)
                 else:
                     os.unlink(parts[-1], dir_fd=dir_fd)
                 os.fsync(dir_fd)
         except FsNotFound:
             if not missing_ok:
                 raise
+
+    def rename(self, name: str, new_leaf: str) -> None:
+        """Rename the entry `name` to `new_leaf` in the same directory, atomically.
+
+        Never replaces: an existing `new_leaf` is `AlreadyExists` (checked just before the
+        rename; the callers own the names they rename to).
+        """
+        parts = _split(name)
+        target = _split(new_leaf)
+        if len(target) != 1:
+            raise PathRefused(new_leaf, None, "path refused: a rename stays in its directory")
+        with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
+            try:
+                os.stat(new_leaf, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                raise AlreadyExists(new_leaf, errno.EEXIST)
+            os.rename(parts[-1], new_leaf, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.fsync(dir_fd)
 
     def sweep_temp_files(self, *, dry_run: bool = False) -> list[str]:
         """Find (and unless `dry_run` remove) ``.rj-tmp-*`` files a killed writer left.

@@ -8,9 +8,11 @@ still the user's configuration (exit 2), raised as `ResolutionError` naming the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import msgspec
+from runjournal.adapters.llm.cassette import CassetteError
 from runjournal.adapters.module_loader import ModuleLoadError, load_module, load_validator
 from runjournal.adapters.profiles import (
     Profile,
@@ -55,11 +57,13 @@ def resolve_pipeline(
     default_profile: str | None,
     profiles: ProfileRegistry,
     modules: Mapping[str, Module] | None = None,
+    runtimes: Callable[[Profile], Any] = runtime_for,
 ) -> tuple[ResolvedPipeline, Resolution]:
     """The resolved pipeline; `modules` (step id -> instance) are modules loaded already.
 
     Modules loaded while checking `--set` keys in phase P1 are passed in, so a plugin is
-    constructed once per run.
+    constructed once per run. `runtimes` builds each step's LLM runtime (the run's
+    `LLMServices.runtime_for`).
     """
     try:
         if inputs_override:
@@ -135,7 +139,7 @@ def resolve_pipeline(
                 params=step.params,
                 components=components,
                 validators=validators,
-                llm=runtime_for(profile) if profile else None,
+                llm=_runtime(runtimes, profile, f"{where}.profile") if profile else None,
                 overrides=None if type(module).override_keys is None else seen,
             )
         )
@@ -149,3 +153,10 @@ def resolve_pipeline(
         overrides=dict(overrides),
     )
     return resolved, Resolution(profiles=used_profiles)
+
+
+def _runtime(runtimes: Callable[[Profile], Any], profile: Profile, key: str) -> Any:
+    try:
+        return runtimes(profile)
+    except CassetteError as exc:  # a profile's cassette that cannot be read: configuration
+        raise ResolutionError(key, f"profile '{profile.id}': {exc}") from None

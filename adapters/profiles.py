@@ -1,8 +1,10 @@
-"""LLM profiles: the built-in `offline` profile and profiles files (SEMANTICS §8).
+"""LLM profiles: the built-in `offline` profile and profiles files (docs/configuration.md).
 
 A profile's identity is its non-secret fields; its source identity is where it was
 defined (builtin | file | user-config) plus the non-secret content of its table,
 never an absolute path. API keys are read from the environment only when called.
+How the endpoint is called (timeouts, retries, rate limits, prices, a replay cassette)
+is not identity: it does not change what the model answers.
 """
 
 from __future__ import annotations
@@ -14,10 +16,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from runjournal.adapters.llm.options import (
+    CLIENT_KEYS,
+    ClientOptions,
+    OptionError,
+    StructuredOutput,
+    parse_client_options,
+)
+from runjournal.adapters.llm.structured import offline_answer
 from runjournal.domain.identity import digest_of
+from runjournal.domain.llm import CallOptions
 from runjournal.domain.redaction import is_secret_key
 
-_PROFILE_KEYS = {"provider", "model", "base_url", "api_key_env", "params"}
+_PROFILE_KEYS = {"provider", "model", "base_url", "api_key_env", "params", "replay", *CLIENT_KEYS}
+# Providers with a runtime here; `provider/model` strings name one of them.
+PROVIDERS = ("offline", "openai")
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 
 class ProfileError(Exception):
@@ -34,15 +48,22 @@ class Profile(msgspec.Struct, frozen=True):
     api_key_env: str | None = None
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     source_kind: str = "builtin"
+    client: ClientOptions = msgspec.field(default_factory=ClientOptions)
+    replay: str | None = None  # absolute path of a cassette that answers instead
 
     def non_secret(self) -> dict[str, Any]:
         params = {k: v for k, v in self.params.items() if not is_secret_key(k)}
-        return {
+        out: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
             "base_url": self.base_url,
             "params": params,
         }
+        # Only a non-default output format is part of identity, so profiles written
+        # before it existed keep their digests.
+        if self.client.structured_output is not StructuredOutput.JSON_SCHEMA:
+            out["structured_output"] = self.client.structured_output.value
+        return out
 
     @property
     def digest(self) -> str:
@@ -71,10 +92,17 @@ class ProfileRegistry:
         try:
             return self._profiles[profile_id]
         except KeyError:
-            known = ", ".join(sorted(self._profiles)) or "none"
-            raise ProfileError(
-                "profile", f"unknown profile '{profile_id}' (known: {known})"
-            ) from None
+            pass
+        adhoc = _provider_model(profile_id)
+        if adhoc is not None and adhoc[0] != "offline":
+            # `openai/gpt-4o-mini`: the provider's defaults for that model.
+            return Profile(id=profile_id, provider=adhoc[0], model=adhoc[1])
+        known = ", ".join(sorted(self._profiles)) or "none"
+        raise ProfileError(
+            "profile",
+            f"unknown profile '{profile_id}' (known: {known}; or write provider/model, "
+            f"e.g. openai/gpt-4o-mini)",
+        )
 
     @classmethod
     def load(
@@ -101,11 +129,22 @@ class ProfileRegistry:
             raise ProfileError("profiles_file", f"not valid TOML ({exc})") from None
         if set(doc) - {"profiles"}:
             raise ProfileError("profiles_file", "expected only [profiles.<id>] tables")
-        profiles.update(_parse_profiles(doc.get("profiles", {}), "file", "profiles"))
+        base = os.path.dirname(os.path.abspath(path))
+        profiles.update(_parse_profiles(doc.get("profiles", {}), "file", "profiles", base))
         return cls(profiles)
 
 
-def _parse_profiles(table: Any, source_kind: str, prefix: str) -> dict[str, Profile]:
+def _provider_model(text: str) -> tuple[str, str] | None:
+    """`openai/gpt-4o-mini` -> ("openai", "gpt-4o-mini") for a provider with a runtime."""
+    provider, sep, model = text.partition("/")
+    if sep and provider in PROVIDERS and model.strip():
+        return provider, model
+    return None
+
+
+def _parse_profiles(
+    table: Any, source_kind: str, prefix: str, base_dir: str | None = None
+) -> dict[str, Profile]:
     if not isinstance(table, dict):
         raise ProfileError(prefix, "expected [profiles.<id>] tables")
     out: dict[str, Profile] = {}
@@ -116,21 +155,47 @@ def _parse_profiles(table: Any, source_kind: str, prefix: str) -> dict[str, Prof
         unknown = set(raw) - _PROFILE_KEYS
         if unknown:
             raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown key")
-        if not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model"), str):
-            raise ProfileError(where, "`provider` and `model` are required strings")
+        provider, model = raw.get("provider"), raw.get("model")
+        if provider is None and isinstance(model, str) and _provider_model(model):
+            provider, model = _provider_model(model)  # type: ignore[misc]
+        if not isinstance(provider, str) or not isinstance(model, str):
+            raise ProfileError(
+                where, "`provider` and `model` are required strings (or model = 'provider/model')"
+            )
         params = raw.get("params", {})
         if not isinstance(params, dict):
             raise ProfileError(f"{where}.params", "must be a table")
+        for key in ("base_url", "api_key_env", "replay"):
+            if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
+                raise ProfileError(f"{where}.{key}", "must be a non-empty string")
+        try:
+            client = parse_client_options(raw)
+        except OptionError as exc:
+            raise ProfileError(f"{where}.{exc.key}", exc.message) from None
         out[pid] = Profile(
             id=pid,
-            provider=raw["provider"],
-            model=raw["model"],
+            provider=provider,
+            model=model,
             base_url=raw.get("base_url"),
             api_key_env=raw.get("api_key_env"),
             params=params,
             source_kind=source_kind,
+            client=client,
+            replay=_replay_path(raw.get("replay"), base_dir, f"{where}.replay"),
         )
     return out
+
+
+def _replay_path(value: str | None, base_dir: str | None, where: str) -> str | None:
+    """A cassette path: relative to the profiles file; absolute (or ~) in the user config."""
+    if value is None:
+        return None
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path):
+        if base_dir is None:
+            raise ProfileError(where, "must be an absolute path in the user config file")
+        path = os.path.join(base_dir, path)
+    return os.path.realpath(path)
 
 
 class OfflineRuntime:
@@ -139,12 +204,26 @@ class OfflineRuntime:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
 
-    def complete(self, prompt: str, *, system: str | None = None) -> str:
+    def complete(
+        self, prompt: str, *, system: str | None = None, options: CallOptions | None = None
+    ) -> str:
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
         words = prompt.split()
         return msgspec.json.encode(
             {"model": self.profile.model, "prompt_sha256": digest, "words": len(words)}
         ).decode()
+
+    def ask(
+        self,
+        prompt: str,
+        reply_type: Any,
+        *,
+        system: str | None = None,
+        options: CallOptions | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """A deterministic placeholder of the reply type (its schema's simplest instance)."""
+        return offline_answer(reply_type, schema)
 
 
 class UnavailableRuntime:
@@ -153,7 +232,10 @@ class UnavailableRuntime:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
 
-    def complete(self, prompt: str, *, system: str | None = None) -> str:
+    def ask(self, prompt: str, reply_type: Any, **_: Any) -> Any:
+        return self.complete(prompt)
+
+    def complete(self, prompt: str, **_: Any) -> str:
         key_note = ""
         if self.profile.api_key_env and not os.environ.get(self.profile.api_key_env):
             key_note = f"; {self.profile.api_key_env} is not set"
@@ -164,6 +246,11 @@ class UnavailableRuntime:
 
 
 def runtime_for(profile: Profile) -> OfflineRuntime | UnavailableRuntime:
+    """The runtime of a profile without network services: offline, or a clear failure.
+
+    Providers with a network runtime are built by `adapters.llm.LLMServices`, which the
+    CLI wires for each run (docs/internals.md "The LLM runtime").
+    """
     if profile.provider == "offline":
         return OfflineRuntime(profile)
     return UnavailableRuntime(profile)

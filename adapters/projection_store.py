@@ -33,7 +33,6 @@ from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalStore, RunSummary
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.names import is_valid_run_id
-from runjournal.domain.run import run_aggregate_id
 from runjournal.projections.base import Projection, fold, storage_name
 from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
@@ -524,8 +523,7 @@ class ProjectionStore:
         return fold(spec.new(), events).view()
 
     def _last_version(self, run_id: str) -> int:
-        rows = self._store.app.recorder.select_events(run_aggregate_id(run_id), desc=True, limit=1)
-        return rows[0].originator_version if rows else 0
+        return self._store.last_version(run_id)
 
     def _run_file_target(self, root: FsRoot | None, run: RunSummary, spec: ProjectionSpec) -> bool:
         """A run-directory view is terminal: only terminated runs with a local run dir have

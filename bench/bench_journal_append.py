@@ -81,7 +81,7 @@ def bench_library(directory: Path, n: int, batch: int) -> tuple[float, float, li
         emit_only = time.perf_counter() - started
         session2.flush()
 
-        mapper = store.app.mapper
+        mapper = store._app.mapper
         stored = [mapper.to_stored_event(e) for e in list(store.events("bench-run"))[1:]]
         return total, emit_only, stored
     finally:

@@ -64,7 +64,7 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
     from runjournal.cli.query_cmds import open_cli_journal
 
     try:
-        store = open_cli_journal(_params(ctx))
+        store = open_cli_journal(_params(ctx), read_only=True)
     except CliError:
         return []
     try:
@@ -90,7 +90,7 @@ def _run_lanes(ctx: click.Context) -> list[tuple[str, str]]:
     if not params.get("run"):
         return []
     try:
-        store = open_cli_journal(params)
+        store = open_cli_journal(params, read_only=True)
     except CliError:
         return []
     try:

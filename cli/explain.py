@@ -16,6 +16,7 @@ from typing import Any
 from runjournal.cli.errors import CliError
 from runjournal.cli.style import Styler
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
+from runjournal.projections.llm_usage import usage_line
 
 DEFAULT_LIMIT = 50
 # Categories whose decisions did not run the stage: reused, or refused before running.
@@ -159,6 +160,9 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
     if selection.any:
         head = f"run {run_id}: {count} of {sum(view['totals'].values())} decisions match: {totals}"
     lines = [head]
+    llm = view["llm"]
+    if llm["spent"]["attempts"] or llm["saved"]["calls"]:
+        lines.append(f"llm: {usage_line(llm)}")
     rows = summary(chosen)
     width = max((len(r["step"]) for r in rows), default=4)
     for row in rows:
@@ -189,8 +193,10 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
         for code in dict.fromkeys(codes):
             lines.append(f"  {paint.code(f'{code:<24}', code)} {DESCRIPTIONS[ReasonCode(code)]}")
     for f in chosen["failures"]:
+        cause = f" ({f['cause']})" if f.get("cause") else ""
         lines.append(
-            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}: {f['message']}"
+            f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}{cause}: "
+            f"{f['message']}"
         )
     if not selection.any and rows:
         lines.append(

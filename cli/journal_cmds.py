@@ -1,6 +1,8 @@
 """`journal audit`, `journal export` and `journal import`: parse, call, format.
 
-Exit codes: audit 0 clean, 1 any difference or invariant violation. export 0 written,
+Exit codes: audit 0 clean (an unchained run too, with a warning), 1 any difference,
+invariant violation, hash-chain break or run-directory mismatch (docs/operations.md
+"Auditing a run"). export 0 written,
 2 the file exists (without --force) or its directory is missing, 1 the journal or the
 write failed. import 0 imported or already imported, 2 the file is missing or not a
 runjournal export, 1 verification failed or the journal holds other events of the run.
@@ -8,9 +10,10 @@ runjournal export, 1 verification failed or the journal holds other events of th
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 from runjournal import __version__
@@ -24,7 +27,13 @@ from runjournal.adapters.export import (
 )
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore, open_journal
-from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.adapters.journal.chain import ChainReport, ChainStatus
+from runjournal.adapters.run_directory_check import (
+    RunDirectoryCheck,
+    RunDirectoryStatus,
+    check_run_directory,
+)
+from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 from runjournal.domain.audit import AuditReport, Difference, Problem, audit_run
@@ -48,32 +57,72 @@ def _where(d: Difference) -> str:
 
 
 def audit(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    config = resolve_cli_settings(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         try:
-            report = audit_run(store.events(run_id))
+            events = list(store.events(run_id))
+            chain = store.verify_chain(run_id)
         except JournalError as exc:
             raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
     finally:
         store.close()
+    report = audit_run(events)
+    run_dir = check_run_directory(events, config.output_root)
+    tampering = _tampering(chain, run_dir)
+    clean = report.ok and not tampering
     if opts.get("as_json"):
-        emit_json(_audit_doc(report))
+        emit_json(_audit_doc(report, chain, run_dir, clean))
     else:
-        _print_audit(report)
-    if report.ok:
+        _print_audit(report, chain, run_dir, tampering, clean)
+    if chain.status is ChainStatus.UNCHAINED:
+        print_warning(
+            f"run {report.run_id or run_id} was recorded without the journal hash chain: "
+            "edits to its events cannot be detected"
+        )
+    if clean:
         return int(ExitCode.OK)
-    print_error(
-        f"audit of run {report.run_id}: {len(report.differences)} difference(s), "
-        f"{len(report.violations)} invariant violation(s)"
+    found = (
+        f"{len(report.differences)} difference(s), {len(report.violations)} invariant violation(s)"
     )
+    if tampering:
+        first = tampering[0]
+        found += (
+            f", {len(tampering)} integrity problem(s) (first: event {first.version} {first.event})"
+        )
+    print_error(f"audit of run {report.run_id or run_id}: {found}")
     return int(ExitCode.FAILED)
 
 
-def _audit_doc(report: AuditReport) -> dict[str, Any]:
+class _Check(enum.StrEnum):
+    """Which integrity check found a problem (the word printed before the event type)."""
+
+    CHAIN = "chain"
+    RUN_DIRECTORY = "run directory"
+
+
+class _Problem(NamedTuple):
+    version: int
+    event: str
+    check: _Check
+    message: str
+
+
+def _tampering(chain: ChainReport, run_dir: RunDirectoryCheck) -> list[_Problem]:
+    found = [_Problem(b.version, b.event, _Check.CHAIN, b.message) for b in chain.breaks]
+    found += [
+        _Problem(p.version, p.event, _Check.RUN_DIRECTORY, p.message) for p in run_dir.problems
+    ]
+    return found
+
+
+def _audit_doc(
+    report: AuditReport, chain: ChainReport, run_dir: RunDirectoryCheck, clean: bool
+) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
-        "verdict": report.verdict.value,
+        "verdict": "ok" if clean else "different",
         "events": report.events,
         "decisions": report.decisions,
         "differences": [
@@ -94,13 +143,53 @@ def _audit_doc(report: AuditReport) -> dict[str, Any]:
             {"version": v.version, "event": v.event, "message": v.message}
             for v in report.violations
         ],
+        "chain": {
+            "status": chain.status.value,
+            "events": chain.events,
+            "head": chain.head,
+            "breaks": [
+                {"version": b.version, "event": b.event, "message": b.message} for b in chain.breaks
+            ],
+        },
+        "run_directory": {
+            "status": run_dir.status.value,
+            "path": run_dir.path,
+            "files_checked": run_dir.files_checked,
+            "problems": [
+                {"version": p.version, "event": p.event, "message": p.message}
+                for p in run_dir.problems
+            ],
+        },
     }
 
 
-def _print_audit(report: AuditReport) -> None:
+def _chain_note(chain: ChainReport) -> str:
+    if chain.status is ChainStatus.VERIFIED:
+        return "hash chain verified"
+    if chain.status is ChainStatus.UNCHAINED:
+        return "unchained: recorded before the journal hash chain, edits cannot be detected"
+    if chain.status is ChainStatus.BROKEN:
+        return f"hash chain broken at {len(chain.breaks)} place(s)"
+    return "no events"
+
+
+def _print_audit(
+    report: AuditReport,
+    chain: ChainReport,
+    run_dir: RunDirectoryCheck,
+    tampering: list[_Problem],
+    clean: bool,
+) -> None:
+    verdict = "ok" if clean else "different"
+    checked = (
+        f", run directory checked ({run_dir.files_checked} files)"
+        if run_dir.status is RunDirectoryStatus.CHECKED
+        else ""
+    )
     click.echo(
-        f"run {report.run_id}: {report.verdict.value} "
-        f"({report.decisions} decisions re-decided, {report.events} events checked)"
+        f"run {report.run_id}: {verdict} "
+        f"({report.decisions} decisions re-decided, {report.events} events checked, "
+        f"{_chain_note(chain)}{checked})"
     )
     for d in report.differences:
         if d.problem is Problem.CODE:
@@ -110,6 +199,8 @@ def _print_audit(report: AuditReport) -> None:
         click.echo(f"  event {d.version}: {_where(d)}: {what}")
     for v in report.violations:
         click.echo(f"  event {v.version}: invariant: {v.event}: {v.message}")
+    for p in tampering:
+        click.echo(f"  event {p.version}: {p.check.value}: {p.event or 'run'}: {p.message}")
 
 
 # --- export ----------------------------------------------------------------------
@@ -120,7 +211,7 @@ def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
     directory, name = os.path.split(path)
     if not name:
         raise CliError(f"-o {output}: names a directory, not a file")
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         try:
@@ -209,6 +300,6 @@ def _open_target_journal(opts: dict[str, Any]) -> JournalStore:
     """Like other commands, but a SQLite journal that does not exist yet is created."""
     config = resolve_cli_settings(opts)
     try:
-        return open_journal(config.journal)
+        return open_journal(config.journal, timeout=config.journal_timeout)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None

@@ -19,6 +19,7 @@ from runjournal.cli.completion import (
     complete_steps,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.llm_wiring import LLMRequest
 from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
 from runjournal.cli.run_cmd import RunRequest, run_command_body
@@ -109,6 +110,18 @@ def cli() -> None:
     help="Also write report.html, the run's HTML report, into the run directory.",
 )
 @setting_options()
+@click.option(
+    "--llm-record", default=None, metavar="FILE", help="Record every LLM exchange to FILE."
+)
+@click.option(
+    "--llm-replay", default=None, metavar="FILE", help="Answer LLM calls from FILE (no network)."
+)
+@click.option(
+    "--max-cost", default=None, metavar="AMOUNT", help="Make no new LLM call once AMOUNT is spent."
+)
+@click.option(
+    "--max-tokens", default=None, metavar="N", help="Make no new LLM call once N tokens are spent."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @verbose_option
 @json_option
@@ -122,6 +135,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
       runjournal run pipeline.toml --recompute glossary
       runjournal run pipeline.toml --input 'notes/*.md' --jobs 4
       runjournal run pipeline.toml --set audience=ops --debug summary
+      runjournal run pipeline.toml --llm-replay cassette.json --max-cost 0.50
     """
     req = RunRequest(
         pipeline=pipeline,
@@ -134,6 +148,12 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
         quiet=opts["quiet"],
         verbose=opts["verbose"],
         report=opts["html_report"],
+        llm=LLMRequest(
+            record=opts["llm_record"],
+            replay=opts["llm_replay"],
+            max_cost=opts["max_cost"],
+            max_tokens=opts["max_tokens"],
+        ),
     )
     sys.exit(run_command_body(req, sys.argv[1:]))
 

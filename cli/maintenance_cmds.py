@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
-from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
-from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
+from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
 from runjournal.cli.settings import (
     SettingsError,
     is_postgres_url,
@@ -27,6 +27,7 @@ from runjournal.cli.settings import (
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.domain.events import RunError, RunPhase, RunStatus, RunTerminated
+from runjournal.domain.names import is_valid_run_id
 
 _AGE = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -50,11 +51,13 @@ def recover(opts: dict[str, Any]) -> int:
     """Terminalize dead runs as abandoned; sweep leftover temp files under both roots."""
     dry_run = bool(opts.get("dry_run"))
     config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts)
     abandoned: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    # A run killed before its journal existed left no run to abandon, but maybe temp files.
+    found = journal_exists(config.journal)
+    store = open_cli_journal(opts) if found else None
     try:
-        for summary in store.list_runs():
+        for summary in store.list_runs() if store is not None else ():
             if summary.status is not RunStatus.RUNNING:
                 continue
             alive = is_alive(summary.pid, summary.host, summary.process_start)
@@ -63,10 +66,11 @@ def recover(opts: dict[str, Any]) -> int:
                 skipped.append({**row, "why": "still running" if alive else "another host"})
                 continue
             abandoned.append(row)
-            if not dry_run:
+            if not dry_run and store is not None:
                 _abandon(store, summary.run_id, summary.pid, summary.host)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     # A live writer's temp file must not vanish under it: sweep only when no run that may
     # still be writing (live here, or on another host) is in the journal.
     swept: dict[str, list[str]] = {}
@@ -84,6 +88,7 @@ def recover(opts: dict[str, Any]) -> int:
                 raise CliError(f"cannot sweep {label} root: {exc}", ExitCode.FAILED) from None
     doc = {
         "dry_run": dry_run,
+        "journal_found": found,
         "abandoned": abandoned,
         "skipped": skipped,
         "temp_files": swept,
@@ -93,6 +98,8 @@ def recover(opts: dict[str, Any]) -> int:
         emit_json(doc)
         return 0
     verb = "would abandon" if dry_run else "abandoned"
+    if not found:
+        click.echo(f"no journal at {config.journal}: no runs to abandon")
     for row in abandoned:
         click.echo(f"{verb} {row['run_id']} (pid {row['pid']} on {row['host']} is gone)")
     for row in skipped:
@@ -136,7 +143,7 @@ def gc(opts: dict[str, Any]) -> int:
         )
     dry_run = bool(opts.get("dry_run"))
     config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         runs = [r for r in store.list_runs() if r.status is not RunStatus.RUNNING]
         bundles = {r.run_id: _bundle_of(store, r.run_id) for r in runs}
@@ -150,7 +157,12 @@ def gc(opts: dict[str, Any]) -> int:
         too_old = older is not None and now - summary.started > older
         if (keep is None or beyond_keep) and (older is None or too_old):
             doomed.append(summary)
-    removed = []
+    # A gc killed mid-way left its run directories renamed to tombstones: finish them.
+    removed = [
+        path
+        for root in dict.fromkeys((config.output_root, config.debug_root))
+        for path in _finish_tombstones(root, dry_run)
+    ]
     for summary in doomed:
         paths = [
             (config.output_root, summary.run_dir),
@@ -172,25 +184,67 @@ def gc(opts: dict[str, Any]) -> int:
 
 
 def _bundle_of(store: JournalStore, run_id: str) -> str | None:
-    for event in store.events(run_id):
-        return getattr(event, "debug_bundle", None)
+    try:
+        for event in store.events(run_id):
+            return getattr(event, "debug_bundle", None)
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
     return None
 
 
+TOMBSTONE_PREFIX = ".rj-gc-"
+"""A run directory being removed by `gc` is first renamed `<root>/.rj-gc-<run id>`."""
+
+
 def _delete_child(root: str, path: str, run_id: str, dry_run: bool) -> bool:
-    """Delete `path` only if it is exactly `<root>/<run id>` as the journal recorded it."""
+    """Delete `path` only if it is exactly `<root>/<run id>` as the journal recorded it.
+
+    The directory is renamed to its tombstone first (atomic), then the tombstone is
+    removed: a gc killed in between leaves the run directory either whole or gone, and the
+    next gc finishes the tombstone. A directory another gc removed meanwhile counts as
+    removed.
+    """
     if os.path.dirname(os.path.normpath(path)) != os.path.normpath(root):
         return False
     if os.path.basename(path) != run_id or not os.path.isdir(path):
         return False
     if dry_run:
         return True
+    tombstone = TOMBSTONE_PREFIX + run_id
     try:
         with FsRoot.open(root) as fs:
-            fs.remove_tree(run_id)
+            try:
+                fs.rename(run_id, tombstone)
+            except FsNotFound:
+                return True  # another gc got there first
+            except AlreadyExists:
+                fs.remove_tree(tombstone, missing_ok=True)  # a stale one of the same run
+                fs.rename(run_id, tombstone)
+            fs.remove_tree(tombstone, missing_ok=True)
+    except FsNotFound:
+        return True
     except FsError as exc:
         raise CliError(f"cannot remove {path}: {exc}", ExitCode.FAILED) from None
     return True
+
+
+def _finish_tombstones(root: str, dry_run: bool) -> list[str]:
+    """Remove the tombstones a killed gc left under `root`; their run paths, sorted."""
+    if not os.path.isdir(root):
+        return []
+    finished = []
+    try:
+        with FsRoot.open(root) as fs:
+            for name in fs.listdir():
+                run_id = name[len(TOMBSTONE_PREFIX) :]
+                if not name.startswith(TOMBSTONE_PREFIX) or not is_valid_run_id(run_id):
+                    continue
+                if not dry_run:
+                    fs.remove_tree(name, missing_ok=True)
+                finished.append(os.path.join(root, run_id))
+    except FsError as exc:
+        raise CliError(f"cannot finish removing under {root}: {exc}", ExitCode.FAILED) from None
+    return finished
 
 
 # --- init --------------------------------------------------------------------------

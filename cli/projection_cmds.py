@@ -19,7 +19,7 @@ from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 
 def _projection_store(opts: dict[str, Any]) -> tuple[JournalStore, ProjectionStore]:
     config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     return store, ProjectionStore(store, config.output_root, json_bytes)
 
 

@@ -25,8 +25,10 @@ from runjournal.cli.settings import (
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
+from runjournal.domain.events import RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.projections.base import fold
+from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 
@@ -50,15 +52,24 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
         raise CliError(str(exc)) from None
 
 
-def open_cli_journal(opts: dict[str, Any]) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3."""
+def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> JournalStore:
+    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3.
+
+    Commands that only read pass `read_only`: a SQLite journal is then opened without
+    writing to it (a read-only file system or file works).
+    """
     config = resolve_cli_settings(opts)
-    if is_postgres_url(config.journal) or os.path.exists(_sqlite_path(config.journal)):
+    if journal_exists(config.journal):
         try:
-            return open_journal(config.journal)
+            return open_journal(config.journal, read_only=read_only, timeout=config.journal_timeout)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+
+
+def journal_exists(url: str) -> bool:
+    """A PostgreSQL journal is taken to exist; a SQLite one when its file does."""
+    return is_postgres_url(url) or os.path.exists(_sqlite_path(url))
 
 
 def _sqlite_path(url: str) -> str:
@@ -72,8 +83,16 @@ def _resolve(store: JournalStore, ref: str) -> str:
         raise CliError(str(exc), ExitCode.FAILED) from None
 
 
+def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
+    """The run's events; a row that does not decode (e.g. an unknown type) is one line, exit 1."""
+    try:
+        return list(store.events(run_id))
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+
+
 def runs_list(opts: dict[str, Any]) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         runs = store.list_runs()
     finally:
@@ -108,10 +127,10 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     from runjournal.cli.run_reports import output_lines
     from runjournal.projections.run_facts import RunFactsProjection, provenance
 
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        events = list(store.events(run_id))
+        events = read_events(store, run_id)
     finally:
         store.close()
     facts = provenance(fold(RunFactsProjection(), events).view())
@@ -137,10 +156,13 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     )
     decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
+    if view.get("llm"):  # docs/operations.md "LLM usage: spent and saved"
+        click.echo(f"  llm: {usage_line(view['llm'])}")
     if view["error"]:
         err = view["error"]
         where = f"step '{err['step']}' lane '{err['lane']}' " if err["step"] else ""
-        click.echo(f"  error: {where}{err['message']}")
+        cause = f"({err['cause']}) " if err.get("cause") else ""
+        click.echo(f"  error: {where}{cause}{err['message']}")
     if facts["outputs"]:
         click.echo("  outputs (produced by: step · lane: its decisions):")
         click.echo("\n".join(output_lines(facts["outputs"], paint)))
@@ -152,11 +174,11 @@ def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
     from runjournal.cli.run_reports import diff_lines
     from runjournal.projections.run_facts import RunFactsProjection, diff_runs
 
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         id_a, id_b = _resolve(store, run_a), _resolve(store, run_b)
-        view_a = fold(RunFactsProjection(), store.events(id_a)).view()
-        view_b = fold(RunFactsProjection(), store.events(id_b)).view()
+        view_a = fold(RunFactsProjection(), read_events(store, id_a)).view()
+        view_b = fold(RunFactsProjection(), read_events(store, id_b)).view()
     finally:
         store.close()
     diff = diff_runs(view_a, view_b)
@@ -168,10 +190,10 @@ def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
 
 
 def journal_show(opts: dict[str, Any], *, run: str) -> int:
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        events = [journal_event_to_json(e) for e in store.events(run_id)]
+        events = [journal_event_to_json(e) for e in read_events(store, run_id)]
     finally:
         store.close()
     if opts.get("as_json"):
@@ -193,10 +215,10 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -
     from runjournal.cli import explain as explaining
 
     selection = explaining.Selection(step=step, **drill)
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        view = fold(ReasonReportProjection(step), store.events(run_id)).view()
+        view = fold(ReasonReportProjection(step), read_events(store, run_id)).view()
     finally:
         store.close()
     if step is not None and not view["steps"]:

@@ -39,7 +39,7 @@ def report_html(store: JournalStore, run_id: str) -> tuple[bytes, dict[str, Any]
 def report(opts: dict[str, Any], *, run: str, output: str | None, force: bool) -> int:
     if output == "-" and opts.get("as_json"):
         raise CliError("-o - prints the page on stdout: it cannot be combined with --json")
-    store = open_cli_journal(opts)
+    store = open_cli_journal(opts, read_only=True)
     try:
         try:
             run_id = store.resolve_run(run)

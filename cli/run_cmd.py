@@ -7,6 +7,7 @@ its documented exit code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -38,6 +39,13 @@ from runjournal.adapters.processes import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
 from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.llm_wiring import (
+    LLMPlan,
+    LLMRequest,
+    build_services,
+    llm_report,
+    plan_llm,
+)
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.parallel import ThreadPoolMap
@@ -99,6 +107,7 @@ class RunRequest:
     quiet: bool
     verbose: bool
     report: bool = False  # --report: report.html in the run directory
+    llm: LLMRequest | None = None  # --llm-record/--llm-replay/--max-cost/--max-tokens
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -130,6 +139,7 @@ class _Parsed:
     overrides: dict[str, str]
     policy: RecomputePolicy
     modules: dict[str, Any] = field(default_factory=dict)  # loaded to check --set keys
+    llm: LLMPlan | None = None
 
     @property
     def pipeline_dir(self) -> str:
@@ -149,6 +159,7 @@ class _Invocation:
     bundle: DebugBundle | None
     terminal: Terminalizer
     progress: ProgressDisplay
+    llm: Any = None  # the run's LLMServices, from P3 on
 
     def close(self) -> None:
         self.collab.close()
@@ -158,20 +169,27 @@ class _Invocation:
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     parsed = _parse(req)
     inv = _allocate(req, argv, parsed)
-    resolved = _resolve(req, parsed, inv)
-    if isinstance(resolved, int):
-        return resolved
-    notes = before_execution(
-        emit=inv.session.emit,
-        store=inv.journal,
-        spec=parsed.spec,
-        resolved=resolved,
-        run_id=inv.run_id,
-        cache_root=parsed.config.cache_root,
-        pipeline_arg=req.pipeline,
-        resumed=parsed.config.resume or parsed.policy.active,
-    )
-    return _execute_and_terminalize(req, parsed, inv, resolved, notes)
+    try:
+        resolved = _resolve(req, parsed, inv)
+        if isinstance(resolved, int):
+            return resolved
+        notes = before_execution(
+            emit=inv.session.emit,
+            store=inv.journal,
+            spec=parsed.spec,
+            resolved=resolved,
+            run_id=inv.run_id,
+            cache_root=parsed.config.cache_root,
+            pipeline_arg=req.pipeline,
+            resumed=parsed.config.resume or parsed.policy.active,
+        )
+        return _execute_and_terminalize(req, parsed, inv, resolved, notes)
+    except JournalError as exc:
+        # The run is allocated (its RunAllocated is committed): the failure is this run's,
+        # so `--json` names it and says failed (docs/operations.md "Exit codes").
+        with contextlib.suppress(Exception):
+            inv.close()
+        raise CliError(f"journal: {exc}", ExitCode.FAILED, run_id=inv.run_id) from None
 
 
 def _parse(req: RunRequest) -> _Parsed:
@@ -186,7 +204,10 @@ def _parse(req: RunRequest) -> _Parsed:
     except UnknownStepError as exc:
         raise CliError(str(exc)) from None
     modules = check_overrides(spec, os.path.dirname(pipeline_path), overrides)
-    return _Parsed(spec, pipeline_path, config, user_profiles, overrides, policy, modules)
+    llm = plan_llm(req.llm)
+    return _Parsed(
+        spec, pipeline_path, config, user_profiles, overrides, policy, modules=modules, llm=llm
+    )
 
 
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
@@ -195,7 +216,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
     progress.phase("opening the journal")
     try:
-        journal = open_journal(config.journal)
+        journal = open_journal(config.journal, timeout=config.journal_timeout)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
@@ -251,6 +272,8 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     """P3: modules, inputs, references, profiles; an error is journaled and exits 2."""
     config, session, bundle = parsed.config, inv.session, inv.bundle
     inv.progress.phase(f"resolving pipeline '{parsed.spec.name}'")
+    # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
+    inv.llm = build_services(parsed.llm or plan_llm(None), bundle.llm_text if bundle else None)
     try:
         profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
         resolved, resolution = resolve_pipeline(
@@ -262,8 +285,10 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
             default_profile=config.profile,
             profiles=profiles,
             modules=parsed.modules,
+            runtimes=inv.llm.runtime_for,
         )
     except (ResolutionError, ProfileError) as exc:
+        inv.llm.stop()
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
         session.emit(
             RunTerminated,
@@ -353,7 +378,13 @@ def _execute_and_terminalize(
             exit_code = ExitCode.FAILED
     except StageFailure as exc:
         progress.finish()
-        error = RunError(message=exc.message, step=exc.step, lane=exc.lane, reason_code=exc.code)
+        error = RunError(
+            message=exc.message,
+            step=exc.step,
+            lane=exc.lane,
+            reason_code=exc.code,
+            cause=exc.cause,
+        )
         notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
         state = terminal.fail(error, detail=failure_detail(error, req.pipeline))
         exit_code = ExitCode.FAILED
@@ -365,8 +396,10 @@ def _execute_and_terminalize(
         doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     finally:
         _restore_signal_handlers(previous)
+        inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
         parallel.close()
         inv.collab.close()
+    llm_not_saved = inv.llm.close()  # saves the --llm-record cassette
     not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)
     report_html = None
     try:
@@ -386,7 +419,7 @@ def _execute_and_terminalize(
     persistence = list(state.persistence_errors)
     if outcome is not None:
         persistence = list(outcome.persistence_errors) + persistence
-    persistence += not_persisted
+    persistence += llm_not_saved + not_persisted
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
     view = inv.manifest.view()
@@ -406,6 +439,7 @@ def _execute_and_terminalize(
         plans=view["plans"],
         main_outputs=main_outputs(state.outputs, notes.sinks),
         **notes.document(),
+        llm=llm_report(inv.manifest.llm.view(), parsed.llm or plan_llm(None)),
     )
     _print_result(req, doc, state.error, persistence, notes)
     return int(exit_code)

@@ -18,6 +18,7 @@ from typing import Any
 
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.journal import JournalStore
+from runjournal.cli.llm_wiring import llm_summary_line
 from runjournal.cli.module_sources import observe_modules
 from runjournal.cli.progress import clear_active
 from runjournal.cli.resume_hint import plain_run_hint
@@ -98,7 +99,7 @@ def module_traceback(cause: BaseException | None) -> str | None:
 
 def keep_traceback(failure: Any, trace: TraceRecorder | None) -> str | None:
     """The traceback of a StageFailure's module exception; `--debug trace` records it."""
-    text = module_traceback(getattr(failure, "cause", None))
+    text = module_traceback(getattr(failure, "exception", None))
     if text is not None and trace is not None:
         trace.record(
             "module",
@@ -159,7 +160,8 @@ def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str
     message = error.message
     if error.step:
         code = error.reason_code.value if error.reason_code else "failed"
-        where = f"step '{error.step}' lane '{error.lane}' {code}: "
+        cause = f" ({error.cause.value})" if error.cause else ""
+        where = f"step '{error.step}' lane '{error.lane}' {code}{cause}: "
         message = remedy(error, pipeline_arg) or message
     return f"run {doc['run_id']} {doc['status']}: {where}{message}"
 
@@ -245,6 +247,9 @@ def summary_lines(doc: dict[str, Any], notes: RunNotes, paint: Styler) -> list[s
         lines.append(f"  report:    {doc['report_html']}")
     if doc.get("debug_bundle"):
         lines.append(f"  debug:     {doc['debug_bundle']}")
+    llm_line = llm_summary_line(doc["llm"]) if doc.get("llm") else None
+    if llm_line:
+        lines.append(f"  llm:       {llm_line}")
     roots = doc["roots"]
     lines.append(
         f"  roots:     output {roots['output']} · cache {roots['cache']} · debug {roots['debug']}"

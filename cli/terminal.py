@@ -33,6 +33,7 @@ from runjournal.domain.logical_names import refused_names
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.redaction import safe_error_text
+from runjournal.projections.base import error_view
 from runjournal.projections.manifest import ManifestProjection
 
 MANIFEST = "manifest.json"
@@ -164,12 +165,7 @@ class Terminalizer:
             "run_id": self.state.run_id,
             "status": status.value,
             "phase": phase.value,
-            "error": {
-                "step": error.step,
-                "lane": error.lane,
-                "reason_code": error.reason_code.value if error.reason_code else None,
-                "message": error.message,
-            },
+            "error": error_view(error),  # step, lane, reason code, cause, message
             "refused": [{"name": r.name, "refusal": r.refusal} for r in refused or []],
         }
         if self._attempt(run_dir, FAILURE, "failure_report", lambda: json_bytes(failure)):

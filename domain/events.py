@@ -24,6 +24,7 @@ from runjournal.domain.decisions import (
     with_differences,
 )
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents
+from runjournal.domain.llm import AttemptStatus, FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import Category, ReasonCode, category_of, detail_for
 
 # The type of every event timestamp. The value always comes from a clock injected by the
@@ -97,6 +98,7 @@ class RunError(msgspec.Struct, frozen=True):
     step: str | None = None
     lane: str | None = None
     reason_code: ReasonCode | None = None
+    cause: FailureCause | None = None  # typed failure cause of a failed stage (docs/modules.md)
 
 
 class RefusedName(msgspec.Struct, frozen=True):
@@ -217,6 +219,7 @@ class StageDecided(RunEvent, frozen=True, kw_only=True):
     input: str
     dependencies: str
     recorded: dict[str, str]
+    cause: FailureCause | None = None  # only on a failed stage: why (not a decision fact)
 
     @staticmethod
     def fields(step: str, lane: str, chunk: str, facts: StageFacts, code: ReasonCode) -> dict:
@@ -271,6 +274,49 @@ class StageFailed(RunEvent, frozen=True, kw_only=True):
     chunk: str
     code: ReasonCode
     message: str
+    cause: FailureCause | None = None
+
+
+class LLMCallAttempted(RunEvent, frozen=True, kw_only=True):
+    """One request to an LLM endpoint (retries and re-asks included), in the stage's order.
+
+    Tokens, latency, status and cost; the request and the reply only as sha256 digests,
+    never their text (docs/internals.md "The LLM runtime").
+    """
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    call: int
+    attempt: int
+    profile_id: str
+    provider: str
+    model: str
+    status: AttemptStatus
+    http_status: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cost: float = 0.0
+    request_sha256: str
+    reply_sha256: str | None = None
+    wait_ms: float = 0.0
+    replayed: bool = False
+
+    @staticmethod
+    def fields_of(attempt: LLMAttempt) -> dict[str, Any]:
+        return {name: getattr(attempt, name) for name in LLMAttempt.__struct_fields__}
+
+
+class LLMUsageReused(RunEvent, frozen=True, kw_only=True):
+    """A reused checkpoint's recorded cost: what this run did not spend again."""
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    usage: LLMUsage
 
 
 class CheckpointWritten(RunEvent, frozen=True, kw_only=True):
@@ -351,6 +397,8 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     StageDecided,
     StageExecuted,
     StageFailed,
+    LLMCallAttempted,
+    LLMUsageReused,
     CheckpointWritten,
     CheckpointWriteFailed,
     ArtifactGenerated,

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Protocol
 
 import msgspec
+from runjournal.domain.llm import CallOptions
 from runjournal.domain.redaction import is_credential_shaped
 
 __all__ = [
+    "CallOptions",
     "Chunk",
     "LLMRuntime",
     "Module",
@@ -52,9 +54,28 @@ class OutputFile(msgspec.Struct, frozen=True):
 
 
 class LLMRuntime(Protocol):
-    """What a module may ask of the LLM runtime (a stub raises without a profile)."""
+    """What a module may ask of the LLM runtime (a stub raises without a profile).
 
-    def complete(self, prompt: str, *, system: str | None = None) -> str: ...
+    `complete` returns the reply text. `ask` returns a reply of `reply_type` (a msgspec
+    type): the runtime sends its JSON Schema (or `schema`, when given) as the structured
+    output format, decodes and validates the reply, and re-asks with the validation error
+    a bounded number of times (docs/modules.md "Asking for structured output").
+    A call that cannot produce a reply raises `LLMCallFailed` with a typed cause.
+    """
+
+    def complete(
+        self, prompt: str, *, system: str | None = None, options: CallOptions | None = None
+    ) -> str: ...
+
+    def ask(
+        self,
+        prompt: str,
+        reply_type: Any,
+        *,
+        system: str | None = None,
+        options: CallOptions | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any: ...
 
 
 class TraceSink(Protocol):
@@ -69,7 +90,10 @@ class _NoTrace:
 
 
 class _NoLLM:
-    def complete(self, prompt: str, *, system: str | None = None) -> str:
+    def complete(self, prompt: str, **_: Any) -> str:
+        raise ModuleContractError("this step has no LLM profile; set `profile` on the step")
+
+    def ask(self, prompt: str, reply_type: Any, **_: Any) -> Any:
         raise ModuleContractError("this step has no LLM profile; set `profile` on the step")
 
 

@@ -13,6 +13,7 @@ import msgspec
 from runjournal.domain.chunking import Span
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.events import PlanOutcome, RunEvent
+from runjournal.domain.llm import LLMUsage
 from runjournal.domain.plan_keys import PlanFacts
 
 
@@ -52,6 +53,7 @@ class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
     payload: bytes
     warnings: list[str] = msgspec.field(default_factory=list)
     provenance: Provenance | None = None
+    usage: LLMUsage | None = None  # what producing it cost (LLM calls); None when nothing
 
 
 class LoadedCheckpoint(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,6 +30,8 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    LLMCallAttempted,
+    LLMUsageReused,
     PlanOutcome,
     StageDecided,
     StageExecuted,
@@ -43,6 +45,14 @@ from runjournal.domain.identity import (
     lane_identity,
     sequence_digest,
     sha256_hex,
+)
+from runjournal.domain.llm import (
+    CallScope,
+    FailureCause,
+    LLMAttempt,
+    LLMUsage,
+    bind_call,
+    failure_cause,
 )
 from runjournal.domain.modules import Chunk, Module, Normalized, OutputFile, StageContext
 from runjournal.domain.names import CORPUS_LANE, safe_lane_id
@@ -76,15 +86,17 @@ class StageFailure(Exception):
         lane: str,
         code: ReasonCode,
         message: str,
+        cause: FailureCause | None = None,
         *,
-        cause: BaseException | None = None,
+        exception: BaseException | None = None,
     ) -> None:
         super().__init__(message)
         self.step = step
         self.lane = lane
         self.code = code
         self.message = message
-        self.cause = cause  # the module's own exception, for `-v` and `--debug trace`
+        self.cause = cause
+        self.exception = exception  # the module's own exception, for `-v` and `--debug trace`
 
 
 @dataclass
@@ -192,11 +204,14 @@ def codec_id(module: Module, stage: Stage) -> str:
 
 
 class _StageError(Exception):
-    def __init__(self, stage: Stage, chunk: str, exc: BaseException) -> None:
+    def __init__(
+        self, stage: Stage, chunk: str, exc: BaseException, attempts: list[LLMAttempt] | None = None
+    ) -> None:
         super().__init__(str(exc))
         self.stage = stage
         self.chunk = chunk
         self.exc = exc
+        self.attempts = attempts or []  # LLM attempts not yet journaled
 
 
 @dataclass
@@ -220,6 +235,7 @@ class _Result:
     data: bytes
     value: Any = None
     decoded: bool = False
+    attempts: list[LLMAttempt] = field(default_factory=list)  # LLM attempts that produced it
 
 
 class PipelineRunner:
@@ -431,7 +447,9 @@ class PipelineRunner:
             return lane_run.run(chunks), lid
         except _StageError as err:
             message = safe_error_text(f"{type(err.exc).__name__}: {err.exc}", ERROR_MESSAGE_LIMIT)
-            lane_run.record_failure(err.stage, err.chunk)
+            cause = failure_cause(err.exc)
+            lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
+            lane_run.record_failure(err.stage, err.chunk, cause)
             self._sink.emit(
                 StageFailed,
                 step=step.id,
@@ -440,9 +458,10 @@ class PipelineRunner:
                 chunk=err.chunk,
                 code=ReasonCode.STAGE_FAILED,
                 message=message,
+                cause=cause,
             )
             raise StageFailure(
-                step.id, lane, ReasonCode.STAGE_FAILED, message, cause=err.exc
+                step.id, lane, ReasonCode.STAGE_FAILED, message, cause, exception=err.exc
             ) from None
 
     def _restore_lane(self, step: ResolvedStep, lane: str, lid: str, ctx: StageContext) -> Artifact:
@@ -490,10 +509,20 @@ class PipelineRunner:
 
     # --- shared helpers ---------------------------------------------------------
 
-    def _decide(self, step: str, lane: str, chunk: str, facts: StageFacts) -> ReasonCode:
+    def _decide(
+        self,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        cause: FailureCause | None = None,
+    ) -> ReasonCode:
         code = decide_stage(facts)
         self._decisions[code.value] = self._decisions.get(code.value, 0) + 1
-        self._sink.emit(StageDecided, **StageDecided.fields(step, lane, chunk, facts, code))
+        fields = StageDecided.fields(step, lane, chunk, facts, code)
+        if cause is not None:
+            fields["cause"] = cause
+        self._sink.emit(StageDecided, **fields)
         return code
 
     def _write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:
@@ -572,7 +601,7 @@ class PipelineRunner:
                         message=message,
                     )
                     raise StageFailure(
-                        step.id, lane, ReasonCode.STAGE_FAILED, message, cause=exc
+                        step.id, lane, ReasonCode.STAGE_FAILED, message, exception=exc
                     ) from None
                 outputs.extend(extra)
                 for item in (own, *extra):
@@ -637,7 +666,7 @@ class _LaneRun:
             recorded=record.digests if record is not None else None,
         )
 
-    def record_failure(self, stage: Stage, chunk: str) -> None:
+    def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
         facts = StageFacts(
             stage=stage,
             forced=self.forced,
@@ -645,18 +674,57 @@ class _LaneRun:
             failed=True,
             current=self._digests(""),
         )
-        self.r._decide(self.step.id, self.lane, chunk, facts)
+        self.r._decide(self.step.id, self.lane, chunk, facts, cause)
+
+    # --- LLM calls: one metered scope per stage execution (docs/internals.md) -------
+
+    def _stage_ctx(self, stage: Stage, chunk: str) -> tuple[StageContext, list[LLMAttempt]]:
+        """The stage's context with its own metered LLM call scope (attempts collected)."""
+        if self.step.llm is None:
+            return self.ctx, []
+        llm, attempts = bind_call(self.ctx.llm, CallScope(self.step.id, self.lane, stage, chunk))
+        if llm is self.ctx.llm:
+            return self.ctx, attempts
+        return msgspec.structs.replace(self.ctx, llm=llm), attempts
+
+    def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
+        """Journal a stage's LLM attempts, on the calling thread, in the stage's order."""
+        for attempt in attempts:
+            self.r._sink.emit(
+                LLMCallAttempted,
+                step=self.step.id,
+                lane=self.lane,
+                stage=stage,
+                chunk=chunk,
+                **LLMCallAttempted.fields_of(attempt),
+            )
+        attempts.clear()
+
+    def _reused(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
+        """A reused checkpoint that cost LLM calls: journal what this run did not spend."""
+        if record.usage:
+            self.r._sink.emit(
+                LLMUsageReused,
+                step=self.step.id,
+                lane=self.lane,
+                stage=stage,
+                chunk=chunk,
+                usage=record.usage,
+            )
 
     def _refresh_identity(self, key: CheckpointKey, record: CheckpointRecord) -> None:
         """A reused envelope gets the current lane identity so --recompute finds it."""
         if self.r._recorder is not None and record.lane_identity != self.lid:
             self.r._write_checkpoint(key, msgspec.structs.replace(record, lane_identity=self.lid))
 
-    def _call(self, stage: Stage, chunk: str, fn: Callable[[], Any], tp: Any) -> _Result:
+    def _call(
+        self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
+    ) -> _Result:
         if stage is not Stage.EXTRACT:  # extract may run on worker threads: counted in run()
             self.r._module_calls += 1
+        ctx, attempts = self._stage_ctx(stage, chunk)
         try:
-            value = fn()
+            value = fn(ctx)
             if stage is Stage.NORMALIZE:
                 if not isinstance(value, Normalized):
                     raise TypeError("normalize() must return Normalized(value, warnings)")
@@ -666,8 +734,8 @@ class _LaneRun:
                 data = canonical_bytes(value)
                 decoded = msgspec.json.decode(data, type=tp)
         except Exception as exc:
-            raise _StageError(stage, chunk, exc) from exc
-        return _Result(sha256_hex(data), data, decoded, True)
+            raise _StageError(stage, chunk, exc, attempts) from exc
+        return _Result(sha256_hex(data), data, decoded, True, attempts)
 
     def _decode(self, stage: Stage, chunk: str, result: _Result, tp: Any) -> Any:
         if not result.decoded:
@@ -688,6 +756,8 @@ class _LaneRun:
         warnings: list[str] | None = None,
         provenance: Provenance | None = None,
     ) -> None:
+        usage = LLMUsage.of(result.attempts) if result.attempts else None
+        self.emit_attempts(stage, chunk, result.attempts)
         self.r._sink.emit(
             StageExecuted,
             step=self.step.id,
@@ -707,6 +777,7 @@ class _LaneRun:
                 payload=result.data,
                 warnings=warnings or [],
                 provenance=provenance,
+                usage=usage,
             ),
         )
 
@@ -734,6 +805,7 @@ class _LaneRun:
             )
             if code is ReasonCode.REUSED:
                 results.append(_Result(record.output_sha256, record.payload))
+                self._reused(Stage.EXTRACT, chunk.id, record)
                 self._refresh_identity(self._key(Stage.EXTRACT, chunk.id), record)
             else:
                 results.append(None)
@@ -749,7 +821,7 @@ class _LaneRun:
                 return self._call(
                     Stage.EXTRACT,
                     chunk.id,
-                    lambda: module.extract(chunk, self.ctx),
+                    lambda ctx: module.extract(chunk, ctx),
                     module.chunk_type,
                 )
             except _StageError as err:
@@ -767,6 +839,7 @@ class _LaneRun:
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
             elif isinstance(result, _StageError):
+                self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
             if self.r._progress:
                 self.r._progress(step_id, lane, done_count, len(misses))
@@ -781,6 +854,7 @@ class _LaneRun:
         )
         if code is ReasonCode.REUSED:
             merged = _Result(merge_record.output_sha256, merge_record.payload)
+            self._reused(Stage.MERGE, "", merge_record)
             self._refresh_identity(self._key(Stage.MERGE), merge_record)
         else:
             parts = [
@@ -788,7 +862,7 @@ class _LaneRun:
                 for c, r in zip(chunks, done, strict=True)
             ]
             merged = self._call(
-                Stage.MERGE, "", lambda: module.merge(parts, self.ctx), module.merged_type
+                Stage.MERGE, "", lambda ctx: module.merge(parts, ctx), module.merged_type
             )
             self._store(Stage.MERGE, "", extract_digest, merged)
 
@@ -802,13 +876,14 @@ class _LaneRun:
             value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
             warnings = list(norm_record.warnings)
             artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
+            self._reused(Stage.NORMALIZE, "", norm_record)
             self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
         else:
             merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
             holder: dict[str, Normalized] = {}
 
-            def normalize() -> Normalized:
-                result = module.normalize(merged_value, self.ctx)
+            def normalize(ctx: StageContext) -> Normalized:
+                result = module.normalize(merged_value, ctx)
                 holder["n"] = result
                 return result
 
@@ -821,7 +896,7 @@ class _LaneRun:
                 try:
                     warnings.extend(redact_text(str(w)) for w in validator.check(value, self.ctx))
                 except Exception as exc:
-                    raise _StageError(Stage.NORMALIZE, "", exc) from exc
+                    raise _StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
             artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._store(
                 Stage.NORMALIZE,

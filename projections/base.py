@@ -46,15 +46,18 @@ def storage_name(projection: type[Projection] | Projection) -> str:
 
 
 def error_view(error: RunError | None) -> dict[str, Any] | None:
-    """A run's primary error as JSON data: step, lane, reason code and message only."""
+    """A run's primary error as JSON data: step, lane, reason code, cause and message only."""
     if error is None:
         return None
-    return {
+    view: dict[str, Any] = {
         "step": error.step,
         "lane": error.lane,
         "reason_code": error.reason_code.value if error.reason_code else None,
         "message": error.message,
     }
+    if error.cause is not None:  # a failed stage's typed cause (docs/operations.md)
+        view["cause"] = error.cause.value
+    return view
 
 
 class RunOutline:

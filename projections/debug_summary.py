@@ -26,6 +26,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.projections.base import RunOutline
+from runjournal.projections.llm_usage import LLMUsageFold
 
 __all__ = ["DebugSummaryProjection"]
 
@@ -46,9 +47,11 @@ class DebugSummaryProjection(RunOutline):
         self.refused: list[dict[str, str]] = []
         self.warnings: list[dict[str, str]] = []
         self.checkpoint_write_failures: list[dict[str, str]] = []
+        self.llm = LLMUsageFold()
 
     def apply(self, event: RunEvent) -> None:
         super().apply(event)
+        self.llm.apply(event)
         if isinstance(event, StageExecuted):
             self.module_calls += 1
         elif isinstance(event, LaneResolved):
@@ -81,7 +84,13 @@ class DebugSummaryProjection(RunOutline):
         return {"run": self._run(), "warnings": self._warnings(), "failure": self._failure()}
 
     def _run(self) -> dict[str, Any]:
-        """`run.json`: the outcome of the run in counts and identities."""
+        """`run.json`: the outcome of the run in counts and identities (and LLM usage)."""
+        run = self._outline()
+        if self.llm.used:
+            run["llm"] = self.llm.view()
+        return run
+
+    def _outline(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "pipeline": self.pipeline,

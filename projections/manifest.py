@@ -23,6 +23,7 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.identity import invocation_identity
 from runjournal.projections.base import RunOutline
+from runjournal.projections.llm_usage import LLMUsageFold
 
 WORKSPACE_SCHEMA_VERSION = 3
 
@@ -38,9 +39,11 @@ class ManifestProjection(RunOutline):
         self.warnings = 0
         self.validation: dict[str, Any] = {"status": "pending", "outputs_checked": 0, "refused": []}
         self.validated = False
+        self.llm = LLMUsageFold()
 
     def apply(self, event: RunEvent) -> None:
         super().apply(event)
+        self.llm.apply(event)
         if isinstance(event, LaneResolved):
             self.lane_identities.append(event.lane_identity)
         elif isinstance(event, ArtifactGenerated):
@@ -58,6 +61,12 @@ class ManifestProjection(RunOutline):
             self.validation = {**self.validation, "status": "failed"}
 
     def view(self) -> dict[str, Any]:
+        view = self._view()
+        if self.llm.used:  # runs that made or reused LLM calls (docs/operations.md)
+            view["llm"] = self.llm.view()
+        return view
+
+    def _view(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "pipeline": self.pipeline,

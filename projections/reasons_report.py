@@ -12,6 +12,7 @@ from runjournal.domain.events import (
     StageFailed,
 )
 from runjournal.projections.base import error_view
+from runjournal.projections.llm_usage import LLMUsageFold
 
 
 class ReasonReportProjection:
@@ -27,8 +28,11 @@ class ReasonReportProjection:
         self.failures: list[dict[str, str]] = []
         self.status = "running"
         self.error: dict[str, str | None] | None = None
+        self.llm = LLMUsageFold()
 
     def apply(self, event: RunEvent) -> None:
+        if self.only_step is None or getattr(event, "step", None) == self.only_step:
+            self.llm.apply(event)
         if isinstance(event, StageDecided):
             if self.only_step is not None and event.step != self.only_step:
                 return
@@ -41,6 +45,7 @@ class ReasonReportProjection:
                     "category": event.category.value,
                     "detail": event.detail,
                     "differs": sorted(event.recorded),
+                    **({"cause": event.cause.value} if event.cause else {}),
                 }
             )
             self.totals[event.code.value] = self.totals.get(event.code.value, 0) + 1
@@ -51,7 +56,9 @@ class ReasonReportProjection:
                         "step": event.step,
                         "lane": event.lane,
                         "stage": event.stage.value,
+                        "chunk": event.chunk or None,
                         "reason_code": event.code.value,
+                        "cause": event.cause.value if event.cause else None,
                         "message": event.message,
                     }
                 )
@@ -79,4 +86,5 @@ class ReasonReportProjection:
             "totals": dict(sorted(self.totals.items())),
             "steps": steps,
             "failures": self.failures,
+            "llm": self.llm.view(),
         }

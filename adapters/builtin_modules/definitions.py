@@ -1,9 +1,12 @@
-"""`builtin.definitions`: sentences that define a term found by a terms step.
+"""`builtin.definitions`: where a document defines a term found by a terms step.
 
-A sentence defines a term when the term is its subject in one of a few English shapes
-("X is a …", "X refers to …", "X means …", "X, also called Y, …", "we call … X",
-"X: …"). Extract results carry offsets relative to their chunk plus the chunk's size;
-merge turns them into source byte offsets, because chunks cover their source in order.
+A definition-list or glossary item (reST `term` + indented body, `.. glossary::`, MyST
+`{glossary}` or `term` / `: definition`) defines its terms; a sentence with a `dfn`
+defines that term; otherwise a sentence defines a term when the term is its subject in
+one of a few English shapes ("X is a …", "X refers to …", "X means …", "X, also called
+Y, …", "we call … X", "X: …"). A definition is located by its source and the section
+(nearest heading) it is in, never by offsets: an edit that moves a definition without
+changing it leaves the artifact byte-identical (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -13,12 +16,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
+from runjournal.adapters.builtin_modules.markup import BlockKind, blocks, split_sentences, syntax_of
 from runjournal.adapters.builtin_modules.text import (
     BuiltinParamError,
-    byte_len,
     clean_inline,
     collapse_space,
-    sentence_spans,
     str_param,
     term_key,
     unknown_param_warnings,
@@ -26,6 +28,7 @@ from runjournal.adapters.builtin_modules.text import (
 from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
 
 __all__ = [
+    "PATTERN_RANK",
     "Definition",
     "DefinitionHit",
     "DefinitionsChunk",
@@ -34,6 +37,7 @@ __all__ = [
     "definition_keys",
     "field_of",
     "lane_terms",
+    "pattern_rank",
     "require_step",
     "term_entries",
 ]
@@ -43,36 +47,44 @@ _PARAMS = ("terms_step",)
 
 
 class DefinitionHit(msgspec.Struct, frozen=True):
-    """A defining sentence; `start`/`end` are byte offsets relative to its chunk."""
+    """A definition in a chunk; `section` is the chunk's last heading before it, if any."""
 
     key: str
     term: str
     pattern: str
-    start: int
-    end: int
+    section: str | None
     text: str
     markdown: str
 
 
 class DefinitionsChunk(msgspec.Struct, frozen=True):
-    """A chunk's hits plus what merge needs to place them in the source."""
+    """A chunk's hits and its last heading (what merge needs to name later sections)."""
 
     source: str
-    size: int
+    last_section: str | None
     hits: list[DefinitionHit]
 
 
 class Definition(msgspec.Struct, frozen=True):
-    """A defining sentence located in its source (UTF-8 byte offsets, end exclusive)."""
+    """A definition: its source and the section (nearest heading above it), if any."""
 
     key: str
     term: str
     pattern: str
     source: str
-    start: int
-    end: int
+    section: str | None
     text: str
     markdown: str
+
+
+# How much a definition is trusted: a glossary entry over a definition list over a
+# `dfn` over an English sentence shape.
+PATTERN_RANK = {"glossary": 0, "definition_list": 1, "dfn": 2}
+_SENTENCE_RANK = len(PATTERN_RANK)
+
+
+def pattern_rank(pattern: object) -> int:
+    return PATTERN_RANK.get(pattern, _SENTENCE_RANK) if isinstance(pattern, str) else 99
 
 
 def consumed_step(
@@ -214,13 +226,46 @@ def _sensible(definition: Definition) -> bool:
     return 5 <= len(definition.text.split()) <= 60
 
 
+_DFN = re.compile(r"<dfn>(.+?)</dfn>", re.S)
+
+
+def _hit(key: str, term: str, pattern: str, section: str | None, raw: str) -> DefinitionHit:
+    return DefinitionHit(key, term, pattern, section, clean_inline(raw), collapse_space(raw))
+
+
+def _chunk_hits(
+    text: str, source: str, terms: Mapping[str, str]
+) -> tuple[list[DefinitionHit], str | None]:
+    """Definitions of `terms` in one chunk, and the chunk's last heading."""
+    hits: list[DefinitionHit] = []
+    section: str | None = None
+    for block in blocks(text, syntax_of(source, text)):
+        if block.kind is BlockKind.HEADING:
+            section = clean_inline(block.text) or section
+            continue
+        if block.kind is BlockKind.DEFINITION and block.definition:
+            pattern = "glossary" if block.glossary else "definition_list"
+            for raw_term in block.terms:
+                key = term_key(raw_term)
+                if key in terms:
+                    hits.append(_hit(key, terms[key], pattern, section, block.definition))
+        for raw in split_sentences(block.text):
+            for match in _DFN.finditer(raw):
+                key = term_key(match.group(1))
+                if key in terms:
+                    hits.append(_hit(key, terms[key], "dfn", section, raw))
+            for key, pattern in definition_keys(clean_inline(raw), terms):
+                hits.append(_hit(key, terms[key], pattern, section, raw))
+    return hits, section
+
+
 class DefinitionsModule(Module):
     """Defining sentences per document for the terms of a consumed terms step."""
 
     name = _NAME
-    fingerprint = "builtin.definitions/1"
+    fingerprint = "builtin.definitions/2"
     artifact_kind = "definitions"
-    schema = "runjournal.builtin.definitions/v1"
+    schema = "runjournal.builtin.definitions/v2"
     media_type = "application/json"
     chunk_type = DefinitionsChunk
     merged_type = list[Definition]
@@ -230,31 +275,14 @@ class DefinitionsModule(Module):
     def extract(self, chunk: Chunk, ctx: StageContext) -> DefinitionsChunk:
         step = require_step(ctx, "terms_step", "terms", module=_NAME)
         terms = lane_terms(ctx, step)
-        text = chunk.text
-        hits: list[DefinitionHit] = []
-        for span in sentence_spans(text) if terms else []:
-            raw = text[span.start : span.end]
-            plain = clean_inline(raw)
-            for key, pattern in definition_keys(plain, terms):
-                start = byte_len(text[: span.start])
-                hits.append(
-                    DefinitionHit(
-                        key=key,
-                        term=terms[key],
-                        pattern=pattern,
-                        start=start,
-                        end=start + byte_len(raw),
-                        text=plain,
-                        markdown=collapse_space(raw),
-                    )
-                )
-        return DefinitionsChunk(source=chunk.source, size=byte_len(text), hits=hits)
+        hits, last_section = _chunk_hits(chunk.text, chunk.source, terms)
+        return DefinitionsChunk(source=chunk.source, last_section=last_section, hits=hits)
 
     def merge(self, parts: list[DefinitionsChunk], ctx: StageContext) -> list[Definition]:
-        offsets: dict[str, int] = {}
+        sections: dict[str, str | None] = {}
         merged: list[Definition] = []
         for part in parts:
-            base = offsets.get(part.source, 0)
+            current = sections.get(part.source)
             for hit in part.hits:
                 merged.append(
                     Definition(
@@ -262,22 +290,28 @@ class DefinitionsModule(Module):
                         term=hit.term,
                         pattern=hit.pattern,
                         source=part.source,
-                        start=base + hit.start,
-                        end=base + hit.end,
+                        section=hit.section if hit.section is not None else current,
                         text=hit.text,
                         markdown=hit.markdown,
                     )
                 )
-            offsets[part.source] = base + part.size
+            if part.last_section is not None:
+                sections[part.source] = part.last_section
         return merged
 
     def normalize(self, merged: list[Definition], ctx: StageContext) -> Normalized:
-        """Keep the first sensible definition of each term (else its shortest)."""
+        """Per term: the most trusted kind of definition, then the first sensible one
+        (else the shortest)."""
         best: dict[str, Definition] = {}
         for definition in merged:
             current = best.get(definition.key)
-            if current is None or (
-                not _sensible(current)
+            if current is None:
+                best[definition.key] = definition
+                continue
+            rank, current_rank = pattern_rank(definition.pattern), pattern_rank(current.pattern)
+            if rank < current_rank or (
+                rank == current_rank
+                and not _sensible(current)
                 and (_sensible(definition) or len(definition.text) < len(current.text))
             ):
                 best[definition.key] = definition

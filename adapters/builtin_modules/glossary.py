@@ -2,7 +2,9 @@
 
 Extract counts the mentions of every consumed term in each chunk of the corpus, so an
 entry's "Seen in" list covers documents where the term was mentioned but too rarely to
-be one of that document's own terms. Normalize joins terms, definitions and mentions;
+be one of that document's own terms. The matchers are built once per lane (one n-gram
+table lookup and one compiled trie of the code-like keys), so the cost of a chunk does
+not grow with the number of terms. Normalize joins terms, definitions and mentions;
 `outputs` renders the entries as `glossary.md`.
 """
 
@@ -17,9 +19,11 @@ import msgspec
 from runjournal.adapters.builtin_modules.definitions import (
     consumed_step,
     field_of,
+    pattern_rank,
     require_step,
     term_entries,
 )
+from runjournal.adapters.builtin_modules.markup import chunk_sentences, syntax_of
 from runjournal.adapters.builtin_modules.terms import TermKind
 from runjournal.adapters.builtin_modules.text import (
     STOPWORDS,
@@ -28,7 +32,6 @@ from runjournal.adapters.builtin_modules.text import (
     clean_inline,
     int_param,
     ngram_counts,
-    sentence_spans,
     str_param,
     term_key,
     unknown_param_warnings,
@@ -75,11 +78,10 @@ class GlossaryCounts(msgspec.Struct, frozen=True):
 
 
 class DefinedAt(msgspec.Struct, frozen=True):
-    """Where the chosen definition is: UTF-8 byte offsets into a source."""
+    """Where the chosen definition is: a source and its section (nearest heading)."""
 
     source: str
-    start: int
-    end: int
+    section: str | None = None
 
 
 class DocumentMentions(msgspec.Struct, frozen=True):
@@ -120,36 +122,91 @@ def _counted_by_ngrams(key: str) -> bool:
     )
 
 
-def _literal_counts(text: str, keys: list[str]) -> dict[str, int]:
-    """Mentions of keys `ngram_counts` cannot see (code like `os.replace`)."""
-    if not keys:
-        return {}
-    plain = " ".join(
-        clean_inline(text[s.start : s.end]).casefold() for s in sentence_spans(text, headings=True)
-    )
-    counts: dict[str, int] = {}
+_WORD_CHAR = re.compile(r"\w")
+_LONG_KEY = 200  # longer keys get a pattern of their own, so the trie stays shallow
+
+
+class LiteralCounter:
+    r"""Counts mentions of code-like keys (`os.replace`) with patterns compiled once.
+
+    The same as counting each key with `(?<![\w.])KEY(?!\w)` and `findall`, but in
+    one pass: a trie of the keys finds the longest key at each position, and the keys
+    that are prefixes of it (ending at a non-word character) match there too.
+    """
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = sorted(set(keys))
+        short = [k for k in self.keys if len(k) <= _LONG_KEY]
+        self._long = [
+            (k, re.compile(r"(?<![\w.])" + re.escape(k) + r"(?!\w)"))
+            for k in self.keys
+            if len(k) > _LONG_KEY
+        ]
+        self._trie = re.compile(r"(?<![\w.])(?=(" + _trie_pattern(short) + "))") if short else None
+        present = set(short)
+        self._prefixes: dict[str, list[str]] = {
+            key: [
+                key[:n]
+                for n in range(len(key) - 1, 0, -1)
+                if key[:n] in present and not _WORD_CHAR.match(key[n])
+            ]
+            for key in short
+        }
+
+    def count(self, plain: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        if self._trie is not None:
+            ends: dict[str, int] = {}
+            for match in self._trie.finditer(plain):
+                at = match.start()
+                longest = match.group(1)
+                for key in (longest, *self._prefixes[longest]):
+                    if ends.get(key, 0) <= at:  # findall never counts overlapping matches
+                        counts[key] = counts.get(key, 0) + 1
+                        ends[key] = at + len(key)
+        for key, pattern in self._long:
+            found = len(pattern.findall(plain))
+            if found:
+                counts[key] = found
+        return counts
+
+
+def _trie_pattern(keys: list[str]) -> str:
+    r"""One regex alternation of `keys` as a trie: longest first, each ending at `(?!\w)`."""
+    root: dict[str, Any] = {}
     for key in keys:
-        pattern = re.compile(r"(?<![\w.])" + re.escape(key) + r"(?![\w])")
-        found = len(pattern.findall(plain))
-        if found:
-            counts[key] = found
-    return counts
+        node = root
+        for char in key:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        parts = []
+        for char in sorted(c for c in node if c):
+            child = node[char]
+            run = re.escape(char)
+            while len(child) == 1 and "" not in child:  # a chain: one literal run
+                ((char, child),) = child.items()
+                run += re.escape(char)
+            parts.append(run + emit(child))
+        if "" in node:
+            parts.append(r"(?!\w)")
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    return emit(root)
 
 
-class _KeyPlan(msgspec.Struct, frozen=True):
-    """The consumed term keys, split by how a chunk counts them."""
+class _KeyPlan:
+    """The consumed term keys, split by how a chunk counts them, matchers built once."""
 
-    by_ngram: list[str]
-    literal: list[str]
-    max_n: int
+    def __init__(self, keys: list[str]) -> None:
+        self.by_ngram = frozenset(k for k in keys if _counted_by_ngrams(k))
+        self.literal = LiteralCounter([k for k in keys if not _counted_by_ngrams(k)])
+        self.max_n = max((len(k.split(" ")) for k in self.by_ngram), default=1)
 
 
 def _key_plan(lanes: Mapping[str, Any]) -> _KeyPlan:
-    keys = sorted({k for lane in sorted(lanes) for k in term_entries([lanes[lane]])})
-    by_ngram = [k for k in keys if _counted_by_ngrams(k)]
-    literal = [k for k in keys if not _counted_by_ngrams(k)]
-    max_n = max((len(k.split(" ")) for k in by_ngram), default=1)
-    return _KeyPlan(by_ngram, literal, max_n)
+    return _KeyPlan(sorted({k for lane in sorted(lanes) for k in term_entries([lanes[lane]])}))
 
 
 def _kind(value: Any) -> TermKind | None:
@@ -195,7 +252,7 @@ def _term_facts(
 
 
 def _definitions(ctx: StageContext, step: str | None, keys: Mapping[str, str]) -> dict[str, Any]:
-    """The first definition of each key, lanes in name order."""
+    """The best definition of each key: the most trusted kind, then lanes in name order."""
     chosen: dict[str, Any] = {}
     lanes = ctx.consumed.get(step, {}) if step is not None else {}
     for lane in sorted(lanes):
@@ -205,15 +262,19 @@ def _definitions(ctx: StageContext, step: str | None, keys: Mapping[str, str]) -
             if not isinstance(key, str) or not key:
                 term = field_of(item, "term")
                 key = term_key(term) if isinstance(term, str) else ""
-            if key in keys and key not in chosen:
+            if key not in keys:
+                continue
+            if key not in chosen or pattern_rank(field_of(item, "pattern")) < pattern_rank(
+                field_of(chosen[key], "pattern")
+            ):
                 chosen[key] = item
     return chosen
 
 
 def _defined_at(item: Any) -> DefinedAt | None:
-    source, start, end = (field_of(item, f) for f in ("source", "start", "end"))
-    if isinstance(source, str) and isinstance(start, int) and isinstance(end, int):
-        return DefinedAt(source, start, end)
+    source, section = field_of(item, "source"), field_of(item, "section")
+    if isinstance(source, str):
+        return DefinedAt(source, section if isinstance(section, str) else None)
     return None
 
 
@@ -239,9 +300,9 @@ class GlossaryModule(Module):
     """A corpus glossary: terms, their best definition, and where they are mentioned."""
 
     name = _NAME
-    fingerprint = "builtin.glossary/1"
+    fingerprint = "builtin.glossary/2"
     artifact_kind = "glossary"
-    schema = "runjournal.builtin.glossary/v1"
+    schema = "runjournal.builtin.glossary/v2"
     media_type = "application/json"
     chunk_type = GlossaryChunk
     merged_type = GlossaryCounts
@@ -264,10 +325,13 @@ class GlossaryModule(Module):
         step = require_step(ctx, "terms_step", "terms", module=_NAME)
         plan = self._plan_for(ctx.consumed.get(step, {}))
         counts: dict[str, int] = {}
+        sentences = chunk_sentences(chunk.text, syntax_of(chunk.source, chunk.text), headings=True)
         if plan.by_ngram:
-            table = ngram_counts(chunk.text, max_n=plan.max_n)
-            counts = {k: table[k] for k in plan.by_ngram if k in table}
-        counts.update(_literal_counts(chunk.text, plan.literal))
+            table = ngram_counts(sentences, max_n=plan.max_n)
+            counts = {k: n for k, n in table.items() if k in plan.by_ngram}
+        if plan.literal.keys:
+            plain = " ".join(clean_inline(s).casefold() for s in sentences)
+            counts.update(plan.literal.count(plain))
         return GlossaryChunk(source=chunk.source, counts=dict(sorted(counts.items())))
 
     def merge(self, parts: list[GlossaryChunk], ctx: StageContext) -> GlossaryCounts:
@@ -347,8 +411,12 @@ def _heading_text(entry: GlossaryEntry) -> str:
         fence = "``" if "`" in entry.term else "`"
         return f"{fence}{entry.term}{fence}"
     text = entry.term
-    if text[:1].islower():
+    if text[:1].islower() and entry.kind is not TermKind.DEFINED:  # the author's spelling
         text = text[:1].upper() + text[1:]
+    return _escape(text)
+
+
+def _escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
@@ -391,7 +459,8 @@ def render_markdown(glossary: Glossary, *, title: str = "Glossary") -> str:
             lines.append("")
             if entry.defined_at is not None:
                 at = entry.defined_at
-                lines.append(f"- **Defined in:** `{at.source}`, bytes {at.start}\u2013{at.end}")
+                where = f" \u00a7 {_escape(at.section)}" if at.section else ""
+                lines.append(f"- **Defined in:** `{at.source}`{where}")
             seen = ", ".join(f"`{d.source}` ({d.count})" for d in entry.documents)
             lines.append(
                 f"- **Seen in:** {seen or 'no document'} \u2014 {_plural(entry.count, 'mention')}"

@@ -1,8 +1,12 @@
-"""`builtin.headings`: the markdown outline of each document.
+"""`builtin.headings`: the outline of each markdown or reStructuredText document.
 
-ATX (`## Title`) and setext (`Title` over `===`/`---`) headings outside fenced code.
-Like every built-in, extract reports offsets relative to its chunk and merge places
-them in the source, so a reused chunk never carries a stale offset.
+Markdown: ATX (`## Title`) and setext (`Title` over `===`/`---`) headings outside
+fenced code. reST: section titles with an underline (and maybe an overline); their
+levels follow the order in which adornment styles first appear in the document, so
+extract reports the style and merge, which sees the whole document, gives the level.
+Extract reports offsets relative to its chunk and merge places them in the source, so
+a reused chunk never carries a stale offset. An outline is about positions: unlike the
+other built-ins' artifacts, it changes when an edit moves a heading (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -10,6 +14,12 @@ from __future__ import annotations
 import re
 
 import msgspec
+from runjournal.adapters.builtin_modules.markup import (
+    Syntax,
+    inline_markdown,
+    rest_heading_lines,
+    syntax_of,
+)
 from runjournal.adapters.builtin_modules.text import (
     byte_len,
     clean_inline,
@@ -23,11 +33,16 @@ _NAME = "builtin.headings"
 
 
 class HeadingHit(msgspec.Struct, frozen=True):
-    """A heading; `offset` is the byte offset of its line relative to the chunk."""
+    """A heading; `offset` is the byte offset of its line relative to the chunk.
+
+    `level` is 0 for a reST title, whose level merge derives from its `style` (the
+    adornment character, doubled when there is an overline).
+    """
 
     level: int
     text: str
     offset: int
+    style: str = ""
 
 
 class HeadingsChunk(msgspec.Struct, frozen=True):
@@ -51,8 +66,10 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _BLOCK_START = re.compile(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)]|#|\|)")
 
 
-def find_headings(text: str) -> list[HeadingHit]:
-    """Headings of a markdown text with byte offsets relative to it."""
+def find_headings(text: str, syntax: Syntax = Syntax.MARKDOWN) -> list[HeadingHit]:
+    """Headings of a text with byte offsets relative to it."""
+    if syntax is Syntax.REST:
+        return _rest_headings(text)
     hits: list[HeadingHit] = []
     fence: str | None = None
     offset = 0
@@ -86,11 +103,23 @@ def find_headings(text: str) -> list[HeadingHit]:
     return hits
 
 
+def _rest_headings(text: str) -> list[HeadingHit]:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + byte_len(line))
+    bare = [line.rstrip("\r\n") for line in lines]
+    return [
+        HeadingHit(0, clean_inline(inline_markdown(title, Syntax.REST)), offsets[i], style)
+        for i, title, style in rest_heading_lines(bare)
+    ]
+
+
 class HeadingsModule(Module):
     """The outline (level, text, byte offset) of each document; no output files."""
 
     name = _NAME
-    fingerprint = "builtin.headings/1"
+    fingerprint = "builtin.headings/2"
     artifact_kind = "outline"
     schema = "runjournal.builtin.headings/v1"
     media_type = "application/json"
@@ -100,18 +129,27 @@ class HeadingsModule(Module):
     override_keys = ()  # reads no --set key
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> HeadingsChunk:
+        syntax = syntax_of(chunk.source, chunk.text)
         return HeadingsChunk(
-            source=chunk.source, size=byte_len(chunk.text), headings=find_headings(chunk.text)
+            source=chunk.source,
+            size=byte_len(chunk.text),
+            headings=find_headings(chunk.text, syntax),
         )
 
     def merge(self, parts: list[HeadingsChunk], ctx: StageContext) -> list[Heading]:
         offsets: dict[str, int] = {}
+        styles: dict[str, list[str]] = {}  # reST adornment styles in order of appearance
         merged: list[Heading] = []
         for part in parts:
             base = offsets.get(part.source, 0)
-            merged.extend(
-                Heading(part.source, h.level, h.text, base + h.offset) for h in part.headings
-            )
+            seen = styles.setdefault(part.source, [])
+            for h in part.headings:
+                level = h.level
+                if level == 0:
+                    if h.style not in seen:
+                        seen.append(h.style)
+                    level = min(seen.index(h.style) + 1, 6)
+                merged.append(Heading(part.source, level, h.text, base + h.offset))
             offsets[part.source] = base + part.size
         return merged
 

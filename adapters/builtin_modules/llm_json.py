@@ -2,18 +2,23 @@
 
 The prompt is a template from `params.prompt` with `{text}`, `{source}`, `{step}` and
 `{lane}` fields; the answer must be one JSON value (a ```json fence around it is
-accepted). Merge lists the chunk answers in chunk order; normalize keeps them, with a
-warning for each chunk whose answer was empty. The reply itself is the artifact, so a
-change of model or profile is caught by identity (profile, profile_source), never here.
+accepted). With `params.schema` (a JSON Schema) the runtime asks for a reply of that
+shape (structured output) and re-asks when it does not validate; `temperature`,
+`max_tokens` and `seed` pass through to each call. Merge lists the chunk answers in
+chunk order; normalize keeps them, with a warning for each chunk whose answer was
+empty. The reply itself is the artifact, so a change of model or profile is caught by
+identity (profile, profile_source), never here (docs/modules.md "`llm.json`").
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, ClassVar
 
 import msgspec
-from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
+from runjournal.adapters.builtin_modules.text import BuiltinParamError
+from runjournal.domain.modules import CallOptions, Chunk, Module, Normalized, StageContext
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
 DEFAULT_PROMPT = "Answer with one JSON value describing this text from {source}:\n\n{text}"
@@ -50,7 +55,16 @@ class LLMJsonModule(Module):
         except (KeyError, IndexError, ValueError) as exc:
             raise LLMReplyError(f"params.prompt is not a valid template: {exc}") from None
         system = ctx.params.get("system")
-        reply = ctx.llm.complete(prompt, system=system if isinstance(system, str) else None)
+        system = system if isinstance(system, str) else None
+        options = call_options(ctx.params)
+        schema = ctx.params.get("schema")
+        if schema is not None:
+            if not isinstance(schema, dict) or not schema:
+                raise BuiltinParamError("params.schema must be a JSON Schema table")
+            answer = ctx.llm.ask(prompt, Any, system=system, options=options, schema=schema)
+            return ChunkAnswer(source=chunk.source, answer=answer)
+        extra = {"options": options} if options is not None else {}
+        reply = ctx.llm.complete(prompt, system=system, **extra)
         return ChunkAnswer(source=chunk.source, answer=parse_reply(reply))
 
     def merge(self, parts: list[ChunkAnswer], ctx: StageContext) -> list[ChunkAnswer]:
@@ -60,6 +74,32 @@ class LLMJsonModule(Module):
         empty = sum(1 for part in merged if part.answer in (None, "", [], {}))
         warnings = [f"{empty} chunk(s) got an empty answer"] if empty else []
         return Normalized(merged, warnings)
+
+
+def call_options(params: dict[str, Any]) -> CallOptions | None:
+    """`temperature`, `max_tokens` and `seed` from the step's params (None: none given)."""
+    given = {k: params[k] for k in ("temperature", "max_tokens", "seed") if k in params}
+    if not given:
+        return None
+    temperature = given.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not math.isfinite(temperature)
+        or not 0 <= temperature <= 2
+    ):
+        raise BuiltinParamError("params.temperature must be a number from 0 to 2")
+    for key, low in (("max_tokens", 1), ("seed", 0)):
+        value = given.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise BuiltinParamError(f"params.{key} must be an integer ≥ {low}")
+    return CallOptions(
+        temperature=float(temperature) if temperature is not None else None,
+        max_tokens=given.get("max_tokens"),
+        seed=given.get("seed"),
+    )
 
 
 def parse_reply(reply: str) -> Any:

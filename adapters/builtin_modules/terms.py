@@ -1,9 +1,12 @@
 """`builtin.terms`: candidate glossary terms of each document, found without an LLM.
 
-Candidates are bold phrases, backticked identifiers, capitalised multi-word phrases and
-repeated lowercase bigrams. Counting is separate from discovery: every chunk reports a
-table of word n-gram counts, so a term marked once in bold is counted wherever it is
-mentioned plainly, in any chunk of the document.
+Candidates are terms of definition lists and glossary blocks, bold phrases (and
+reST/MyST `term` roles), backticked identifiers (and code roles), capitalised
+multi-word phrases and repeated lowercase bigrams; markup is read by `markup.py`.
+Counting is separate from discovery: every chunk reports a table of word n-gram counts,
+so a term marked once in bold is counted wherever it is mentioned plainly, in any chunk
+of the document. The artifact holds no chunk id or offset: an edit that leaves a
+document's terms and counts alone leaves its artifact byte-identical (docs/modules.md).
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ import re
 from enum import Enum
 
 import msgspec
+from runjournal.adapters.builtin_modules.markup import BlockKind, blocks, split_sentences, syntax_of
 from runjournal.adapters.builtin_modules.text import (
     STOPWORDS,
     clean_inline,
     int_param,
     ngram_counts,
-    sentence_spans,
     singular,
     term_key,
     unknown_param_warnings,
+    usable_term_key,
 )
 from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
 
@@ -33,13 +37,14 @@ _PARAMS = ("min_count", "max_terms")
 class TermKind(Enum):
     """How a term was marked in the text; the order is the order of trust."""
 
+    DEFINED = "defined"  # the term of a definition list or glossary item, or a `dfn`
     EMPHASIS = "emphasis"
     CODE = "code"
     PHRASE = "phrase"
     BIGRAM = "bigram"
 
 
-_KIND_RANK = {TermKind.EMPHASIS: 0, TermKind.CODE: 1, TermKind.PHRASE: 2, TermKind.BIGRAM: 3}
+_KIND_RANK = {kind: rank for rank, kind in enumerate(TermKind)}
 
 
 class TermForm(msgspec.Struct, frozen=True):
@@ -55,7 +60,6 @@ class TermForm(msgspec.Struct, frozen=True):
 class TermsChunk(msgspec.Struct, frozen=True):
     """A chunk's candidates and its n-gram counts (position-independent)."""
 
-    chunk: str
     forms: list[TermForm]
     ngrams: dict[str, int]
 
@@ -67,13 +71,14 @@ class Term(msgspec.Struct, frozen=True):
     key: str
     count: int
     kind: TermKind
-    first_seen_chunk: str | None = None
 
 
 _CODE_SPAN = re.compile(r"(`+)([^`\n]+?)\1")
+_DFN = re.compile(r"<dfn>(.+?)</dfn>", re.S)
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.:/-]*(?:\(\))?")
 _PHRASE = re.compile(r"(?<![\w-])[A-Z][\w-]*(?: [A-Z][\w-]*)+(?![\w-])")
+_ALPHA_WORD = re.compile(r"[a-z]+")
 _ALPHA = re.compile(r"[^\W\d_]{3,}(?:-[^\W\d_]+)*")
 _EDGE = " \t.,;:!?\"'()"
 
@@ -115,11 +120,24 @@ class _FormTally:
         return [
             TermForm(text, term_key(text), kind, count, initial)
             for (text, kind), (count, initial) in self.counts.items()
-            if term_key(text)
+            if usable_term_key(term_key(text))
         ]
 
 
+def _defined_term(raw: str) -> str | None:
+    """The term of a definition-list item or `dfn`, or None for a long or empty line."""
+    text = clean_inline(raw).strip(_EDGE)
+    words = text.split()
+    if not 1 <= len(words) <= 8 or len(text) > 80 or not any(c.isalpha() for c in text):
+        return None
+    return text
+
+
 def _scan_sentence(raw: str, tally: _FormTally) -> None:
+    for match in _DFN.finditer(raw):
+        term = _defined_term(match.group(1))
+        if term is not None:
+            tally.add(term, TermKind.DEFINED)
     for match in _CODE_SPAN.finditer(raw):
         code = match.group(2).strip()
         if len(code) <= 40 and _IDENTIFIER.fullmatch(code):
@@ -127,6 +145,8 @@ def _scan_sentence(raw: str, tally: _FormTally) -> None:
     no_code = _CODE_SPAN.sub(lambda m: " " * len(m.group()), raw)
     for match in _STRONG.finditer(no_code):
         term = _emphasis_term(match.group(2))
+        if no_code[match.end() : match.end() + 1] == ":":
+            term = None  # `**Note**: …` is a label
         if term is not None:
             at_start = not no_code[: match.start()].strip()
             tally.add(term, TermKind.EMPHASIS, initial=int(at_start))
@@ -157,10 +177,15 @@ def _display(key: str, forms: list[TermForm]) -> tuple[str, TermKind]:
         slot[1] += form.initial
     order = list(totals)
 
-    def score(text: str) -> tuple[bool, bool, int, int]:
+    ranks: dict[str, int] = {}
+    for form in forms:
+        ranks[form.text] = min(ranks.get(form.text, 99), _KIND_RANK[form.kind])
+
+    def score(text: str) -> tuple[bool, bool, bool, int, int]:
         count, initial = totals[text]
         is_singular = clean_inline(text).casefold() == key
-        return (is_singular, count > initial, count, -order.index(text))
+        best_kind = ranks[text] == _KIND_RANK[kind]  # a defined term's own spelling
+        return (is_singular, count > initial, best_kind, count, -order.index(text))
 
     text = max(order, key=score)
     count, initial = totals[text]
@@ -173,9 +198,9 @@ class TermsModule(Module):
     """Candidate terms per document, filtered by `min_count` and capped by `max_terms`."""
 
     name = _NAME
-    fingerprint = "builtin.terms/1"
+    fingerprint = "builtin.terms/2"
     artifact_kind = "terms"
-    schema = "runjournal.builtin.terms/v1"
+    schema = "runjournal.builtin.terms/v2"
     media_type = "application/json"
     chunk_type = TermsChunk
     merged_type = list[Term]
@@ -184,9 +209,22 @@ class TermsModule(Module):
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> TermsChunk:
         tally = _FormTally()
-        for span in sentence_spans(chunk.text):
-            _scan_sentence(chunk.text[span.start : span.end], tally)
-        return TermsChunk(chunk=chunk.id, forms=tally.forms(), ngrams=ngram_counts(chunk.text))
+        counted: list[str] = []
+        for block in blocks(chunk.text, syntax_of(chunk.source, chunk.text)):
+            if block.kind is BlockKind.HEADING:
+                counted.append(block.text)
+                continue
+            if block.kind is BlockKind.DEFINITION:
+                counted.extend(block.terms)
+                for raw in block.terms:
+                    term = _defined_term(raw)
+                    if term is not None:
+                        tally.add(term, TermKind.DEFINED)
+            sentences = split_sentences(block.text)
+            counted.extend(sentences)
+            for sentence in sentences:
+                _scan_sentence(sentence, tally)
+        return TermsChunk(forms=tally.forms(), ngrams=ngram_counts(counted))
 
     def merge(self, parts: list[TermsChunk], ctx: StageContext) -> list[Term]:
         totals: dict[str, int] = {}
@@ -199,22 +237,23 @@ class TermsModule(Module):
         for key in sorted(totals):
             if key not in forms and totals[key] >= 2 and _noun_ish_bigram(key):
                 forms[key] = [TermForm(key, key, TermKind.BIGRAM, totals[key])]
-        first_seen: dict[str, str] = {}
-        for part in parts:
-            for key in (*(f.key for f in part.forms), *part.ngrams):
-                if key in forms and key not in first_seen:
-                    first_seen[key] = part.chunk
         terms: list[Term] = []
         for key, key_forms in forms.items():
+            if not usable_term_key(key):
+                continue
             text, kind = _display(key, key_forms)
-            count = max(totals.get(key, 0), sum(f.count for f in key_forms))
-            terms.append(Term(text, key, count, kind, first_seen.get(key)))
+            marked = sum(f.count for f in key_forms)
+            count = max(totals.get(key, 0), marked)
+            if kind is TermKind.CODE and _ALPHA_WORD.fullmatch(key) and marked * 4 < count:
+                continue  # `default` in code once, as a plain word everywhere: not a term
+            terms.append(Term(text, key, count, kind))
         return terms
 
     def normalize(self, merged: list[Term], ctx: StageContext) -> Normalized:
         min_count = int_param(ctx.params, "min_count", 2, module=_NAME, minimum=1)
         max_terms = int_param(ctx.params, "max_terms", 50, module=_NAME, minimum=1)
-        kept = [t for t in merged if t.count >= min_count]
+        # A defined term is a term even when it is mentioned fewer than min_count times.
+        kept = [t for t in merged if t.count >= min_count or t.kind is TermKind.DEFINED]
         kept.sort(key=lambda t: (_KIND_RANK[t.kind], -t.count, t.key))
         kept = sorted(kept[:max_terms], key=lambda t: (-t.count, t.key, t.text))
         warnings = unknown_param_warnings(ctx.params, _PARAMS, module=_NAME)

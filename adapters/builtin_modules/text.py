@@ -1,36 +1,33 @@
 """Small pure text helpers shared by the built-in modules.
 
 Everything here is deterministic and position-independent: a helper sees one chunk's
-text and reports character spans relative to it, because an extract result is reused
-for an unchanged chunk even when the chunk moved inside its source (SEMANTICS §3).
+text (read into blocks by `markup.py`) and never its offsets, because an extract
+result is reused for an unchanged chunk even when the chunk moved inside its source
+(docs/modules.md).
 """
 
 from __future__ import annotations
 
+import html
 import re
-from collections.abc import Iterator, Mapping
-from enum import Enum
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = [
     "STOPWORDS",
     "BuiltinParamError",
-    "Span",
-    "Unit",
-    "UnitKind",
     "bool_param",
     "byte_len",
     "clean_inline",
     "collapse_space",
     "int_param",
-    "markdown_units",
     "ngram_counts",
-    "sentence_spans",
     "singular",
     "str_param",
     "term_key",
     "token_spans",
     "unknown_param_warnings",
+    "usable_term_key",
     "valid_output_name",
 ]
 
@@ -63,137 +60,42 @@ class BuiltinParamError(ValueError):
     """A built-in module was given a `params` value it cannot use."""
 
 
-class Span(NamedTuple):
-    """A half-open character span [start, end) of a chunk's text."""
-
-    start: int
-    end: int
-
-
-class UnitKind(Enum):
-    """What a markdown block is; headings are mentions but never sentences."""
-
-    HEADING = "heading"
-    PROSE = "prose"
-
-
-class Unit(NamedTuple):
-    kind: UnitKind
-    span: Span
-
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)")
-_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+")
-_QUOTE = re.compile(r"^[ \t]*>[ \t]?")
-_TABLE = re.compile(r"^[ \t]*\|")
-_RULE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
-
-
-def markdown_units(text: str) -> list[Unit]:
-    """Split markdown into headings and prose blocks (paragraphs, list items, quotes).
-
-    Fenced code, tables and rules are skipped. A fence left open at the end of the text
-    swallows the rest, which is right for a chunk cut inside a long code block.
-    """
-    units: list[Unit] = []
-    fence: str | None = None
-    start: int | None = None
-    end = 0
-    pos = 0
-
-    def flush() -> None:
-        nonlocal start
-        if start is not None and end > start:
-            units.append(Unit(UnitKind.PROSE, Span(start, end)))
-        start = None
-
-    for line in text.splitlines(keepends=True):
-        line_start = pos
-        pos += len(line)
-        body = line.rstrip("\r\n")
-        stripped = body.strip()
-        fence_match = _FENCE.match(body)
-        if fence is not None:
-            if fence_match and fence_match.group(1)[0] == fence[0]:
-                fence = None
-            continue
-        if fence_match:
-            flush()
-            fence = fence_match.group(1)
-            continue
-        if not stripped or _TABLE.match(body) or _RULE.match(body):
-            flush()
-            continue
-        if _HEADING.match(body):
-            flush()
-            units.append(Unit(UnitKind.HEADING, Span(line_start, line_start + len(body))))
-            continue
-        marker = _LIST_ITEM.match(body)
-        if marker:
-            flush()
-            start = line_start + marker.end()
-        elif start is None:
-            quote = _QUOTE.match(body)
-            lead = quote.end() if quote else len(body) - len(body.lstrip())
-            start = line_start + lead
-        end = line_start + len(body.rstrip())
-    flush()
-    return units
-
-
-_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "Dr.", "Mr.", "Ms.", "No.")
-_SENTENCE_END = re.compile(r"[.!?][\"')\]*_`]*(?=\s+[\"'(\[*_`]*[A-Z0-9])")
-
-
-def sentence_spans(text: str, *, headings: bool = False) -> list[Span]:
-    """Sentences of the prose blocks of `text` (and heading lines, if asked)."""
-    spans: list[Span] = []
-    for unit in markdown_units(text):
-        if unit.kind is UnitKind.HEADING:
-            if headings:
-                spans.append(unit.span)
-            continue
-        spans.extend(_split_sentences(text, unit.span))
-    return spans
-
-
-def _split_sentences(text: str, span: Span) -> Iterator[Span]:
-    start = span.start
-    block = text[span.start : span.end]
-    for match in _SENTENCE_END.finditer(block):
-        cut = span.start + match.end()
-        if text[start:cut].endswith(_ABBREVIATIONS):
-            continue
-        yield Span(start, cut)
-        start = cut
-        while start < span.end and text[start].isspace():
-            start += 1
-    if start < span.end:
-        yield Span(start, span.end)
-
-
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
 _CODE = re.compile(r"(`+)(.+?)\1", re.S)
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.S)
 _EM_STAR = re.compile(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])", re.S)
 _EM_UNDER = re.compile(r"(?<![\w_])_(?=\S)(.+?)(?<=\S)_(?![\w_])", re.S)
-_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+_TAG = re.compile(r"</?[A-Za-z][^>]*>|<!--.*?-->", re.S)
+_BARE_URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+\.\S+")
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _QUOTE_CONT = re.compile(r"\n[ \t]*>[ \t]?")
+_KEPT = re.compile(r"\x00(\d+)\x00")
 _SPACE = re.compile(r"\s+")
 
 
 def clean_inline(raw: str) -> str:
-    """Plain text of inline markdown: links, code spans, emphasis and tags removed."""
+    """Plain text of inline markdown: links, code spans, emphasis, tags and URLs removed."""
     text = _QUOTE_CONT.sub("\n", raw)
     text = _IMAGE.sub(r"\1", text)
     text = _LINK.sub(r"\1", text)
-    text = _CODE.sub(lambda m: m.group(2).strip(), text)
+    text = _BARE_URL.sub("", text)
+    codes: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:  # code is not emphasis: `__init__` stays
+        codes.append(match.group(2).strip())
+        return f"\x00{len(codes) - 1}\x00"
+
+    text = _CODE.sub(keep, text)
     text = _STRONG.sub(r"\2", text)
     text = _EM_STAR.sub(r"\1", text)
     text = _EM_UNDER.sub(r"\1", text)
     text = _TAG.sub("", text)
+    if codes:
+        text = _KEPT.sub(lambda m: codes[int(m.group(1))], text)
+    if "&" in text:
+        text = html.unescape(text)
+    text = _MD_ESCAPE.sub(r"\1", text)
     return _SPACE.sub(" ", text).strip()
 
 
@@ -224,7 +126,8 @@ def singular(word: str) -> str:
 
 
 _APOSTROPHE_S = re.compile(r"['\u2019]s\b")
-_EDGE_PUNCT = "\"'`*_()[]{}<>.,;:!?\u2018\u2019\u201c\u201d"
+# `_` is not an edge: `_build` and `__init__` are names (emphasis is gone by then).
+_EDGE_PUNCT = "\"'`*()[]{}<>.,;:!?\u2018\u2019\u201c\u201d"
 
 
 def term_key(text: str) -> str:
@@ -258,15 +161,33 @@ def token_spans(text: str) -> list[list[tuple[str, int, int]]]:
     return runs
 
 
-def ngram_counts(text: str, *, max_n: int = 4) -> dict[str, int]:
-    """Counts of word n-gram keys in the sentences and headings of a markdown chunk.
+_ONE_LETTER_LANGUAGE = re.compile(r"[^\W\d_](?:\+\+|#)")  # C++, C#, F#
+_VALUE_WORDS = frozenset({"true", "false", "none", "null", "nil", "yes"})
+
+
+def usable_term_key(key: str) -> bool:
+    """Whether a key can be a term: not a stopword, a single letter or a bare number.
+
+    `C++` and `C#` keep their one letter; `A`, `s`, `and` or `2` never make a term.
+    """
+    words = key.split()
+    if not words or all(w in STOPWORDS or w in _VALUE_WORDS for w in words):
+        return False
+    alnum = sum(c.isalnum() for c in key)
+    if alnum < 2 and not _ONE_LETTER_LANGUAGE.fullmatch(key):
+        return False
+    return any(c.isalpha() for c in key)
+
+
+def ngram_counts(sentences: Iterable[str], *, max_n: int = 4) -> dict[str, int]:
+    """Counts of word n-gram keys in sentences (markdown dialect of `markup.blocks`).
 
     An n-gram never crosses punctuation and never starts or ends with a stopword, so
     the table stays small; keys match `term_key` of the same words.
     """
     counts: dict[str, int] = {}
-    for span in sentence_spans(text, headings=True):
-        plain = _APOSTROPHE_S.sub("", clean_inline(text[span.start : span.end]))
+    for sentence in sentences:
+        plain = _APOSTROPHE_S.sub("", clean_inline(sentence))
         for run in token_spans(plain):
             words = [w for w, _, _ in run]
             for i, first in enumerate(words):

@@ -9,13 +9,9 @@ import enum
 from typing import TYPE_CHECKING
 
 from runjournal.cli.settings.errors import one_line
-from runjournal.cli.settings.parsing import (
-    SECRET_QUERY_RE,
-    URL_PASSWORD_RE,
-    is_postgres_url,
-    redact_journal,
-)
+from runjournal.cli.settings.parsing import redact_journal
 from runjournal.cli.settings.table import SETTINGS_BY_NAME, Origin, SettingSpec
+from runjournal.domain.redaction import redact_text, redact_url
 
 if TYPE_CHECKING:
     from runjournal.cli.settings.resolution import EffectiveConfig
@@ -32,9 +28,7 @@ def display_value(name: str, value: object) -> object:
 
 def short(raw: object) -> str:
     """A raw value for an error line: repr, URL passwords masked, at most 80 characters."""
-    if isinstance(raw, str) and is_postgres_url(raw):
-        raw = redact_journal(raw)
-    text = SECRET_QUERY_RE.sub(r"\1***", URL_PASSWORD_RE.sub(r"\1***@", repr(raw)))
+    text = redact_text(repr(redact_url(raw) if isinstance(raw, str) else raw))
     return text if len(text) <= 80 else text[:77] + "..."
 
 

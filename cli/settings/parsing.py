@@ -11,9 +11,10 @@ import enum
 import os
 import re
 import unicodedata
-import urllib.parse
 from collections.abc import Callable
 from typing import Final
+
+from runjournal.domain.redaction import redact_url
 
 Parser = Callable[[object, str], object]
 
@@ -22,8 +23,6 @@ _FALSE: Final = frozenset({"0", "false", "no", "off"})
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+")
 _URL_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
-URL_PASSWORD_RE: Final = re.compile(r"(://[^/@\s:'\"]*:)[^@\s]*@")
-SECRET_QUERY_RE: Final = re.compile(r"((?:^|[?&;])(?:ssl)?pass(?:word|wd)?=)[^&;\s'\"]*", re.I)
 
 
 class Invalid(Exception):
@@ -132,18 +131,5 @@ def is_postgres_url(journal: str) -> bool:
 
 
 def redact_journal(journal: str) -> str:
-    """A journal location safe to show or record: a URL's password becomes `***`."""
-    if not is_postgres_url(journal):
-        return journal
-    try:
-        parts = urllib.parse.urlsplit(journal)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            if ":" in userinfo:
-                userinfo = userinfo.split(":", 1)[0] + ":***"
-            netloc = f"{userinfo}@{hostinfo}"
-        query = SECRET_QUERY_RE.sub(r"\1***", parts.query)
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
-    except ValueError:
-        return "postgresql://***"
+    """A journal location safe to show or record: each hidden part becomes `***`."""
+    return redact_url(journal, mask="***")

@@ -52,6 +52,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     chunk_map_index: bool
     progress: bool
     batch_size: int
+    journal_timeout: int
     resume: bool
     origins: dict[str, ResolvedSetting]
 

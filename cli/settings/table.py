@@ -36,6 +36,7 @@ USER_CONFIG_RESERVED: Final = frozenset({"profiles"})
 # Threads per lane; far above any useful parallelism, low enough to refuse nonsense in P1.
 MAX_JOBS: Final = 1024
 MAX_BATCH_SIZE: Final = 10000
+MAX_JOURNAL_TIMEOUT: Final = 3600
 
 
 class Origin(enum.StrEnum):
@@ -283,6 +284,16 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         default=_constant(256),
         default_text="256",
         description="Journal events committed per batch while a run progresses.",
+        kind=ValueKind.INTEGER,
+    ),
+    SettingSpec(
+        name="journal_timeout",
+        flag="--journal-timeout SECONDS",
+        type_name=f"integer 1-{MAX_JOURNAL_TIMEOUT}",
+        parse=int_parser(1, MAX_JOURNAL_TIMEOUT),
+        default=_constant(30),
+        default_text="30",
+        description="PostgreSQL journals: the longest one journal operation waits (seconds).",
         kind=ValueKind.INTEGER,
     ),
     SettingSpec(

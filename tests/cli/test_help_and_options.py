@@ -187,6 +187,7 @@ FLAG_CASES = {
     "chunk_map_index": (["--chunk-map-index"], lambda d: True),
     "progress": (["--no-progress"], lambda d: False),
     "batch_size": (["--batch-size", "+12"], lambda d: 12),
+    "journal_timeout": (["--journal-timeout", "7"], lambda d: 7),
 }
 
 

@@ -177,6 +177,7 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
     assert RUN_ID.fullmatch(doc["run_id"]) and doc["status"] == "succeeded"
     assert doc["error"] is None and doc["failure_report"] is None and doc["error_log"] is None
     assert doc["persistence_errors"] == [] and doc["debug_bundle"] is None
+    assert doc["report_html"] is None  # only with --report
     for key in ("run_dir", "manifest", "report"):
         assert Path(doc[key]).is_absolute() and Path(doc[key]).exists(), key
     assert keys_of(doc["outputs"]) == {"name", "path", "sha256", "size"}
@@ -195,6 +196,12 @@ def check_run_succeeded(doc: dict[str, Any], w: World) -> None:
 def check_run_resumed(doc: dict[str, Any], w: World) -> None:
     check_run_succeeded(doc, w)
     assert set(doc["decisions"]) == {"reused"} and doc["module_calls"] == 0
+
+
+def check_run_with_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["status"] == "succeeded"
+    assert doc["report_html"] == str(Path(doc["run_dir"]) / "report.html")
+    assert Path(doc["report_html"]).read_bytes().startswith(b"<!DOCTYPE html>")
 
 
 def check_run_failed(doc: dict[str, Any], w: World) -> None:
@@ -238,11 +245,6 @@ def check_runs_diff(doc: dict[str, Any], w: World) -> None:
     assert keys_of(doc["decisions"]) == {"step", "code", "a", "b"}
 
 
-def check_report(doc: dict[str, Any], w: World) -> None:
-    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
-    assert Path(doc["file"]).stat().st_size == doc["bytes"] > 0
-
-
 def check_journal_show(doc: dict[str, Any], w: World) -> None:
     assert doc["run_id"] == w.ok_run
     assert keys_of(doc["events"]) == {"type", "version", "class_version", "timestamp", "data"}
@@ -257,6 +259,12 @@ def check_audit(doc: dict[str, Any], w: World) -> None:
 
 def check_export(doc: dict[str, Any], w: World) -> None:
     assert doc["run_id"] == w.ok_run and Path(doc["file"]).exists()
+    assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
+
+
+def check_report(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
+    assert Path(doc["file"]).read_bytes().startswith(b"<!DOCTYPE html>")
     assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
 
 
@@ -352,6 +360,13 @@ Argv = Callable[[World], list[str]]
 SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]]] = [
     ("run", "run", lambda w: w.run_args(w.pipeline), 0, check_run_succeeded),
     ("run --resume", "run", lambda w: w.run_args(w.pipeline, "--resume"), 0, check_run_resumed),
+    (
+        "run --report",
+        "run",
+        lambda w: w.run_args(w.pipeline, "--resume", "--report"),
+        0,
+        check_run_with_report,
+    ),
     ("run (stage failure)", "run", lambda w: w.run_args(w.failing), 1, check_run_failed),
     ("runs list", "runs list", lambda w: ["runs", "list", *w.where()], 0, check_runs_list),
     (
@@ -419,6 +434,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
     ),
     ("explain", "explain", lambda w: ["explain", w.ok_run, *w.where()], 0, check_explain),
     (
+        "report",
+        "report",
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
+        0,
+        check_report,
+    ),
+    (
         "explain (failed run)",
         "explain",
         lambda w: ["explain", w.failed_run, *w.where()],
@@ -429,7 +451,7 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
     (
         "report",
         "report",
-        lambda w: ["report", w.ok_run, "-o", w.fresh("r.html"), *w.where()],
+        lambda w: ["report", w.ok_run, "-o", w.fresh("page.html"), *w.where()],
         0,
         check_report,
     ),
@@ -532,6 +554,12 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
     ),
     ("explain: unknown run", lambda w: ["explain", "nope", *w.where()], 1, False),
     (
+        "report: existing file",
+        lambda w: ["report", w.ok_run, "-o", w.export, *w.where()],
+        2,
+        False,
+    ),
+    (
         "config show: invalid setting",
         lambda w: ["config", "show", w.pipeline, "--cache-mode", "fast"],
         2,
@@ -543,7 +571,14 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         2,
         False,
     ),
-    ("recover: no journal", lambda w: ["recover", "--output-root", w.fresh("empty")], 2, False),
+    # Without a journal recover still sweeps temp files (exit 0, issue 12 item 11): its
+    # error case is a journal setting that names no usable journal.
+    (
+        "recover: invalid journal",
+        lambda w: ["recover", "--output-root", w.fresh("empty"), "--journal", "ftp://x/y"],
+        2,
+        False,
+    ),
     ("gc: no retention given", lambda w: ["gc", *w.where()], 2, False),
     ("gc: bad age", lambda w: ["gc", "--older-than", "soon", *w.where()], 2, False),
     ("init: directory not empty", lambda w: ["init", str(Path(w.pipeline).parent)], 2, False),

@@ -19,8 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 from runjournal.adapters.fsroot import FsIOError, FsRoot
 from runjournal.cli.main import cli
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glossary"
+from support.paths import EXAMPLE
 
 FAILING_PLUGIN = """
 from runjournal.domain.modules import Module, Normalized

@@ -50,6 +50,9 @@ class Words(Module):
 
     def extract(self, chunk, ctx):
         time.sleep(float(os.environ.get("RJ_TEST_SLEEP", "0")))
+        gate, deadline = os.environ.get("RJ_TEST_GATE"), time.monotonic() + 60
+        while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.02)  # held until the test opens the gate
         if ctx.overrides.get("fail") == ctx.lane:
             raise RuntimeError("asked to fail")
         return sorted({w.strip(".,").lower() for w in chunk.text.split()})
@@ -367,13 +370,20 @@ def test_two_runs_write_to_one_postgres_journal_at_the_same_time(
         assert console("runs", "list", "--journal", url).returncode == 0
         first, second = (Project(tmp_path / f"p{i}", console, url) for i in range(2))
         slow = {"RJ_TEST_SLEEP": "0.25"}  # five chunks: each run executes for over a second
-        a = console.start(*first.run_args(), env=slow)
+        # The first run's extracts wait at a gate until the second run is allocated, so the
+        # two overlap however slowly the second process starts on a loaded machine.
+        gate = tmp_path / "gate"
+        a = console.start(*first.run_args(), env={**slow, "RJ_TEST_GATE": str(gate)})
         with open_journal(url) as store:
             deadline = time.monotonic() + 60
             while not store.list_runs():  # the first run is allocated and executing
                 assert time.monotonic() < deadline and a.poll() is None
                 time.sleep(0.02)
             b = console.start(*second.run_args(), env=slow)
+            while len(store.list_runs()) < 2:  # the second run is allocated too
+                assert time.monotonic() < deadline and a.poll() is None and b.poll() is None
+                time.sleep(0.02)
+            gate.touch()
             results = [p.communicate(timeout=120) for p in (a, b)]
             assert [a.returncode, b.returncode] == [0, 0], [err for _, err in results]
             ids = [json.loads(out)["run_id"] for out, _ in results]

@@ -10,24 +10,27 @@ debug; zstd payloads of checkpoints, chunk plans and journal rows decompressed),
 event of the decompressed journal (`journal show --json`), and nothing on stdout or
 stderr may contain any of them. Pipelines that fail at resolution (a plugin raising a
 credential at import, a plugin declaring a credential as metadata) leak nothing either.
+
+The corpus holds at least one token for every shape of `SHAPE_NAMES` (the shared
+`support.secret_corpus`, salted afresh for each test). Besides the channels above, a
+second plugin step carries every token in its params and warns each of them (and all of
+them in one warning large enough to be stored zstd-compressed); journal URLs whose
+password holds `/`, `#`, `?`, `@` or a space go through `config show` and a run. Every
+row of the journal database is decoded (format byte, zstd, msgpack) and grepped too.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import secrets
 import string
 from pathlib import Path
 
-import msgspec
 import pytest
-import zstandard
-from runjournal.adapters.checkpoints import EnvelopeCodec, EnvelopeHeader
-from runjournal.adapters.chunkplans import decode_plan
-from runjournal.domain.ports import CheckpointKey
-from runjournal.domain.redaction import redact_text
+from runjournal.domain.redaction import SHAPE_NAMES, redact_text
+from support.leak_scan import Expanded, files_under, journal_states, leaks
+from support.secret_corpus import planted_corpus
 
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits
@@ -89,7 +92,21 @@ def build_corpus() -> dict[str, tuple[str, tuple[str, ...]]]:
     add("huggingface", "h" + "f_" + b, b)
     b = rnd(32, "0123456789abcdef")
     add("twilio", "S" + "K" + b, b)
+    for i, entry in enumerate(planted_corpus(secrets.token_hex(8))):
+        add(f"{entry.shape}-{i}", entry.text, *_secret_parts(entry.secret))
     return out
+
+
+def _secret_parts(secret: str) -> tuple[str, ...]:
+    """What must never appear: the secret, and its middle and end (a partial leak)."""
+    if len(secret) < 24:
+        return (secret,)
+    mid = len(secret) // 2
+    return (secret, secret[mid - 6 : mid + 6], secret[-12:])
+
+
+def test_corpus_covers_every_shape() -> None:
+    assert {e.shape for e in planted_corpus(secrets.token_hex(8))} == set(SHAPE_NAMES)
 
 
 LEAKY_PLUGIN = """
@@ -143,6 +160,38 @@ class Leaky(Module):
 """
 
 
+WARNER_PLUGIN = """
+from runjournal.domain.modules import Module, Normalized
+
+
+class Warner(Module):
+    name = "test.warner"
+    fingerprint = "test.warner/1"
+    artifact_kind = "warner"
+    schema = "test.warner/v1"
+    chunk_type = int
+    merged_type = int
+    artifact_type = int
+
+    def extract(self, chunk, ctx):
+        return 1
+
+    def merge(self, parts, ctx):
+        return sum(parts)
+
+    def normalize(self, merged, ctx):
+        notes = list(ctx.params["notes"])  # every token, planted as a param
+        warnings = ["seen in a param: " + note for note in notes]
+        warnings.append("all of them: " + " | ".join(notes))  # compressed in the journal
+        return Normalized(merged, warnings=warnings)
+"""
+
+
+def _toml_strings(values: list[str]) -> str:
+    """A TOML array of basic strings (JSON string escapes are TOML's too)."""
+    return "[\n" + "".join(f"  {json.dumps(v)},\n" for v in values) + "]"
+
+
 @pytest.fixture
 def planted(tmp_path: Path):
     corpus = build_corpus()
@@ -159,6 +208,7 @@ def planted(tmp_path: Path):
     (pipe / "docs").mkdir(parents=True)
     (pipe / "plugins").mkdir()
     (pipe / "plugins" / "leaky.py").write_text(LEAKY_PLUGIN)
+    (pipe / "plugins" / "warner.py").write_text(WARNER_PLUGIN)
     (pipe / "docs" / "a.md").write_text("# Alpha\n\nThe **event journal** records runs.\n")
     (pipe / "docs" / "zz.md").write_text("please explode here\n")
     (pipe / "pipeline.toml").write_text(
@@ -167,7 +217,10 @@ def planted(tmp_path: Path):
         'id = "terms"\nmodule = "builtin.terms"\nparams = { min_count = 1 }\n\n'
         "[[steps]]\n"
         'id = "leaky"\nmodule = "plugins/leaky.py:Leaky"\nprofile = "p1"\n'
-        f'params = {{ api_key = "{plain}", lang = "en" }}\n'
+        f'params = {{ api_key = "{plain}", lang = "en" }}\n\n'
+        "[[steps]]\n"
+        'id = "warner"\nmodule = "plugins/warner.py:Warner"\n\n'
+        f"[steps.params]\nnotes = {_toml_strings(tokens)}\n"
     )
     url_pw = rnd(20)
     needles["profile_url_password"] = (url_pw,)
@@ -203,62 +256,6 @@ def planted(tmp_path: Path):
         "needles": needles,
         "count": len(tokens),
     }
-
-
-def _files(*roots: Path) -> list[Path]:
-    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
-
-
-def _leaks(haystack: bytes, needles: dict[str, tuple[str, ...]]) -> list[str]:
-    return [name for name, parts in needles.items() if any(p.encode() in haystack for p in parts)]
-
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_ENVELOPE_PREFIX = 4 + 2 + 4  # magic, version (u16), header length (u32): checkpoints.py
-
-
-def _zstd_frames(data: bytes) -> list[bytes]:
-    """Every zstd frame in `data`, decompressed (journal rows, plan and checkpoint payloads)."""
-    frames = []
-    at = data.find(ZSTD_MAGIC)
-    while at != -1:
-        with contextlib.suppress(zstandard.ZstdError):  # bytes that only look like a frame
-            frames.append(zstandard.ZstdDecompressor().decompressobj().decompress(data[at:]))
-        at = data.find(ZSTD_MAGIC, at + 1)
-    return frames
-
-
-def _checkpoint_payload(data: bytes) -> bytes:
-    """The verified, decompressed payload of a checkpoint envelope (its header names its key)."""
-    size = int.from_bytes(data[6:_ENVELOPE_PREFIX], "big")
-    header = msgspec.msgpack.decode(
-        data[_ENVELOPE_PREFIX : _ENVELOPE_PREFIX + size], type=EnvelopeHeader
-    )
-    key = CheckpointKey(header.step, header.lane, header.stage, header.chunk)
-    return EnvelopeCodec().open(data, key)[1]
-
-
-class Expanded:
-    """Each file's bytes plus everything compressed inside it, with counts per kind."""
-
-    def __init__(self) -> None:
-        self.checkpoints = 0
-        self.plans = 0
-        self.frames = 0
-
-    def __call__(self, path: Path) -> bytes:
-        data = path.read_bytes()
-        parts = [data]
-        if path.suffix == ".ckpt":
-            parts.append(_checkpoint_payload(data))
-            self.checkpoints += 1
-        elif path.suffix == ".plan":
-            spans = decode_plan(path.stem, data)
-            parts.append(msgspec.msgpack.encode(spans))
-            self.plans += 1
-        frames = _zstd_frames(data)
-        self.frames += len(frames)
-        return b"".join(parts + frames)
 
 
 class TestRedactionEverywhere:
@@ -301,15 +298,20 @@ class TestRedactionEverywhere:
             shown.append(events.stdout)
 
         needles = planted["needles"]
+        # every row of the journal database, compressed payloads decompressed
+        states, compressed = journal_states(out / "journal.sqlite3")
+        assert len(states) > 50 and compressed > 0
+        leaked_rows = {i: leaks(state, needles) for i, state in enumerate(states)}
+        assert {i: names for i, names in leaked_rows.items() if names} == {}
         for stdout, stderr in streams:
-            assert _leaks(stdout.encode(), needles) == []
-            assert _leaks(stderr.encode(), needles) == []
+            assert leaks(stdout.encode(), needles) == []
+            assert leaks(stderr.encode(), needles) == []
         for text in shown:
-            assert _leaks(text.encode(), needles) == []
-        files = _files(out, cache, dbg)
+            assert leaks(text.encode(), needles) == []
+        files = files_under(out, cache, dbg)
         assert len(files) > 20
         expand = Expanded()
-        leaked = {str(p): _leaks(expand(p), needles) for p in files}
+        leaked = {str(p): leaks(expand(p), needles) for p in files}
         assert {k: v for k, v in leaked.items() if v} == {}
         # compressed content was really looked into
         assert expand.checkpoints > 0 and expand.plans > 0
@@ -342,6 +344,15 @@ class TestRedactionEverywhere:
         leaky_warnings = [w for w in warnings["warnings"] if w["step"] == "leaky"]
         assert len(leaky_warnings) == 4 * 2  # two lanes, four warnings each
         assert all("[REDACTED:" in w["message"] for w in leaky_warnings)
+        # every token reached a warning (from the params) and was redacted there
+        warner = [w for w in warnings["warnings"] if w["step"] == "warner"]
+        assert len(warner) == (planted["count"] + 1) * 2
+        assert all("[REDACTED:" in w["message"] for w in warner)
+        report = json.loads(Path(ok_doc["report"]).read_text())
+        for doc in (ok_doc, report):
+            assert [w for w in doc["warnings"] if w["step"] == "warner"] == [
+                {k: w[k] for k in ("lane", "message", "step")} for w in warner
+            ]
         for stderr in failed_stderr:
             assert "upstream rejected credentials" in stderr and "[REDACTED:" in stderr
         allocated = json.loads(shown[0])["events"][0]
@@ -427,11 +438,11 @@ class TestResolutionFailuresLeakNothing:
             shown.append(events.stdout)
 
         for text in [*stderrs, *shown]:
-            assert _leaks(text.encode(), needles) == []
+            assert leaks(text.encode(), needles) == []
         expand = Expanded()
-        files = _files(out, cache, dbg)
+        files = files_under(out, cache, dbg)
         assert files
-        leaked = {str(p): _leaks(expand(p), needles) for p in files}
+        leaked = {str(p): leaks(expand(p), needles) for p in files}
         assert {k: v for k, v in leaked.items() if v} == {}
 
         # the failures really carried the planted text, redacted
@@ -445,3 +456,50 @@ class TestResolutionFailuresLeakNothing:
         )
         assert "declares a credential-shaped `schema`" in stderrs[1]
         assert "declares a credential-shaped `schema`" in shown[1]
+
+
+class TestJournalUrlsInConfigLeakNothing:
+    """A journal URL's password (every URL password of the corpus, and ones holding
+    `/`, `#`, `?`, `@` and spaces) set in the pipeline file, the user config file, the
+    environment or a flag: `config show` (text, `--json`) and a run whose journal cannot
+    be opened (loopback port 1) show it nowhere, and the run writes nothing with it."""
+
+    def test_config_show_and_run(self, cli, tmp_path: Path) -> None:
+        corpus = planted_corpus(secrets.token_hex(8))
+        passwords = [e.secret for e in corpus if e.shape == "url_password"]
+        passwords += [rnd(6) + c + rnd(6) for c in ("/", "#", "?", "@", " ", "/#? @")]
+        needles = {f"pw{i}": (pw,) for i, pw in enumerate(passwords)}
+        out, cache, dbg = tmp_path / "out", tmp_path / "cache", tmp_path / "dbg"
+        roots = ["--output-root", str(out), "--cache-root", str(cache), "--debug-root", str(dbg)]
+        user_config = cli.home / ".config" / "runjournal" / "config.toml"
+        user_config.parent.mkdir(parents=True)
+        streams: list[str] = []
+        for i, pw in enumerate(passwords):
+            url = f"postgresql://rj:{pw}@127.0.0.1:1/rj?connect_timeout=2"
+            pipeline = _one_step_pipeline(tmp_path / f"p{i}", "urls", DECLARING_PLUGIN)
+            where = i % 4
+            text = pipeline.read_text()
+            if where == 0:
+                pipeline.write_text(text + f"\n[runjournal]\njournal = {json.dumps(url)}\n")
+            elif where == 1:
+                user_config.write_text(f"journal = {json.dumps(url)}\n")
+            flag = ["--journal", url] if where == 3 else []
+            env = {"RJ_SCHEMA_TOKEN": "v1"}  # the plugin's schema: nothing secret here
+            if where == 2:
+                env["RUNJOURNAL_JOURNAL"] = url
+            shown = cli("config", "show", str(pipeline), *roots, *flag, env=env)
+            assert shown.returncode == 0, shown.stderr
+            assert "postgresql://rj:***@127.0.0.1:1/rj" in shown.stdout
+            as_json = cli("config", "show", str(pipeline), *roots, *flag, "--json", env=env)
+            assert as_json.returncode == 0, as_json.stderr
+            assert "postgresql://rj:***@127.0.0.1:1/rj" in as_json.stdout
+            run = cli("run", str(pipeline), *roots, *flag, "--json", "--no-progress", env=env)
+            assert run.returncode != 0 and "[REDACTED:url_password]" in run.stdout
+            streams += [shown.stdout, shown.stderr, as_json.stdout, as_json.stderr]
+            streams += [run.stdout, run.stderr]
+            user_config.write_text("")
+        for stream in streams:
+            assert leaks(stream.encode(), needles) == []
+        expand = Expanded()
+        leaked = {str(p): leaks(expand(p), needles) for p in files_under(out, cache, dbg)}
+        assert {k: v for k, v in leaked.items() if v} == {}

@@ -40,6 +40,7 @@ from runjournal.adapters.journal import (
     journal_event_to_json,
     open_journal,
 )
+from runjournal.adapters.journal.codec import register_event_type
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
 from runjournal.domain.events import (
     EVENT_TYPES,
@@ -52,6 +53,8 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    LLMCallAttempted,
+    LLMUsageReused,
     ModuleObserved,
     OutputsValidated,
     OutputWritten,
@@ -72,6 +75,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents
+from runjournal.domain.llm import AttemptStatus, FailureCause, LLMUsage
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import Run, run_aggregate_id
 
@@ -212,7 +216,43 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
     ),
     (StageDecided, decision()),
     (StageExecuted, {**STAGE, "sha256": "x" * 64, "size": 99}),
-    (StageFailed, {**STAGE, "code": ReasonCode.STAGE_FAILED, "message": "module raised"}),
+    (
+        StageFailed,
+        {
+            **STAGE,
+            "code": ReasonCode.STAGE_FAILED,
+            "message": "module raised",
+            "cause": FailureCause.RATE_LIMITED,
+        },
+    ),
+    (
+        LLMCallAttempted,
+        {
+            **STAGE,
+            "call": 1,
+            "attempt": 2,
+            "profile_id": "local",
+            "provider": "openai",
+            "model": "m",
+            "status": AttemptStatus.OK,
+            "http_status": 200,
+            "prompt_tokens": 12,
+            "completion_tokens": 5,
+            "latency_ms": 3.5,
+            "cost": 0.0001,
+            "request_sha256": "r" * 64,
+            "reply_sha256": "q" * 64,
+            "wait_ms": 0.0,
+            "replayed": False,
+        },
+    ),
+    (
+        LLMUsageReused,
+        {
+            **STAGE,
+            "usage": LLMUsage(calls=1, attempts=2, prompt_tokens=3, completion_tokens=4, cost=0.5),
+        },
+    ),
     (CheckpointWritten, {**STAGE, "sha256": "y" * 64, "size": 100}),
     (CheckpointWriteFailed, {**STAGE, "message": "ENOSPC"}),
     (
@@ -268,7 +308,7 @@ def record(
 
 
 def rows(store: JournalStore, run_id: str) -> list[StoredEvent]:
-    return list(store.app.recorder.select_events(run_aggregate_id(run_id)))
+    return list(store._app.recorder.select_events(run_aggregate_id(run_id)))
 
 
 def assert_same_types(a: Any, b: Any) -> None:
@@ -360,9 +400,12 @@ class NoteRecorded(RunEvent, frozen=True, kw_only=True):
         return {**state, "source": "legacy"}
 
 
+register_event_type(NoteRecorded)  # decoding looks topics up; it never imports one
+
+
 class TestUpcasting:
     def insert(self, store: JournalStore, run_id: str, version: int, state: bytes) -> None:
-        store.app.recorder.insert_events(
+        store._app.recorder.insert_events(
             [StoredEvent(run_aggregate_id(run_id), version, get_topic(NoteRecorded), state)]
         )
 
@@ -428,7 +471,7 @@ def test_corrupt_states_raise_journal_corrupt(
 ) -> None:
     run_id = new_run_id()
     record(sqlite_store, run_id)
-    sqlite_store.app.recorder.insert_events(
+    sqlite_store._app.recorder.insert_events(
         [StoredEvent(run_aggregate_id(run_id), 2, topic or get_topic(WarningRecorded), state)]
     )
     with pytest.raises(JournalCorrupt) as info:
@@ -447,13 +490,13 @@ class TestBatching:
     ) -> None:
         run_id = new_run_id()
         puts: list[int] = []
-        real_put = store.app.events.put
+        real_put = store._app.recorder.insert_events
 
         def counting_put(events: Any, **kwargs: Any) -> Any:
             puts.append(len(events))
             return real_put(events, **kwargs)
 
-        monkeypatch.setattr(store.app.events, "put", counting_put)
+        monkeypatch.setattr(store._app.recorder, "insert_events", counting_put)
         run = Run.allocate(StepClock(), **allocation(run_id))
         session = store.session(run, batch_size=4)
         assert len(rows(store, run_id)) == 1  # RunAllocated is committed at once
@@ -493,18 +536,18 @@ class TestBatching:
         run_id = new_run_id()
         run = Run.allocate(StepClock(), **allocation(run_id))
         session = sqlite_store.session(run, batch_size=2)
-        real_put = sqlite_store.app.events.put
+        real_put = sqlite_store._app.recorder.insert_events
 
         def failing_put(events: Any, **kwargs: Any) -> Any:
             raise OperationalError("disk I/O error\nsecond line")
 
-        monkeypatch.setattr(sqlite_store.app.events, "put", failing_put)
+        monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", failing_put)
         session.emit(StageDecided, **decision("c0"))
         with pytest.raises(JournalError) as info:
             session.emit(StageDecided, **decision("c1"))
         assert "\n" not in str(info.value) and "disk I/O error" in str(info.value)
         assert session.pending == 2
-        monkeypatch.setattr(sqlite_store.app.events, "put", real_put)
+        monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", real_put)
         session.emit(StageDecided, **decision("c2"))
         session.flush()
         versions = [r.originator_version for r in rows(sqlite_store, run_id)]
@@ -538,9 +581,9 @@ def test_construct_env_ignores_os_environ(monkeypatch: pytest.MonkeyPatch, tmp_p
     ):
         monkeypatch.setenv(name, "bogus")
     with open_journal(str(tmp_path / "j.sqlite3")) as journal:
-        assert isinstance(journal.app.factory, SQLiteFactory)
-        assert "bogus" not in journal.app.env.values()
-        assert journal.app.env.get("SQLITE_DBNAME") == str(tmp_path / "j.sqlite3")
+        assert isinstance(journal._app.factory, SQLiteFactory)
+        assert "bogus" not in journal._app.env.values()
+        assert journal._app.env.get("SQLITE_DBNAME") == str(tmp_path / "j.sqlite3")
         run_id = new_run_id()
         emitted = record(journal, run_id, [(StageDecided, decision())])
         assert list(journal.events(run_id)) == emitted
@@ -584,7 +627,7 @@ class TestRunQueries:
         self, sqlite_store: JournalStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         record(sqlite_store, new_run_id(), SAMPLES)
-        mapper = sqlite_store.app.mapper
+        mapper = sqlite_store._app.mapper
         decoded: list[str] = []
         real = mapper.to_domain_event
 
@@ -985,7 +1028,7 @@ class TestRedactionAtTheBoundary:
         self, sqlite_store: JournalStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """StageDecided and friends carry ids, digests and code-owned text: no scan."""
-        import runjournal.adapters.journal as journal_module
+        import runjournal.adapters.journal.session as journal_module
 
         calls: list[object] = []
 

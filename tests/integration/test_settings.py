@@ -150,6 +150,7 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
     "chunk_map_index": _plain([(True, True), ("false", False), (True, True), (False, False)]),
     "progress": _plain([(False, False), ("on", True), (False, False), (True, True)]),
     "batch_size": _plain([(10000, 10000), ("1", 1), (300, 300), (2, 2)]),
+    "journal_timeout": _plain([(3600, 3600), ("5", 5), (60, 60), (1, 1)]),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -168,6 +169,7 @@ DEFAULTS: dict[str, Expect] = {
     "chunk_map_index": _const(False),
     "progress": _const(True),
     "batch_size": _const(256),
+    "journal_timeout": _const(30),
 }
 
 
@@ -346,6 +348,8 @@ INVALID: list[tuple[str, object]] = [
     ("jobs", "1_0"),
     ("batch_size", "10001"),
     ("batch_size", 0),
+    ("journal_timeout", 0),
+    ("journal_timeout", "3601"),
     ("debug", "verbose"),
     ("debug", True),
     ("profile", "a\nb"),
@@ -659,7 +663,7 @@ def test_docs_cover_every_setting() -> None:
 
 FIXED = {"pipeline_dir": "/nonexistent/p", "user_config_path": None, "cwd": "/nonexistent/c"}
 BOOLS = ("checkpoints", "resume", "chunk_map", "chunk_map_index", "progress")
-INTS = {"jobs": (1, 1024), "batch_size": (1, 10000)}
+INTS = {"jobs": (1, 1024), "batch_size": (1, 10000), "journal_timeout": (1, 3600)}
 TOML_VALUES = st.one_of(
     st.none(),
     st.booleans(),

@@ -6,14 +6,12 @@ repository never holds a literal that a push-protection scanner would flag.
 
 from __future__ import annotations
 
-import base64
 import copy
 import dataclasses
 import enum
 import json
 import pathlib
 import random
-import string
 import time
 import unicodedata
 from collections.abc import Callable
@@ -22,7 +20,6 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runjournal.domain import redaction
 from runjournal.domain.redaction import (
     SECRET_MARKER,
     SHAPE_NAMES,
@@ -32,149 +29,29 @@ from runjournal.domain.redaction import (
     redact_argv,
     redact_obj,
     redact_text,
+    redact_url,
     redact_value,
     safe_error_text,
+    scanning,
+    shapes,
+    views,
 )
 from support.paths import REPO
+from support.secret_corpus import ALNUM as _ALNUM
+from support.secret_corpus import (
+    Planted,
+    b64url,
+    bare_aws_secret,
+    hexs,
+    pem,
+    planted_corpus,
+    rand,
+    upper,
+)
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-# --------------------------------------------------------------------------------------
-# Secret builders (run time only)
-# --------------------------------------------------------------------------------------
-
-_ALNUM = string.ascii_letters + string.digits
-
-
-def rand(n: int, seed: int, alphabet: str = _ALNUM) -> str:
-    rng = random.Random(seed)
-    return "".join(rng.choice(alphabet) for _ in range(n))
-
-
-def upper(n: int, seed: int) -> str:
-    return rand(n, seed, string.ascii_uppercase + string.digits)
-
-
-def hexs(n: int, seed: int) -> str:
-    return rand(n, seed, "0123456789abcdef")
-
-
-def b64url(data: dict[str, object]) -> str:
-    raw = json.dumps(data, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def pem(kind: str = "RSA", newline: str = "\n") -> tuple[str, str]:
-    body = [rand(64, 100 + i, _ALNUM + "+/") for i in range(3)]
-    head = "-----BEGIN " + kind + " PRIV" + "ATE KEY-----"
-    tail = "-----END " + kind + " PRIV" + "ATE KEY-----"
-    return newline.join([head, *body, tail]), body[1]
-
-
-@dataclasses.dataclass(frozen=True)
-class Planted:
-    """`text` as it would appear in a log line; `secret` must never survive redaction."""
-
-    shape: str
-    text: str
-    secret: str
-
-
-def _planted() -> list[Planted]:
-    aws_id = "AK" + "IA" + upper(16, 1)
-    aws_sts = "AS" + "IA" + upper(16, 2)
-    aws_a3t = "A3" + "T" + "X" + upper(16, 3)
-    aws_secret = rand(40, 4, _ALNUM + "/+")
-    ghp = "gh" + "p_" + rand(36, 5)
-    ghs = "gh" + "s_" + rand(36, 6)
-    gho = "gh" + "o_" + rand(36, 7)
-    pat = "github" + "_pat_" + rand(22, 8) + "_" + rand(59, 9)
-    openai = "sk" + "-proj-" + rand(40, 10) + "T3Blbk" + "FJ" + rand(40, 11)
-    openai_old = "sk" + "-" + rand(48, 12)
-    openai_svc = "sk" + "-svcacct-" + rand(60, 13)
-    anthropic = "sk" + "-ant-" + "api03-" + rand(93, 14, _ALNUM + "-_") + "AA"
-    anthropic_admin = "sk" + "-ant-" + "admin01-" + rand(80, 15)
-    slack_bot = "xo" + "xb-" + rand(12, 16, string.digits) + "-" + rand(24, 17)
-    slack_user = "xo" + "xp-" + rand(12, 18, string.digits) + "-" + rand(32, 19)
-    google = "AI" + "za" + rand(35, 20, _ALNUM + "-_")
-    jwt = (
-        b64url({"alg": "HS256", "typ": "JWT"})
-        + "."
-        + b64url({"sub": "1234567890", "name": "x"})
-        + "."
-        + rand(43, 21, _ALNUM + "-_")
-    )
-    stripe = "sk" + "_live_" + rand(24, 22)
-    stripe_rk = "rk" + "_test_" + rand(24, 23)
-    gitlab = "gl" + "pat-" + rand(20, 24)
-    hf = "h" + "f_" + rand(34, 25)
-    npm = "np" + "m_" + rand(36, 26)
-    pypi = "py" + "pi-" + "AgEIcHlwaS5vcmc" + rand(70, 27, _ALNUM + "-_")
-    twilio = "S" + "K" + hexs(32, 28)
-    sendgrid = "S" + "G." + rand(22, 29) + "." + rand(43, 30)
-    digitalocean = "do" + "p_v1_" + hexs(64, 31)
-    age = "AGE-" + "SECRET-KEY-1" + upper(58, 32)
-    slack_hook_path = "T" + upper(8, 33) + "/B" + upper(8, 34) + "/" + rand(24, 35)
-    bearer = rand(24, 36) + "." + rand(10, 37)
-    basic = base64.b64encode(("admin:" + rand(12, 38)).encode()).decode()
-    pw = "Pw-" + rand(14, 39)
-    cookie = rand(32, 40)
-    pem_lf, pem_line = pem()
-    pem_crlf, pem_crlf_line = pem("EC", "\r\n")
-    pem_ssh, pem_ssh_line = pem("OPENSSH")
-    generic = [rand(18, 41 + i) for i in range(6)]
-    return [
-        Planted("aws_access_key_id", aws_id, aws_id),
-        Planted("aws_access_key_id", aws_sts, aws_sts),
-        Planted("aws_access_key_id", aws_a3t, aws_a3t),
-        Planted("aws_secret_access_key", "aws_secret_access_key = " + aws_secret, aws_secret),
-        Planted("aws_secret_access_key", "AWS secret: " + aws_secret, aws_secret),
-        Planted("github_token", ghp, ghp),
-        Planted("github_token", ghs, ghs),
-        Planted("github_token", gho, gho),
-        Planted("github_pat", pat, pat),
-        Planted("openai_api_key", openai, openai),
-        Planted("openai_api_key", openai_old, openai_old),
-        Planted("openai_api_key", openai_svc, openai_svc),
-        Planted("anthropic_api_key", anthropic, anthropic),
-        Planted("anthropic_api_key", anthropic_admin, anthropic_admin),
-        Planted("slack_token", slack_bot, slack_bot),
-        Planted("slack_token", slack_user, slack_user),
-        Planted(
-            "slack_webhook", "https://hooks.slack.com/services/" + slack_hook_path, slack_hook_path
-        ),
-        Planted("google_api_key", google, google),
-        Planted("jwt", jwt, jwt),
-        Planted("private_key", pem_lf, pem_line),
-        Planted("private_key", pem_crlf, pem_crlf_line),
-        Planted("private_key", pem_ssh, pem_ssh_line),
-        Planted("authorization", "Authorization: Bearer " + bearer, bearer),
-        Planted("authorization", "Authorization: Basic " + basic, basic),
-        Planted("authorization", "authorization: Token " + bearer, bearer),
-        Planted("bearer_token", "Bearer " + bearer, bearer),
-        Planted("url_password", "postgresql://app:" + pw + "@db.internal:5432/app", pw),
-        Planted("url_password", "redis://:" + pw + "@cache.local:6379/0", pw),
-        Planted("stripe_key", stripe, stripe),
-        Planted("stripe_key", stripe_rk, stripe_rk),
-        Planted("gitlab_token", gitlab, gitlab),
-        Planted("huggingface_token", hf, hf),
-        Planted("npm_token", npm, npm),
-        Planted("pypi_token", pypi, pypi),
-        Planted("twilio_api_key", twilio, twilio),
-        Planted("sendgrid_api_key", sendgrid, sendgrid),
-        Planted("digitalocean_token", digitalocean, digitalocean),
-        Planted("age_secret_key", age, age),
-        Planted("cookie_header", "Cookie: sid=" + cookie + "; theme=dark", cookie),
-        Planted("generic_secret", "password = " + generic[0], generic[0]),
-        Planted("generic_secret", "api_key: " + generic[1], generic[1]),
-        Planted("generic_secret", "token=" + generic[2], generic[2]),
-        Planted("generic_secret", "client_secret: '" + generic[3] + "'", generic[3]),
-        Planted("generic_secret", "apikey=" + generic[4], generic[4]),
-        Planted("generic_secret", "key = " + generic[5], generic[5]),
-    ]
-
-
-PLANTED = _planted()
+PLANTED = planted_corpus()
 PLANTED_IDS = [f"{p.shape}-{i}" for i, p in enumerate(PLANTED)]
 
 EMBEDDINGS: dict[str, Callable[[str], tuple[str, list[str]]]] = {
@@ -328,9 +205,14 @@ def test_repository_sources_hold_no_secret_literals() -> None:
         "cookie_header",
         "url_password",
         "aws_secret_access_key",
+        "command_line_secret",
+        "request_signature",
     }
     repo = REPO
-    paths = [repo / "domain" / "redaction.py", pathlib.Path(__file__), repo / "README.md"]
+    paths = sorted((repo / "domain" / "redaction").glob("*.py"))
+    assert len(paths) >= 6
+    paths += [pathlib.Path(__file__), repo / "tests" / "support" / "secret_corpus.py"]
+    paths += [repo / "README.md"]
     paths += sorted((repo / "docs").glob("*.md"))
     for path in paths:
         assert path.exists(), path
@@ -722,6 +604,37 @@ _FRAGMENTS = [
     rand(40, 102, _ALNUM + "/+"),
     rand(20, 103),
     upper(16, 104),
+    # the shapes added with the gitleaks / detect-secrets comparison, and the gaps
+    "--pass" + "word ",
+    "-p",
+    "-u ",
+    "mysql ",
+    "curl ",
+    "docker login ",
+    "-passin pass:",
+    "ya" + "29.",
+    "Private-",
+    "PuTTY-User-Key" + "-File-2:",
+    "Q~",
+    ":AA",
+    "|",
+    "%7C",
+    "-us",
+    "_mmk",
+    "A" * 21,
+    "ZX" + "lK",
+    "sig=",
+    "X-Amz-Signature=",
+    "discord.com/api/webhooks/",
+    "ä",
+    "\\u00e4",
+    "pässword",
+    "contraseña",
+    "4b" + "1d",
+    "hv" + "s.",
+    "MT",
+    rand(30, 105),
+    "1234567890",
     "İ",
     "ß",
 ]
@@ -759,10 +672,10 @@ def test_spans_are_sorted_disjoint_and_within_text(text: str) -> None:
 @PROPERTY
 @given(fragment_texts)
 def test_candidate_preselection_never_drops_a_matching_shape(text: str) -> None:
-    view = redaction._View(text)
-    chosen = set(redaction._candidate_shapes_short(view))
-    for index, shape in enumerate(redaction._SHAPES):
-        if list(shape.spans(redaction._View(text))):
+    view = views.View(text)
+    chosen = set(scanning.candidate_shapes_short(view))
+    for index, shape in enumerate(shapes.SHAPES):
+        if list(shape.spans(views.View(text))):
             assert index in chosen, shape.name
 
 
@@ -810,6 +723,21 @@ _ADVERSARIAL = {
     "openai_hyphens": ("-s" + "k-") * 30000,
     "openai_almost": ("as" + "k-" + "a" * 31 + ".") * 3000,
     "openai_prefixed": ("zs" + "k-proj-" + "c" * 39 + " ") * 3000,
+    "long_options": ("--pass" + "word ") * 30000,
+    "dash_runs": "-a" * 60000,
+    "glued_options": "x-" * 60000,
+    "commands": "mysql -p" * 20000,
+    "command_words": "mysql curl sshpass " * 10000,
+    "curl_users": "curl -u a:" * 20000,
+    "url_spaced": "://a:b c " * 20000,
+    "url_one_run": "://a:" + "/" * 100000,
+    "url_users": "://" + "a@" * 50000,
+    "base64_runs": ("A" * 39 + " ") * 5000,
+    "base64_long": "Ab1/" * 50000,
+    "putty_heads": ("Private-" + "Lines: ") * 20000,
+    "non_ascii_names": "ä=" * 50000,
+    "json_escapes": "\\u00e4=" * 30000,
+    "signatures": "&sig=" * 40000,
 }
 
 
@@ -914,3 +842,239 @@ def test_two_github_tokens_glued_together_are_both_redacted():
     out = redact_text(first + second)
     assert "AAAA" not in out and "BBBB" not in out
     assert out == "[REDACTED:github_token][REDACTED:github_token]"
+
+
+# --------------------------------------------------------------------------------------
+# The gaps of the red-team pass, and what must stay untouched
+# --------------------------------------------------------------------------------------
+
+_WORDS = (
+    "the",
+    "journal",
+    "records",
+    "every",
+    "step",
+    "of",
+    "a",
+    "run",
+    "so",
+    "it",
+    "can",
+    "be",
+    "resumed",
+    "explained",
+    "and",
+    "audited",
+    "passage",
+    "author",
+    "authority",
+    "tokens",
+    "compass",
+    "keyboard",
+    "monkey",
+    "cache",
+    "sort",
+    "index",
+    "session",
+    "password",
+    "token",
+    "secret",
+    "key",
+    "auth",
+    "options",
+    "flags",
+    "value",
+    "prompt",
+    "docker",
+    "run",
+    "curl",
+    "mysql",
+    "AKIA",
+    "ghp",
+    "sk",
+    "eyJ",
+    "ya29",
+    "Q~",
+    "pat.",
+    "hvs.",
+    "4b1d",
+    "dapi",
+    "-us",
+    "_mmk",
+    "EAAA",
+)
+# No `name: value` / `name = value` separators: after a secret word that is an assignment,
+# redacted on purpose (docs/operations.md "Redaction").
+_PUNCT = [" ", " ", " ", ", ", ". ", "; ", " - ", " (", ") ", "\n", " == ", " / "]
+
+
+@st.composite
+def ordinary_text(draw: st.DrawFn) -> str:
+    """Prose and log lines: words, punctuation, digests, run ids, chunk ids, paths."""
+    parts: list[str] = []
+    for _ in range(draw(st.integers(1, 40))):
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            parts.append(draw(st.sampled_from(["sha256:", ""])) + draw(_HEX64))
+        elif kind == 1:
+            parts.append(draw(_RUN_ID))
+        elif kind == 2:
+            parts.append(draw(_HEX40))  # a git commit or SHA-1 digest
+        elif kind == 3:
+            parts.append("docs/" + draw(st.sampled_from(_WORDS)) + ".md-" + draw(_HEX8))
+        else:
+            parts.append(draw(st.sampled_from(_WORDS)))
+        parts.append(draw(st.sampled_from(_PUNCT)))
+    return "".join(parts)
+
+
+_HEX8 = st.text("0123456789abcdef", min_size=8, max_size=8)
+_HEX40 = st.text("0123456789abcdef", min_size=40, max_size=40)
+_HEX64 = st.text("0123456789abcdef", min_size=64, max_size=64)
+_RUN_ID = st.builds(lambda d, h: f"2026{d:04d}T120000Z-{h}", st.integers(101, 1231), _HEX8)
+
+
+@PROPERTY
+@given(ordinary_text())
+def test_ordinary_text_digests_run_ids_and_chunk_ids_are_untouched(text: str) -> None:
+    assert redact_text(text) == text
+    assert find_secrets(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # command lines and prose about options
+        "use --password to set it, or --token when prompted",
+        "pass --token and --user to the tool",
+        "see the --password-file option and --auth-type basic",
+        "docker run -p 8080:80 nginx",
+        "mysql -p prompts for the password",
+        "curl -u bob https://example.com asks for it",
+        "pymysql -pfoo is a word, not a command",
+        "a non-secret value",
+        # URLs that are not userinfo
+        "GET http://localhost:5173/@vite/client 404",
+        "see https://registry.example.org:443/@scope/pkg for it",
+        "open http://localhost:8080 and mail bob@example.com",
+        "ssh://git@github.com:org/repo.git and mail me@example.com",
+        # digests, identifiers, a camel-case name without a digit
+        "commit " + "0f" * 20 + " and " + "AB" * 20,
+        "ThisIsAVeryLongCamelCaseIdentifierNameXY in the stack trace",
+        "base64 digest " + "Q29uZ3JhdHVsYXRpb25zIHlvdSBmb3VuZCBpdCBhZ2Fpbg==" + " ok",
+        # non-ASCII names that are not secret
+        "größe=12 café: ouvert naïve=true 名前: 値",
+        "signature: valid, sig: ok",
+    ],
+)
+def test_gap_lookalikes_are_not_redacted(text: str) -> None:
+    assert find_secrets(text) == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "pässword",
+        "PÄSSWORD",
+        "contraseña",
+        "Passwort",
+        "paßword",
+        "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44",
+        "hasło",
+        "mot_de_passe",
+    ],
+)
+def test_non_ascii_secret_keys(key: str) -> None:
+    assert is_secret_key(key)
+    value = rand(14, 700)
+    assert redact_obj({key: value}) == {key: SECRET_MARKER}
+    assert value not in redact_text(key + "=" + value)
+
+
+@pytest.mark.parametrize("key", ["größe", "café", "naïve", "名前", "clé_publique", "übersicht"])
+def test_non_ascii_plain_keys(key: str) -> None:
+    assert not is_secret_key(key)
+
+
+def test_json_escaped_non_ascii_names_are_read_as_their_letters() -> None:
+    value = rand(14, 701)
+    doc = json.dumps({"pässword": value, "größe": 3})
+    assert "\\u00e4" in doc
+    out = redact_text(doc)
+    assert value not in out and '"gr\\u00f6\\u00dfe": 3' in out
+
+
+@pytest.mark.parametrize("special", ["/", "#", "?", " ", "@", "/#? @"])
+def test_url_passwords_with_special_characters(special: str) -> None:
+    pw = "Pw" + rand(6, 702) + special + rand(8, 703)
+    url = "postgresql://app:" + pw + "@db.internal:5432/app"
+    shown = "postgresql://app:[REDACTED:url_password]@db.internal:5432/app"
+    assert redact_text("warning: cannot reach " + url + " now") == (
+        "warning: cannot reach " + shown + " now"
+    )
+    assert redact_url(url) == shown
+    assert redact_url(url, mask="***") == "postgresql://app:***@db.internal:5432/app"
+
+
+def test_redact_url_hides_query_secrets_and_is_idempotent() -> None:
+    pw, q, sig = rand(10, 704), rand(10, 705), hexs(64, 706)
+    url = f"postgresql://me:{pw}@db/rj?sslmode=require&password={q}&X-Amz-Signature={sig}"
+    masked = redact_url(url, mask="***")
+    assert masked == "postgresql://me:***@db/rj?sslmode=require&password=***&X-Amz-Signature=***"
+    assert redact_url(masked, mask="***") == masked
+    marked = redact_url(url)
+    assert pw not in marked and q not in marked and sig not in marked
+    assert redact_url(marked) == marked
+    assert redact_url("/var/lib/runs/journal.sqlite3") == "/var/lib/runs/journal.sqlite3"
+    assert redact_url("sqlite:///var/lib/runs/journal.sqlite3") == (
+        "sqlite:///var/lib/runs/journal.sqlite3"
+    )
+    assert redact_url("http://localhost:5173/@vite/client") == "http://localhost:5173/@vite/client"
+
+
+def test_bare_aws_secret_needs_to_look_random() -> None:
+    secret = bare_aws_secret(707)
+    assert find_secrets("got " + secret + ".") == [(4, 44, "aws_secret_access_key")]
+    assert find_secrets("got " + secret + "==") == []  # 40 characters plus padding: base64 data
+    assert find_secrets("got " + secret + "x") == []  # 41 characters
+
+
+def test_putty_key_cut_before_its_last_line_is_redacted() -> None:
+    body, mac = rand(64, 708, _ALNUM + "+/"), hexs(64, 709)
+    key = (
+        "PuTTY-User-Key"
+        + "-File-3: ssh-ed25519\nEncryption: none\nPrivate-"
+        + "Lines: 1\n"
+        + body
+        + "\nPrivate-"
+        + "MAC: "
+        + mac
+    )
+    assert body not in redact_text(key) and mac not in redact_text(key)
+    # module output is redacted up to the last newline of a write, then the rest
+    head, _, last = key.rpartition("\n")
+    pieces = [redact_text(head), redact_text(last)]
+    assert not any(body in piece or mac in piece for piece in pieces)
+
+
+def test_import_compiles_no_regex_and_loads_no_heavy_module() -> None:
+    """Start-up time is measured: the package compiles its patterns on first use."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import re, sys\n"
+        "calls = []\n"
+        "compile = re.compile\n"
+        "re.compile = lambda *a, **k: calls.append(a) or compile(*a, **k)\n"
+        "import runjournal.domain.redaction as r\n"
+        "heavy = sorted({'msgspec', 'dataclasses', 'typing'} & set(sys.modules))\n"
+        "print(len(calls), heavy)\n"
+        "r.redact_text('password=x')\n"
+        "print(len(calls) > 0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == "0 []"
+    assert out[1] == "True"

@@ -1,0 +1,328 @@
+"""The journal's storage format: `EventMapper` between `RunEvent` Structs and stored rows.
+
+The state bytes are one format byte (msgpack, or zstd-compressed msgpack when large),
+an optional class version, then the event's fields minus the two origin fields.
+Decoding is typed and upcasts old class versions. See docs/internals.md "Storage
+format" and "Decoding and upcasting".
+"""
+
+from __future__ import annotations
+
+import threading
+from hashlib import sha256
+from typing import Any, Final
+from uuid import UUID
+
+import msgspec
+import zstandard
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import get_topic
+from runjournal.adapters.journal.chain import TAG, type_part
+from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
+from runjournal.domain.events import EVENT_TYPES, RunEvent
+
+__all__ = [
+    "COMPRESS_THRESHOLD",
+    "FORMAT_MSGPACK",
+    "FORMAT_ZSTD_MSGPACK",
+    "EventMapper",
+    "event_type_for_topic",
+    "register_event_type",
+]
+
+
+# --- storage format --------------------------------------------------------------
+
+FORMAT_MSGPACK: Final = 0x01
+FORMAT_ZSTD_MSGPACK: Final = 0x02
+_FLAG_CLASS_VERSION: Final = 0x10  # header is followed by class_version as uint16 BE
+COMPRESS_THRESHOLD: Final = 1024
+"""Encoded states larger than this many bytes are zstd-compressed (when that helps)."""
+_ZSTD_LEVEL: Final = 3
+_MAX_STATE_BYTES: Final = 64 * 1024 * 1024
+
+_ORIGINATOR_ID_KEY: Final = msgspec.msgpack.encode("originator_id")
+_ORIGINATOR_VERSION_KEY: Final = msgspec.msgpack.encode("originator_version")
+
+
+class _UnusedTranscoder(Transcoder):
+    """No-op: `EventMapper` encodes events itself; the base class merely requires one."""
+
+    def encode(self, obj: Any) -> bytes:
+        if isinstance(obj, bytes):
+            return obj
+        raise TypeError("the run journal does not use the library's transcoder")
+
+    def decode(self, data: bytes) -> Any:
+        return data
+
+
+class _ClassCodec:
+    """Per-event-class constants, built once: topic, version, headers and typed decoder."""
+
+    __slots__ = ("cls", "decoder", "headers", "topic", "type_part", "version")
+
+    def __init__(self, cls: type[RunEvent]) -> None:
+        self.cls = cls
+        self.topic = get_topic(cls)
+        self.version = int(getattr(cls, "class_version", 1))
+        if not 1 <= self.version <= 0xFFFF:
+            raise TypeError(f"{cls.__name__}.class_version must be in 1..65535")
+        suffix = b"" if self.version == 1 else self.version.to_bytes(2, "big")
+        flag = 0 if self.version == 1 else _FLAG_CLASS_VERSION
+        self.headers = {
+            FORMAT_MSGPACK: bytes((FORMAT_MSGPACK | flag,)) + suffix,
+            FORMAT_ZSTD_MSGPACK: bytes((FORMAT_ZSTD_MSGPACK | flag,)) + suffix,
+        }
+        self.decoder = msgspec.msgpack.Decoder(cls)
+        self.type_part = type_part(self.topic, self.version)
+
+
+def _map_header(count: int) -> bytes:
+    if count < 16:
+        return bytes((0x80 | count,))
+    if count < 0x10000:
+        return b"\xde" + count.to_bytes(2, "big")
+    return b"\xdf" + count.to_bytes(4, "big")
+
+
+def _with_origin(body: bytes, origin: bytes) -> bytes:
+    """Splice the two origin entries into the stored msgpack map (they come last, so win)."""
+    count, skip = _map_count(body)
+    return b"".join((_map_header(count + 2), memoryview(body)[skip:], origin))
+
+
+_LINK_TAIL: Final = msgspec.msgpack.encode("~chain") + b"\xc4\x20"
+"""The last map entry of a chained row: key `~chain` (no field can be named so), bin 32."""
+_LINK_SIZE: Final = 32
+
+
+def _map_count(body: bytes) -> tuple[int, int]:
+    """(entries, header length) of a msgpack map; JournalCorrupt for anything else."""
+    head = body[0] if body else -1
+    if 0x80 <= head <= 0x8F:
+        return head & 0x0F, 1
+    if head == 0xDE:
+        return int.from_bytes(body[1:3], "big"), 3
+    if head == 0xDF:
+        return int.from_bytes(body[1:5], "big"), 5
+    raise JournalCorrupt("stored state is not a msgpack map")
+
+
+def _with_link(body: bytes, link: bytes) -> bytes:
+    head = body[0] if body else -1
+    if 0x80 <= head < 0x8F:  # fixmap with room for one more entry: the common case
+        return bytes((head + 1,)) + body[1:] + _LINK_TAIL + link
+    count, skip = _map_count(body)
+    return b"".join((_map_header(count + 1), memoryview(body)[skip:], _LINK_TAIL, link))
+
+
+def _without_link(body: bytes) -> tuple[bytes, bytes | None]:
+    """Split a chained row's map into the map as it was hashed and the link."""
+    tail = len(_LINK_TAIL) + _LINK_SIZE
+    if len(body) <= tail or body[-tail:-_LINK_SIZE] != _LINK_TAIL:
+        return body, None
+    count, skip = _map_count(body)
+    if count < 1:
+        return body, None
+    link = body[-_LINK_SIZE:]
+    return b"".join((_map_header(count - 1), memoryview(body)[skip:-tail])), link
+
+
+class EventMapper(Mapper[UUID]):
+    """Converts `RunEvent` Structs to and from `StoredEvent` rows.
+
+    State bytes: header byte (0x01 msgpack, 0x02 zstd msgpack; | 0x10 when a uint16
+    class_version > 1 follows), then msgpack of the fields minus the two origin fields.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(transcoder=_UnusedTranscoder())
+        self._codecs: dict[type[RunEvent], _ClassCodec] = {}
+        self._by_topic: dict[str, _ClassCodec] = {}
+        self._encoder = msgspec.msgpack.Encoder()
+        self._generic = msgspec.msgpack.Decoder()
+        self._lock = threading.Lock()  # zstd contexts are not safe for concurrent use
+        self._compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._origin_cache: tuple[Any, bytes] = (None, b"")
+
+    def codec_for(self, cls: type[RunEvent]) -> _ClassCodec:
+        codec = self._codecs.get(cls)
+        if codec is None:
+            if not (isinstance(cls, type) and issubclass(cls, RunEvent)):
+                raise TypeError(f"not a run event class: {cls!r}")
+            codec = self._codecs[cls] = _ClassCodec(cls)
+            self._by_topic[codec.topic] = codec
+        return codec
+
+    def _codec_for_topic(self, topic: str) -> _ClassCodec:
+        codec = self._by_topic.get(topic)
+        if codec is not None:
+            return codec
+        cls = event_type_for_topic(topic)
+        if cls is None:
+            # Never resolve (import) a topic read from the journal: it may name any module.
+            raise JournalCorrupt(f"unknown event type {_shown_topic(topic)}: {_NEVER_IMPORTED}")
+        codec = self.codec_for(cls)
+        self._by_topic[topic] = codec  # also under an alias topic
+        return codec
+
+    # -- write ----------------------------------------------------------------------
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        """The row of an event without a chain link (exports, and runs recorded unchained)."""
+        codec = self.codec_for(type(domain_event))
+        return self._stored(domain_event, codec, self._body(domain_event))
+
+    def to_chained_stored_event(
+        self, event: RunEvent, previous: bytes
+    ) -> tuple[StoredEvent, bytes]:
+        """The row of an event linked to `previous`, and the event's own link.
+
+        See docs/internals.md "The journal's hash chain" for what the link covers.
+        """
+        codec = self.codec_for(type(event))
+        body = self._body(event)
+        digest = sha256(
+            b"".join(
+                (
+                    TAG,
+                    previous,
+                    event.originator_id.bytes,
+                    event.originator_version.to_bytes(8, "big"),
+                    codec.type_part,
+                    body,
+                )
+            )
+        ).digest()  # = chain.link_digest(...), with the class's part computed once
+        return self._stored(event, codec, _with_link(body, digest)), digest
+
+    def _body(self, event: RunEvent) -> bytes:
+        state = msgspec.structs.asdict(event)
+        del state["originator_id"], state["originator_version"]
+        return self._encoder.encode(state)
+
+    def _stored(self, event: RunEvent, codec: _ClassCodec, body: bytes) -> StoredEvent:
+        fmt = FORMAT_MSGPACK
+        if len(body) > COMPRESS_THRESHOLD:
+            with self._lock:
+                packed = self._compressor.compress(body)
+            if len(packed) < len(body):
+                body, fmt = packed, FORMAT_ZSTD_MSGPACK
+        return StoredEvent(
+            originator_id=event.originator_id,
+            originator_version=event.originator_version,
+            topic=codec.topic,
+            state=codec.headers[fmt] + body,
+        )
+
+    # -- read -----------------------------------------------------------------------
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        try:
+            return self._decode(self._codec_for_topic(stored_event.topic), stored_event)
+        except JournalCorrupt as exc:
+            raise JournalCorrupt(one_line(f"{_where(stored_event)}: {exc}")) from exc
+        except (
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+            zstandard.ZstdError,
+            ValueError,
+            TypeError,
+            KeyError,
+            IndexError,
+            AttributeError,
+        ) as exc:
+            raise JournalCorrupt(
+                one_line(f"{_where(stored_event)} does not decode: {describe(exc)}")
+            ) from exc
+
+    def split_state(self, state: bytes) -> tuple[int, bytes, bytes | None]:
+        """(class_version, the msgpack map without its chain link, the link or None)."""
+        head = state[0]
+        fmt = head & ~_FLAG_CLASS_VERSION
+        if head & _FLAG_CLASS_VERSION:
+            version, offset = int.from_bytes(state[1:3], "big"), 3
+        else:
+            version, offset = 1, 1
+        body = bytes(state[offset:])
+        if fmt == FORMAT_ZSTD_MSGPACK:
+            size = zstandard.frame_content_size(body)
+            if not 0 <= size <= _MAX_STATE_BYTES:
+                raise JournalCorrupt(f"compressed state of unknown or excessive size ({size})")
+            with self._lock:
+                body = self._decompressor.decompress(body)
+        elif fmt != FORMAT_MSGPACK:
+            raise JournalCorrupt(f"unknown state format 0x{head:02x}")
+        body, link = _without_link(body)
+        return version, body, link
+
+    def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> RunEvent:
+        version, body, _ = self.split_state(stored.state)
+        if version == codec.version:
+            origin = self._origin(stored.originator_id, stored.originator_version)
+            return codec.decoder.decode(_with_origin(body, origin))
+        if version > codec.version:
+            raise JournalCorrupt(
+                f"written by a newer {codec.cls.__name__} (class_version {version} > "
+                f"{codec.version}): upgrade runjournal to read it"
+            )
+        data = self._generic.decode(body)
+        if not isinstance(data, dict):
+            raise JournalCorrupt("stored state is not a map")
+        for v in range(version, codec.version):
+            upcast = getattr(codec.cls, f"upcast_v{v}_v{v + 1}", None)
+            if upcast is None:
+                raise JournalCorrupt(f"{codec.cls.__name__} has no upcast_v{v}_v{v + 1}")
+            result = upcast(data)
+            if result is not None:
+                data = result
+        data["originator_id"] = stored.originator_id
+        data["originator_version"] = stored.originator_version
+        return msgspec.convert(data, codec.cls)
+
+    def _origin(self, originator_id: Any, originator_version: int) -> bytes:
+        cached_id, id_part = self._origin_cache
+        if cached_id != originator_id:
+            id_part = _ORIGINATOR_ID_KEY + self._encoder.encode(str(originator_id))
+            self._origin_cache = (originator_id, id_part)
+        return id_part + _ORIGINATOR_VERSION_KEY + self._encoder.encode(originator_version)
+
+
+def _where(stored: StoredEvent) -> str:
+    cls = event_type_for_topic(stored.topic)
+    kind = f" ({cls.__name__})" if cls is not None else ""
+    return f"event {stored.originator_version} of aggregate {stored.originator_id}{kind}"
+
+
+def _shown_topic(topic: str) -> str:
+    return repr(topic if len(topic) <= 80 else topic[:80] + "…")
+
+
+# --- the event types a journal may hold --------------------------------------------
+
+_NEVER_IMPORTED: Final = "not a runjournal event (a topic read from a journal is never imported)"
+_CANONICAL_MODULE: Final = "runjournal.domain.events"
+_EVENT_TYPES_BY_TOPIC: dict[str, type[RunEvent]] = {}
+
+
+def register_event_type(cls: type[RunEvent]) -> None:
+    """Let journals hold `cls` (decoding looks topics up here and imports nothing).
+
+    Every class of `EVENT_TYPES` is registered, under its topic and under the canonical
+    `runjournal.domain.events:<Name>`, so rows stay readable if a class moves.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, RunEvent)):
+        raise TypeError(f"not a run event class: {cls!r}")
+    _EVENT_TYPES_BY_TOPIC[get_topic(cls)] = cls
+    _EVENT_TYPES_BY_TOPIC.setdefault(f"{_CANONICAL_MODULE}:{cls.__name__}", cls)
+
+
+def event_type_for_topic(topic: str) -> type[RunEvent] | None:
+    """The registered event class stored under `topic`, or None: a table lookup only."""
+    return _EVENT_TYPES_BY_TOPIC.get(topic)
+
+
+for _cls in EVENT_TYPES:
+    register_event_type(_cls)

@@ -1,0 +1,185 @@
+"""`RunSession`: the runner's `EventSink`, one in-memory `Run` committed in batches.
+
+Free-text fields are redacted here, at the journal boundary, before any listener or the
+store sees them. See docs/internals.md "Batching (`RunSession`)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+import msgspec
+from runjournal.adapters.journal.errors import JournalError
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    ConfigurationResolved,
+    DebugBundleAllocated,
+    LLMCallAttempted,
+    ModuleObserved,
+    ProfileObserved,
+    RunAllocated,
+    RunError,
+    RunEvent,
+    RunTerminated,
+    Setting,
+    StageFailed,
+    TerminalPersistenceFailed,
+    WarningRecorded,
+)
+from runjournal.domain.redaction import redact_obj, redact_text
+from runjournal.domain.run import Run
+
+__all__ = ["RunSession"]
+
+Commit = Callable[[Sequence[RunEvent]], None]
+"""Stores events in one transaction, or raises `JournalError` (the store's writer)."""
+
+
+def _redact_str(value: Any) -> Any:
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def _redact_strs(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_redact_str(v) for v in value]
+    return _redact_str(value)
+
+
+def _redact_settings(value: Any) -> Any:
+    """Settings stay `Setting` Structs (a plain dict would not be what the event says)."""
+    if not isinstance(value, list | tuple):
+        return redact_obj(value)
+    return [
+        msgspec.structs.replace(s, value=redact_obj(s.value), origin=_redact_str(s.origin))
+        if isinstance(s, Setting)
+        else redact_obj(s)
+        for s in value
+    ]
+
+
+def _redact_run_error(value: Any) -> Any:
+    if isinstance(value, RunError):
+        return msgspec.structs.replace(value, message=_redact_str(value.message))
+    return value
+
+
+_Redactor = Callable[[Any], Any]
+
+_FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = {
+    RunAllocated: (("argv", _redact_strs), ("pipeline_file", _redact_str)),
+    ConfigurationResolved: (("settings", _redact_settings),),
+    DebugBundleAllocated: (("path", _redact_str),),
+    ModuleObserved: (  # the user's module spec, its declared fingerprint, its source path
+        ("module", _redact_str),
+        ("fingerprint", _redact_str),
+        ("source", _redact_str),
+    ),
+    ProfileObserved: (
+        ("profile_id", _redact_str),
+        ("provider", _redact_str),
+        ("model", _redact_str),
+    ),
+    StageFailed: (("message", _redact_str),),
+    LLMCallAttempted: (  # LLM runtime (docs/internals.md): user-named profile and model
+        ("profile_id", _redact_str),
+        ("provider", _redact_str),
+        ("model", _redact_str),
+    ),
+    CheckpointWriteFailed: (("message", _redact_str),),
+    ArtifactGenerated: (("warnings", _redact_strs),),
+    WarningRecorded: (("message", _redact_str),),
+    RunTerminated: (("error", _redact_run_error),),
+    TerminalPersistenceFailed: (("message", _redact_str),),
+}
+"""The event fields that carry free text (errors, paths, plugin or user strings).
+
+Every other field holds ids, digests, enums, numbers or code-owned text, and the hot
+path (StageDecided, StageExecuted, CheckpointWritten) pays one dict lookup. Redaction is
+idempotent, so fields already redacted upstream come through unchanged. Document names
+(InputsFingerprinted, OutputWritten) are the user's data and are never redacted.
+"""
+
+
+# --- session ---------------------------------------------------------------------
+
+
+class RunSession:
+    """The runner's `EventSink`: one in-memory `Run`, events committed in batches.
+
+    `emit` does no I/O until `batch_size` events are pending; a failed commit keeps
+    its events for the next `flush`, so the journal never gets a gap.
+    """
+
+    def __init__(
+        self,
+        commit: Commit,
+        run: Run,
+        *,
+        batch_size: int = 256,
+        listeners: Sequence[Callable[[RunEvent], None]] = (),
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._commit = commit
+        self._run = run
+        self._batch_size = batch_size
+        self._listeners = tuple(listeners)
+        self._unsaved: list[RunEvent] = []
+        self.flush()  # the run is visible to `runs list` and `recover` from its start
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    @property
+    def pending(self) -> int:
+        return self._run.pending_count + len(self._unsaved)
+
+    def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
+        """Record one event; its free-text fields are redacted first (`_FREE_TEXT`)."""
+        redactors = _FREE_TEXT.get(event_type)
+        if redactors is not None:
+            for name, redact in redactors:
+                if name in fields:
+                    fields[name] = redact(fields[name])
+        run = self._run
+        event = run.trigger(event_type, **fields)
+        for listener in self._listeners:
+            listener(event)
+        if run.pending_count + len(self._unsaved) >= self._batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit pending events in one transaction; a no-op when nothing is pending."""
+        if not self._run.pending_count and not self._unsaved:
+            return
+        events = self._unsaved + self._run.collect_events()
+        try:
+            self._commit(events)
+        except JournalError:
+            self._unsaved = events
+            raise
+        self._unsaved = []
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> RunSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.flush()
+            return
+        try:
+            self.flush()
+        except JournalError as flush_error:
+            exc.add_note(f"also: {flush_error}")

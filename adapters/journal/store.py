@@ -1,0 +1,317 @@
+"""`JournalStore`: the journal as the CLI sees it, sessions for new events and queries.
+
+See docs/internals.md "Queries" for what each query reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Final, TypeVar
+from uuid import UUID
+
+import msgspec
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError, PersistenceError
+from runjournal.adapters.journal.bounded import TimedOut, call_bounded
+from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
+from runjournal.adapters.journal.codec import EventMapper
+from runjournal.adapters.journal.errors import (
+    AmbiguousRun,
+    JournalCorrupt,
+    JournalError,
+    JournalUnavailable,
+    RunAlreadyExists,
+    RunNotFound,
+    describe,
+    one_line,
+)
+from runjournal.adapters.journal.session import RunSession
+from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
+from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
+
+__all__ = ["JournalStore", "RunSummary"]
+
+_STORAGE_ERRORS: Final = (PersistenceError, sqlite3.Error, OSError)
+_T = TypeVar("_T")
+
+
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One run as `runs list` shows it (from its RunAllocated and RunTerminated only)."""
+
+    run_id: str
+    pipeline: str
+    status: RunStatus
+    started: datetime
+    ended: datetime | None = None
+    run_dir: str
+    pid: int
+    host: str
+    process_start: float
+
+
+_PAGE: Final = 500
+
+
+class JournalStore:
+    """The journal as the CLI sees it: sessions for new events, queries over runs."""
+
+    def __init__(
+        self,
+        app: Application[UUID],
+        url: str,
+        *,
+        secrets: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
+        self._app = app
+        self._timeout = timeout  # PostgreSQL: journal_timeout; None runs calls inline
+        self._dead: str | None = None  # set once a call timed out: later calls fail at once
+        self._url = url
+        self._secrets = tuple(s for s in secrets if s)
+        self._mapper: EventMapper = app.mapper  # type: ignore[assignment]
+        self._summary_topics = [
+            self._mapper.codec_for(RunAllocated).topic,
+            self._mapper.codec_for(RunTerminated).topic,
+        ]
+        self._runs: dict[UUID, RunSummary] = {}
+        self._heads: dict[UUID, tuple[int, bytes | None]] = {}  # last link written per run
+        self._position = 0
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        """The journal URL with any password redacted."""
+        return self._url
+
+    def _storage(self, doing: str, call: Callable[[], _T]) -> _T:
+        """One call into the library's recorder: errors as `JournalError`, time bounded."""
+        if self._dead is not None:
+            raise JournalUnavailable(self._dead)
+        try:
+            return call_bounded(call, self._timeout)
+        except TimedOut as exc:
+            self._dead = one_line(
+                f"journal {self._url}: {doing}: PostgreSQL did not answer within "
+                f"{exc.seconds:g} s (journal_timeout); the journal is not used again"
+            )
+            raise JournalUnavailable(self._dead) from None
+        except _STORAGE_ERRORS as exc:
+            raise self._error(doing, exc) from exc
+
+    def _error(self, doing: str, exc: BaseException) -> JournalError:
+        text = one_line(f"journal {self._url}: {doing}: {describe(exc, self._secrets)}")
+        if isinstance(exc, IntegrityError):
+            return RunAlreadyExists(text)
+        return JournalUnavailable(text)
+
+    # -- writing --------------------------------------------------------------------
+
+    def session(
+        self,
+        run: Run,
+        *,
+        batch_size: int = 256,
+        listeners: Sequence[Callable[[RunEvent], None]] = (),
+    ) -> RunSession:
+        """An `EventSink` for `run`; commits what the run already has pending at once."""
+        return RunSession(self._put, run, batch_size=batch_size, listeners=listeners)
+
+    def _put(self, events: Sequence[RunEvent]) -> None:
+        """Store events of one run in one transaction, each linked to its predecessor.
+
+        A run recorded before the chain existed stays unchained (docs/internals.md "The
+        journal's hash chain").
+        """
+        if not events:
+            return
+        first = events[0]
+        previous = self._link_before(first.originator_id, first.originator_version)
+        try:
+            rows = []
+            for event in events:
+                if previous is None:
+                    rows.append(self._mapper.to_stored_event(event))
+                else:
+                    row, previous = self._mapper.to_chained_stored_event(event, previous)
+                    rows.append(row)
+        except (msgspec.EncodeError, TypeError, ValueError) as exc:
+            raise JournalError(
+                one_line(f"an event does not encode: {describe(exc, self._secrets)}")
+            ) from exc
+        insert = self._app.recorder.insert_events
+        self._storage(f"cannot record {len(events)} event(s)", lambda: insert(rows))
+        self._heads[first.originator_id] = (events[-1].originator_version, previous)
+
+    def _link_before(self, aggregate_id: UUID, version: int) -> bytes | None:
+        """The link the event at `version` chains to; None for a run recorded unchained."""
+        if version <= 1:
+            return genesis(aggregate_id)
+        cached = self._heads.get(aggregate_id)
+        if cached is not None and cached[0] == version - 1:
+            return cached[1]
+        select = self._app.recorder.select_events
+        rows = self._storage(
+            f"cannot read event {version - 1} of {aggregate_id}",
+            lambda: select(aggregate_id, gt=version - 2, lte=version - 1),
+        )
+        if not rows:
+            return None
+        try:
+            return self._mapper.split_state(bytes(rows[0].state))[2]
+        except (JournalCorrupt, ValueError, TypeError, IndexError) as exc:
+            raise JournalCorrupt(
+                one_line(f"event {version - 1} of {aggregate_id} does not decode: {exc}")
+            ) from exc
+
+    def verify_chain(self, run_id: str) -> ChainReport:
+        """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
+        aggregate_id = run_aggregate_id(run_id)
+        select = self._app.recorder.select_events
+        rows = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
+        return verify_chain(rows, aggregate_id, self._mapper)
+
+    def append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
+        """Append already-built events of one run (journal import), checked by replay."""
+        if not events:
+            return
+        aggregate_id = run_aggregate_id(run_id)
+        run = Run(aggregate_id)
+        try:
+            for event in self.events(run_id):
+                run.apply(event)
+            if run.version and events[0].originator_version <= run.version:
+                raise RunAlreadyExists(
+                    one_line(f"run {run_id!r} already has events up to {run.version}")
+                )
+            for event in events:
+                if event.originator_id != aggregate_id:
+                    raise JournalError(
+                        one_line(f"event {event.originator_version} is not of run {run_id!r}")
+                    )
+                if isinstance(event, RunAllocated) and event.run_id != run_id:
+                    raise JournalError(one_line(f"RunAllocated names run {event.run_id!r}"))
+                run.apply(event)
+        except JournalInvariantError as exc:
+            raise JournalError(
+                one_line(f"events of run {run_id!r} are not a valid sequence: {exc}")
+            ) from exc
+        self._put(events)
+
+    # -- reading --------------------------------------------------------------------
+
+    def events(self, run_id: str) -> Iterator[RunEvent]:
+        """The run's events in order, decoded and upcast (nothing for an unknown run)."""
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        stored = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
+        to_event = self._mapper.to_domain_event
+        for row in stored:
+            yield to_event(row)
+
+    def load_run(self, run_id: str, clock: Callable[[], datetime] | None = None) -> Run:
+        """Replay a run into a `Run` that can record more events (e.g. `recover`)."""
+        run = Run(run_aggregate_id(run_id), clock or _utc_now)
+        try:
+            for event in self.events(run_id):
+                run.apply(event)
+        except JournalInvariantError as exc:
+            raise JournalCorrupt(one_line(f"run {run_id!r} does not replay: {exc}")) from exc
+        if run.version == 0:
+            raise RunNotFound(one_line(f"no run {run_id!r} in the journal"))
+        return run
+
+    def notifications(
+        self, after: int = 0, topics: Sequence[str] = ()
+    ) -> Iterator[tuple[int, RunEvent]]:
+        """(position, event) after `after`, in commit order: a synchronous catch-up."""
+        position = after
+        while True:
+            page = self._storage(
+                "cannot read the event log",
+                functools.partial(
+                    self._app.recorder.select_notifications,
+                    position,
+                    _PAGE,
+                    topics=list(topics),
+                    inclusive_of_start=False,
+                ),
+            )
+            for row in page:
+                position = row.id
+                yield row.id, self._mapper.to_domain_event(row)
+            if len(page) < _PAGE:
+                return
+
+    def list_runs(self) -> list[RunSummary]:
+        """Every run in allocation-commit order (only two event types are decoded)."""
+        for position, event in self.notifications(self._position, self._summary_topics):
+            if isinstance(event, RunAllocated):
+                self._runs[event.originator_id] = RunSummary(
+                    run_id=event.run_id,
+                    pipeline=event.pipeline,
+                    status=RunStatus.RUNNING,
+                    started=event.timestamp,
+                    run_dir=event.run_dir,
+                    pid=event.pid,
+                    host=event.host,
+                    process_start=event.process_start,
+                )
+            elif isinstance(event, RunTerminated):
+                summary = self._runs.get(event.originator_id)
+                if summary is not None and summary.ended is None:
+                    self._runs[event.originator_id] = msgspec.structs.replace(
+                        summary, status=event.status, ended=event.timestamp
+                    )
+            self._position = position
+        return list(self._runs.values())
+
+    def resolve_run(self, ref: str) -> str:
+        """A full run id, a unique prefix of one, or `latest` (most recently allocated)."""
+        runs = self.list_runs()
+        shown = one_line(repr(ref[:80]))
+        if ref == "latest":
+            if not runs:
+                raise RunNotFound("no runs in the journal")
+            return max(enumerate(runs), key=lambda ir: (ir[1].started, ir[0]))[1].run_id
+        if not ref:
+            raise RunNotFound("empty run reference")
+        ids = [r.run_id for r in runs]
+        if ref in ids:
+            return ref
+        matches = [i for i in ids if i.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise RunNotFound(f"no run matches {shown}")
+        listed = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
+        raise AmbiguousRun(one_line(f"run reference {shown} matches {len(matches)} runs: {listed}"))
+
+    def last_version(self, run_id: str) -> int:
+        """The version of the run's last stored event (0 for an unknown run): one query."""
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        rows = self._storage(
+            f"cannot read run {run_id!r}", lambda: select(aggregate_id, desc=True, limit=1)
+        )
+        return rows[0].originator_version if rows else 0
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            # A pool whose server went silent can wait a long time to close: bounded too,
+            # and after a timed-out call only briefly (nothing is left to save).
+            bound = min(1.0, self._timeout) if self._dead and self._timeout else self._timeout
+            with contextlib.suppress(TimedOut):
+                call_bounded(self._app.close, bound)
+
+    def __enter__(self) -> JournalStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,122 @@
+"""Per-endpoint limits shared by every concurrent call of one run invocation.
+
+Requests per minute and tokens per minute are rolling windows; `max_concurrency` bounds
+the requests in flight. A 429 with `Retry-After` pauses the whole endpoint, not just the
+call that got it: the other calls would be refused for the same reason. Thread-safe
+(one condition variable); `stop()` wakes every waiter when the run is ending.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+
+class LimiterStopped(RuntimeError):
+    """The run is stopping: no new request is started."""
+
+
+class Ticket:
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: list[float]) -> None:
+        self.entry = entry  # [time, tokens] in the token window, corrected on release
+
+
+class EndpointLimiter:
+    def __init__(
+        self,
+        *,
+        requests_per_minute: int = 0,
+        tokens_per_minute: int = 0,
+        max_concurrency: int = 0,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rpm = requests_per_minute
+        self.tpm = tokens_per_minute
+        self.max_concurrency = max_concurrency
+        self._window = window
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._requests: collections.deque[float] = collections.deque()
+        self._tokens: collections.deque[list[float]] = collections.deque()
+        self._in_flight = 0
+        self._paused_until = 0.0
+        self._stopped = False
+        self.waited = 0.0  # total seconds callers spent waiting here (for reports and tests)
+
+    def tighten(self, *, rpm: int, tpm: int, max_concurrency: int) -> None:
+        """Another profile on the same endpoint: the stricter of each nonzero limit holds."""
+
+        def stricter(a: int, b: int) -> int:
+            return min(x for x in (a, b) if x) if (a or b) else 0
+
+        with self._cond:
+            self.rpm = stricter(self.rpm, rpm)
+            self.tpm = stricter(self.tpm, tpm)
+            self.max_concurrency = stricter(self.max_concurrency, max_concurrency)
+            self._cond.notify_all()
+
+    def _prune(self, now: float) -> None:
+        horizon = now - self._window
+        while self._requests and self._requests[0] <= horizon:
+            self._requests.popleft()
+        while self._tokens and self._tokens[0][0] <= horizon:
+            self._tokens.popleft()
+
+    def _wait_needed(self, now: float, estimate: int) -> float | None:
+        """Seconds until a request could start (0: now; None: when one in flight ends)."""
+        if self._paused_until > now:
+            return self._paused_until - now
+        if self.max_concurrency and self._in_flight >= self.max_concurrency:
+            return None
+        if self.rpm and len(self._requests) >= self.rpm:
+            return self._requests[0] + self._window - now
+        if self.tpm and self._tokens:
+            used = sum(int(t[1]) for t in self._tokens)
+            if used + estimate > self.tpm:
+                return self._tokens[0][0] + self._window - now
+        return 0.0
+
+    def acquire(self, estimate: int) -> Ticket:
+        """Block until a request of about `estimate` tokens may start; count it."""
+        started = self._clock()
+        with self._cond:
+            while True:
+                if self._stopped:
+                    raise LimiterStopped("the run is stopping")
+                now = self._clock()
+                self._prune(now)
+                wait = self._wait_needed(now, max(0, estimate))
+                if wait is not None and wait <= 0:
+                    break
+                self._cond.wait(timeout=None if wait is None else min(wait, 1.0))
+            now = self._clock()
+            self._requests.append(now)
+            entry = [now, float(max(0, estimate))]
+            self._tokens.append(entry)
+            self._in_flight += 1
+            self.waited += now - started
+            return Ticket(entry)
+
+    def release(self, ticket: Ticket, tokens: int | None) -> None:
+        """The request ended; `tokens` (when known) replaces the estimate in the window."""
+        with self._cond:
+            if tokens is not None:
+                ticket.entry[1] = float(max(0, tokens))
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def pause(self, seconds: float) -> None:
+        """The server said `Retry-After`: no request to this endpoint before then."""
+        with self._cond:
+            self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()

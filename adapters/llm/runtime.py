@@ -1,0 +1,562 @@
+"""The LLM runtime of one run invocation: metered calls to OpenAI-compatible endpoints.
+
+`LLMServices` is built once per `run` by the CLI and owns what calls share: one client
+per endpoint (connection reuse), one limiter per endpoint (requests and tokens per
+minute, concurrency), the budget, the cassettes and the trace. Each step with a profile
+gets a `ProfileRuntime`; the runner asks it for one `Call` per stage execution and
+journals the attempts that call collected, in the stage's order (docs/internals.md
+"The LLM runtime").
+
+A call: budget check, limiter slot, one request (or a cassette answer), an attempt
+record; transient failures (429, 5xx, timeouts, connection errors, malformed
+responses) are retried with backoff and jitter or after `Retry-After`, an auth failure
+fails at once, and an `ask` whose reply does not validate is asked again with the
+validation error. What cannot succeed raises `LLMCallFailed` with a typed cause.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+from runjournal.adapters.llm.budget import Budget
+from runjournal.adapters.llm.cassette import Cassette, CassetteError, Reply, request_digest
+from runjournal.adapters.llm.options import StructuredOutput
+from runjournal.adapters.llm.ratelimit import EndpointLimiter
+from runjournal.adapters.llm.retry import next_wait
+from runjournal.adapters.llm.structured import (
+    ReplyInvalid,
+    decode_reply,
+    response_format,
+    schema_for,
+)
+from runjournal.adapters.llm.transport import OpenAITransport, TransportError
+from runjournal.adapters.profiles import DEFAULT_API_KEY_ENV, Profile, runtime_for
+from runjournal.domain.decisions import Stage
+from runjournal.domain.identity import sha256_hex
+from runjournal.domain.llm import (
+    RETRYABLE,
+    AttemptStatus,
+    CallOptions,
+    CallScope,
+    FailureCause,
+    LLMAttempt,
+    LLMCallFailed,
+    cause_of_status,
+)
+from runjournal.domain.ports import TraceRecorder
+from runjournal.domain.redaction import is_secret_key, redact_text
+
+__all__ = ["Call", "LLMServices", "ProfileRuntime"]
+
+_DEFAULT_COMPLETION_ESTIMATE = 256
+_UNKEYED = "not-set"  # sent when a local endpoint needs no key and none is set
+
+
+def _text_sha(text: str) -> str:
+    return sha256_hex(text.encode("utf-8", "surrogatepass"))
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+class _Endpoint:
+    """What every call to one base URL with one key variable shares."""
+
+    def __init__(self, services: LLMServices, profile: Profile) -> None:
+        self.base_url = profile.base_url
+        self.key_env = profile.api_key_env or DEFAULT_API_KEY_ENV
+        self.shown = redact_text(profile.base_url or "https://api.openai.com/v1")
+        options = profile.client
+        self.connect_timeout = options.connect_timeout
+        self.read_timeout = options.read_timeout
+        self.limiter = EndpointLimiter(
+            requests_per_minute=options.requests_per_minute,
+            tokens_per_minute=options.tokens_per_minute,
+            max_concurrency=options.max_concurrency,
+            clock=services.clock,
+        )
+        self._services = services
+        self._transport: OpenAITransport | None = None
+        self._key: str | None = None
+        self.json_schema_refused = False  # set once the server refused a json_schema format
+        self._lock = threading.Lock()
+
+    def scrub(self, text: str) -> str:
+        """Remove the key (if any was read) from text the endpoint sent back."""
+        key = self._key
+        if key and len(key) >= 4 and key in text:
+            text = text.replace(key, "***")
+        return text
+
+    def transport(self) -> OpenAITransport:
+        with self._lock:
+            if self._transport is None:
+                key = self._services.environ.get(self.key_env) or None
+                if key is None and self.base_url is None:
+                    raise LLMCallFailed(
+                        FailureCause.AUTH_FAILED,
+                        f"environment variable {self.key_env} is not set (the API key of "
+                        f"{self.shown})",
+                    )
+                self._key = key
+                self._transport = OpenAITransport(
+                    base_url=self.base_url,
+                    api_key=key or _UNKEYED,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    scrub=self.scrub,
+                    shown_endpoint=self.shown,
+                )
+                self._transport.connect()
+            return self._transport
+
+    def key_note(self) -> str:
+        if self._key is None and self.base_url is not None:
+            return f" ({self.key_env} is not set)"
+        return ""
+
+    def close(self) -> None:
+        with self._lock:
+            transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+
+
+class LLMServices:
+    """One run invocation's LLM runtime services (built by the CLI's composition root)."""
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        budget: Budget | None = None,
+        record: Cassette | None = None,
+        replay: Cassette | None = None,
+        text_trace: TraceRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.environ = os.environ if environ is None else environ
+        self.budget = budget or Budget()
+        self.record = record
+        self.replay = replay
+        self.text_trace = text_trace
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._endpoints: dict[tuple[str | None, str], _Endpoint] = {}
+        self._cassettes: dict[str, Cassette] = {}
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    # --- wiring ------------------------------------------------------------------------
+
+    def runtime_for(self, profile: Profile) -> Any:
+        """The runtime of `profile`: metered for `openai`, offline or unavailable otherwise."""
+        if profile.provider != "openai":
+            return runtime_for(profile)
+        replay = self.replay
+        if replay is None and profile.replay is not None:
+            replay = self._profile_cassette(profile.replay)
+        return ProfileRuntime(self, profile, self._endpoint(profile), replay)
+
+    def _profile_cassette(self, path: str) -> Cassette:
+        with self._lock:
+            cassette = self._cassettes.get(path)
+            if cassette is None:
+                cassette = Cassette.load(path, missing_ok=False)  # CassetteError: P3 error
+                self._cassettes[path] = cassette
+            return cassette
+
+    def _endpoint(self, profile: Profile) -> _Endpoint:
+        key = (profile.base_url, profile.api_key_env or DEFAULT_API_KEY_ENV)
+        with self._lock:
+            endpoint = self._endpoints.get(key)
+            if endpoint is None:
+                endpoint = _Endpoint(self, profile)
+                self._endpoints[key] = endpoint
+            else:
+                options = profile.client
+                endpoint.limiter.tighten(
+                    rpm=options.requests_per_minute,
+                    tpm=options.tokens_per_minute,
+                    max_concurrency=options.max_concurrency,
+                )
+            return endpoint
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """A backoff pause that ends early (raising) when the run is stopping."""
+        if self._stopping.wait(max(0.0, seconds)):
+            raise RuntimeError("the run is stopping")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Wake every waiting call: the run is ending (interrupt, failure or success)."""
+        self._stopping.set()
+        for endpoint in list(self._endpoints.values()):
+            endpoint.limiter.stop()
+
+    def close(self) -> list[str]:
+        """Stop, close clients, save the record cassette; returns what could not be saved."""
+        self.stop()
+        for endpoint in list(self._endpoints.values()):
+            endpoint.close()
+        problems: list[str] = []
+        if self.record is not None:
+            try:
+                self.record.save()
+            except CassetteError as exc:
+                problems.append(str(exc))
+        return problems
+
+
+class ProfileRuntime:
+    """A step's runtime for one `openai` profile; `for_call` scopes its attempts."""
+
+    def __init__(
+        self,
+        services: LLMServices,
+        profile: Profile,
+        endpoint: _Endpoint,
+        replay: Cassette | None,
+    ) -> None:
+        self.services = services
+        self.profile = profile
+        self.endpoint = endpoint
+        self.replay = replay
+
+    def for_call(self, scope: CallScope) -> Call:
+        return Call(self, scope)
+
+    # Unscoped use (outside a stage): attempts are made but reported to no one.
+    def complete(
+        self, prompt: str, *, system: str | None = None, options: CallOptions | None = None
+    ) -> str:
+        return self.for_call(_UNSCOPED).complete(prompt, system=system, options=options)
+
+    def ask(self, prompt: str, reply_type: Any, **kw: Any) -> Any:
+        return self.for_call(_UNSCOPED).ask(prompt, reply_type, **kw)
+
+    def request(
+        self,
+        messages: list[dict[str, str]],
+        options: CallOptions | None,
+        fmt: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The request body: model, messages, the profile's params, per-call options."""
+        body: dict[str, Any] = {"model": self.profile.model, "messages": messages}
+        body.update(self.profile.params)
+        if options is not None:
+            for name in ("temperature", "max_tokens", "seed"):
+                value = getattr(options, name)
+                if value is not None:
+                    body[name] = value
+        if fmt is not None:
+            body["response_format"] = fmt
+        return body
+
+
+_UNSCOPED = CallScope(step="-", lane="-", stage=Stage.EXTRACT)
+
+
+class Call:
+    """One stage execution's use of a runtime: its calls and their attempts, in order."""
+
+    def __init__(self, runtime: ProfileRuntime, scope: CallScope) -> None:
+        self.runtime = runtime
+        self.scope = scope
+        self.attempts: list[LLMAttempt] = []
+        self._calls = 0
+
+    # --- what modules call ---------------------------------------------------------------
+
+    def complete(
+        self, prompt: str, *, system: str | None = None, options: CallOptions | None = None
+    ) -> str:
+        messages = _messages(prompt, system)
+        request = self.runtime.request(messages, options, None)
+        self._calls += 1
+        reply, _ = self._exchange(self._calls, request, attempt_base=0)
+        return reply.content
+
+    def ask(
+        self,
+        prompt: str,
+        reply_type: Any,
+        *,
+        system: str | None = None,
+        options: CallOptions | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """A reply of `reply_type`: `json_schema` output where the server takes it.
+
+        A server that refuses the `json_schema` response format (a 4xx) is asked once
+        more in `json_object` mode, and the endpoint is remembered as one without schema
+        support for the rest of the run; the reply is validated either way.
+        """
+        endpoint = self.runtime.endpoint
+        mode = self.runtime.profile.client.structured_output
+        if mode is StructuredOutput.JSON_SCHEMA and endpoint.json_schema_refused:
+            mode = StructuredOutput.JSON_OBJECT
+        self._calls += 1
+        call = self._calls
+        try:
+            return self._ask(call, mode, prompt, reply_type, system, options, schema)
+        except LLMCallFailed as exc:
+            fallback = exc.cause in (FailureCause.REQUEST_REFUSED, FailureCause.REPLAY_MISS)
+            if not fallback or mode is not StructuredOutput.JSON_SCHEMA:
+                raise
+            value = self._ask(
+                call, StructuredOutput.JSON_OBJECT, prompt, reply_type, system, options, schema
+            )
+            if exc.cause is FailureCause.REQUEST_REFUSED:
+                endpoint.json_schema_refused = True
+            return value
+
+    def _ask(
+        self,
+        call: int,
+        mode: StructuredOutput,
+        prompt: str,
+        reply_type: Any,
+        system: str | None,
+        options: CallOptions | None,
+        schema: Mapping[str, Any] | None,
+    ) -> Any:
+        runtime = self.runtime
+        full_schema = schema_for(reply_type, schema)
+        fmt = response_format(mode, reply_type, full_schema)
+        if mode is StructuredOutput.JSON_OBJECT:
+            shape = msgspec.json.encode(full_schema, order="deterministic").decode()
+            note = f"Reply with one JSON value matching this JSON Schema:\n{shape}"
+            system = f"{system}\n\n{note}" if system else note
+        messages = _messages(prompt, system)
+        asks = runtime.profile.client.reply_retries + 1
+        made = sum(1 for a in self.attempts if a.call == call)
+        for ask_no in range(1, asks + 1):
+            request = runtime.request(messages, options, fmt)
+            reply, made = self._exchange(call, request, attempt_base=made)
+            try:
+                return decode_reply(reply.content, reply_type, schema)
+            except ReplyInvalid as exc:
+                problem = str(exc)
+                last = self.attempts[-1]
+                self.attempts[-1] = msgspec.structs.replace(
+                    last, status=AttemptStatus.REPLY_INVALID
+                )
+                if ask_no == asks:
+                    raise LLMCallFailed(
+                        FailureCause.REPLY_INVALID,
+                        f"{runtime.profile.id}: the reply did not validate after {asks} "
+                        f"ask(s): {problem}",
+                    ) from None
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": reply.content},
+                    {
+                        "role": "user",
+                        "content": f"That reply is not valid: {problem}\n"
+                        "Answer again with only the JSON value.",
+                    },
+                ]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- one call: attempts until a reply, or a typed failure ------------------------------
+
+    def _exchange(
+        self, call: int, request: dict[str, Any], *, attempt_base: int
+    ) -> tuple[Reply, int]:
+        """Attempts of one request until it is answered; returns the reply and attempts made."""
+        runtime = self.runtime
+        services = runtime.services
+        options = runtime.profile.client
+        canonical = {k: v for k, v in request.items() if not is_secret_key(k)}
+        canonical["provider"] = runtime.profile.provider
+        digest = request_digest(canonical)
+        attempt = attempt_base
+        tries = 0
+        while True:
+            attempt += 1
+            tries += 1
+            services.budget.check()
+            if runtime.replay is not None:
+                return self._replayed(call, attempt, digest, canonical), attempt
+            endpoint = runtime.endpoint
+            transport = endpoint.transport()
+            estimate = _estimate_tokens(str(request.get("messages"))) + int(
+                request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE
+            )
+            ticket = endpoint.limiter.acquire(estimate)
+            started = services.clock()
+            error: TransportError | None = None
+            reply: Reply | None = None
+            http_status: int | None = None
+            try:
+                reply, http_status = transport.send(request)
+            except TransportError as exc:
+                error = exc
+                http_status = exc.http_status
+            finally:
+                latency_ms = round((services.clock() - started) * 1000, 3)
+            if reply is not None:
+                reply = self._counted(reply, request)
+                endpoint.limiter.release(ticket, reply.prompt_tokens + reply.completion_tokens)
+                self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
+                if services.record is not None:  # never the key, even one echoed back
+                    services.record.put(
+                        digest,
+                        _scrubbed(canonical, endpoint.scrub),
+                        msgspec.structs.replace(reply, content=endpoint.scrub(reply.content)),
+                    )
+                self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
+                return reply, attempt
+            endpoint.limiter.release(ticket, 0)
+            assert error is not None
+            self._record(call, attempt, error.status, digest, None, latency_ms, http_status)
+            self._trace_text(call, attempt, request, None, error.status)
+            where = f"{runtime.profile.id}: {error.message}{_note(error, endpoint)}"
+            if error.status not in RETRYABLE:
+                raise LLMCallFailed(cause_of_status(error.status), where)
+            if tries > options.max_retries:
+                raise LLMCallFailed(
+                    cause_of_status(error.status), f"{where} (after {tries} attempt(s))"
+                )
+            wait = next_wait(tries, error.retry_after, options, services.rng)
+            if wait is None:
+                raise LLMCallFailed(
+                    cause_of_status(error.status),
+                    f"{where}; the server asked to wait {error.retry_after:g} s, more than "
+                    f"retry_after_max {options.retry_after_max:g} s",
+                )
+            if error.retry_after is not None:
+                endpoint.limiter.pause(wait)
+            self.attempts[-1] = msgspec.structs.replace(
+                self.attempts[-1], wait_ms=round(wait * 1000, 3)
+            )
+            services.sleep(wait)
+
+    def _replayed(self, call: int, attempt: int, digest: str, canonical: dict[str, Any]) -> Reply:
+        cassette = self.runtime.replay
+        assert cassette is not None
+        reply = cassette.get(digest)
+        if reply is None:
+            raise LLMCallFailed(
+                FailureCause.REPLAY_MISS,
+                f"cassette {cassette.path} has no recorded answer for {self.scope.where()} "
+                f"(request {digest[:16]}; record it with --llm-record)",
+            )
+        self._record(call, attempt, AttemptStatus.OK, digest, reply, 0.0, None, replayed=True)
+        self._trace_text(call, attempt, canonical, reply.content, AttemptStatus.OK)
+        return reply
+
+    def _counted(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        """Token counts the server did not report are estimated (4 characters a token)."""
+        prompt, done = reply.prompt_tokens, reply.completion_tokens
+        if prompt >= 0 and done >= 0:
+            return reply
+        return msgspec.structs.replace(
+            reply,
+            prompt_tokens=prompt if prompt >= 0 else _estimate_tokens(str(request["messages"])),
+            completion_tokens=done if done >= 0 else _estimate_tokens(reply.content),
+        )
+
+    def _record(
+        self,
+        call: int,
+        attempt: int,
+        status: AttemptStatus,
+        digest: str,
+        reply: Reply | None,
+        latency_ms: float,
+        http_status: int | None,
+        *,
+        replayed: bool = False,
+    ) -> None:
+        profile = self.runtime.profile
+        prompt = reply.prompt_tokens if reply is not None else 0
+        done = reply.completion_tokens if reply is not None else 0
+        cost = profile.client.prices.cost(prompt, done)
+        self.runtime.services.budget.charge(prompt + done, cost)
+        self.attempts.append(
+            LLMAttempt(
+                call=call,
+                attempt=attempt,
+                profile_id=profile.id,
+                provider=profile.provider,
+                model=profile.model,
+                status=status,
+                http_status=http_status,
+                prompt_tokens=prompt,
+                completion_tokens=done,
+                latency_ms=latency_ms,
+                cost=cost,
+                request_sha256=digest,
+                reply_sha256=_text_sha(reply.content) if reply is not None else None,
+                replayed=replayed,
+            )
+        )
+
+    def _trace_text(
+        self,
+        call: int,
+        attempt: int,
+        request: dict[str, Any],
+        reply: str | None,
+        status: AttemptStatus,
+    ) -> None:
+        """Prompt and reply text go to `--debug trace` only (redacted there, key scrubbed)."""
+        trace = self.runtime.services.text_trace
+        if trace is None:
+            return
+        scrub = self.runtime.endpoint.scrub
+        scope = self.scope
+        trace.record(
+            "llm",
+            "exchange",
+            {
+                "step": scope.step,
+                "lane": scope.lane,
+                "stage": scope.stage.value,
+                "chunk": scope.chunk,
+                "call": call,
+                "attempt": attempt,
+                "status": status.value,
+                "messages": [
+                    {"role": m.get("role"), "content": scrub(str(m.get("content")))}
+                    for m in request.get("messages", [])
+                ],
+                "reply": scrub(reply) if reply is not None else None,
+            },
+        )
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    return value
+
+
+def _messages(prompt: str, system: str | None) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
+def _note(error: TransportError, endpoint: _Endpoint) -> str:
+    return endpoint.key_note() if error.status is AttemptStatus.AUTH_FAILED else ""

@@ -1,0 +1,221 @@
+"""`journal audit`'s check of a run's journal against its run directory.
+
+The hash chain (adapters/journal/chain.py) shows edits that did not recompute it; this
+check anchors the journal in what the run left on disk, which a journal writer cannot
+change: every `OutputWritten` digest against the file, every `ArtifactGenerated` digest
+against its `artifacts/<step>/<safe lane>.json`, and `manifest.json`'s status, outputs
+and decision counts against the journal (a deleted terminal event shows here). Only a
+run directory that is `<this output root>/<run id>` is read, through the confined
+`FsRoot`. See docs/internals.md "The journal's hash chain".
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    OutputWritten,
+    RunAllocated,
+    RunEvent,
+    RunTerminated,
+    StageDecided,
+)
+from runjournal.domain.names import is_valid_run_id, safe_lane_id
+
+__all__ = ["RunDirectoryCheck", "RunDirectoryProblem", "RunDirectoryStatus", "check_run_directory"]
+
+_MANIFEST = "manifest.json"
+
+
+class RunDirectoryStatus(enum.StrEnum):
+    CHECKED = "checked"
+    ABSENT = "absent"  # no run directory (never created, or removed by gc)
+    ELSEWHERE = "elsewhere"  # recorded under another output root: not read
+
+
+class RunDirectoryProblem(msgspec.Struct, frozen=True, kw_only=True):
+    version: int  # the event the problem names (0: an event the journal lacks)
+    event: str
+    message: str
+
+
+class RunDirectoryCheck(msgspec.Struct, frozen=True, kw_only=True):
+    status: RunDirectoryStatus
+    path: str | None
+    files_checked: int
+    problems: list[RunDirectoryProblem]
+
+
+def _short(digest: str) -> str:
+    return digest[:12]
+
+
+def check_run_directory(events: Sequence[RunEvent], output_root: str) -> RunDirectoryCheck:
+    """Compare the run's recorded outputs, artifacts and terminal state with its directory."""
+    allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
+    if allocated is None:
+        return RunDirectoryCheck(
+            status=RunDirectoryStatus.ABSENT, path=None, files_checked=0, problems=[]
+        )
+    run_id, run_dir = allocated.run_id, allocated.run_dir
+    local = (
+        is_valid_run_id(run_id)
+        and os.path.basename(run_dir) == run_id
+        and os.path.realpath(os.path.dirname(run_dir)) == os.path.realpath(output_root)
+    )
+    if not local:
+        return RunDirectoryCheck(
+            status=RunDirectoryStatus.ELSEWHERE, path=run_dir, files_checked=0, problems=[]
+        )
+    try:
+        root = FsRoot.open(output_root)
+    except FsError:
+        return RunDirectoryCheck(
+            status=RunDirectoryStatus.ABSENT, path=run_dir, files_checked=0, problems=[]
+        )
+    with root:
+        try:
+            run_root = root.subroot(run_id)
+        except FsError:
+            return RunDirectoryCheck(
+                status=RunDirectoryStatus.ABSENT, path=run_dir, files_checked=0, problems=[]
+            )
+        with run_root:
+            return _check(events, run_root, run_dir)
+
+
+def _check(events: Sequence[RunEvent], run_root: FsRoot, run_dir: str) -> RunDirectoryCheck:
+    problems: list[RunDirectoryProblem] = []
+    files = 0
+
+    def problem(event: RunEvent | None, kind: str, message: str) -> None:
+        version = event.originator_version if event is not None else 0
+        problems.append(RunDirectoryProblem(version=version, event=kind, message=message))
+
+    written: dict[str, OutputWritten] = {}
+    for event in events:
+        if isinstance(event, OutputWritten):
+            written[event.name] = event
+            files += 1
+            try:
+                data = run_root.read_bytes(event.name)
+            except FsNotFound:
+                problem(
+                    event, "OutputWritten", f"output {event.name!r} is not in the run directory"
+                )
+                continue
+            except (FsError, ValueError) as exc:
+                problem(event, "OutputWritten", f"output {event.name!r} cannot be read: {exc}")
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != event.sha256 or len(data) != event.size:
+                problem(
+                    event,
+                    "OutputWritten",
+                    f"output {event.name!r} in the run directory has sha256 {_short(digest)}… "
+                    f"({len(data)} bytes), the journal records {_short(event.sha256)}… "
+                    f"({event.size} bytes)",
+                )
+    for event in events:
+        if isinstance(event, ArtifactGenerated):
+            name = f"artifacts/{event.step}/{safe_lane_id(event.lane)}.json"
+            output = written.get(name)
+            if output is not None and output.sha256 != event.sha256:
+                problem(
+                    event,
+                    "ArtifactGenerated",
+                    f"artifact of step {event.step!r} lane {event.lane!r} is recorded as sha256 "
+                    f"{_short(event.sha256)}…, but {name} in the run directory is "
+                    f"{_short(output.sha256)}…",
+                )
+    problems += _check_manifest(events, run_root, written)
+    return RunDirectoryCheck(
+        status=RunDirectoryStatus.CHECKED, path=run_dir, files_checked=files, problems=problems
+    )
+
+
+def _check_manifest(
+    events: Sequence[RunEvent], run_root: FsRoot, written: dict[str, OutputWritten]
+) -> list[RunDirectoryProblem]:
+    """`manifest.json` was written from the journal at terminalization: it must still agree."""
+    try:
+        manifest: Any = msgspec.json.decode(run_root.read_bytes(_MANIFEST))
+    except (FsError, msgspec.DecodeError, ValueError):
+        return []  # not written (a run killed before), or not ours to judge
+    if not isinstance(manifest, dict):
+        return []
+    out: list[RunDirectoryProblem] = []
+    terminal = next((e for e in events if isinstance(e, RunTerminated)), None)
+    recorded = manifest.get("status")
+    last = events[-1].originator_version if events else 0
+    if terminal is None and recorded not in (None, "running", "pending"):
+        out.append(
+            RunDirectoryProblem(
+                version=last + 1,
+                event="RunTerminated",
+                message=f"manifest.json in the run directory records status {recorded!r}, "
+                f"but the journal ends at event {last} without a RunTerminated "
+                "(events were deleted)",
+            )
+        )
+    elif terminal is not None and recorded is not None and recorded != terminal.status.value:
+        out.append(
+            RunDirectoryProblem(
+                version=terminal.originator_version,
+                event="RunTerminated",
+                message=f"status {terminal.status.value!r}, but manifest.json in the run "
+                f"directory records {recorded!r}",
+            )
+        )
+    listed = manifest.get("outputs")
+    if isinstance(listed, list):
+        in_manifest = {
+            o.get("name"): o.get("sha256") for o in listed if isinstance(o, dict) and "name" in o
+        }
+        for name, sha in sorted(in_manifest.items(), key=lambda kv: str(kv[0])):
+            event = written.get(name)  # type: ignore[arg-type]
+            if event is None:
+                out.append(
+                    RunDirectoryProblem(
+                        version=0,
+                        event="OutputWritten",
+                        message=f"manifest.json lists output {name!r} that the journal does "
+                        "not record (its OutputWritten was deleted)",
+                    )
+                )
+            elif sha != event.sha256:
+                out.append(
+                    RunDirectoryProblem(
+                        version=event.originator_version,
+                        event="OutputWritten",
+                        message=f"output {name!r} is recorded as sha256 "
+                        f"{_short(event.sha256)}…, manifest.json lists {_short(str(sha))}…",
+                    )
+                )
+    counted = manifest.get("decisions")
+    if isinstance(counted, dict):
+        journal: dict[str, int] = {}
+        for event in events:
+            if isinstance(event, StageDecided):
+                journal[event.code.value] = journal.get(event.code.value, 0) + 1
+        if dict(sorted(journal.items())) != dict(sorted(counted.items())):
+            out.append(
+                RunDirectoryProblem(
+                    version=0,
+                    event="StageDecided",
+                    message=f"manifest.json counts decisions {_counts(counted)}, the journal "
+                    f"holds {_counts(journal)} (decisions were deleted, inserted or changed)",
+                )
+            )
+    return out
+
+
+def _counts(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"

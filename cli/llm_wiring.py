@@ -1,0 +1,113 @@
+"""`run`'s LLM options: parse them (P1), build the run's `LLMServices`, report usage.
+
+`--llm-record FILE`, `--llm-replay FILE`, `--max-cost AMOUNT` and `--max-tokens N` are
+what one invocation does, not settings (docs/configuration.md "Options of `run`").
+A bad value is a usage error (exit 2) before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from runjournal.adapters.llm.budget import Budget
+from runjournal.adapters.llm.cassette import Cassette, CassetteError
+from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.cli.errors import CliError
+from runjournal.domain.ports import TraceRecorder
+from runjournal.projections.llm_usage import usage_line
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """The LLM options as given on the command line (strings, unchecked)."""
+
+    record: str | None = None
+    replay: str | None = None
+    max_cost: str | None = None
+    max_tokens: str | None = None
+
+
+@dataclass
+class LLMPlan:
+    """The checked options: the budget and the cassettes, loaded."""
+
+    budget: Budget
+    record: Cassette | None
+    replay: Cassette | None
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "max_cost": self.budget.max_cost,
+            "max_tokens": self.budget.max_tokens,
+            "record": self.record.path if self.record is not None else None,
+            "replay": self.replay.path if self.replay is not None else None,
+        }
+
+
+def _number(flag: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise CliError(f"invalid {flag} '{raw}': expected a number ≥ 0") from None
+    if not math.isfinite(value) or value < 0:
+        raise CliError(f"invalid {flag} '{raw}': expected a number ≥ 0")
+    return value
+
+
+def _count(flag: str, raw: str) -> int:
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise CliError(f"invalid {flag} '{raw}': expected an integer ≥ 1")
+    return int(text)
+
+
+def plan_llm(req: LLMRequest | None) -> LLMPlan:
+    """P1: check the values and read the cassettes; nothing is written."""
+    req = req or LLMRequest()
+    if req.record is not None and req.replay is not None:
+        raise CliError("--llm-record and --llm-replay cannot be used together")
+    budget = Budget(
+        max_cost=_number("--max-cost", req.max_cost) if req.max_cost is not None else None,
+        max_tokens=_count("--max-tokens", req.max_tokens) if req.max_tokens is not None else None,
+    )
+    try:
+        record = (
+            Cassette.load(os.path.abspath(req.record), missing_ok=True)
+            if req.record is not None
+            else None
+        )
+        replay = (
+            Cassette.load(os.path.abspath(req.replay), missing_ok=False)
+            if req.replay is not None
+            else None
+        )
+    except CassetteError as exc:
+        raise CliError(str(exc)) from None
+    if record is not None and os.path.isdir(record.path):
+        raise CliError(f"--llm-record {req.record}: is a directory")
+    if record is not None and not os.path.isdir(os.path.dirname(record.path)):
+        raise CliError(f"--llm-record {req.record}: no such directory")
+    return LLMPlan(budget=budget, record=record, replay=replay)
+
+
+def build_services(plan: LLMPlan, text_trace: TraceRecorder | None) -> LLMServices:
+    """The run's LLM services (one per invocation; closed after the stages ran)."""
+    return LLMServices(
+        budget=plan.budget, record=plan.record, replay=plan.replay, text_trace=text_trace
+    )
+
+
+def llm_report(usage_view: dict[str, Any], plan: LLMPlan) -> dict[str, Any]:
+    """`run --json`'s `llm`: spent and saved, per step, and the limits of this invocation."""
+    return {**usage_view, "limits": plan.view()}
+
+
+def llm_summary_line(usage_view: dict[str, Any]) -> str | None:
+    """The `llm:` line of `run`'s text output; None for a run without LLM calls."""
+    spent, saved = usage_view["spent"], usage_view["saved"]
+    if not (spent["attempts"] or saved["attempts"] or saved["calls"]):
+        return None
+    return usage_line(usage_view)

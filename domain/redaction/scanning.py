@@ -1,0 +1,164 @@
+"""Finding credential-shaped spans in text, and replacing them with markers.
+
+Short texts first pick their candidate shapes with one pass of a needle alternation;
+long texts run every shape's own literal-prefixed scan. The alternation is built on
+the first scan, not at import.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from runjournal.domain.redaction.shapes import SHAPES, Shape
+from runjournal.domain.redaction.views import View
+
+# Annotations only (never evaluated): importing `typing` would cost start-up time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Final
+
+_ALL_SHAPES: Final = tuple(range(len(SHAPES)))
+# Below this length one regex pass picks the candidate shapes; above it, running every
+# shape's own literal-prefixed scan is cheaper than the alternation.
+_SHORT: Final = 2048
+# Every shape that needs no `:`, `=` or `-` matches at least this many characters (the
+# shortest is `bearer ` with an 8-character token; command lines have a `-`), so
+# shorter texts without any of them are plain.
+_MIN_SEPARATORLESS: Final = 15
+_SEPARATORS: Final = (":", "=", "-")
+_MAX_PASSES: Final = 8
+
+
+def _needle_index(
+    needles_of: Callable[[Shape], tuple[str, ...]],
+) -> tuple[re.Pattern[str], dict[str, frozenset[int]]]:
+    """One alternation over all needles, and the candidate shapes each hit implies.
+
+    The alternation sits in a lookahead, so `findall` reports the longest needle at
+    every position, overlapping hits included; a hit also selects the shapes of the
+    needles it starts with (found at the same position, but not reported).
+    """
+    owners: dict[str, set[int]] = {}
+    for i, shape in enumerate(SHAPES):
+        for needle in needles_of(shape):
+            owners.setdefault(needle, set()).add(i)
+    implied = {
+        a: frozenset(i for b, shapes in owners.items() if a.startswith(b) for i in shapes)
+        for a in owners
+    }
+    return re.compile("(?=(" + _trie_pattern(list(owners)) + "))"), implied
+
+
+def _trie_pattern(words: list[str]) -> str:
+    """An alternation factored by common prefixes, so `re` tries one branch per position.
+
+    Optional tails are greedy: at any position the longest needle wins.
+    """
+    if "" in words:
+        rest = [w for w in words if w]
+        return f"(?:{_trie_pattern(rest)})?" if rest else ""
+    by_first: dict[str, list[str]] = {}
+    for word in words:
+        by_first.setdefault(word[0], []).append(word[1:])
+    alts = [re.escape(c) + _trie_pattern(tails) for c, tails in sorted(by_first.items())]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+@functools.cache
+def _indexes() -> tuple[
+    tuple[re.Pattern[str], dict[str, frozenset[int]]],
+    tuple[re.Pattern[str], dict[str, frozenset[int]]],
+    tuple[tuple[int, int], ...],
+    tuple[int, ...],
+]:
+    """Needle alternations (text, lowercase view) and the shapes chosen by length/ASCII."""
+    by_length = tuple((i, s.min_length) for i, s in enumerate(SHAPES) if s.min_length is not None)
+    non_ascii = tuple(i for i, s in enumerate(SHAPES) if s.non_ascii)
+    return (
+        _needle_index(lambda s: s.needles),
+        _needle_index(lambda s: s.folded_needles),
+        by_length,
+        non_ascii,
+    )
+
+
+def candidate_shapes(view: View) -> Iterable[int]:
+    if len(view.text) >= _SHORT:
+        return _ALL_SHAPES
+    return candidate_shapes_short(view)
+
+
+def candidate_shapes_short(view: View) -> list[int]:
+    (case_rx, case_implied), (folded_rx, folded_implied), by_length, non_ascii = _indexes()
+    chosen: set[int] = set()
+    for hit in case_rx.findall(view.text):
+        chosen |= case_implied[hit]
+    for hit in folded_rx.findall(view.lowered):
+        chosen |= folded_implied[hit]
+    n = len(view.text)
+    chosen.update(i for i, length in by_length if n >= length)
+    if not view.text.isascii():
+        chosen.update(non_ascii)
+    return sorted(chosen)
+
+
+def find_secrets(text: str) -> list[tuple[int, int, str]]:
+    """Credential-shaped spans `(start, end, shape)`, sorted and non-overlapping.
+
+    Every shape is searched independently; overlapping spans are merged and take the
+    name of the highest-priority shape among them, so the result is deterministic.
+    """
+    if len(text) < _MIN_SEPARATORLESS and not any(map(text.__contains__, _SEPARATORS)):
+        return []
+    view = View(text)
+    found = [
+        (start, end, prio)
+        for prio in candidate_shapes(view)
+        for start, end in SHAPES[prio].spans(view)
+    ]
+    if not found:
+        return []
+    found.sort()
+    merged: list[list[int]] = []
+    for start, end, prio in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            last[2] = min(last[2], prio)
+        else:
+            merged.append([start, end, prio])
+    return [(s, e, SHAPES[p].name) for s, e, p in merged]
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
+    parts: list[str] = []
+    pos = 0
+    for start, end, name in spans:
+        parts.append(text[pos:start])
+        parts.append(f"[REDACTED:{name}]")
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def redact_text(text: str) -> str:
+    """Replace every credential-shaped substring with `[REDACTED:<shape>]`.
+
+    Repeats until nothing matches, so the result is a fixed point and redacting it
+    again is a no-op. Returns `text` itself when nothing was found.
+    """
+    current = text
+    for _ in range(_MAX_PASSES):
+        spans = find_secrets(current)
+        if not spans:
+            return current
+        current = _replace_spans(current, spans)
+    # Pathological input that keeps producing new matches: hide all of it.
+    return "[REDACTED:unbounded]"
+
+
+def is_credential_shaped(value: str) -> bool:
+    """Whether `value` holds any credential-shaped substring (enters identity as a marker)."""
+    return bool(find_secrets(value))

@@ -1,0 +1,79 @@
+"""LLM usage of a run: calls, attempts, tokens and cost spent, and what reuse saved.
+
+A pure fold of `LLMCallAttempted` (spent: every attempt, retries included) and
+`LLMUsageReused` (saved: the recorded cost of each reused checkpoint). Part of the
+manifest, `run --json`, `runs show` and `explain` (docs/operations.md "LLM usage: spent and saved").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, RunEvent
+from runjournal.domain.llm import AttemptStatus, LLMUsage
+
+
+class LLMUsageFold:
+    def __init__(self) -> None:
+        self.spent = LLMUsage()
+        self.saved = LLMUsage()
+        self.by_step: dict[str, dict[str, LLMUsage]] = {}
+        self.statuses: dict[str, int] = {}
+        self._calls: set[tuple[str, str, str, str, int]] = set()
+
+    def _step(self, step: str) -> dict[str, LLMUsage]:
+        return self.by_step.setdefault(step, {"spent": LLMUsage(), "saved": LLMUsage()})
+
+    def apply(self, event: RunEvent) -> None:
+        if isinstance(event, LLMCallAttempted):
+            key = (event.step, event.lane, event.stage.value, event.chunk, event.call)
+            new_call = key not in self._calls
+            self._calls.add(key)
+            usage = LLMUsage(
+                calls=int(new_call),
+                attempts=1,
+                prompt_tokens=event.prompt_tokens,
+                completion_tokens=event.completion_tokens,
+                cost=event.cost,
+            )
+            self.spent = self.spent.plus(usage)
+            step = self._step(event.step)
+            step["spent"] = step["spent"].plus(usage)
+            self.statuses[event.status.value] = self.statuses.get(event.status.value, 0) + 1
+        elif isinstance(event, LLMUsageReused):
+            self.saved = self.saved.plus(event.usage)
+            step = self._step(event.step)
+            step["saved"] = step["saved"].plus(event.usage)
+
+    @property
+    def used(self) -> bool:
+        return bool(self.spent) or bool(self.saved)
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "spent": self.spent.view(),
+            "saved": self.saved.view(),
+            "attempts": dict(sorted(self.statuses.items())),
+            "unsuccessful": sum(n for s, n in self.statuses.items() if s != AttemptStatus.OK.value),
+            "steps": {
+                step: {"spent": u["spent"].view(), "saved": u["saved"].view()}
+                for step, u in sorted(self.by_step.items())
+            },
+        }
+
+
+def usage_line(view: dict[str, Any]) -> str:
+    """`3 calls (4 attempts), 812 tokens, cost 0.0012; reuse saved 2 calls, 540 tokens, …`."""
+
+    def part(u: dict[str, Any]) -> str:
+        return (
+            f"{u['calls']} call(s) ({u['attempts']} attempt(s)), {u['tokens']} tokens "
+            f"({u['prompt_tokens']} prompt, {u['completion_tokens']} completion), "
+            f"cost {u['cost']:.6g}"
+        )
+
+    saved = view["saved"]
+    text = f"spent {part(view['spent'])}"
+    if saved["calls"] or saved["attempts"]:
+        text += f"; reuse saved {part(saved)}"
+    return text

@@ -1,0 +1,365 @@
+"""The live journal is tamper-evident: every kind of edit is caught by `journal audit`.
+
+Two real runs are recorded once; each test edits a copy of their journal the way a
+database writer would and expects `journal audit` to exit 1 with a line naming the
+edited event. "Naive" edits change rows in place (the chain links stay as they were);
+"rechained" edits recompute the whole chain with runjournal's own code, which only the
+run directory can expose (outputs, artifacts and manifest.json).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import zstandard
+from eventsourcing.persistence import StoredEvent
+from runjournal.adapters.journal import EventMapper
+from runjournal.adapters.journal.chain import genesis
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    InputsFingerprinted,
+    LaneResolved,
+    OutputWritten,
+    RunEvent,
+    RunStatus,
+    RunTerminated,
+    StageDecided,
+)
+from runjournal.domain.run import run_aggregate_id
+from support.console import CLI
+from support.paths import EXAMPLE
+
+
+@dataclass
+class Recorded:
+    cli: CLI
+    out: Path
+    journal: Path
+    first: str  # a cold run
+    second: str  # a --resume of it
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    base = tmp_path_factory.mktemp("tamper")
+    home = base / "home"
+    home.mkdir()
+    cli = CLI(home)
+    example = base / "glossary"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    out = base / "out"
+    ids = []
+    for extra in ([], ["--resume"]):
+        proc, doc = cli.json(
+            "run", str(example / "pipeline.toml"), "--output-root", str(out), *extra
+        )
+        assert proc.returncode == 0, proc.stderr
+        ids.append(doc["run_id"])
+    return Recorded(cli, out, out / "journal.sqlite3", ids[0], ids[1])
+
+
+@pytest.fixture
+def copy(recorded: Recorded, tmp_path: Path) -> Path:
+    """A private copy of the recorded journal (the run directories stay where they are)."""
+    target = tmp_path / "journal.sqlite3"
+    with sqlite3.connect(recorded.journal) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    return target
+
+
+def audit(recorded: Recorded, journal: Path, run_id: str) -> subprocess.CompletedProcess[str]:
+    where = ["--journal", str(journal), "--output-root", str(recorded.out)]
+    return recorded.cli("journal", "audit", run_id, *where)
+
+
+# --- row-level editing -----------------------------------------------------------------
+
+MAPPER = EventMapper()
+
+
+def _rows(db: sqlite3.Connection, run_id: str) -> list[tuple[int, str, bytes]]:
+    return db.execute(
+        "SELECT originator_version, topic, state FROM stored_events "
+        "WHERE originator_id = ? ORDER BY originator_version",
+        (run_aggregate_id(run_id).hex,),
+    ).fetchall()
+
+
+def _decode(run_id: str, version: int, topic: str, state: bytes) -> RunEvent:
+    return MAPPER.to_domain_event(StoredEvent(run_aggregate_id(run_id), version, topic, state))
+
+
+def _version_of(db: sqlite3.Connection, run_id: str, cls: type[RunEvent], nth: int = 0) -> int:
+    found = [v for v, t, s in _rows(db, run_id) if isinstance(_decode(run_id, v, t, s), cls)]
+    return found[nth]
+
+
+def edit_in_place(
+    journal: Path, run_id: str, cls: type[RunEvent], change: Callable[[dict[str, Any]], None]
+) -> int:
+    """Change one field of the first `cls` event in its msgpack map; the link stays."""
+    with sqlite3.connect(journal) as db:
+        version = _version_of(db, run_id, cls)
+        (state,) = db.execute(
+            "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = ?",
+            (run_aggregate_id(run_id).hex, version),
+        ).fetchone()
+        head = state[0]
+        prefix = 3 if head & 0x10 else 1
+        body = state[prefix:]
+        compressed = head & 0x0F == 0x02
+        if compressed:
+            body = zstandard.ZstdDecompressor().decompress(body)
+        fields = msgspec.msgpack.decode(body)
+        assert "~chain" in fields  # the journal is chained
+        change(fields)
+        body = msgspec.msgpack.encode(fields)
+        if compressed:
+            body = zstandard.ZstdCompressor().compress(body)
+        db.execute(
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = ?",
+            (state[:prefix] + body, run_aggregate_id(run_id).hex, version),
+        )
+    return version
+
+
+def rechain(journal: Path, run_id: str, forge: Callable[[list[RunEvent]], list[RunEvent]]) -> None:
+    """Rewrite the run with a consistent chain over forged events (a careful attacker)."""
+    aggregate = run_aggregate_id(run_id)
+    with sqlite3.connect(journal) as db:
+        events = [_decode(run_id, v, t, s) for v, t, s in _rows(db, run_id)]
+        events = forge(events)
+        db.execute("DELETE FROM stored_events WHERE originator_id = ?", (aggregate.hex,))
+        previous = genesis(aggregate)
+        for version, event in enumerate(events, 1):
+            event = msgspec.structs.replace(event, originator_version=version)
+            row, previous = MAPPER.to_chained_stored_event(event, previous)
+            db.execute(
+                "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+                (aggregate.hex, version, row.topic, row.state),
+            )
+
+
+def _renumber(db: sqlite3.Connection, run_id: str, start: int, delta: int) -> None:
+    """Shift the versions from `start` on by `delta`, through a free range (primary key)."""
+    aggregate = run_aggregate_id(run_id).hex
+    db.execute(
+        "UPDATE stored_events SET originator_version = originator_version + 1000000 "
+        "WHERE originator_id = ? AND originator_version >= ?",
+        (aggregate, start),
+    )
+    db.execute(
+        "UPDATE stored_events SET originator_version = originator_version - 1000000 + ? "
+        "WHERE originator_id = ? AND originator_version >= 1000000",
+        (delta, aggregate),
+    )
+
+
+# --- the checks ------------------------------------------------------------------------
+
+
+def assert_caught(
+    proc: subprocess.CompletedProcess[str], version: int, event: str, check: str = "chain"
+) -> str:
+    """Exit 1, one stderr line, and a stdout line naming the event found by `check`."""
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("runjournal: error: audit of run "), errors
+    assert " different (" in proc.stdout.splitlines()[0]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(f"  event {version}: ")]
+    naming = [line for line in lines if f": {check}: {event}: " in line]
+    assert naming, (version, event, proc.stdout)
+    return naming[0]
+
+
+def test_the_recorded_runs_audit_clean_with_a_verified_chain(recorded: Recorded) -> None:
+    for run_id in (recorded.first, recorded.second):
+        proc = audit(recorded, recorded.journal, run_id)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "hash chain verified" in proc.stdout and "run directory checked" in proc.stdout
+        assert proc.stderr == ""
+        doc = json.loads(
+            recorded.cli(
+                "journal", "audit", run_id, "--json", "--output-root", str(recorded.out)
+            ).stdout
+        )
+        assert doc["chain"]["status"] == "verified" and doc["chain"]["breaks"] == []
+        assert (
+            doc["run_directory"]["status"] == "checked" and doc["run_directory"]["problems"] == []
+        )
+
+
+def _set_status(fields: dict[str, Any]) -> None:
+    assert fields["status"] == "succeeded"
+    fields["status"] = "failed"
+
+
+def _set_sha(fields: dict[str, Any]) -> None:
+    fields["sha256"] = "0" * 64
+
+
+def _set_input(fields: dict[str, Any]) -> None:
+    fields["sources"][0][1] = "0" * 64  # FileFingerprint is array-like: name, sha256, size
+
+
+def _set_component(fields: dict[str, Any]) -> None:
+    fields["components"]["config"] = "0" * 64
+
+
+def _set_1999(fields: dict[str, Any]) -> None:
+    fields["timestamp"] = datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("cls", "change"),
+    [
+        (RunTerminated, _set_status),
+        (OutputWritten, _set_sha),
+        (ArtifactGenerated, _set_sha),
+        (InputsFingerprinted, _set_input),
+        (LaneResolved, _set_component),
+        (StageDecided, _set_1999),
+    ],
+    ids=["status", "output-digest", "artifact-digest", "input-digest", "lane-component", "1999"],
+)
+def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
+    recorded: Recorded, copy: Path, cls: type[RunEvent], change: Callable[[dict[str, Any]], None]
+) -> None:
+    version = edit_in_place(copy, recorded.first, cls, change)
+    line = assert_caught(audit(recorded, copy, recorded.first), version, cls.__name__)
+    assert ": chain: " in line and "does not match its link" in line
+    # The other run, untouched, still audits clean in the same journal.
+    assert audit(recorded, copy, recorded.second).returncode == 0
+
+
+def test_a_deleted_middle_event_with_versions_renumbered(recorded: Recorded, copy: Path) -> None:
+    with sqlite3.connect(copy) as db:
+        version = _version_of(db, recorded.first, StageDecided, nth=3)
+        db.execute(
+            "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
+            (run_aggregate_id(recorded.first).hex, version),
+        )
+        _renumber(db, recorded.first, version + 1, -1)
+        (topic,) = db.execute(
+            "SELECT topic FROM stored_events WHERE originator_id = ? AND originator_version = ?",
+            (run_aggregate_id(recorded.first).hex, version),
+        ).fetchone()
+    line = assert_caught(audit(recorded, copy, recorded.first), version, topic.rpartition(":")[2])
+    assert "hash chain broken" in line and "after it do not verify either" in line
+
+
+def test_the_deleted_last_event_shows_against_the_run_directory(
+    recorded: Recorded, copy: Path
+) -> None:
+    with sqlite3.connect(copy) as db:
+        last = _rows(db, recorded.first)[-1][0]
+        assert _version_of(db, recorded.first, RunTerminated) == last
+        db.execute(
+            "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
+            (run_aggregate_id(recorded.first).hex, last),
+        )
+    proc = audit(recorded, copy, recorded.first)
+    line = assert_caught(proc, last, "RunTerminated", check="run directory")
+    assert "without a RunTerminated" in line
+
+
+def test_an_inserted_event(recorded: Recorded, copy: Path) -> None:
+    aggregate = run_aggregate_id(recorded.first)
+    with sqlite3.connect(copy) as db:
+        version = _version_of(db, recorded.first, OutputWritten)
+        rows = _rows(db, recorded.first)
+        event = _decode(recorded.first, *rows[version - 1])
+        forged = msgspec.structs.replace(event, name="extra.md", sha256="1" * 64)
+        _renumber(db, recorded.first, version, +1)
+        stored = MAPPER.to_stored_event(forged)
+        db.execute(
+            "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+            (aggregate.hex, version, stored.topic, stored.state),
+        )
+    assert_caught(audit(recorded, copy, recorded.first), version, "OutputWritten")
+
+
+def test_reordered_events(recorded: Recorded, copy: Path) -> None:
+    aggregate = run_aggregate_id(recorded.first).hex
+    with sqlite3.connect(copy) as db:
+        version = _version_of(db, recorded.first, StageDecided, nth=1)
+        for a, b in ((version, -1), (version + 1, version), (-1, version + 1)):
+            db.execute(
+                "UPDATE stored_events SET originator_version = ? "
+                "WHERE originator_id = ? AND originator_version = ?",
+                (b, aggregate, a),
+            )
+        (topic,) = db.execute(
+            "SELECT topic FROM stored_events WHERE originator_id = ? AND originator_version = ?",
+            (aggregate, version),
+        ).fetchone()
+    assert_caught(audit(recorded, copy, recorded.first), version, topic.rpartition(":")[2])
+
+
+def test_an_event_moved_to_another_run(recorded: Recorded, copy: Path) -> None:
+    source, target = recorded.first, recorded.second
+    with sqlite3.connect(copy) as db:
+        version = _version_of(db, source, OutputWritten)
+        target_last = _rows(db, target)[-1][0]
+        db.execute(
+            "UPDATE stored_events SET originator_id = ?, originator_version = ? "
+            "WHERE originator_id = ? AND originator_version = ?",
+            (run_aggregate_id(target).hex, target_last + 1, run_aggregate_id(source).hex, version),
+        )
+    assert_caught(audit(recorded, copy, target), target_last + 1, "OutputWritten")
+    proc = audit(recorded, copy, source)
+    assert proc.returncode == 1
+    assert f"  event {version + 1}: chain: " in proc.stdout  # the hole shows where it was
+
+
+# --- a careful attacker who recomputes the chain: the run directory shows it --------------
+
+
+def _forge(cls: type[RunEvent], **fields: Any) -> Callable[[list[RunEvent]], list[RunEvent]]:
+    def forge(events: list[RunEvent]) -> list[RunEvent]:
+        index = next(i for i, e in enumerate(events) if isinstance(e, cls))
+        events[index] = msgspec.structs.replace(events[index], **fields)
+        return events
+
+    return forge
+
+
+@pytest.mark.parametrize(
+    ("cls", "fields", "needle"),
+    [
+        (RunTerminated, {"status": RunStatus.FAILED}, "manifest.json in the run directory"),
+        (OutputWritten, {"sha256": "2" * 64}, "in the run directory has sha256"),
+        (ArtifactGenerated, {"sha256": "3" * 64}, "in the run directory is"),
+    ],
+    ids=["status", "output-digest", "artifact-digest"],
+)
+def test_a_rechained_forgery_shows_against_the_run_directory(
+    recorded: Recorded, copy: Path, cls: type[RunEvent], fields: dict[str, Any], needle: str
+) -> None:
+    rechain(copy, recorded.first, _forge(cls, **fields))
+    with sqlite3.connect(copy) as db:
+        version = _version_of(db, recorded.first, cls)
+    proc = audit(recorded, copy, recorded.first)
+    line = assert_caught(proc, version, cls.__name__, check="run directory")
+    assert needle in line
+    assert "hash chain verified" in proc.stdout  # consistent chain: only the directory tells
+
+
+def test_a_rechained_unchanged_run_is_clean(recorded: Recorded, copy: Path) -> None:
+    """The forgery helper itself writes what runjournal writes (so the tests above can fail)."""
+    before = sqlite3.connect(copy).execute("SELECT state FROM stored_events").fetchall()
+    rechain(copy, recorded.first, lambda events: events)
+    after = sqlite3.connect(copy).execute("SELECT state FROM stored_events").fetchall()
+    assert sorted(before) == sorted(after)
+    assert audit(recorded, copy, recorded.first).returncode == 0

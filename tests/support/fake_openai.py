@@ -1,0 +1,346 @@
+"""A fault-injecting fake OpenAI-compatible chat-completions server, on loopback only.
+
+Start it as a subprocess (what the tests and benchmarks do; stop it by pid):
+
+    python -m tests.support.fake_openai --port 0 [--latency 0.1] [--api-key KEY]
+    python tests/support/fake_openai.py --port 0
+
+It prints one line, `listening http://127.0.0.1:PORT/v1`, then serves until SIGTERM.
+`FakeOpenAI` runs the same server in a thread when a test wants it in-process.
+
+Answers are deterministic: for a `json_schema` response format, the simplest instance
+of the schema with strings taken from the prompt's words; otherwise `{"echo": N}` (the
+prompt's word count), or in `json_object` mode the instance of a schema shown in the
+system message after "JSON Schema:". Usage counts words. Faults are scripted *in the prompt*, so
+concurrent requests stay deterministic: a line `FAULTS: 429@1, 500, ok` in the first
+user message makes that prompt's 1st request a 429 with `Retry-After: 1`, its 2nd a
+500, and every later one succeed (counted per first-user-message, so re-asks of one
+prompt continue its script). Kinds: `ok`, `429[@SECONDS]`, `500`, `502`, `503[@S]`,
+`401`, `403`, `400`, `timeout` (answers only after `--hang` seconds), `malformed`
+(200 with a body that is not JSON), `nocontent` (a completion without content),
+`reset` (the connection is reset), `badjson` (a reply that is not JSON), `badshape`
+(JSON that breaks the schema). `REPLY: text` makes the reply exactly `text`.
+
+Control endpoints: `GET /_control/requests` (every request: path, model, first prompt,
+response format, whether Authorization was sent), `POST /_control/reset`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_FAULTS = re.compile(r"^FAULTS:\s*(?P<list>.+)$", re.MULTILINE)
+_REPLY = re.compile(r"^REPLY:\s?(?P<text>.*)$", re.MULTILINE)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z0-9][A-Za-z0-9'.-]*", text)
+
+
+def _resolve(node: Any, root: dict[str, Any]) -> Any:
+    for _ in range(16):
+        if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+            target: Any = root
+            for part in node["$ref"][2:].split("/"):
+                target = target.get(part, {}) if isinstance(target, dict) else {}
+            node = target
+        else:
+            break
+    return node
+
+
+def sample(node: Any, root: dict[str, Any], words: list[str], depth: int = 0) -> Any:
+    """The simplest instance of a JSON Schema, strings filled with prompt words."""
+    node = _resolve(node, root)
+    if not isinstance(node, dict) or depth > 12:
+        return None
+    if "const" in node:
+        return node["const"]
+    if isinstance(node.get("enum"), list) and node["enum"]:
+        return node["enum"][0]
+    for combo in ("anyOf", "oneOf", "allOf"):
+        if isinstance(node.get(combo), list) and node[combo]:
+            options = [o for o in node[combo] if _resolve(o, root).get("type") != "null"]
+            return sample((options or node[combo])[0], root, words, depth + 1)
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in node):
+        props = node.get("properties", {})
+        return {name: sample(sub, root, words, depth + 1) for name, sub in props.items()}
+    if kind == "array":
+        count = max(1, int(node.get("minItems", 1)))
+        return [sample(node.get("items", {}), root, words, depth + 1) for _ in range(count)]
+    if kind == "string":
+        text = " ".join(words[depth : depth + 2]) or "fake"
+        low = int(node.get("minLength", 0))
+        return text + "x" * max(0, low - len(text))
+    if kind == "integer":
+        return int(node.get("minimum", 1))
+    if kind == "number":
+        return float(node.get("minimum", 1))
+    if kind == "boolean":
+        return True
+    return None
+
+
+def _shown_schema(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """JSON mode: a model that follows a schema written in the system message."""
+    for message in messages:
+        text = str(message.get("content", ""))
+        if message.get("role") == "system" and "JSON Schema:\n" in text:
+            with contextlib.suppress(ValueError):
+                return json.loads(text.split("JSON Schema:\n", 1)[1])
+    return None
+
+
+class _State:
+    def __init__(self, *, latency: float, hang: float, api_key: str | None, echo_auth: bool):
+        self.latency = latency
+        self.hang = hang
+        self.api_key = api_key
+        self.echo_auth = echo_auth
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.log: list[dict[str, Any]] = []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "fake-openai/1"
+    protocol_version = "HTTP/1.1"
+    state: _State
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _json(self, code: int, doc: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(code, json.dumps(doc).encode(), headers)
+
+    def _error(self, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._json(code, {"error": {"message": message, "type": "fake", "code": code}}, headers)
+
+    def _reset(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with contextlib.suppress(OSError):
+            self.connection.close()
+        self.close_connection = True
+
+    # --- routes ------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        if self.path == "/_control/requests":
+            with self.state.lock:
+                self._json(200, {"requests": list(self.state.log)})
+            return
+        if self.path in ("/v1/models", "/models"):
+            self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            return
+        self._error(404, "not found")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path == "/_control/reset":
+            with self.state.lock:
+                self.state.counts.clear()
+                self.state.log.clear()
+            self._json(200, {"ok": True})
+            return
+        if self.path not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, "not found")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "body is not JSON")
+            return
+        self._chat(body)
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        state = self.state
+        messages = body.get("messages") or []
+        users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+        first = users[0] if users else ""
+        key = hashlib.sha256(first.encode()).hexdigest()
+        auth = self.headers.get("Authorization")
+        with state.lock:
+            n = state.counts.get(key, 0)
+            state.counts[key] = n + 1
+            state.log.append(
+                {
+                    "path": self.path,
+                    "model": body.get("model"),
+                    "prompt": first,
+                    "messages": len(messages),
+                    "response_format": body.get("response_format"),
+                    "temperature": body.get("temperature"),
+                    "max_tokens": body.get("max_tokens"),
+                    "seed": body.get("seed"),
+                    "authorization": auth is not None,
+                    "nth": n + 1,
+                    "client_port": self.client_address[1],  # one per connection
+                }
+            )
+        if state.latency:
+            time.sleep(state.latency)
+        if state.api_key is not None and auth != f"Bearer {state.api_key}":
+            note = f" (got {auth})" if state.echo_auth else ""
+            self._error(401, f"invalid api key{note}")
+            return
+        faults = _FAULTS.search(first)
+        kind = "ok"
+        if faults:
+            script = [f.strip() for f in faults.group("list").split(",") if f.strip()]
+            if n < len(script):
+                kind = script[n]
+        if self._fault(kind):
+            return
+        reply = _REPLY.search(first)
+        fmt = body.get("response_format") or {}
+        words = _words(first)
+        if reply:
+            content = reply.group("text")
+        elif kind == "badjson":
+            content = "this is not json"
+        elif kind == "badshape":
+            content = json.dumps({"unexpected": True})
+        elif fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema") or {}
+            content = json.dumps(sample(schema, schema, words), sort_keys=True)
+        elif fmt.get("type") == "json_object" and _shown_schema(messages) is not None:
+            schema = _shown_schema(messages) or {}
+            content = json.dumps(sample(schema, schema, words), sort_keys=True)
+        else:
+            content = json.dumps({"echo": len(words)})
+        prompt_tokens = sum(len(_words(str(m.get("content", "")))) for m in messages)
+        self._json(
+            200,
+            {
+                "id": f"chatcmpl-{key[:12]}-{n + 1}",
+                "object": "chat.completion",
+                "created": 1700000000,
+                "model": body.get("model") or "fake-model",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(_words(content)) + 1,
+                    "total_tokens": prompt_tokens + len(_words(content)) + 1,
+                },
+            },
+        )
+
+    def _fault(self, kind: str) -> bool:
+        """Answer with the fault `kind`; False when the request should be served normally."""
+        code, _, after = kind.partition("@")
+        headers = {"Retry-After": after} if after else None
+        if code in ("429", "500", "502", "503", "400", "401", "403"):
+            self._error(int(code), f"injected {code}", headers)
+            return True
+        if code == "timeout":
+            time.sleep(self.state.hang)
+            self._error(500, "answered too late")
+            return True
+        if code == "malformed":
+            self._send(200, b'{"id": "x", "choices": [')
+            return True
+        if code == "nocontent":
+            self._json(200, {"id": "x", "object": "chat.completion", "choices": []})
+            return True
+        if code == "reset":
+            self._reset()
+            return True
+        return False
+
+
+class FakeOpenAI:
+    """The server in a background thread of this process (`url`, `stop()`)."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        latency: float = 0.0,
+        hang: float = 5.0,
+        api_key: str | None = None,
+        echo_auth: bool = False,
+    ) -> None:
+        state = _State(latency=latency, hang=hang, api_key=api_key, echo_auth=echo_auth)
+        handler = type("Handler", (_Handler,), {"state": state})
+        self.state = state
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FakeOpenAI:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.log)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--hang", type=float, default=5.0, help="seconds a `timeout` fault waits")
+    parser.add_argument("--api-key", default=None, help="require this bearer key")
+    parser.add_argument("--api-key-env", default=None, help="…read from this variable")
+    parser.add_argument("--echo-auth", action="store_true", help="echo the header in a 401")
+    args = parser.parse_args(argv)
+    key = args.api_key or (os.environ.get(args.api_key_env) if args.api_key_env else None)
+    server = FakeOpenAI(
+        port=args.port, latency=args.latency, hang=args.hang, api_key=key, echo_auth=args.echo_auth
+    )
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    print(f"listening {server.url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.httpd.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Looking for planted secrets in everything a run wrote, compressed bytes included.
+
+- `files_under(*roots)`: every file under the roots;
+- `leaks(haystack, needles)`: the names whose needles occur in the bytes;
+- `Expanded`: a file's bytes plus its decompressed contents (checkpoint payloads, chunk
+  plans, any zstd frame), counting what it looked into;
+- `journal_states(db)`: every stored event of a SQLite journal decoded to msgpack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import zstandard
+from runjournal.adapters.checkpoints import EnvelopeCodec, EnvelopeHeader
+from runjournal.adapters.chunkplans import decode_plan
+from runjournal.domain.ports import CheckpointKey
+
+
+def files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
+
+
+def leaks(haystack: bytes, needles: dict[str, tuple[str, ...]]) -> list[str]:
+    return [name for name, parts in needles.items() if any(p.encode() in haystack for p in parts)]
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ENVELOPE_PREFIX = 4 + 2 + 4  # magic, version (u16), header length (u32): checkpoints.py
+
+
+def zstd_frames(data: bytes) -> list[bytes]:
+    """Every zstd frame in `data`, decompressed (journal rows, plan and checkpoint payloads)."""
+    frames = []
+    at = data.find(ZSTD_MAGIC)
+    while at != -1:
+        with contextlib.suppress(zstandard.ZstdError):  # bytes that only look like a frame
+            frames.append(zstandard.ZstdDecompressor().decompressobj().decompress(data[at:]))
+        at = data.find(ZSTD_MAGIC, at + 1)
+    return frames
+
+
+def checkpoint_payload(data: bytes) -> bytes:
+    """The verified, decompressed payload of a checkpoint envelope (its header names its key)."""
+    size = int.from_bytes(data[6:_ENVELOPE_PREFIX], "big")
+    header = msgspec.msgpack.decode(
+        data[_ENVELOPE_PREFIX : _ENVELOPE_PREFIX + size], type=EnvelopeHeader
+    )
+    key = CheckpointKey(header.step, header.lane, header.stage, header.chunk)
+    return EnvelopeCodec().open(data, key)[1]
+
+
+class Expanded:
+    """Each file's bytes plus everything compressed inside it, with counts per kind."""
+
+    def __init__(self) -> None:
+        self.checkpoints = 0
+        self.plans = 0
+        self.frames = 0
+
+    def __call__(self, path: Path) -> bytes:
+        data = path.read_bytes()
+        parts = [data]
+        if path.suffix == ".ckpt":
+            parts.append(checkpoint_payload(data))
+            self.checkpoints += 1
+        elif path.suffix == ".plan":
+            spans = decode_plan(path.stem, data)
+            parts.append(msgspec.msgpack.encode(spans))
+            self.plans += 1
+        frames = zstd_frames(data)
+        self.frames += len(frames)
+        return b"".join(parts + frames)
+
+
+# The stored event state (docs/internals.md "Storage format"): a format byte, then the
+# class version when flagged, then msgpack, zstd-compressed for format 0x02.
+_FORMAT_MSGPACK, _FORMAT_ZSTD_MSGPACK, _FLAG_CLASS_VERSION = 0x01, 0x02, 0x10
+
+
+def journal_states(db: Path) -> tuple[list[bytes], int]:
+    """Every stored event's state decoded to msgpack bytes, and how many were compressed."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT state FROM stored_events").fetchall()
+    states, compressed = [], 0
+    for (state,) in rows:
+        head = state[0]
+        body = bytes(state[3:] if head & _FLAG_CLASS_VERSION else state[1:])
+        fmt = head & ~_FLAG_CLASS_VERSION
+        if fmt == _FORMAT_ZSTD_MSGPACK:
+            body = zstandard.ZstdDecompressor().decompressobj().decompress(body)
+            compressed += 1
+        else:
+            assert fmt == _FORMAT_MSGPACK, f"unknown state format 0x{head:02x}"
+        assert isinstance(msgspec.msgpack.decode(body), dict)  # really an event map
+        states.append(body)
+    return states, compressed

