@@ -543,7 +543,14 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         2,
         False,
     ),
-    ("recover: no journal", lambda w: ["recover", "--output-root", w.fresh("empty")], 2, False),
+    # Without a journal recover still sweeps temp files (exit 0, issue 12 item 11): its
+    # error case is a journal setting that names no usable journal.
+    (
+        "recover: invalid journal",
+        lambda w: ["recover", "--output-root", w.fresh("empty"), "--journal", "ftp://x/y"],
+        2,
+        False,
+    ),
     ("gc: no retention given", lambda w: ["gc", *w.where()], 2, False),
     ("gc: bad age", lambda w: ["gc", "--older-than", "soon", *w.where()], 2, False),
     ("init: directory not empty", lambda w: ["init", str(Path(w.pipeline).parent)], 2, False),
