@@ -202,11 +202,6 @@ def check_run_with_report(doc: dict[str, Any], w: World) -> None:
     assert Path(doc["report_html"]).read_bytes().startswith(b"<!DOCTYPE html>")
 
 
-def check_report(doc: dict[str, Any], w: World) -> None:
-    assert doc["run_id"] == w.ok_run and doc["status"] == "succeeded"
-    assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
-
-
 def check_run_failed(doc: dict[str, Any], w: World) -> None:
     assert doc["status"] == "failed" and doc["report"] is None and doc["outputs"] == []
     assert Path(doc["failure_report"]).exists() and Path(doc["error_log"]).exists()
