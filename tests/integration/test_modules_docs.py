@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -70,7 +71,15 @@ def test_the_page_has_every_kind_of_block() -> None:
     assert set(marks) <= {"plugin", "fragment", ""}
     text = DOC.read_text(encoding="utf-8")
     assert text.count("```python") == len(PYTHON), "a python block the pattern missed"
-    assert [mark for mark, lang, _, _ in BLOCKS if lang == "toml"] == ["pipeline"]
+    toml_marks = [mark for mark, lang, _, _ in BLOCKS if lang == "toml"]
+    assert toml_marks.count("pipeline") == 1 and set(toml_marks) <= {"pipeline", "fragment"}
+
+
+def test_toml_fragments_parse() -> None:
+    fragments = [body for mark, lang, body, _ in BLOCKS if lang == "toml" and mark == "fragment"]
+    assert fragments
+    for body in fragments:
+        tomllib.loads(body)
 
 
 @pytest.mark.parametrize(
