@@ -1,4 +1,5 @@
-"""The checkpoint store: workspace, envelope, loader and recorder (DESIGN §4, SEMANTICS §6).
+"""The checkpoint store: workspace, envelope, loader and recorder
+(docs/internals.md "Checkpoint store").
 
 One workspace per pipeline under the cache root holds `workspace.json` and one envelope
 file per checkpoint scope. The loader turns every file into a typed verdict and never
@@ -49,7 +50,7 @@ __all__ = [
 
 MAGIC = b"RJCK"
 ENVELOPE_VERSION = 1
-WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (seed: "workspace_schema_version")
+WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (docs/internals.md "`workspace.json`")
 WORKSPACE_MANIFEST = "workspace.json"
 ZSTD_LEVEL = 3
 # A payload larger than this is refused as corrupt instead of being allocated.
@@ -230,7 +231,7 @@ class _Zstd(threading.local):
 
 
 class EnvelopeCodec:
-    """Encodes and verifies checkpoint envelopes (layout in docs/_notes/checkpoints.md)."""
+    """Encodes and verifies checkpoint envelopes (layout in docs/internals.md "Envelope format")."""
 
     def __init__(self) -> None:
         self._encoder = msgspec.msgpack.Encoder(order="deterministic")
@@ -267,9 +268,9 @@ class EnvelopeCodec:
 
         Raises EnvelopeRejected only. The trailing digest (at a fixed place whatever the
         version) is checked first, so any flipped byte, the version's included, is
-        CORRUPT (SEMANTICS §6); an intact envelope of an unknown version is
-        SCHEMA_UNSUPPORTED; then the structure, the scope and the payload digest are
-        checked, and any failure is CORRUPT. The codec id is left to the caller (its
+        CORRUPT (docs/internals.md "Verification order and verdicts"); an intact envelope of an
+        unknown version is SCHEMA_UNSUPPORTED; then the structure, the scope and the payload
+        digest are checked, and any failure is CORRUPT. The codec id is left to the caller (its
         verdict differs between the loader's two lookups).
         """
         size = len(data)
@@ -387,7 +388,8 @@ class CheckpointLoader:
     def load_accepted_artifact(
         self, step: str, lane: str, lane_identity: str, codec_id: str
     ) -> RestoredArtifact:
-        """A required producer's normalize artifact for --recompute (SEMANTICS §4, seed).
+        """A required producer's normalize artifact for --recompute
+        (docs/operations.md "Selective recomputation").
 
         Reads only the normalize file (never extract or merge, never dependency
         fingerprints); requires a schema-v3 workspace and the exact, non-empty lane
@@ -406,7 +408,8 @@ class CheckpointLoader:
                 raise _corrupt("checkpoint without a workspace manifest")
             header, payload = self._codec.open(data, key)
         except EnvelopeRejected:
-            # A schema failure of a required predecessor is predecessor_corrupt (SEMANTICS §5).
+            # A schema failure of a required predecessor is predecessor_corrupt (docs/operations.md
+            # "Reason codes").
             return RestoredArtifact(state=PredecessorState.CORRUPT)
         if not lane_identity or header.lane_identity != lane_identity:
             return RestoredArtifact(state=PredecessorState.IDENTITY_MISMATCH)

@@ -4,7 +4,8 @@ Plans live under ``<cache root>/chunkplans/<key[:2]>/<key>.plan`` in a self-chec
 envelope; a file that fails any check is reported CORRUPT and never trusted, and ``get``
 never raises for what it finds on disk. Only accepted plans are published, atomically
 through :class:`FsRoot`, so concurrent runs publishing the same plan leave one valid file.
-Bypass mode constructs no store at all (DESIGN.md §7). See docs/_notes/chunkplans.md.
+Bypass mode constructs no store at all
+(docs/internals.md "Chunk-plan store and accepted chunk map").
 """
 
 from __future__ import annotations

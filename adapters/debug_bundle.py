@@ -1,4 +1,5 @@
-"""Debug bundles (DESIGN §7): an opt-in `<debug root>/<run id>/` with `summary/` and `trace/`.
+"""Debug bundles (docs/internals.md "Debug bundles"): an opt-in `<debug root>/<run id>/` with
+`summary/` and `trace/`.
 
 The CLI allocates a bundle only when `--debug` asks for one, after the run id exists
 and before the pipeline is resolved. `SummaryWriter` persists the redacted summary

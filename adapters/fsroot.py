@@ -1,7 +1,7 @@
 """Confined, atomic, private file access beneath one trusted directory.
 
-Modelled on Go 1.24's ``os.Root`` (see HARDENING.md): the root directory is trusted, every
-name beneath it is not. A name is first checked lexically, then resolved one component at a
+Modelled on Go 1.24's ``os.Root`` (see docs/internals.md "FsRoot"): the root directory is trusted,
+every name beneath it is not. A name is first checked lexically, then resolved one component at a
 time with ``O_NOFOLLOW`` relative to an open directory fd, so neither ``..`` nor a symbolic
 link, not even one swapped in while we work, can lead outside the root. Symbolic links are
 refused everywhere beneath the root, even those pointing inside it.
@@ -179,7 +179,8 @@ _DRIVE = re.compile(r"[A-Za-z]:")
 
 
 def _split(name: str) -> list[str]:
-    """Check a name lexically (HARDENING.md's list) and return its components."""
+    """Check a name lexically (docs/internals.md "Logical output names"), returning
+    its components."""
     if not isinstance(name, str):
         raise TypeError(f"name must be str, not {type(name).__name__}")
     reason = _lexical_refusal(name)

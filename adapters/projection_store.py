@@ -1,6 +1,6 @@
 """Materialised projection views: where they live, whether they are stale, rebuilding them.
 
-Views (all written atomically through `FsRoot`; see docs/_notes/journal_ops.md):
+Views (all written atomically through `FsRoot`; see docs/internals.md "Projections"):
 
 - `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory is
   in this output root; the file carries `projection: {name, version}` itself.

@@ -63,8 +63,8 @@ def load_sources(
     """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require.
 
     Patterns are expanded against `base_dir`; names are relative to `name_dir` (the
-    pipeline file's directory, SEMANTICS §2), so `--input` from any working directory
-    names a document the same way and its checkpoints are found again.
+    pipeline file's directory, docs/configuration.md "Paths"), so `--input` from any working
+    directory names a document the same way and its checkpoints are found again.
     """
     base = os.path.realpath(base_dir)
     names_base = os.path.realpath(name_dir) if name_dir is not None else base

@@ -1,7 +1,7 @@
 """The composition root: the only place that turns settings into physical collaborators.
 
-It decides which collaborators exist (seed "Composition"): no chunk-plan store in
-bypass mode, a checkpoint recorder only when recording is on, a loader only for a
+It decides which collaborators exist (docs/internals.md "One run, phase by phase"): no chunk-plan
+store in bypass mode, a checkpoint recorder only when recording is on, a loader only for a
 `--resume` or `--recompute` invocation. Nothing here runs a stage.
 """
 

@@ -1,4 +1,5 @@
-"""`runjournal run`: the phases of a run (SEMANTICS §1), wired from collaborators.
+"""`runjournal run`: the phases of a run (docs/internals.md "One run, phase by phase"), wired from
+collaborators.
 
 P1 parse (allocates nothing) -> P2 allocate (run id, RunAllocated) -> P3 resolve the
 pipeline -> P4 execute -> P5 terminalize. Each failure maps to one stderr line and
@@ -237,7 +238,8 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     run = Run(run_aggregate_id(run_id), _now)
     session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
     _record_allocation(session, spec, parsed.pipeline_path, config, run_id, argv)
-    # The bundle: after a safe run id and RunAllocated, before resolution (SEMANTICS §1 P2).
+    # The bundle: after a safe run id and RunAllocated, before resolution
+    # (docs/internals.md "One run, phase by phase").
     command = {
         "argv": argv,
         "run_id": run_id,
@@ -253,7 +255,8 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     try:
         bundle = _allocate_bundle(session, config, spans, command)
     except CliError as exc:
-        if req.json:  # --json prints one document whatever the outcome (CLI.md)
+        # --json prints one document whatever the outcome (docs/operations.md "JSON documents")
+        if req.json:
             _print_allocation_failure(config, parsed.policy, journal.url, run_id, exc.message)
             exc.json_printed = True
         journal.close()
@@ -649,7 +652,8 @@ def _report_error(
     run_id: str | None = None,
     json_printed: bool = False,
 ) -> int:
-    """One stderr line, and with --json one document on stdout (CLI.md), then the code."""
+    """One stderr line, and with --json one document on stdout
+    (docs/operations.md "JSON documents"), then the code."""
     print_error(message)
     if req.json and not json_printed:
         emit_json(error_document(message, code, run_id))

@@ -1,10 +1,11 @@
-"""The pure chunk planner: split one UTF-8 source into byte spans (SEMANTICS §3).
+"""The pure chunk planner: split one UTF-8 source into byte spans
+(docs/internals.md "Chunk planner and name rules").
 
 Plans are computed on the decoded text (so limits count code points) and returned as
 byte offsets into the source. Work is linear and mostly in C: each chunk's end is found by
 one backwards regex (or ``rfind``) scan of its window, and byte offsets come from encoding
 each chunk once. A plan loaded from a cache is checked by
-``validate_plan`` before it is accepted. See docs/_notes/chunking.md for the exact rules.
+``validate_plan`` before it is accepted. See docs/internals.md "Planning rules" for the exact rules.
 """
 
 from __future__ import annotations

@@ -91,8 +91,9 @@ _PREDECESSOR_CODES: dict[PredecessorState, ReasonCode] = {
 
 REUSE_CODES = frozenset({ReasonCode.REUSED, ReasonCode.PREDECESSOR_REUSED})
 
-# SEMANTICS §4: the first rule that applies wins (input_changed is the extract stage's
-# name for stage_input_changed). docs/operations.md lists the same order; a test compares.
+# docs/operations.md "Decision order": the first rule that applies wins (input_changed is the
+# extract stage's name for stage_input_changed). docs/operations.md lists the same order; a test
+# compares.
 DECISION_ORDER: tuple[ReasonCode, ...] = (
     ReasonCode.FORCED_RECOMPUTE,
     ReasonCode.NOT_RESUMED,
@@ -109,7 +110,7 @@ DECISION_ORDER: tuple[ReasonCode, ...] = (
 
 
 def decide_stage(facts: StageFacts) -> ReasonCode:
-    """SEMANTICS §4 decision order: the first rule that applies wins."""
+    """docs/operations.md "Decision order": the first rule that applies wins."""
     if facts.failed:
         return ReasonCode.STAGE_FAILED
     if facts.predecessor is not None:

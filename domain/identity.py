@@ -80,7 +80,7 @@ class LaneComponents(msgspec.Struct, frozen=True):
     profile_source: str
 
 
-# The decision order of SEMANTICS §4 for the S components.
+# The decision order of docs/operations.md "Decision order" for the S components.
 COMPONENT_ORDER: tuple[str, ...] = (
     "config",
     "module",
@@ -93,7 +93,8 @@ COMPONENT_ORDER: tuple[str, ...] = (
 
 
 def lane_identity(components: LaneComponents, source_digests: Iterable[str]) -> str:
-    """The seed's invocation identity: S plus the lane's sorted source digests."""
+    """The invocation identity (docs/internals.md "Identity per stage"): S plus the lane's sorted
+    source digests."""
     return digest_of(
         {
             "components": [getattr(components, name) for name in COMPONENT_ORDER],

@@ -1,4 +1,4 @@
-"""Validation of logical output names (CLI.md "On disk").
+"""Validation of logical output names (docs/internals.md "Logical output names").
 
 A module names its outputs with logical names; the CLI turns them into files beneath the
 run directory. They are checked here, before any directory is allocated, so a bad name

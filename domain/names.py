@@ -1,4 +1,5 @@
-"""Name rules (SEMANTICS §2): pipeline names, step ids, source logical names, lane ids, run ids.
+"""Name rules (docs/operations.md "Names"): pipeline names, step ids, source logical names, lane
+ids, run ids.
 
 Pure string functions: callers resolve paths and supply the clock and randomness, so every
 name here is a deterministic function of its inputs.

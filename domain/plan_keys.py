@@ -1,4 +1,5 @@
-"""Chunk-plan keys, the cache mode, and the accepted chunk map's entry (DESIGN.md §2, §7).
+"""Chunk-plan keys, the cache mode, and the accepted chunk map's entry (docs/internals.md
+"Chunk-plan store and accepted chunk map").
 
 A chunk plan is source-addressed: its key is a digest of the source's content digest, the
 chunking settings and the planner fingerprint, so a plan is shared by every run and every

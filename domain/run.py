@@ -25,7 +25,7 @@ RUN_NAMESPACE = UUID("5d8c0c8e-6f43-5b8e-9a51-7b3f1f3f6a10")
 
 
 def run_aggregate_id(run_id: str) -> UUID:
-    """Aggregate id = uuid5(fixed namespace, run id) (SEMANTICS §9)."""
+    """Aggregate id = uuid5(fixed namespace, run id) (docs/internals.md "The journal")."""
     return uuid5(RUN_NAMESPACE, run_id)
 
 

@@ -276,7 +276,8 @@ class PipelineRunner:
         lane_ids: list[str] = []
         # Selective recomputation restores every required step before anything executes
         # or is written (plans included): a required step never consumes a forced one,
-        # and a failed predecessor must leave the cache root untouched (SEMANTICS §6).
+        # and a failed predecessor must leave the cache root untouched (docs/internals.md
+        # "Checkpoint store").
         required = [s for s in pipeline.steps if s.id in self._policy.required]
         for step in required:
             self._run_step(step, pipeline, chunks_by_source, artifacts, lane_ids)

@@ -3,7 +3,8 @@
 It carries identities, counts and output digests only: never the accepted chunk map,
 generated reference bytes or secrets.
 
-`validation.status` is `passed` or `failed` once the run has terminated (SEMANTICS §9):
+`validation.status` is `passed` or `failed` once the run has terminated
+(docs/internals.md "One run, phase by phase"):
 `passed` only when `OutputsValidated` checked the outputs and refused none; a run that
 terminated before its outputs were checked (failed, interrupted or abandoned earlier)
 shows `failed`. `pending` exists only in the in-memory view of a run still running;
