@@ -33,12 +33,20 @@ from runjournal.adapters.debug_bundle import (
     trace_llm_calls,
 )
 from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.journal import JournalError, JournalStore, open_journal
+from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.processes import current_process_start, host_name
-from runjournal.adapters.profiles import ProfileError, ProfileRegistry
-from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
+from runjournal.adapters.profiles import ProfileError
+from runjournal.cli.compose import (
+    Collaborators,
+    Roots,
+    allocate_debug_bundle,
+    build_collaborators,
+    factories,
+    journal_for,
+    workspace_dir,
+)
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.llm_wiring import (
     LLMPlan,
@@ -49,7 +57,6 @@ from runjournal.cli.llm_wiring import (
 )
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
-from runjournal.cli.parallel import ThreadPoolMap
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
@@ -86,7 +93,7 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
-from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
+from runjournal.domain.runner import RunOutcome, StageFailure
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
@@ -160,16 +167,25 @@ class _Invocation:
     bundle: DebugBundle | None
     terminal: Terminalizer
     progress: ProgressDisplay
+    roots: Roots  # each root opened once for the whole invocation (cli/compose.py)
     llm: Any = None  # the run's LLMServices, from P3 on
 
     def close(self) -> None:
         self.collab.close()
         self.journal.close()
+        self.roots.close()
 
 
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     parsed = _parse(req)
     inv = _allocate(req, argv, parsed)
+    try:
+        return _run_allocated(req, parsed, inv)
+    finally:
+        inv.roots.close()  # after the journal and every writer under a root are done
+
+
+def _run_allocated(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> int:
     try:
         resolved = _resolve(req, parsed, inv)
         if isinstance(resolved, int):
@@ -180,7 +196,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             spec=parsed.spec,
             resolved=resolved,
             run_id=inv.run_id,
-            cache_root=parsed.config.cache_root,
+            cache_root=inv.roots.existing_cache,
             pipeline_arg=req.pipeline,
             resumed=parsed.config.resume or parsed.policy.active,
         )
@@ -214,18 +230,26 @@ def _parse(req: RunRequest) -> _Parsed:
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     """P2: journal, collaborators, run id, RunAllocated, then the debug bundle if asked."""
     config, spec = parsed.config, parsed.spec
-    progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    made = factories()
+    progress = made.progress(enabled=config.progress and not req.quiet and not req.json)
     progress.phase("opening the journal")
+    roots = Roots(config, made)  # each root is opened once, here or on first use
     try:
-        journal = open_journal(config.journal, timeout=config.journal_timeout)
+        journal = journal_for(config, roots=roots)
     except JournalError as exc:
+        roots.close()
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
         collab = build_collaborators(
-            config, pipeline=spec.name, resume=config.resume, recompute=parsed.policy.active
+            config,
+            pipeline=spec.name,
+            resume=config.resume,
+            recompute=parsed.policy.active,
+            roots=roots,
         )
     except FsError as exc:
         journal.close()
+        roots.close()
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
@@ -253,7 +277,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         "debug": config.debug.value,
     }
     try:
-        bundle = _allocate_bundle(session, config, spans, command)
+        bundle = _allocate_bundle(session, config, spans, command, roots)
     except CliError as exc:
         # --json prints one document whatever the outcome (docs/operations.md "JSON documents")
         if req.json:
@@ -261,13 +285,18 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
             exc.json_printed = True
         journal.close()
         collab.close()
+        roots.close()
         raise
     session.flush()
     terminal = Terminalizer(
-        session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
+        session=session,
+        manifest=manifest,
+        output_root=config.output_root,
+        output_fs=roots.output,
+        run_id=run_id,
     )
     return _Invocation(
-        run_id, journal, collab, session, manifest, summary, bundle, terminal, progress
+        run_id, journal, collab, session, manifest, summary, bundle, terminal, progress, roots
     )
 
 
@@ -278,7 +307,9 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
     inv.llm = build_services(parsed.llm or plan_llm(None), bundle.llm_text if bundle else None)
     try:
-        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
+        profiles = factories().load_profiles(
+            config.profiles_file, user_profiles=parsed.user_profiles
+        )
         resolved, resolution = resolve_pipeline(
             parsed.spec,
             pipeline_dir=parsed.pipeline_dir,
@@ -345,8 +376,9 @@ def _execute_and_terminalize(
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = inv.progress
-    parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
-    runner = PipelineRunner(
+    made = inv.roots.made
+    parallel = made.parallel_map(config.jobs)  # one pool per invocation, closed below
+    runner = made.runner(
         sink=inv.session,
         loader=inv.collab.loader,
         recorder=inv.collab.recorder,
@@ -409,13 +441,13 @@ def _execute_and_terminalize(
         inv.session.flush()
         if req.report:  # after every event is in the journal: the page is its projection
             report_html, failed = write_run_report(
-                inv.journal, inv.session, inv.run_id, state.run_dir
+                inv.journal, inv.session, inv.run_id, state.run_dir, inv.roots.output()
             )
             not_persisted += failed
     finally:
         inv.journal.close()
     if state.status is RunStatus.SUCCEEDED:
-        notes.latest, problem = point_latest(config.output_root, inv.run_id)
+        notes.latest, problem = point_latest(inv.roots.output(), config.output_root, inv.run_id)
         if problem:
             doc["warnings"].append({"step": None, "lane": None, "message": problem})
 
@@ -487,13 +519,16 @@ def _allocate_bundle(
     config: EffectiveConfig,
     spans: JournalSpans,
     command: dict[str, Any],
+    roots: Roots,
 ) -> DebugBundle | None:
     """Allocate the requested debug bundle; a failure ends the run with exit 3."""
     if not config.debug_summary:
         return None
     run_id = command["run_id"]
     try:
-        bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
+        bundle = allocate_debug_bundle(
+            roots.debug, config.debug_root, run_id, trace=config.debug_trace
+        )
     except BundleAllocationError as exc:
         session.emit(
             RunTerminated,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,11 +72,13 @@ class Terminalizer:
         session: Any,
         manifest: ManifestProjection,
         output_root: str,
+        output_fs: Callable[[], FsRoot],
         run_id: str,
     ) -> None:
         self._session = session
         self._manifest = manifest
         self._output_root = output_root
+        self._output_fs = output_fs
         self.state = TerminalState(run_id=run_id, run_dir=os.path.join(output_root, run_id))
         self._dir: FsRoot | None = None
 
@@ -188,13 +190,10 @@ class Terminalizer:
         }
 
     def _create_run_dir(self) -> FsRoot:
-        root = FsRoot.open(self._output_root, create=True)
-        try:
-            root.mkdir(self.state.run_id, exclusive=True)
-            self._dir = root.subroot(self.state.run_id)
-            return self._dir
-        finally:
-            root.close()
+        root = self._output_fs()  # the invocation's one output-root handle (cli/compose.py)
+        root.mkdir(self.state.run_id, exclusive=True)
+        self._dir = root.subroot(self.state.run_id)
+        return self._dir
 
     def _write_manifest(self, run_dir: FsRoot) -> None:
         view = self._manifest.view()

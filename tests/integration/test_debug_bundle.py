@@ -38,6 +38,7 @@ from runjournal.adapters.debug_bundle import (
 )
 from runjournal.adapters.fsroot import FsIOError, FsRoot
 from runjournal.adapters.profiles import OFFLINE, OfflineRuntime
+from runjournal.cli.compose import allocate_debug_bundle
 from runjournal.domain.chunking import ChunkingSettings
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (
@@ -89,13 +90,20 @@ def fail_on(monkeypatch: pytest.MonkeyPatch, method: str, predicate) -> None:
     monkeypatch.setattr(FsRoot, method, wrapper)
 
 
+def allocate(debug_root: Path, run_id: str, *, trace: bool) -> DebugBundle:
+    """A bundle under a debug root opened the way the composition root opens it."""
+    return allocate_debug_bundle(
+        lambda: FsRoot.open(debug_root, create=True), str(debug_root), run_id, trace=trace
+    )
+
+
 # --- allocation ------------------------------------------------------------------
 
 
 class TestAllocate:
     def test_layout_and_permissions(self, tmp_path: Path) -> None:
         root = tmp_path / "debug"
-        bundle = DebugBundle.allocate(str(root), "run-1", trace=True)
+        bundle = allocate(root, "run-1", trace=True)
         path = Path(bundle.path)
         assert path == (root / "run-1").resolve()
         assert sorted(p.name for p in path.iterdir()) == [INCOMPLETE_MARKER, SUMMARY_DIR, TRACE_DIR]
@@ -107,7 +115,7 @@ class TestAllocate:
             assert p.stat().st_mode & 0o777 == expected, p
 
     def test_summary_only_has_no_trace_root(self, tmp_path: Path) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+        bundle = allocate(tmp_path / "d", "r", trace=False)
         assert bundle.trace is None
         assert not (Path(bundle.path) / TRACE_DIR).exists()
         bundle.close()
@@ -117,7 +125,7 @@ class TestAllocate:
         existing.mkdir(parents=True)
         (existing / "keep.txt").write_text("someone else's")
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True)
         assert info.value.cleaned
         assert "already exists" in str(info.value)
         assert (existing / "keep.txt").read_text() == "someone else's"
@@ -126,7 +134,7 @@ class TestAllocate:
         blocker = tmp_path / "file"
         blocker.write_text("x")
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(blocker / "sub"), "r", trace=False)
+            allocate(blocker / "sub", "r", trace=False)
         assert str(blocker / "sub" / "r") in str(info.value)
 
     def test_half_allocated_bundle_is_removed(
@@ -134,7 +142,7 @@ class TestAllocate:
     ) -> None:
         fail_on(monkeypatch, "mkdir", lambda root, name: name == TRACE_DIR)
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True)
         assert info.value.cleaned
         assert list((tmp_path / "d").iterdir()) == []
 
@@ -144,7 +152,7 @@ class TestAllocate:
         fail_on(monkeypatch, "mkdir", lambda root, name: name == SUMMARY_DIR)
         fail_on(monkeypatch, "remove_tree", lambda root, name: True)
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True)
         assert not info.value.cleaned
         assert "INCOMPLETE" in str(info.value)
         assert (
@@ -158,7 +166,7 @@ class TestAllocate:
     ) -> None:
         fail_on(monkeypatch, "write_bytes", lambda root, name: name == INCOMPLETE_MARKER)
         with pytest.raises(BundleAllocationError):
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+            allocate(tmp_path / "d", "r", trace=False)
         assert list((tmp_path / "d").iterdir()) == []
 
 
@@ -166,7 +174,7 @@ class TestClose:
     def test_a_failed_summary_write_keeps_the_marker(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+        bundle = allocate(tmp_path / "d", "r", trace=False)
         fail_on(monkeypatch, "write_bytes", lambda root, name: name == RUN)
         assert bundle.summary.write(COMMAND, {"a": 1})
         assert not bundle.summary.write(RUN, {"a": 1})
@@ -179,7 +187,7 @@ class TestClose:
     def test_marker_that_cannot_be_cleared_is_a_failure(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+        bundle = allocate(tmp_path / "d", "r", trace=False)
         fail_on(monkeypatch, "remove", lambda root, name: name == INCOMPLETE_MARKER)
         failures = bundle.close()
         assert [(f.target, f.name) for f in failures] == [("debug_bundle", INCOMPLETE_MARKER)]
@@ -187,7 +195,7 @@ class TestClose:
     def test_lost_trace_records_are_counted(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+        bundle = allocate(tmp_path / "d", "r", trace=True)
         fail_on(monkeypatch, "append_line", lambda root, name: True)
         assert bundle.trace is not None
         for i in range(5):

@@ -36,7 +36,7 @@ class World:
     def __init__(self, store: JournalStore, root: Path) -> None:
         self.store = store
         self.root = root
-        self.views = ProjectionStore(store, str(root), json_bytes)
+        self.views = ProjectionStore(store, str(root), json_bytes, open_root=FsRoot.open)
         self.runs: list[syn.SyntheticRun] = []
 
     def add_run(
@@ -365,7 +365,7 @@ def test_a_debug_summary_projection_is_found_when_it_exists(
 
 def test_status_of_an_output_root_that_does_not_exist(tmp_path: Path) -> None:
     with open_journal(str(tmp_path / "j.sqlite3")) as store:
-        views = ProjectionStore(store, str(tmp_path / "missing"), json_bytes)
+        views = ProjectionStore(store, str(tmp_path / "missing"), json_bytes, open_root=FsRoot.open)
         status = {s.name: s for s in views.status()}
     assert not status["manifest"].stale and status["manifest"].views == 0
     assert not (tmp_path / "missing").exists()
