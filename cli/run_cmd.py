@@ -251,6 +251,13 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         journal.close()
         roots.close()
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
+    try:
+        roots.output()  # opened (and created) now: the run directory is made under this handle
+    except FsError as exc:
+        collab.close()
+        journal.close()
+        roots.close()
+        raise CliError(f"output root {config.output_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
