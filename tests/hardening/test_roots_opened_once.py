@@ -212,8 +212,16 @@ def test_journal_follows_the_output_root_it_opened(tmp_path: Path, example: Path
     opener = _Opener(swap=(out, evil))
     result = CliRunner().invoke(
         cli,
-        ["run", str(example), "--output-root", str(out), "--cache-root", str(tmp_path / "c")]
-        + ["--no-progress", "--json"],
+        [
+            "run",
+            str(example),
+            "--output-root",
+            str(out),
+            "--cache-root",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--json",
+        ],
         obj=Factories(open_root=opener),
         catch_exceptions=False,
     )
