@@ -10,7 +10,6 @@ own parts). Anything else receives the collaborator, or the factory, as a parame
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 from support.paths import REPO
