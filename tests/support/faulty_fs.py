@@ -26,16 +26,33 @@ class Fault:
     error: Callable[[str], BaseException]
 
 
-def faulty_root_class(faults: list[Fault]) -> type[FsRoot]:
-    """An `FsRoot` subclass whose listed methods raise the faults that apply."""
-    namespace: dict[str, Any] = {}
-    for method in {f.method for f in faults}:
-        original = getattr(FsRoot, method)
-        mine = [f for f in faults if f.method == method]
+# The FsRoot methods that take an entry's name first, and so can be made to fail.
+METHODS = (
+    "write_bytes",
+    "read_bytes",
+    "append_line",
+    "mkdir",
+    "subroot",
+    "replace_symlink",
+    "remove",
+    "remove_tree",
+    "rename",
+)
 
-        def wrapper(self: FsRoot, name: str, *a: Any, _orig=original, _mine=mine, **kw: Any):
-            for fault in _mine:
-                if fault.applies(self, name):
+
+def faulty_root_class(faults: list[Fault]) -> type[FsRoot]:
+    """An `FsRoot` subclass raising the faults of `faults` that apply.
+
+    The list is read at each call, so a test may add a fault after the roots were opened
+    (a write that fails only after allocation, say).
+    """
+    namespace: dict[str, Any] = {}
+    for method in METHODS:
+        original = getattr(FsRoot, method)
+
+        def wrapper(self: FsRoot, name: str, *a: Any, _orig=original, _m=method, **kw: Any):
+            for fault in faults:
+                if fault.method == _m and fault.applies(self, name):
                     raise fault.error(name)
             return _orig(self, name, *a, **kw)
 
