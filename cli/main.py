@@ -253,16 +253,18 @@ def journal_group() -> None:
 @run_argument
 @journal_options
 @json_option
+@click.option("--jsonl", is_flag=True, help="One JSON object per event, streamed (for large runs).")
 @verbose_option
-def journal_show(run: str, **opts: Any) -> None:
+def journal_show(run: str, jsonl: bool, **opts: Any) -> None:
     """Print RUN's events in order.
 
     \b
     Examples:
       runjournal journal show latest
       runjournal journal show latest --json
+      runjournal journal show latest --jsonl | jq -c 'select(.type == "StageDecided")'
     """
-    _call("query_cmds.journal_show", opts, run=run)
+    _call("query_cmds.journal_show", opts, run=run, jsonl=jsonl)
 
 
 @journal_group.command("audit")
