@@ -173,7 +173,7 @@ class PipelineRunner:
         artifacts: dict[str, dict[str, Artifact]],
     ) -> tuple[Artifact, str]:
         consumed = self._consumed(step, lane, artifacts)
-        deps = [a.fingerprint() for lanes in consumed.values() for a in lanes.values()]
+        deps = [a.ref for lanes in consumed.values() for a in lanes.values()]
         lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
         self._sink.emit(
