@@ -24,7 +24,7 @@ from typing import Any
 import click
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
-from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle
+from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_journal
 from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
@@ -45,6 +45,8 @@ from runjournal.domain.ports import (
 )
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner import PipelineRunner
+from runjournal.projections.debug_summary import DebugSummaryProjection
+from runjournal.projections.manifest import ManifestProjection
 
 
 def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecorder | None) -> Any:
@@ -266,6 +268,22 @@ def allocate_debug_bundle(
     except (OSError, ValueError) as exc:
         raise BundleAllocationError(planned, str(exc), cleaned=True) from None
     return DebugBundle.allocate(parent, run_id, trace=trace)
+
+
+@dataclass
+class LiveViews:
+    """The projections a run's journal session feeds as it records (docs/internals.md
+    "Projections"): the manifest, the debug summary with `--debug`, and the trace spans."""
+
+    manifest: ManifestProjection
+    summary: DebugSummaryProjection | None
+    spans: JournalSpans  # trace spans from the journal's events, once a trace exists
+
+
+def live_views(config: EffectiveConfig) -> LiveViews:
+    """The bundle's run/warnings/failure documents come from the debug-summary fold."""
+    summary = DebugSummaryProjection() if config.debug_summary else None
+    return LiveViews(manifest=ManifestProjection(), summary=summary, spans=JournalSpans())
 
 
 def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:

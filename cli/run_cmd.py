@@ -45,6 +45,7 @@ from runjournal.cli.compose import (
     build_collaborators,
     factories,
     journal_for,
+    live_views,
     workspace_dir,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
@@ -259,11 +260,9 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         roots.close()
         raise CliError(f"output root {config.output_root}: {exc}") from None
     run_id = _new_run_id()
-    manifest = ManifestProjection()
-    spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
+    views = live_views(config)  # the projections the session feeds (cli/compose.py)
+    manifest, spans, summary = views.manifest, views.spans, views.summary
     listeners: list[Any] = [manifest.apply, spans, progress.event]
-    # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
-    summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
         listeners.append(summary.apply)
     run = Run(run_aggregate_id(run_id), _now)

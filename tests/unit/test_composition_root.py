@@ -31,6 +31,7 @@ CONSTRUCTORS: dict[str, str] = {
     "ProjectionStore": "adapters/projection_store.py",
     "DebugBundle": "adapters/debug_bundle/",
     "DebugBundle.allocate": "adapters/debug_bundle/",
+    "JournalSpans": "adapters/debug_bundle/",
     "LLMServices": "adapters/llm/",
     "Cassette.load": "adapters/llm/cassette.py",
     "ProfileRegistry.load": "adapters/profiles.py",
