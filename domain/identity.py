@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from runjournal.domain.chunking import PLANNER_FINGERPRINT, ChunkingSettings
 
+# The redaction shapes are imported by the two functions that need them, not here:
+# `runjournal --help` imports this module through plan_keys, and start-up stays lean
+# (docs/performance.md "Start-up").
+
 if TYPE_CHECKING:  # both import this module: only their types are needed here
     from runjournal.domain.decisions import Stage
     from runjournal.domain.modules import Module
@@ -213,8 +217,6 @@ def identity_value(value: Any, key: str | None = None) -> Any:
 
     So no secret is ever hashed, and rotating a key in `params` is not a cache miss.
     """
-    # Imported here: the settings table needs this module, and start-up stays lean
-    # (docs/performance.md "Start-up").
     from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
 
     if key is not None and is_secret_key(key):
