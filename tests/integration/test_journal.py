@@ -669,7 +669,8 @@ class TestRunQueries:
         record(store, run_id, [(StageDecided, decision())])
         run = store.load_run(run_id, StepClock(datetime(2031, 1, 1, tzinfo=UTC)))
         assert (run.run_id, run.version, run.status) == (run_id, 2, RunStatus.RUNNING)
-        assert run.decisions == {ReasonCode.PREDECESSOR_MISSING.value: 1}
+        replayed = run.decision_of(STAGE["step"], STAGE["lane"], STAGE["stage"].value, "c0001")
+        assert replayed is ReasonCode.PREDECESSOR_MISSING
         with store.session(run) as session:
             session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         last = list(store.events(run_id))[-1]
