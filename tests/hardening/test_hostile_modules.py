@@ -244,7 +244,5 @@ def test_a_raising_module_ends_its_run_recorded(tmp_path: Path, mode: str, stage
 
 
 @pytest.mark.parametrize("mode", RETURNED)
-def test_a_module_returning_hostile_values_ends_its_run_recorded(
-    tmp_path: Path, mode: str
-) -> None:
+def test_a_module_returning_hostile_values_ends_its_run_recorded(tmp_path: Path, mode: str) -> None:
     check_run(tmp_path, mode, "none")

@@ -9,7 +9,6 @@ called only by `cli/terminal.py`'s Terminalizer.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from support.paths import REPO
 
