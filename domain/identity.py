@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
+
+if TYPE_CHECKING:  # both import this module: only their types are needed here
+    from runjournal.domain.decisions import Stage
+    from runjournal.domain.modules import Module
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 
@@ -168,3 +172,25 @@ def identity_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
 
 def overrides_digest(overrides: Mapping[str, str]) -> str:
     return digest_of(identity_overrides(overrides)) if overrides else EMPTY
+
+
+_CODEC_IDS: dict[tuple[type, str], str] = {}
+
+
+def codec_id(module: Module, stage: Stage) -> str:
+    """Identity of the codec type a stage's payload is encoded with (in every envelope)."""
+    key = (type(module), stage.value)
+    cached = _CODEC_IDS.get(key)
+    if cached is None:
+        tp = {
+            "extract": module.chunk_type,
+            "merge": module.merged_type,
+            "normalize": module.artifact_type,
+        }[stage.value]
+        try:
+            schema: Any = msgspec.json.schema(tp)
+        except Exception:  # a type msgspec cannot describe: fall back to its name
+            schema = repr(tp)
+        cached = sha256_hex(canonical_bytes({"stage": stage.value, "type": schema}))[:32]
+        _CODEC_IDS[key] = cached
+    return cached
