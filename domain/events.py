@@ -66,15 +66,6 @@ class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     class_version: ClassVar[int] = 1
 
-    def mutate(self, aggregate: Any) -> Any:
-        """Apply to the aggregate (the library's projector starts from None)."""
-        if aggregate is None:
-            from runjournal.domain.run import Run
-
-            aggregate = Run(self.originator_id)
-        aggregate.apply(self)
-        return aggregate
-
 
 # --- payload records -------------------------------------------------------------
 
