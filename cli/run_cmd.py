@@ -86,6 +86,7 @@ from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
 
 
 class Interrupted(BaseException):
@@ -225,8 +226,9 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
+    report = ReportProjection()  # report.json and the counts of --json, fed live
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
-    listeners: list[Any] = [manifest.apply, spans, progress.event]
+    listeners: list[Any] = [manifest.apply, report.apply, spans, progress.event]
     # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
     summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
@@ -235,9 +237,15 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     # are recorded (domain/run.py), not only by `journal audit` afterwards.
     run = Run(run_aggregate_id(run_id), _now, strict_order=True)
     session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
-    _record_allocation(session, spec, parsed.pipeline_path, config, run_id, argv)
+    _record_allocation(
+        session, spec, parsed.pipeline_path, config, run_id, argv, journal.url, parsed.policy
+    )
     terminal = Terminalizer(
-        session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
+        session=session,
+        manifest=manifest,
+        report=report,
+        output_root=config.output_root,
+        run_id=run_id,
     )
     # The bundle: after a safe run id and RunAllocated, before resolution
     # (docs/internals.md "One run, phase by phase").
@@ -258,7 +266,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     except CliError as exc:
         # --json prints one document whatever the outcome (docs/operations.md "JSON documents")
         if req.json:
-            _print_allocation_failure(config, parsed.policy, journal.url, run_id, exc.message)
+            _print_allocation_failure(terminal, exc.message)
             exc.json_printed = True
         journal.close()
         collab.close()
@@ -337,7 +345,6 @@ def _execute_and_terminalize(
 ) -> int:
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
-    bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = inv.progress
     parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(
@@ -358,14 +365,12 @@ def _execute_and_terminalize(
             outcome = runner.run(resolved)
         progress.finish()
         terminal.not_persisted(outcome.persistence_errors)
-        doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path, notes)
         try:
             state = terminal.succeed(
                 outcome.outputs,
                 chunk_map=outcome.chunk_map,
                 write_map=config.chunk_map,
                 write_index=config.chunk_map_index,
-                report=dict(doc),
                 attribution=outcome.attribution,
             )
         except OutputsRefused as exc:
@@ -386,12 +391,10 @@ def _execute_and_terminalize(
         notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
         state = terminal.fail(error, detail=failure_detail(error, req.pipeline))
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     except (Interrupted, KeyboardInterrupt):
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     except JournalError:
         raise  # the journal itself failed: execute_run names the run (exit 1)
     except BaseException as exc:  # whatever a module raised ends the run here
@@ -406,7 +409,6 @@ def _execute_and_terminalize(
             state = terminal.state
             terminal.not_persisted([_escaped_message(exc)])
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     finally:
         _restore_signal_handlers(previous)
         inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
@@ -424,6 +426,7 @@ def _execute_and_terminalize(
             terminal.not_persisted(failed)
     finally:
         inv.journal.close()
+    doc = terminal.report_view()  # the report's fold: counts, warnings, hints, roots
     if state.status is RunStatus.SUCCEEDED:
         notes.latest, problem = point_latest(config.output_root, inv.run_id)
         if problem:
@@ -432,7 +435,6 @@ def _execute_and_terminalize(
     persistence = terminal.persistence_errors
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
-    view = inv.manifest.view()
     doc.update(
         run_id=inv.run_id,
         status=state.status.value,
@@ -445,10 +447,8 @@ def _execute_and_terminalize(
         outputs=state.outputs,
         error=error_view(state.error),
         persistence_errors=persistence,
-        decisions=view["decisions"],
-        plans=view["plans"],
         main_outputs=main_outputs(state.outputs, notes.sinks),
-        **notes.document(),
+        latest=notes.latest,
         llm=llm_report(inv.manifest.llm.view(), parsed.llm or plan_llm(None)),
     )
     _print_result(req, doc, state.error, persistence, notes)
@@ -462,8 +462,11 @@ def _record_allocation(
     config: EffectiveConfig,
     run_id: str,
     argv: list[str],
+    journal_url: str,
+    policy: RecomputePolicy,
 ) -> None:
-    """RunAllocated (with what `recover` needs) and the redacted effective configuration."""
+    """RunAllocated (with what `recover` and the report need) and the redacted effective
+    configuration."""
     session.emit(
         RunAllocated,
         run_id=run_id,
@@ -479,6 +482,10 @@ def _record_allocation(
         host=host_name(),
         pid=os.getpid(),
         process_start=current_process_start(),
+        debug_root=config.debug_root,
+        journal=journal_url,
+        recompute=list(policy.selected),
+        forced=list(policy.forced),
     )
     session.emit(
         ConfigurationResolved,
@@ -512,37 +519,6 @@ def _allocate_bundle(
     return bundle
 
 
-def _report_doc(
-    config: Any,
-    outcome: RunOutcome | None,
-    policy: RecomputePolicy,
-    journal_url: str,
-    debug_bundle: str | None = None,
-    notes: RunNotes | None = None,
-) -> dict[str, Any]:
-    run_level = list(notes.warnings) if notes is not None else []
-    return {
-        "decisions": dict(sorted(outcome.decisions.items())) if outcome else {},
-        "plans": dict(sorted(outcome.plans.items())) if outcome else {},
-        "warnings": run_level
-        + (
-            [{"step": s, "lane": ln, "message": m} for s, ln, m in outcome.warnings]
-            if outcome
-            else []
-        ),
-        "hints": list(notes.hints) if notes is not None else [],
-        "module_calls": outcome.module_calls if outcome else 0,
-        "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
-        "debug_bundle": debug_bundle,
-        "roots": {
-            "output": config.output_root,
-            "cache": config.cache_root,
-            "debug": config.debug_root,
-        },
-        "journal": journal_url,
-    }
-
-
 def _escaped_message(exc: BaseException) -> str:
     """One line naming what escaped the runner; its own `str()` may raise or be invalid text."""
     try:
@@ -563,14 +539,11 @@ def _escaped_traceback(exc: BaseException) -> str | None:
         return None
 
 
-def _print_allocation_failure(
-    config: EffectiveConfig, policy: RecomputePolicy, journal_url: str, run_id: str, message: str
-) -> None:
+def _print_allocation_failure(terminal: Terminalizer, message: str) -> None:
     """The `--json` document of a run stopped by an unallocatable debug bundle (exit 3)."""
     line = safe_error_text(message)
-    doc = _report_doc(config, None, policy, journal_url, None)
+    doc = terminal.report_view()
     doc.update(
-        run_id=run_id,
         status=RunStatus.FAILED.value,
         run_dir=None,
         manifest=None,

@@ -44,6 +44,7 @@ from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.redaction import safe_error_text, valid_utf8
 from runjournal.projections.base import error_view
 from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
 
 MANIFEST = "manifest.json"
 REPORT = "report.json"
@@ -83,12 +84,14 @@ class Terminalizer:
         session: Any,
         run_id: str,
         manifest: ManifestProjection | None = None,
+        report: ReportProjection | None = None,
         output_root: str | None = None,
         bundle: Any = None,
         summary: Any = None,
     ) -> None:
         self._session = session
         self._manifest = manifest
+        self._report = report
         self._output_root = output_root
         self._bundle = bundle  # the run's DebugBundle, if one was allocated
         self._summary = summary  # its live DebugSummaryProjection
@@ -112,6 +115,12 @@ class Terminalizer:
     def persistence_errors(self) -> list[str]:
         return list(self.state.persistence_errors)
 
+    def report_view(self) -> dict[str, Any]:
+        """The report's fold as the base of `run --json` (without the projection's head)."""
+        view = self._report.view() if self._report is not None else {}
+        view.pop("projection", None)
+        return view
+
     # --- success ---------------------------------------------------------------
 
     def succeed(
@@ -121,7 +130,6 @@ class Terminalizer:
         chunk_map: list[ChunkMapEntry],
         write_map: bool,
         write_index: bool,
-        report: dict[str, Any],
         attribution: Mapping[str, tuple[str, str]] | None = None,
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
@@ -164,8 +172,9 @@ class Terminalizer:
         self._session.flush()
         self.state.status = RunStatus.SUCCEEDED
         self._write_manifest(run_dir)
-        report.update(self.summary())
-        if self._attempt(run_dir, REPORT, "report", lambda: json_bytes(report)):
+        # The report's projection view, as `projections rebuild report` folds it again.
+        view = self._report.view() if self._report is not None else None
+        if view is not None and self._attempt(run_dir, REPORT, "report", lambda: json_bytes(view)):
             self.state.report = os.path.join(self.state.run_dir, REPORT)
         run_dir.close()
         return self.state
@@ -258,15 +267,6 @@ class Terminalizer:
         return lines
 
     # --- shared ----------------------------------------------------------------
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_id": self.state.run_id,
-            "status": self.state.status.value,
-            "run_dir": self.state.run_dir,
-            "manifest": self.state.manifest,
-            "outputs": self.state.outputs,
-        }
 
     def _create_run_dir(self) -> FsRoot:
         assert self._output_root is not None, "a run directory needs the output root"

@@ -114,6 +114,12 @@ class RunAllocated(RunEvent, frozen=True, kw_only=True):
     host: str
     pid: int
     process_start: float
+    # What the run's report needs and nothing else records; added with defaults, so
+    # older rows decode as "not recorded" (docs/internals.md "Event versions").
+    debug_root: str | None = None
+    journal: str | None = None  # the journal's URL as shown (password hidden)
+    recompute: list[str] = []  # the steps --recompute selected
+    forced: list[str] = []  # the steps that selection forced
 
 
 class ConfigurationResolved(RunEvent, frozen=True, kw_only=True):
@@ -345,6 +351,12 @@ class WarningRecorded(RunEvent, frozen=True, kw_only=True):
     message: str
 
 
+class HintRecorded(RunEvent, frozen=True, kw_only=True):
+    """A hint the run gave before executing (the plain-run hint of cli/resume_hint.py)."""
+
+    message: str
+
+
 class OutputsValidated(RunEvent, frozen=True, kw_only=True):
     checked: int
     refused: list[RefusedName]
@@ -394,6 +406,7 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     CheckpointWriteFailed,
     ArtifactGenerated,
     WarningRecorded,
+    HintRecorded,
     OutputsValidated,
     OutputWritten,
     RunTerminated,

@@ -17,6 +17,7 @@ from runjournal.domain.events import (
     CheckpointWriteFailed,
     ConfigurationResolved,
     DebugBundleAllocated,
+    HintRecorded,
     LLMCallAttempted,
     ModuleObserved,
     OutputsValidated,
@@ -84,7 +85,11 @@ def _redact_run_error(value: Any) -> Any:
 _Redactor = Callable[[Any], Any]
 
 _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = {
-    RunAllocated: (("argv", _redact_strs), ("pipeline_file", _redact_str)),
+    RunAllocated: (
+        ("argv", _redact_strs),
+        ("pipeline_file", _redact_str),
+        ("journal", _redact_str),
+    ),
     ConfigurationResolved: (("settings", _redact_settings),),
     DebugBundleAllocated: (("path", _redact_str),),
     ModuleObserved: (  # the user's module spec, its declared fingerprint, its source path
@@ -106,6 +111,7 @@ _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = 
     CheckpointWriteFailed: (("message", _redact_str),),
     ArtifactGenerated: (("warnings", _redact_strs),),
     WarningRecorded: (("message", _redact_str),),
+    HintRecorded: (("message", _redact_str),),
     OutputsValidated: (("refused", _redact_refused),),
     RunTerminated: (("error", _redact_run_error),),
     TerminalPersistenceFailed: (("message", _redact_str),),
