@@ -90,7 +90,7 @@ def test_decide_needs_the_lane_and_execution_its_decision() -> None:
         run.decide(**decision())
     with pytest.raises(JournalInvariantError, match="execution of step 's' lane 'l' merge"):
         run.record_execution(**SCOPE, sha256="e" * 64, size=1)
-    with pytest.raises(JournalInvariantError, match="checkpoint write of .* no decision"):
+    with pytest.raises(JournalInvariantError, match=r"checkpoint write of .* no decision"):
         run.record_checkpoint(**SCOPE, sha256="e" * 64, size=1)
     assert run.version == 1  # nothing refused was recorded
     run.trigger(LaneResolved, **LANE)
