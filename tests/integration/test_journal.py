@@ -51,6 +51,7 @@ from runjournal.domain.events import (
     ConfigurationResolved,
     DebugBundleAllocated,
     FileFingerprint,
+    HintRecorded,
     InputsFingerprinted,
     LaneResolved,
     LLMCallAttempted,
@@ -270,6 +271,7 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
         },
     ),
     (WarningRecorded, {"step": "normalize", "lane": "en", "message": "über-long term ✓"}),
+    (HintRecorded, {"message": "`runjournal run p.toml --resume` reuses them ✓"}),
     (OutputsValidated, {"checked": 2, "refused": [RefusedName("../x", "parent_component")]}),
     (OutputWritten, {"name": "terms.json", "sha256": "w" * 64, "size": 55}),
     (
