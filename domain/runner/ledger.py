@@ -91,13 +91,7 @@ class RunLedger:
     def emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
         self.sink.emit(
             ArtifactGenerated,
-            step=artifact.step,
-            lane=artifact.lane,
-            kind=artifact.kind,
-            schema=artifact.schema,
-            media_type=artifact.media_type,
-            sha256=artifact.sha256,
-            size=artifact.size,
+            **ArtifactGenerated.fields_of(artifact.ref),
             warnings=artifact.warnings,
             restored=restored,
         )

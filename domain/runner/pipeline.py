@@ -28,6 +28,7 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import exception_text, guarded
 from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, StageError, StageFailure
 from runjournal.domain.runner.lanes import (
     LaneRun,
@@ -169,7 +170,7 @@ class PipelineRunner:
         artifacts: dict[str, dict[str, Artifact]],
     ) -> tuple[Artifact, str]:
         consumed = self._consumed(step, lane, artifacts)
-        deps = [a.fingerprint() for lanes in consumed.values() for a in lanes.values()]
+        deps = [a.ref for lanes in consumed.values() for a in lanes.values()]
         lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
         self._sink.emit(
@@ -200,8 +201,9 @@ class PipelineRunner:
         try:
             return lane_run.run(chunks), lid
         except StageError as err:
-            message = safe_error_text(f"{type(err.exc).__name__}: {err.exc}", ERROR_MESSAGE_LIMIT)
-            cause = failure_cause(err.exc)
+            module_exc = err.exc
+            message = safe_error_text(exception_text(module_exc), ERROR_MESSAGE_LIMIT)
+            cause = guarded(lambda: failure_cause(module_exc), lambda _: None)
             lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
             self._sink.emit(
