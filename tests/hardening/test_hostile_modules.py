@@ -12,6 +12,10 @@ guarantees"):
 - `journal audit` says ok (hash chain, invariants, decisions, run directory);
 - stdout is exactly one JSON document, naming the run;
 - the exit code is 1 (130 for a `KeyboardInterrupt`), never 0, and stderr has no traceback.
+
+Warnings are the one exception: the module-call boundary makes them safe text (lone
+surrogates escaped, an unprintable one named), so a run whose module returned such a
+warning succeeds, recorded the same way, with the warning escaped in every document.
 """
 
 from __future__ import annotations
@@ -188,8 +192,6 @@ CASES = [(mode, "extract") for mode in RAISED] + [
 # Returned values: a lone surrogate in every string a module returns, and huge values.
 RETURNED = [
     "SurrogateChunk",
-    "SurrogateWarning",
-    "BadWarning",
     "SurrogateOutputName",
     "SurrogateOutputContent",
     "HugeOutputName",
@@ -208,18 +210,19 @@ def make_pipeline(base: Path, mode: str, stage: str) -> Path:
     return pipe / "pipeline.toml"
 
 
-def check_run(tmp_path: Path, mode: str, stage: str) -> None:
+def check_run(tmp_path: Path, mode: str, stage: str, *, succeeds: bool = False) -> dict:
     cli = CLI(tmp_path / "home")
     pipeline = make_pipeline(tmp_path, mode, stage)
     out = tmp_path / "out"
     roots = ["--output-root", str(out), "--cache-root", str(tmp_path / "cache")]
     proc = cli("run", str(pipeline), *roots, "--no-progress", "--json", timeout=300)
     interrupted = mode == "KeyboardInterrupt"
-    assert proc.returncode == (130 if interrupted else 1), (proc.returncode, proc.stderr[-2000:])
+    expected = 0 if succeeds else 130 if interrupted else 1
+    assert proc.returncode == expected, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)  # exactly one document: anything else would not parse
     assert isinstance(doc, dict) and doc["run_id"], doc
-    status = "interrupted" if interrupted else "failed"
+    status = "succeeded" if succeeds else "interrupted" if interrupted else "failed"
     assert doc["status"] == status, doc
     run_id = doc["run_id"]
 
@@ -236,6 +239,7 @@ def check_run(tmp_path: Path, mode: str, stage: str) -> None:
     audit = cli("journal", "audit", run_id, "--output-root", str(out), "--json")
     assert audit.returncode == 0, (audit.stdout[-2000:], audit.stderr[-2000:])
     assert json.loads(audit.stdout)["verdict"] == "ok"
+    return doc
 
 
 @pytest.mark.parametrize(("mode", "stage"), CASES, ids=[f"{m}-{s}" for m, s in CASES])
@@ -246,3 +250,19 @@ def test_a_raising_module_ends_its_run_recorded(tmp_path: Path, mode: str, stage
 @pytest.mark.parametrize("mode", RETURNED)
 def test_a_module_returning_hostile_values_ends_its_run_recorded(tmp_path: Path, mode: str) -> None:
     check_run(tmp_path, mode, "none")
+
+
+@pytest.mark.parametrize(
+    ("mode", "shown"),
+    [
+        ("SurrogateWarning", "a warning \\xff here"),
+        ("BadWarning", "<unprintable BadWarning warning>"),
+    ],
+)
+def test_a_hostile_warning_is_made_safe_and_the_run_recorded(
+    tmp_path: Path, mode: str, shown: str
+) -> None:
+    doc = check_run(tmp_path, mode, "none", succeeds=True)
+    assert shown in [w["message"] for w in doc["warnings"]]
+    report = json.loads(Path(doc["report"]).read_text(encoding="utf-8"))
+    assert shown in [w["message"] for w in report["warnings"]]
