@@ -47,6 +47,7 @@ from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner import PipelineRunner
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
 
 
 def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecorder | None) -> Any:
@@ -273,9 +274,11 @@ def allocate_debug_bundle(
 @dataclass
 class LiveViews:
     """The projections a run's journal session feeds as it records (docs/internals.md
-    "Projections"): the manifest, the debug summary with `--debug`, and the trace spans."""
+    "Projections"): the manifest, the report (`report.json` and the counts of `--json`),
+    the debug summary with `--debug`, and the trace spans."""
 
     manifest: ManifestProjection
+    report: ReportProjection
     summary: DebugSummaryProjection | None
     spans: JournalSpans  # trace spans from the journal's events, once a trace exists
 
@@ -283,7 +286,12 @@ class LiveViews:
 def live_views(config: EffectiveConfig) -> LiveViews:
     """The bundle's run/warnings/failure documents come from the debug-summary fold."""
     summary = DebugSummaryProjection() if config.debug_summary else None
-    return LiveViews(manifest=ManifestProjection(), summary=summary, spans=JournalSpans())
+    return LiveViews(
+        manifest=ManifestProjection(),
+        report=ReportProjection(),
+        summary=summary,
+        spans=JournalSpans(),
+    )
 
 
 def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
