@@ -38,6 +38,7 @@ from runjournal.domain.modules import (
     check_validator_declarations,
 )
 from runjournal.domain.redaction import redact_text
+from runjournal.domain.runner.boundary import exception_text
 
 __all__ = [
     "MODULE_ENTRY_POINT_GROUP",
@@ -298,7 +299,9 @@ def _plugin_code(
     except SyntaxError as exc:
         where = f" at line {exc.lineno}" if exc.lineno else ""
         raise fail(f"syntax error{where}: {exc.msg}") from None
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit and BaseException subclasses are plugin errors
         if (
             isinstance(exc, ModuleNotFoundError)
             and missing is not None
@@ -306,10 +309,19 @@ def _plugin_code(
             and _is_prefix(exc.name, missing)
         ):
             raise fail(f"no module named {exc.name!r}") from None
+        text = _message_of(exc)  # never the plugin's own __str__ failing here
         if prefix is not None:
-            raise fail(f"{prefix}: {exc}") from None
+            raise fail(f"{prefix}: {text}") from None
         while_doing = f" while {doing}" if doing else ""
-        raise fail(f"raised {type(exc).__name__}{while_doing}: {exc}") from None
+        raise fail(f"raised {type(exc).__name__}{while_doing}: {text}") from None
+
+
+def _message_of(exc: BaseException) -> str:
+    """The exception's message, or `<unprintable>` when its `__str__` raises."""
+    described = exception_text(exc)
+    if described.startswith("<unprintable"):
+        return "<unprintable>"
+    return described.partition(": ")[2]
 
 
 def _is_prefix(name: str, dotted: str) -> bool:

@@ -50,7 +50,7 @@ class CliError(Exception):
 def error_document(message: str, exit_code: int, run_id: str | None = None) -> dict:
     """The one `--json` document of a command that failed before it had a result."""
     return {
-        "status": "failed" if run_id else "error",
+        "status": _status(exit_code, run_id),
         "run_id": run_id,
         "exit_code": int(exit_code),
         "error": {
@@ -60,6 +60,13 @@ def error_document(message: str, exit_code: int, run_id: str | None = None) -> d
             "message": safe_error_text(message, 1000),
         },
     }
+
+
+def _status(exit_code: int, run_id: str | None) -> str:
+    """`error` before a run exists; once allocated, the run's own status."""
+    if not run_id:
+        return "error"
+    return "interrupted" if exit_code == ExitCode.INTERRUPTED else "failed"
 
 
 def error_line(message: str) -> str:

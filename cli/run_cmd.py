@@ -332,6 +332,16 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
             modules=parsed.modules,
             runtimes=inv.llm.runtime_for,
         )
+    except (Interrupted, KeyboardInterrupt):
+        # Ctrl-C (or SIGTERM) while modules load: the run ends interrupted, recorded.
+        inv.llm.stop()
+        inv.terminal.fail_before_execution(
+            "interrupted", RunPhase.RESOLUTION, RunStatus.INTERRUPTED
+        )
+        inv.terminal.finish_bundle()
+        session.flush()
+        inv.close()
+        raise CliError("interrupted", ExitCode.INTERRUPTED, run_id=inv.run_id) from None
     except (ResolutionError, ProfileError) as exc:
         inv.llm.stop()
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it

@@ -222,13 +222,16 @@ class Terminalizer:
         run_dir.close()
         return self.state
 
-    def fail_before_execution(self, message: str, phase: RunPhase) -> TerminalState:
-        """A resolution error (P3) or an unallocatable debug bundle (P2): no run directory."""
+    def fail_before_execution(
+        self, message: str, phase: RunPhase, status: RunStatus = RunStatus.FAILED
+    ) -> TerminalState:
+        """A resolution error (P3), an interrupt while resolving, or an unallocatable debug
+        bundle (P2): no run directory."""
         error = RunError(message=message)
         self.state.error = error
-        self.state.status = RunStatus.FAILED
+        self.state.status = status
         self.state.run_dir = ""
-        self._terminate(RunStatus.FAILED, phase, error)
+        self._terminate(status, phase, error)
         return self.state
 
     def abandon(self, message: str) -> None:

@@ -266,3 +266,88 @@ def test_a_hostile_warning_is_made_safe_and_the_run_recorded(
     assert shown in [w["message"] for w in doc["warnings"]]
     report = json.loads(Path(doc["report"]).read_text(encoding="utf-8"))
     assert shown in [w["message"] for w in report["warnings"]]
+
+
+CONSTRUCTING = r"""
+import os
+from runjournal.domain.modules import Module, Normalized
+
+
+class Hostile(BaseException):
+    pass
+
+
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ raised")
+
+
+RAISE = {
+    "SystemExit0": lambda: SystemExit(0),
+    "BaseExceptionSubclass": lambda: Hostile("not an Exception"),
+    "BadStr": lambda: BadStr(),
+    "KeyboardInterrupt": lambda: KeyboardInterrupt(),
+}
+WHEN, MODE = os.environ["HOSTILE_WHEN"], os.environ["HOSTILE_MODE"]
+if WHEN == "import":
+    raise RAISE[MODE]()
+
+
+class Probe(Module):
+    name = "test.hostile"
+    fingerprint = "test.hostile/1"
+    artifact_kind = "hostile"
+    schema = "test.hostile/v1"
+    chunk_type = str
+    merged_type = str
+    artifact_type = str
+
+    def __init__(self):
+        raise RAISE[MODE]()
+
+    def extract(self, chunk, ctx):
+        return chunk.text
+
+    def merge(self, parts, ctx):
+        return " ".join(parts)
+
+    def normalize(self, merged, ctx):
+        return Normalized(merged)
+
+    def outputs(self, artifact, ctx):
+        return []
+"""
+LOADING = [
+    (when, mode)
+    for when in ("import", "construct")
+    for mode in ("SystemExit0", "BaseExceptionSubclass", "BadStr", "KeyboardInterrupt")
+]
+
+
+@pytest.mark.parametrize(("when", "mode"), LOADING, ids=[f"{w}-{m}" for w, m in LOADING])
+def test_a_module_raising_while_it_loads_ends_its_run_recorded(
+    tmp_path: Path, when: str, mode: str
+) -> None:
+    """A plugin that raises on import or in its constructor (P3, resolution): the run is
+    terminalized failed with exit 2 as any resolution error, or interrupted (130) for a
+    `KeyboardInterrupt`; one JSON document naming the run, no traceback."""
+    cli = CLI(tmp_path / "home")
+    pipeline = make_pipeline(tmp_path, mode, "none")
+    (pipeline.parent / "plugins" / "hostile.py").write_text(CONSTRUCTING)
+    out = tmp_path / "out"
+    env = {"HOSTILE_WHEN": when, "HOSTILE_MODE": mode}
+    proc = cli("run", str(pipeline), "--output-root", str(out), "--json", env=env, timeout=300)
+    interrupted = mode == "KeyboardInterrupt"
+    assert proc.returncode == (130 if interrupted else 2), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    status = "interrupted" if interrupted else "failed"
+    assert doc["run_id"] and doc["status"] == status, doc
+    if mode == "BadStr":
+        assert "<unprintable>" in doc["error"]["message"], doc
+    shown = cli("journal", "show", doc["run_id"], "--output-root", str(out), "--json")
+    events = json.loads(shown.stdout)["events"]
+    assert [e["data"]["status"] for e in events if e["type"] == "RunTerminated"] == [status]
+    audit = cli("journal", "audit", doc["run_id"], "--output-root", str(out), "--json")
+    assert audit.returncode == 0 and json.loads(audit.stdout)["verdict"] == "ok", audit.stdout
