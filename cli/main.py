@@ -22,6 +22,7 @@ from runjournal.cli.errors import CliError, ExitCode, error_document, print_erro
 from runjournal.cli.llm_wiring import LLMRequest
 from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
+from runjournal.cli.plan_cmd import plan as plan_cmd
 from runjournal.cli.run_cmd import RunRequest, run_command_body
 from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
 
@@ -560,6 +561,9 @@ def init(directory: str, **opts: Any) -> None:
       runjournal init demo --journal postgresql://db.example/runjournal
     """
     _call(maintenance_cmds.init, opts, directory=directory)
+
+
+cli.add_command(plan_cmd)  # `runjournal plan` (cli/plan_cmd.py)
 
 
 def _call(fn: Callable[..., int | None], opts: dict[str, Any], **kwargs: Any) -> None:
