@@ -37,6 +37,7 @@ PLAN_SETTINGS = (
     "debug_root",
     "journal",
     "cache_mode",
+    "checkpoints",
     "profile",
     "profiles_file",
     "resume",
