@@ -116,8 +116,12 @@ def _predict(
 
 def _row_label(p: Prediction) -> str:
     if p.outcome is Outcome.PENDING and p.waits_on is not None:
-        return f"pending on {p.waits_on.step}"
+        return f"pending: waits on {p.waits_on.step} {p.waits_on.stage.value}"
     return p.outcome.value
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _usage_text(view: dict[str, Any]) -> str:
@@ -136,17 +140,20 @@ def plan_lines(plan: Plan, doc: dict[str, Any]) -> list[str]:
         counts = {o: sum(1 for p in preds if p.outcome is o) for o in Outcome}
         lanes = len({p.where.lane for p in preds})
         summary = ", ".join(f"{n} {o.value}" for o, n in counts.items() if n)
-        lines.append(f"{step}: {len(preds)} stages in {lanes} lanes: {summary}")
-        rows: dict[tuple[str, str], int] = {}
+        lines.append(
+            f"{step}: {_plural(len(preds), 'stage')} in {_plural(lanes, 'lane')}: {summary}"
+        )
+        rows: dict[tuple[int, str, str], int] = {}
+        order = list(Outcome)
         for p in preds:
-            key = (p.code.value, _row_label(p))
+            key = (order.index(p.outcome), p.code.value, _row_label(p))
             rows[key] = rows.get(key, 0) + 1
-        width = max(len(code) for code, _ in rows)
-        for (code, label), n in rows.items():
+        width = max(len(code) for _, code, _ in rows)
+        for (_, code, label), n in sorted(rows.items()):
             lines.append(f"  {code.ljust(width)}  {n:>6}  {label}")
     counts = {o: sum(1 for p in plan.predictions if p.outcome is o) for o in Outcome}
     summary = ", ".join(f"{n} {o.value}" for o, n in counts.items() if n) or "nothing"
-    lines.append(f"total: {len(plan.predictions)} stages: {summary}")
+    lines.append(f"total: {_plural(len(plan.predictions), 'stage')}: {summary}")
     if plan.stopped is not None:
         s = plan.stopped.where
         lines.append(

@@ -37,7 +37,7 @@ def test_text_output_is_a_table_per_step_with_totals(
     assert warm.exit_code == 0, warm.output
     text = warm.stdout
     assert "input_changed" in text and "reused" in text
-    assert "upstream_pending" in text and "pending on terms" in text
+    assert "upstream_pending" in text and "pending: waits on terms normalize" in text
     total = next(line for line in text.splitlines() if line.startswith("total: "))
     assert "reused" in total and "executed" in total and "pending" in total
     assert "if every pending stage executes" in text.splitlines()[-1]
