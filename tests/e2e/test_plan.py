@@ -29,12 +29,12 @@ Decision = tuple[str, str, str, str, str]
 
 
 def tree_digest(*roots: Path) -> dict[str, str]:
-    """sha256 of every file, and every directory, under the roots."""
+    """sha256 of every file, and every directory, under the roots (the roots included)."""
     out: dict[str, str] = {}
     for root in roots:
         if not root.exists():
             continue
-        for path in sorted(root.rglob("*")):
+        for path in [root, *sorted(root.rglob("*"))]:
             key = str(path)
             out[key] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return out
