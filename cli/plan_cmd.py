@@ -10,8 +10,6 @@ as for `run`; every prediction, a stop at a required predecessor included, is ex
 from __future__ import annotations
 
 import os
-import sys
-import traceback
 from typing import Any
 
 import click
@@ -19,29 +17,15 @@ from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.profiles import ProfileError, ProfileRegistry
-from runjournal.cli.completion import complete_steps
-from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.run_cmd import parse_overrides
-from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
+from runjournal.cli.settings.options import settings_flags
 from runjournal.domain.planner import Outcome, Plan, Planner, Prediction, Prices
 from runjournal.domain.recompute import UnknownStepError, plan_recompute
 from runjournal.domain.redaction import safe_error_text
-
-# The settings of `run` that change what a run decides or where it reads (roots).
-PLAN_SETTINGS = (
-    "output_root",
-    "cache_root",
-    "debug_root",
-    "journal",
-    "cache_mode",
-    "checkpoints",
-    "profile",
-    "profiles_file",
-    "resume",
-)
 
 
 def _predict(
@@ -184,62 +168,11 @@ def plan_lines(plan: Plan, doc: dict[str, Any]) -> list[str]:
 # --- the command ---------------------------------------------------------------------
 
 
-@click.command("plan")
-@click.argument("pipeline", type=ShownPath(dir_okay=False))
-@click.option(
-    "--input",
-    "inputs",
-    multiple=True,
-    metavar="GLOB",
-    type=ShownPath(dir_okay=False),
-    help="Input file or glob, relative to the current directory (replaces `inputs`).",
-)
-@click.option(
-    "--recompute",
-    multiple=True,
-    metavar="STEP",
-    shell_complete=complete_steps,
-    help="Force STEP and its consumers; restore the rest (repeatable).",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Runtime override passed to every module as ctx.overrides (repeatable).",
-)
-@setting_options(*PLAN_SETTINGS)
-@click.option("-v", "--verbose", is_flag=True, help="Tracebacks on errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def plan(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
-    """Predict every stage decision a run of PIPELINE would take, with its reason code.
-
-    Takes the options of `run` that change decisions. Executes no module, calls no LLM,
-    writes no file and no journal event; exit 0 whatever the prediction, 2 for a
-    configuration error.
-
-    \b
-    Examples:
-      runjournal plan examples/glossary/pipeline.toml --resume
-      runjournal plan pipeline.toml --recompute glossary --json
-    """
-    try:
-        result, doc = _predict(pipeline, inputs, opts)
-    except CliError as exc:
-        _fail(opts, exc.message, exc.exit_code)
-    except Exception as exc:
-        if opts.get("verbose"):
-            traceback.print_exc()
-        _fail(opts, f"internal error: {type(exc).__name__}: {exc}", ExitCode.FAILED)
+def plan(opts: dict[str, Any], *, pipeline: str, inputs: tuple[str, ...]) -> int:
+    """`runjournal plan` (declared in cli/main.py): the table, or one JSON document."""
+    result, doc = _predict(pipeline, inputs, opts)
     if opts["as_json"]:
         emit_json(doc)
     else:
         click.echo("\n".join(plan_lines(result, doc)))
-    sys.exit(int(ExitCode.OK))
-
-
-def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> None:
-    print_error(message)
-    if opts.get("as_json"):
-        emit_json(error_document(message, code))
-    sys.exit(int(code))
+    return int(ExitCode.OK)

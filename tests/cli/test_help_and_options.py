@@ -13,8 +13,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from runjournal.cli.main import cli
-from runjournal.cli.plan_cmd import PLAN_SETTINGS
+from runjournal.cli.main import PLAN_SETTINGS, cli
 from runjournal.cli.settings import SETTINGS, SETTINGS_BY_NAME, CliForm, ValueKind
 from runjournal.cli.settings.options import dest, option_help
 
