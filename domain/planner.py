@@ -31,8 +31,9 @@ from runjournal.domain.decisions import (
 )
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import (
-    DependencyFingerprint,
+    ArtifactRef,
     chunk_id,
+    codec_id,
     dependencies_digest,
     lane_identity,
     sequence_digest,
@@ -49,7 +50,7 @@ from runjournal.domain.ports import (
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
-from runjournal.domain.runner import Artifact, codec_id
+from runjournal.domain.runner import Artifact
 
 # A digest no stage ever produces: "this unknown output differs from the recorded one".
 _DIFFERENT = "\x00unknown"
@@ -167,7 +168,7 @@ class _Output(msgspec.Struct, frozen=True):
 class _Known(msgspec.Struct, frozen=True):
     """A lane's artifact fingerprint, or None with the normalize stage that decides it."""
 
-    fingerprint: DependencyFingerprint | None
+    fingerprint: ArtifactRef | None
     producer: StageRef | None = None
 
 
@@ -277,7 +278,7 @@ class Planner:
 
     def _restored(
         self, step: ResolvedStep, lane: str, lid: str
-    ) -> tuple[PredecessorState, DependencyFingerprint | None, CheckpointRecord | None]:
+    ) -> tuple[PredecessorState, ArtifactRef | None, CheckpointRecord | None]:
         """The runner's restore checks (docs/operations.md "Selective recomputation")."""
         module = step.module
         if self._loader is None:
@@ -290,12 +291,12 @@ class Planner:
             return got.state, None, None
         try:
             value = msgspec.json.decode(record.payload, type=module.artifact_type)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except Exception:  # the codec refused it, or the module's type raised: as the run
             return PredecessorState.CORRUPT, None, None
         artifact = Artifact.of(module, step.id, lane, record.payload, value, list(record.warnings))
         if record.provenance != artifact.provenance(module.fingerprint):
             return PredecessorState.PROVENANCE_INVALID, None, None
-        return PredecessorState.RESTORED, artifact.fingerprint(), record
+        return PredecessorState.RESTORED, artifact.ref, record
 
     # --- one lane: extract per chunk, merge, normalize ------------------------------
 
@@ -348,7 +349,7 @@ class Planner:
         if pred.outcome is Outcome.REUSED and norm_record is not None:
             module = step.module
             return _Known(
-                DependencyFingerprint(
+                ArtifactRef(
                     step=step.id,
                     lane=lane,
                     kind=module.artifact_kind,
@@ -487,7 +488,7 @@ def _lanes(
 
 def _dependencies(step: ResolvedStep, lane: str, known: dict[str, dict[str, _Known]]) -> _Output:
     """D of a lane, when every producer artifact it consumes is known before execution."""
-    fingerprints: list[DependencyFingerprint] = []
+    fingerprints: list[ArtifactRef] = []
     for producer in step.consumes:
         lanes = known[producer]
         if step.scope is Scope.CORPUS:

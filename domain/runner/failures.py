@@ -1,0 +1,45 @@
+"""How a run fails at a stage: `StageFailure` for the caller, `StageError` inside a lane."""
+
+from __future__ import annotations
+
+from runjournal.domain.decisions import Stage
+from runjournal.domain.llm import FailureCause, LLMAttempt
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.runner.boundary import exception_text
+
+ERROR_MESSAGE_LIMIT = 500
+
+
+class StageFailure(Exception):
+    """The run failed at a stage: names only the step, the lane and the reason code."""
+
+    def __init__(
+        self,
+        step: str,
+        lane: str,
+        code: ReasonCode,
+        message: str,
+        cause: FailureCause | None = None,
+        *,
+        exception: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.step = step
+        self.lane = lane
+        self.code = code
+        self.message = message
+        self.cause = cause
+        self.exception = exception  # the module's own exception, for `-v` and `--debug trace`
+
+
+class StageError(Exception):
+    """A module call of one stage failed; the lane turns it into a `StageFailure`."""
+
+    def __init__(
+        self, stage: Stage, chunk: str, exc: BaseException, attempts: list[LLMAttempt] | None = None
+    ) -> None:
+        super().__init__(exception_text(exc))
+        self.stage = stage
+        self.chunk = chunk
+        self.exc = exc
+        self.attempts = attempts or []  # LLM attempts not yet journaled

@@ -1,0 +1,369 @@
+"""One lane's stage loop: progressive extract -> merge -> normalize, with early cutoff.
+
+`LaneRun` is handed what it works with (`LaneServices`: the ledger, the checkpoint
+loader, the parallel map and the progress callback); it knows nothing of the runner
+that created it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
+from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
+from runjournal.domain.identity import canonical_bytes, codec_id, sequence_digest, sha256_hex
+from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
+from runjournal.domain.modules import Chunk, Normalized, StageContext
+from runjournal.domain.pipeline import ResolvedStep
+from runjournal.domain.ports import (
+    CheckpointKey,
+    CheckpointLoader,
+    CheckpointRecord,
+    Provenance,
+    TraceRecorder,
+)
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import is_interrupt, module_warnings
+from runjournal.domain.runner.failures import StageError
+from runjournal.domain.runner.ledger import RunLedger
+
+Progress = Callable[[str, str, int, int], None]
+# Yields results lazily in input order, so each is stored as soon as it is ready.
+ParallelMap = Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class LaneServices:
+    """The collaborators every lane of a run shares."""
+
+    ledger: RunLedger
+    loader: CheckpointLoader | None
+    parallel_map: ParallelMap
+    progress: Progress | None = None
+
+
+@dataclass
+class StageResult:
+    """One stage result: digest always; bytes and/or decoded value as far as needed."""
+
+    digest: str
+    data: bytes
+    value: Any = None
+    decoded: bool = False
+    attempts: list[LLMAttempt] = field(default_factory=list)  # LLM attempts that produced it
+
+
+class ModuleTrace:
+    """The `ctx.trace` a module records into: tagged with its step and lane."""
+
+    def __init__(self, trace: TraceRecorder, step: str, lane: str) -> None:
+        self._trace = trace
+        self._where = {"step": step, "lane": lane}
+
+    def record(self, name: str, data: Any) -> None:
+        self._trace.record("module", name, {**self._where, "data": dict(data)})
+
+
+class LaneRun:
+    """One lane's progressive extract -> merge -> normalize, with early cutoff."""
+
+    def __init__(
+        self,
+        services: LaneServices,
+        step: ResolvedStep,
+        lane: str,
+        lid: str,
+        deps: str,
+        forced: bool,
+        ctx: StageContext,
+    ) -> None:
+        self.services = services
+        self.ledger = services.ledger
+        self.step = step
+        self.module = step.module
+        self.lane = lane
+        self.lid = lid
+        self.deps = deps
+        self.forced = forced
+        self.ctx = ctx
+        self.resumed = services.loader is not None
+
+    def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
+        return CheckpointKey(self.step.id, self.lane, stage, chunk)
+
+    def _digests(self, stage_input: str) -> StageDigests:
+        return StageDigests(self.step.components, stage_input, self.deps)
+
+    def _lookup(self, stage: Stage, chunk: str = ""):
+        loader = self.services.loader
+        if self.forced or loader is None:
+            return CheckpointState.NOT_LOOKED_UP, None
+        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        return loaded.state, loaded.record
+
+    def _facts(
+        self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
+    ) -> StageFacts:
+        return StageFacts(
+            stage=stage,
+            forced=self.forced,
+            resumed=self.resumed,
+            checkpoint=state,
+            current=self._digests(stage_input),
+            recorded=record.digests if record is not None else None,
+        )
+
+    def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
+        facts = StageFacts(
+            stage=stage,
+            forced=self.forced,
+            resumed=self.resumed,
+            failed=True,
+            current=self._digests(""),
+        )
+        self.ledger.decide(self.step.id, self.lane, chunk, facts, cause)
+
+    # --- LLM calls: one metered scope per stage execution (docs/internals.md) -------
+
+    def _stage_ctx(self, stage: Stage, chunk: str) -> tuple[StageContext, list[LLMAttempt]]:
+        """The stage's context with its own metered LLM call scope (attempts collected)."""
+        if self.step.llm is None:
+            return self.ctx, []
+        llm, attempts = bind_call(self.ctx.llm, CallScope(self.step.id, self.lane, stage, chunk))
+        if llm is self.ctx.llm:
+            return self.ctx, attempts
+        return msgspec.structs.replace(self.ctx, llm=llm), attempts
+
+    def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
+        """Journal a stage's LLM attempts, on the calling thread, in the stage's order."""
+        for attempt in attempts:
+            self.ledger.sink.emit(
+                LLMCallAttempted,
+                step=self.step.id,
+                lane=self.lane,
+                stage=stage,
+                chunk=chunk,
+                **LLMCallAttempted.fields_of(attempt),
+            )
+        attempts.clear()
+
+    def _reused(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
+        """A reused checkpoint that cost LLM calls: journal what this run did not spend."""
+        if record.usage:
+            self.ledger.sink.emit(
+                LLMUsageReused,
+                step=self.step.id,
+                lane=self.lane,
+                stage=stage,
+                chunk=chunk,
+                usage=record.usage,
+            )
+
+    def _refresh_identity(self, key: CheckpointKey, record: CheckpointRecord) -> None:
+        """A reused envelope gets the current lane identity so --recompute finds it."""
+        if self.ledger.recording and record.lane_identity != self.lid:
+            self.ledger.write_checkpoint(
+                key, msgspec.structs.replace(record, lane_identity=self.lid)
+            )
+
+    def _call(
+        self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
+    ) -> StageResult:
+        if stage is not Stage.EXTRACT:  # extract may run on worker threads: counted in run()
+            self.ledger.count_module_call()
+        ctx, attempts = self._stage_ctx(stage, chunk)
+        try:
+            value = fn(ctx)
+            if stage is Stage.NORMALIZE:
+                if not isinstance(value, Normalized):
+                    raise TypeError("normalize() must return Normalized(value, warnings)")
+                data = canonical_bytes(value.value)
+                decoded = msgspec.json.decode(data, type=tp)
+            else:
+                data = canonical_bytes(value)
+                decoded = msgspec.json.decode(data, type=tp)
+        except BaseException as exc:  # whatever the module does, but an interrupt
+            if is_interrupt(exc):
+                raise
+            raise StageError(stage, chunk, exc, attempts) from exc
+        return StageResult(sha256_hex(data), data, decoded, True, attempts)
+
+    def _decode(self, stage: Stage, chunk: str, result: StageResult, tp: Any) -> Any:
+        if not result.decoded:
+            try:
+                result.value = msgspec.json.decode(result.data, type=tp)
+            except BaseException as exc:  # the codec refused it, or the module's type raised
+                if is_interrupt(exc):
+                    raise
+                raise StageError(stage, chunk, exc) from exc
+            result.decoded = True
+        return result.value
+
+    def _store(
+        self,
+        stage: Stage,
+        chunk: str,
+        stage_input: str,
+        result: StageResult,
+        *,
+        warnings: list[str] | None = None,
+        provenance: Provenance | None = None,
+    ) -> None:
+        usage = LLMUsage.of(result.attempts) if result.attempts else None
+        self.emit_attempts(stage, chunk, result.attempts)
+        self.ledger.sink.emit(
+            StageExecuted,
+            step=self.step.id,
+            lane=self.lane,
+            stage=stage,
+            chunk=chunk,
+            sha256=result.digest,
+            size=len(result.data),
+        )
+        self.ledger.write_checkpoint(
+            self._key(stage, chunk),
+            CheckpointRecord(
+                codec_id=codec_id(self.module, stage),
+                lane_identity=self.lid,
+                digests=self._digests(stage_input),
+                output_sha256=result.digest,
+                payload=result.data,
+                warnings=warnings or [],
+                provenance=provenance,
+                usage=usage,
+            ),
+        )
+
+    def run(self, chunks: list[Chunk]) -> Artifact:
+        step_id, lane, module = self.step.id, self.lane, self.module
+        merge_state, merge_record = self._lookup(Stage.MERGE)
+        # A chunk with no checkpoint is "new bytes" (input_changed) only when the lane's
+        # recorded identity differs, i.e. its sources or components changed since; in an
+        # unchanged lane a missing file is just checkpoint_missing.
+        lane_record = (
+            merge_record
+            if merge_state is CheckpointState.PRESENT and merge_record.lane_identity != self.lid
+            else None
+        )
+
+        # extract: decide every chunk in order, then execute the misses.
+        results: list[StageResult | None] = []
+        misses: list[int] = []
+        for i, chunk in enumerate(chunks):
+            state, record = self._lookup(Stage.EXTRACT, chunk.id)
+            if state is CheckpointState.MISSING and lane_record is not None:
+                state, record = CheckpointState.LANE_ONLY, lane_record
+            code = self.ledger.decide(
+                step_id, lane, chunk.id, self._facts(Stage.EXTRACT, chunk.id, state, record)
+            )
+            if code is ReasonCode.REUSED:
+                results.append(StageResult(record.output_sha256, record.payload))
+                self._reused(Stage.EXTRACT, chunk.id, record)
+                self._refresh_identity(self._key(Stage.EXTRACT, chunk.id), record)
+            else:
+                results.append(None)
+                misses.append(i)
+
+        failures: list[StageError] = []
+
+        def extract(i: int) -> StageResult | StageError | None:
+            if failures:  # first failure: schedule no new work
+                return None
+            chunk = chunks[i]
+            try:
+                return self._call(
+                    Stage.EXTRACT,
+                    chunk.id,
+                    lambda ctx: module.extract(chunk, ctx),
+                    module.chunk_type,
+                )
+            except StageError as err:
+                failures.append(err)
+                return err
+
+        # Results are stored in chunk order whatever the parallelism; the stages that
+        # finished are checkpointed before the first failure is raised.
+        failed: list[StageError] = []
+        mapped = self.services.parallel_map(extract, misses)
+        for done_count, (i, result) in enumerate(zip(misses, mapped, strict=True), 1):
+            if result is not None:  # the module was called (a result or its error)
+                self.ledger.count_module_call()
+            if isinstance(result, StageResult):
+                results[i] = result
+                self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
+            elif isinstance(result, StageError):
+                self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
+                failed.append(result)
+            if self.services.progress:
+                self.services.progress(step_id, lane, done_count, len(misses))
+        if failed:  # the first failure in chunk order, whatever the parallelism
+            raise failed[0]
+        done = [r for r in results if r is not None]
+        extract_digest = sequence_digest(r.digest for r in done)
+
+        # merge
+        code = self.ledger.decide(
+            step_id, lane, "", self._facts(Stage.MERGE, extract_digest, merge_state, merge_record)
+        )
+        if code is ReasonCode.REUSED:
+            merged = StageResult(merge_record.output_sha256, merge_record.payload)
+            self._reused(Stage.MERGE, "", merge_record)
+            self._refresh_identity(self._key(Stage.MERGE), merge_record)
+        else:
+            parts = [
+                self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
+                for c, r in zip(chunks, done, strict=True)
+            ]
+            merged = self._call(
+                Stage.MERGE, "", lambda ctx: module.merge(parts, ctx), module.merged_type
+            )
+            self._store(Stage.MERGE, "", extract_digest, merged)
+
+        # normalize
+        norm_state, norm_record = self._lookup(Stage.NORMALIZE)
+        code = self.ledger.decide(
+            step_id, lane, "", self._facts(Stage.NORMALIZE, merged.digest, norm_state, norm_record)
+        )
+        if code is ReasonCode.REUSED:
+            out = StageResult(norm_record.output_sha256, norm_record.payload)
+            value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
+            warnings = module_warnings(norm_record.warnings)  # bounded if recorded before
+            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
+            self._reused(Stage.NORMALIZE, "", norm_record)
+            self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
+        else:
+            merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
+            holder: dict[str, Normalized] = {}
+
+            def normalize(ctx: StageContext) -> Normalized:
+                result = module.normalize(merged_value, ctx)
+                holder["n"] = result
+                return result
+
+            out = self._call(Stage.NORMALIZE, "", normalize, module.artifact_type)
+            value = out.value
+            # Warnings are module diagnostics, not documents: redacted, made printable and
+            # bounded before they are journaled, checkpointed or reported.
+            try:
+                warnings = module_warnings(holder["n"].warnings)
+                for validator in self.step.validators:
+                    warnings.extend(module_warnings(validator.check(value, self.ctx)))
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    raise
+                raise StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
+            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
+            self._store(
+                Stage.NORMALIZE,
+                "",
+                merged.digest,
+                out,
+                warnings=warnings,
+                provenance=artifact.provenance(module.fingerprint),
+            )
+        self.ledger.emit_artifact(artifact)
+        return artifact

@@ -1,0 +1,110 @@
+"""`RunLedger`: what the runner journals and tallies while it runs.
+
+Decisions, checkpoint writes, generated artifacts and plan outcomes go to the event sink
+through here, and the run's tallies (decision and plan counts, module calls, persistence
+errors, warnings) are kept in one place that every part of the runner is handed.
+"""
+
+from __future__ import annotations
+
+from runjournal.domain.decisions import StageFacts, decide_stage
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    CheckpointWritten,
+    PlanOutcome,
+    StageDecided,
+)
+from runjournal.domain.llm import FailureCause
+from runjournal.domain.ports import (
+    CheckpointKey,
+    CheckpointRecord,
+    CheckpointRecorder,
+    CheckpointWriteError,
+    EventSink,
+)
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.runner.artifacts import Artifact
+
+
+class RunLedger:
+    """The run's event sink and checkpoint recorder, with the tallies of one run."""
+
+    def __init__(self, sink: EventSink, recorder: CheckpointRecorder | None) -> None:
+        self.sink = sink
+        self._recorder = recorder
+        self.decisions: dict[str, int] = {}
+        self.plans: dict[str, int] = {}
+        self.persistence_errors: list[str] = []
+        self.warnings: list[tuple[str, str, str]] = []
+        self.module_calls = 0
+
+    @property
+    def recording(self) -> bool:
+        """Whether checkpoints are written at all (no recorder with --no-checkpoints)."""
+        return self._recorder is not None
+
+    def count_module_call(self) -> None:
+        self.module_calls += 1
+
+    def count_plan(self, outcome: PlanOutcome) -> None:
+        self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
+
+    def persistence_error(self, message: str) -> None:
+        self.persistence_errors.append(message)
+
+    def decide(
+        self,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        cause: FailureCause | None = None,
+    ) -> ReasonCode:
+        """Decide a stage from its facts and journal the decision with them."""
+        code = decide_stage(facts)
+        self.decisions[code.value] = self.decisions.get(code.value, 0) + 1
+        fields = StageDecided.fields(step, lane, chunk, facts, code)
+        if cause is not None:
+            fields["cause"] = cause
+        self.sink.emit(StageDecided, **fields)
+        return code
+
+    def write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:
+        """Persist a checkpoint; a failed write is journaled and the run goes on."""
+        if self._recorder is None:
+            return
+        try:
+            sha, size = self._recorder.write(key, record)
+        except CheckpointWriteError as exc:
+            message = safe_error_text(str(exc))
+            self.persistence_errors.append(message)
+            self.sink.emit(
+                CheckpointWriteFailed,
+                step=key.step,
+                lane=key.lane,
+                stage=key.stage,
+                chunk=key.chunk,
+                message=message,
+            )
+            return
+        self.sink.emit(
+            CheckpointWritten,
+            step=key.step,
+            lane=key.lane,
+            stage=key.stage,
+            chunk=key.chunk,
+            sha256=sha,
+            size=size,
+        )
+
+    def emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
+        for warning in artifact.warnings:
+            self.warnings.append((artifact.step, artifact.lane, warning))
+        self.sink.emit(
+            ArtifactGenerated,
+            **ArtifactGenerated.fields_of(artifact.ref),
+            warnings=artifact.warnings,
+            restored=restored,
+        )

@@ -1,0 +1,59 @@
+"""The files a run's artifacts become: each artifact's own JSON and its module's `outputs()`."""
+
+from __future__ import annotations
+
+from runjournal.domain.decisions import Stage
+from runjournal.domain.events import StageFailed
+from runjournal.domain.modules import OutputFile, StageContext
+from runjournal.domain.names import safe_lane_id
+from runjournal.domain.pipeline import ResolvedPipeline
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import checked_outputs, exception_text, is_interrupt
+from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, StageFailure
+from runjournal.domain.runner.ledger import RunLedger
+
+
+def collect_outputs(
+    pipeline: ResolvedPipeline,
+    artifacts: dict[str, dict[str, Artifact]],
+    ledger: RunLedger,
+    attribution: dict[str, tuple[str, str]],
+) -> list[OutputFile]:
+    """Every output file in step and lane order; `attribution` gets each name's lane."""
+    outputs: list[OutputFile] = []
+    for step in pipeline.steps:
+        for lane, artifact in artifacts[step.id].items():
+            own = OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.data)
+            outputs.append(own)
+            ctx = StageContext(
+                step=step.id,
+                lane=lane,
+                params=dict(step.params),
+                references=dict(pipeline.references),
+                consumed={},
+                overrides=step.overrides_seen(pipeline.overrides),
+            )
+            try:
+                extra = checked_outputs(step.module.outputs(artifact.value, ctx))
+            except BaseException as exc:  # whatever the module does, but an interrupt
+                if is_interrupt(exc):
+                    raise
+                message = safe_error_text(exception_text(exc), ERROR_MESSAGE_LIMIT)
+                ledger.sink.emit(
+                    StageFailed,
+                    step=step.id,
+                    lane=lane,
+                    stage=Stage.NORMALIZE,
+                    chunk="",
+                    code=ReasonCode.STAGE_FAILED,
+                    message=message,
+                )
+                raise StageFailure(
+                    step.id, lane, ReasonCode.STAGE_FAILED, message, exception=exc
+                ) from None
+            outputs.extend(extra)
+            for item in (own, *extra):
+                attribution.setdefault(item.name, (step.id, lane))
+    return outputs
