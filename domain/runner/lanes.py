@@ -173,8 +173,6 @@ class LaneRun:
     def _call(
         self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
     ) -> StageResult:
-        if stage is not Stage.EXTRACT:  # extract may run on worker threads: counted in run()
-            self.ledger.count_module_call()
         ctx, attempts = self._stage_ctx(stage, chunk)
         try:
             value = fn(ctx)
@@ -290,8 +288,6 @@ class LaneRun:
         failed: list[StageError] = []
         mapped = self.services.parallel_map(extract, misses)
         for done_count, (i, result) in enumerate(zip(misses, mapped, strict=True), 1):
-            if result is not None:  # the module was called (a result or its error)
-                self.ledger.count_module_call()
             if isinstance(result, StageResult):
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)

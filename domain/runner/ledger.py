@@ -1,8 +1,9 @@
 """`RunLedger`: what the runner journals and tallies while it runs.
 
 Decisions, checkpoint writes, generated artifacts and plan outcomes go to the event sink
-through here, and the run's tallies (decision and plan counts, module calls, persistence
-errors, warnings) are kept in one place that every part of the runner is handed.
+through here, and the persistence errors the runner meets are kept in one place that every
+part of the runner is handed. Counts are not kept: the projections fold them from the
+events (projections/report.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
     CheckpointWritten,
-    PlanOutcome,
     StageDecided,
 )
 from runjournal.domain.llm import FailureCause
@@ -34,22 +34,12 @@ class RunLedger:
     def __init__(self, sink: EventSink, recorder: CheckpointRecorder | None) -> None:
         self.sink = sink
         self._recorder = recorder
-        self.decisions: dict[str, int] = {}
-        self.plans: dict[str, int] = {}
         self.persistence_errors: list[str] = []
-        self.warnings: list[tuple[str, str, str]] = []
-        self.module_calls = 0
 
     @property
     def recording(self) -> bool:
         """Whether checkpoints are written at all (no recorder with --no-checkpoints)."""
         return self._recorder is not None
-
-    def count_module_call(self) -> None:
-        self.module_calls += 1
-
-    def count_plan(self, outcome: PlanOutcome) -> None:
-        self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
 
     def persistence_error(self, message: str) -> None:
         self.persistence_errors.append(message)
@@ -64,7 +54,6 @@ class RunLedger:
     ) -> ReasonCode:
         """Decide a stage from its facts and journal the decision with them."""
         code = decide_stage(facts)
-        self.decisions[code.value] = self.decisions.get(code.value, 0) + 1
         fields = StageDecided.fields(step, lane, chunk, facts, code)
         if cause is not None:
             fields["cause"] = cause
@@ -100,8 +89,6 @@ class RunLedger:
         )
 
     def emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
-        for warning in artifact.warnings:
-            self.warnings.append((artifact.step, artifact.lane, warning))
         self.sink.emit(
             ArtifactGenerated,
             **ArtifactGenerated.fields_of(artifact.ref),
