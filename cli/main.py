@@ -161,6 +161,62 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
     sys.exit(run_command_body(req, sys.argv[1:]))
 
 
+# The settings of `run` that change what a run decides, or where it reads (the roots).
+PLAN_SETTINGS = (
+    "output_root",
+    "cache_root",
+    "debug_root",
+    "journal",
+    "cache_mode",
+    "checkpoints",
+    "profile",
+    "profiles_file",
+    "resume",
+)
+
+
+@cli.command("plan")
+@click.argument("pipeline", type=ShownPath(dir_okay=False))
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="GLOB",
+    type=ShownPath(dir_okay=False),
+    help="Input file or glob, relative to the current directory (replaces `inputs`).",
+)
+@click.option(
+    "--recompute",
+    multiple=True,
+    metavar="STEP",
+    shell_complete=complete_steps,
+    help="Force STEP and its consumers; restore the rest (repeatable).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Runtime override passed to every module as ctx.overrides (repeatable).",
+)
+@setting_options(*PLAN_SETTINGS)
+@verbose_option
+@json_option
+def plan(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
+    """Predict every stage decision a run of PIPELINE would take, with its reason code.
+
+    Takes the options of `run` that change decisions. Executes no module, calls no LLM,
+    writes no file and no journal event; exit 0 whatever the prediction, 2 for a
+    configuration error (docs/operations.md "`plan`").
+
+    \b
+    Examples:
+      runjournal plan examples/glossary/pipeline.toml --resume
+      runjournal plan pipeline.toml --recompute glossary --json
+    """
+    _call("plan_cmd.plan", opts, pipeline=pipeline, inputs=inputs)
+
+
 @cli.group("runs", cls=Group)
 def runs_group() -> None:
     """Runs recorded in the journal.

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from runjournal.cli.main import cli
+from runjournal.cli.main import PLAN_SETTINGS, cli
 from runjournal.cli.settings import SETTINGS, SETTINGS_BY_NAME, CliForm, ValueKind
 from runjournal.cli.settings.options import dest, option_help
 
@@ -48,7 +48,7 @@ def _flat(text: str) -> str:
 
 def test_the_tree_is_what_the_docs_list() -> None:
     assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",)}
-    assert len(LEAVES) == 17  # report RUN and runs diff added
+    assert len(LEAVES) == 18  # report RUN, runs diff and plan added
 
 
 # --- 3: a group without a command ------------------------------------------------------
@@ -145,6 +145,9 @@ def test_setting_options_come_from_the_table(path) -> None:
         assert set(options) == {dest(spec) for spec in SETTINGS}
     elif path in (("recover",),):
         assert set(options) == {"output_root", "cache_root", "debug_root", "journal"}
+    elif path == ("plan",):  # the settings that change a run's decisions, and the roots
+        assert set(options) == set(PLAN_SETTINGS)
+        assert {"resume", "cache_mode", "profile", "cache_root"} <= set(options)
     elif path == ("gc",):
         assert set(options) == {"output_root", "debug_root", "journal"}
     else:

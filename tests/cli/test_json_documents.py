@@ -212,6 +212,26 @@ def check_run_failed(doc: dict[str, Any], w: World) -> None:
     assert doc["decisions"]["stage_failed"] >= 1
 
 
+def check_plan(doc: dict[str, Any], w: World) -> None:
+    assert doc["pipeline"] == "glossary" and doc["resume"] is True and doc["stopped"] is None
+    assert set(doc["decisions"]) == {"reused"}
+    assert sum(doc["decisions"].values()) == len(doc["stages"])
+    assert keys_of(doc["stages"]) == {
+        "step",
+        "lane",
+        "stage",
+        "chunk",
+        "code",
+        "possible",
+        "waits_on",
+    }
+    assert set(doc["estimate"]) == {"module_calls", "llm"}
+    assert doc["estimate"]["module_calls"] == {"certain": 0, "pending": 0}
+    assert set(doc["estimate"]["llm"]) == {"executed", "pending", "saved"}
+    assert set(doc["roots"]) == {"output", "cache", "debug"}
+    assert set(doc["recompute"]) == {"selected", "forced"}
+
+
 def check_runs_list(doc: dict[str, Any], w: World) -> None:
     runs = doc["runs"]
     assert keys_of(runs) == {"run_id", "pipeline", "status", "started", "ended", "run_dir"}
@@ -368,6 +388,13 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         check_run_with_report,
     ),
     ("run (stage failure)", "run", lambda w: w.run_args(w.failing), 1, check_run_failed),
+    (
+        "plan",
+        "plan",
+        lambda w: ["plan", w.pipeline, *w.where(), "--cache-root", w.cache, "--resume"],
+        0,
+        check_plan,
+    ),
     ("runs list", "runs list", lambda w: ["runs", "list", *w.where()], 0, check_runs_list),
     (
         "runs show",
@@ -506,6 +533,13 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         False,
     ),
     ("run: module cannot be loaded (P3)", lambda w: w.run_args(w.unloadable), 2, True),
+    ("plan: module cannot be loaded", lambda w: ["plan", w.unloadable, *w.where()], 2, False),
+    (
+        "plan: unknown --recompute step",
+        lambda w: ["plan", w.pipeline, "--recompute", "x", *w.where()],
+        2,
+        False,
+    ),
     (
         "runs list: no journal",
         lambda w: ["runs", "list", "--output-root", w.fresh("empty")],

@@ -27,6 +27,7 @@ HEAVY = (
     "runjournal.cli.maintenance_cmds",
     "runjournal.cli.projection_cmds",
     "runjournal.cli.report_cmds",
+    "runjournal.cli.plan_cmd",
     "runjournal.cli.progress",
 )
 

@@ -1,0 +1,504 @@
+"""`runjournal plan`: predict every stage decision of a run without executing anything.
+
+Pure: from a resolved pipeline, the recompute policy and a read-only view of the cache
+(the same `CheckpointLoader` and `ChunkPlanStore` ports the runner reads), it walks the
+stages in the order the runner decides them (docs/internals.md "The runner") and takes
+each decision with the runner's own `decide_stage` (docs/operations.md "Decision order").
+
+A stage whose stage input or dependency digest is produced by a stage that may execute
+(its output is not known before execution: early cutoff) is decided under every value
+that digest can take; when they disagree the prediction is `upstream_pending`, naming
+the stage it waits on and the codes the run may record (docs/operations.md "`plan`").
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
+from runjournal.domain.decisions import (
+    REUSE_CODES,
+    CheckpointState,
+    PredecessorState,
+    Stage,
+    StageDigests,
+    StageFacts,
+    decide_stage,
+)
+from runjournal.domain.events import PlanOutcome
+from runjournal.domain.identity import (
+    ArtifactRef,
+    chunk_id,
+    codec_id,
+    dependencies_digest,
+    lane_identity,
+    sequence_digest,
+)
+from runjournal.domain.llm import LLMUsage, total_usage
+from runjournal.domain.names import CORPUS_LANE
+from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
+from runjournal.domain.plan_keys import PlanFacts
+from runjournal.domain.ports import (
+    CheckpointKey,
+    CheckpointLoader,
+    CheckpointRecord,
+    ChunkPlanStore,
+)
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.recompute import RecomputePolicy
+from runjournal.domain.runner import Artifact
+
+# A digest no stage ever produces: "this unknown output differs from the recorded one".
+_DIFFERENT = "\x00unknown"
+
+
+class PredictionCode(enum.StrEnum):
+    """A prediction that is not a reason code: the decision waits on an unknown output."""
+
+    UPSTREAM_PENDING = "upstream_pending"
+
+
+class Outcome(enum.StrEnum):
+    """What a predicted stage does: its table column in the text output."""
+
+    REUSED = "reused"
+    EXECUTED = "executed"
+    PENDING = "pending"
+    FAILED = "failed"  # a required predecessor that cannot be restored: the run stops
+
+
+class Basis(enum.StrEnum):
+    """Where an LLM estimate comes from (docs/operations.md "`plan`")."""
+
+    CHECKPOINT = "checkpoint"  # the usage recorded in the scope's checkpoint
+    CHUNK_SIZE = "chunk_size"  # prompt tokens from the chunk's size, the profile's prices
+    UNKNOWN = "unknown"  # an LLM step's merge or normalize with no recorded usage
+
+
+class StageRef(msgspec.Struct, frozen=True):
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str = ""
+
+    def view(self) -> dict[str, str]:
+        return {
+            "step": self.step,
+            "lane": self.lane,
+            "stage": self.stage.value,
+            "chunk": self.chunk,
+        }
+
+
+class Prices(msgspec.Struct, frozen=True, kw_only=True):
+    """Price per million prompt and completion tokens (a profile's `prices`)."""
+
+    input_per_million: float = 0.0
+    output_per_million: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        total = prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million
+        return round(total / 1_000_000, 9)
+
+
+class Estimate(msgspec.Struct, frozen=True):
+    """What executing one stage would cost in LLM calls, and where that figure comes from."""
+
+    usage: LLMUsage
+    basis: Basis
+
+
+class Prediction(msgspec.Struct, frozen=True):
+    """One predicted stage decision, in the order the run would take it."""
+
+    where: StageRef
+    code: ReasonCode | PredictionCode
+    outcome: Outcome
+    possible: tuple[ReasonCode, ...]  # the codes the run may record (one when definite)
+    waits_on: StageRef | None = None
+    estimate: Estimate | None = None  # LLM cost if it executes
+    saved: LLMUsage | None = None  # LLM cost a reuse saves
+
+    def view(self) -> dict[str, Any]:
+        return {
+            **self.where.view(),
+            "code": self.code.value,
+            "possible": [c.value for c in self.possible],
+            "waits_on": self.waits_on.view() if self.waits_on else None,
+        }
+
+
+class Plan(msgspec.Struct, frozen=True):
+    pipeline: str
+    predictions: list[Prediction]
+    stopped: Prediction | None  # the required predecessor the run would stop at
+
+    def decisions(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.predictions:
+            out[p.code.value] = out.get(p.code.value, 0) + 1
+        return dict(sorted(out.items()))
+
+    def estimate(self) -> dict[str, Any]:
+        """Module calls and LLM usage of what executes, may execute, and what reuse saves."""
+        executed = [p for p in self.predictions if p.outcome is Outcome.EXECUTED]
+        pending = [p for p in self.predictions if p.outcome is Outcome.PENDING]
+        reused = [p for p in self.predictions if p.outcome is Outcome.REUSED]
+        return {
+            "module_calls": {"certain": len(executed), "pending": len(pending)},
+            "llm": {
+                "executed": _usage_view(executed),
+                "pending": _usage_view(pending),
+                "saved": total_usage(p.saved for p in reused if p.saved).view(),
+            },
+        }
+
+
+class _Output(msgspec.Struct, frozen=True):
+    """A stage's output digest when it is known before execution, else who produces it."""
+
+    digest: str | None
+    producer: StageRef | None = None
+
+
+class _Known(msgspec.Struct, frozen=True):
+    """A lane's artifact fingerprint, or None with the normalize stage that decides it."""
+
+    fingerprint: ArtifactRef | None
+    producer: StageRef | None = None
+
+
+class _Chunk(msgspec.Struct, frozen=True):
+    id: str
+    chars: int
+
+
+class Planner:
+    """Walks a pipeline's stages like the runner, reading checkpoints and plans only.
+
+    `loader` is what the run would consult (None without --resume or --recompute); `cache`
+    is read for estimates whatever the flags (a plain run's checkpoints still say what a
+    stage cost). `prices` holds the LLM steps (step id -> its profile's prices).
+    """
+
+    def __init__(
+        self,
+        *,
+        loader: CheckpointLoader | None,
+        cache: CheckpointLoader | None,
+        plan_store: ChunkPlanStore | None,
+        policy: RecomputePolicy,
+        prices: Mapping[str, Prices],
+    ) -> None:
+        self._loader = loader
+        self._cache = cache
+        self._plans = plan_store
+        self._policy = policy
+        self._prices = dict(prices)
+        self._out: list[Prediction] = []
+
+    def plan(self, pipeline: ResolvedPipeline) -> Plan:
+        chunks = {s.name: self._chunks(s, pipeline) for s in pipeline.sources}
+        known: dict[str, dict[str, _Known]] = {}
+        # The run restores every required step first, then runs the others in file order.
+        required = [s for s in pipeline.steps if s.id in self._policy.required]
+        for step in required:
+            stop = self._restore_step(step, pipeline, known)
+            if stop is not None:
+                return Plan(pipeline.name, self._out, stop)
+        for step in pipeline.steps:
+            if step.id not in self._policy.required:
+                known[step.id] = {}
+                for lane, lane_chunks, digests in _lanes(step, pipeline, chunks):
+                    known[step.id][lane] = self._lane(step, lane, lane_chunks, digests, known)
+        return Plan(pipeline.name, self._out, None)
+
+    # --- chunk plans (read, never published) -------------------------------------
+
+    def _chunks(self, source: Source, pipeline: ResolvedPipeline) -> list[_Chunk]:
+        settings = pipeline.chunking
+        spans: list[Span] | None = None
+        if self._plans is not None:
+            facts = PlanFacts(
+                source_sha256=source.sha256, source_size=len(source.data), settings=settings
+            )
+            lookup = self._plans.get(facts.key())
+            if lookup.outcome is PlanOutcome.REUSED and lookup.spans is not None:
+                try:
+                    validate_plan(source.data, lookup.spans, settings.max_chars)
+                    spans = list(lookup.spans)
+                except PlanInvalid:
+                    spans = None
+        if spans is None:
+            spans = plan_chunks(source.data, settings)
+        out = []
+        for span in spans:
+            data = source.data[span.start : span.end]
+            out.append(_Chunk(chunk_id(source.name, data), len(data.decode("utf-8"))))
+        return out
+
+    # --- required steps under --recompute -----------------------------------------
+
+    def _restore_step(
+        self, step: ResolvedStep, pipeline: ResolvedPipeline, known: dict[str, dict[str, _Known]]
+    ) -> Prediction | None:
+        known[step.id] = {}
+        dummy: dict[str, list[_Chunk]] = {s.name: [] for s in pipeline.sources}
+        for lane, _chunks, digests in _lanes(step, pipeline, dummy):
+            lid = lane_identity(step.components, digests)
+            state, fingerprint, record = self._restored(step, lane, lid)
+            facts = StageFacts(
+                stage=Stage.NORMALIZE,
+                resumed=self._loader is not None,
+                predecessor=state,
+                checkpoint=CheckpointState.PRESENT
+                if state is PredecessorState.RESTORED
+                else CheckpointState.NOT_LOOKED_UP,
+                current=StageDigests(step.components, "", ""),
+            )
+            code = decide_stage(facts)
+            where = StageRef(step.id, lane, Stage.NORMALIZE)
+            restored = state is PredecessorState.RESTORED
+            prediction = Prediction(
+                where,
+                code,
+                Outcome.REUSED if restored else Outcome.FAILED,
+                (code,),
+                saved=record.usage if restored and record is not None else None,
+            )
+            self._out.append(prediction)
+            if not restored:
+                return prediction
+            known[step.id][lane] = _Known(fingerprint)
+        return None
+
+    def _restored(
+        self, step: ResolvedStep, lane: str, lid: str
+    ) -> tuple[PredecessorState, ArtifactRef | None, CheckpointRecord | None]:
+        """The runner's restore checks (docs/operations.md "Selective recomputation")."""
+        module = step.module
+        if self._loader is None:
+            return PredecessorState.MISSING, None, None
+        got = self._loader.load_accepted_artifact(
+            step.id, lane, lid, codec_id(module, Stage.NORMALIZE)
+        )
+        record = got.record
+        if got.state is not PredecessorState.RESTORED or record is None:
+            return got.state, None, None
+        try:
+            value = msgspec.json.decode(record.payload, type=module.artifact_type)
+        except Exception:  # the codec refused it, or the module's type raised: as the run
+            return PredecessorState.CORRUPT, None, None
+        artifact = Artifact.of(module, step.id, lane, record.payload, value, list(record.warnings))
+        if record.provenance != artifact.provenance(module.fingerprint):
+            return PredecessorState.PROVENANCE_INVALID, None, None
+        return PredecessorState.RESTORED, artifact.ref, record
+
+    # --- one lane: extract per chunk, merge, normalize ------------------------------
+
+    def _lane(
+        self,
+        step: ResolvedStep,
+        lane: str,
+        chunks: list[_Chunk],
+        source_digests: list[str],
+        known: dict[str, dict[str, _Known]],
+    ) -> _Known:
+        lid = lane_identity(step.components, source_digests)
+        forced = step.id in self._policy.forced
+        deps = _dependencies(step, lane, known)
+        merge_state, merge_record = self._lookup(step, lane, Stage.MERGE, "", forced)
+        lane_record = (
+            merge_record
+            if merge_state is CheckpointState.PRESENT
+            and merge_record is not None
+            and merge_record.lane_identity != lid
+            else None
+        )
+        results: list[_Output] = []
+        for chunk in chunks:
+            state, record = self._lookup(step, lane, Stage.EXTRACT, chunk.id, forced)
+            own = record
+            if state is CheckpointState.MISSING and lane_record is not None:
+                state, record = CheckpointState.LANE_ONLY, lane_record
+            where = StageRef(step.id, lane, Stage.EXTRACT, chunk.id)
+            pred = self._predict(
+                step, where, forced, state, record, _Output(chunk.id), deps, own, chunk
+            )
+            results.append(_result(pred, record))
+        pending = next((r for r in results if r.digest is None), None)
+        extract_out = (
+            _Output(sequence_digest(r.digest or "" for r in results))
+            if pending is None
+            else _Output(None, pending.producer)
+        )
+        where = StageRef(step.id, lane, Stage.MERGE)
+        pred = self._predict(
+            step, where, forced, merge_state, merge_record, extract_out, deps, merge_record
+        )
+        merged = _result(pred, merge_record)
+        norm_state, norm_record = self._lookup(step, lane, Stage.NORMALIZE, "", forced)
+        where = StageRef(step.id, lane, Stage.NORMALIZE)
+        pred = self._predict(
+            step, where, forced, norm_state, norm_record, merged, deps, norm_record
+        )
+        if pred.outcome is Outcome.REUSED and norm_record is not None:
+            module = step.module
+            return _Known(
+                ArtifactRef(
+                    step=step.id,
+                    lane=lane,
+                    kind=module.artifact_kind,
+                    schema=module.schema,
+                    media_type=module.media_type,
+                    sha256=norm_record.output_sha256,
+                    size=len(norm_record.payload),
+                )
+            )
+        return _Known(None, where)
+
+    def _lookup(
+        self, step: ResolvedStep, lane: str, stage: Stage, chunk: str, forced: bool
+    ) -> tuple[CheckpointState, CheckpointRecord | None]:
+        if forced or self._loader is None:
+            return CheckpointState.NOT_LOOKED_UP, None
+        loaded = self._loader.load(
+            CheckpointKey(step.id, lane, stage, chunk), codec_id(step.module, stage)
+        )
+        return loaded.state, loaded.record
+
+    def _predict(
+        self,
+        step: ResolvedStep,
+        where: StageRef,
+        forced: bool,
+        state: CheckpointState,
+        record: CheckpointRecord | None,
+        stage_input: _Output,
+        deps: _Output,
+        own: CheckpointRecord | None,
+        chunk: _Chunk | None = None,
+    ) -> Prediction:
+        """Decide under every value the unknown digests can take; one code is definite."""
+        recorded = record.digests if record is not None else None
+        inputs = _values(stage_input.digest, recorded.input if recorded else None)
+        dep_values = _values(deps.digest, recorded.dependencies if recorded else None)
+        codes: list[ReasonCode] = []
+        for value in inputs:
+            for dep in dep_values:
+                code = decide_stage(
+                    StageFacts(
+                        stage=where.stage,
+                        forced=forced,
+                        resumed=self._loader is not None,
+                        checkpoint=state,
+                        current=StageDigests(step.components, value, dep),
+                        recorded=recorded,
+                    )
+                )
+                if code not in codes:
+                    codes.append(code)
+        possible = tuple(sorted(codes, key=list(ReasonCode).index))
+        estimate = self._estimate(step, where, own, chunk)
+        if len(possible) == 1:
+            code = possible[0]
+            reused = code in REUSE_CODES
+            prediction = Prediction(
+                where,
+                code,
+                Outcome.REUSED if reused else Outcome.EXECUTED,
+                possible,
+                estimate=None if reused else estimate,
+                saved=record.usage if reused and record is not None and record.usage else None,
+            )
+        else:
+            waits_on = stage_input.producer if stage_input.digest is None else deps.producer
+            prediction = Prediction(
+                where,
+                PredictionCode.UPSTREAM_PENDING,
+                Outcome.PENDING,
+                possible,
+                waits_on=waits_on,
+                estimate=estimate,
+                saved=record.usage if record is not None and record.usage else None,
+            )
+        self._out.append(prediction)
+        return prediction
+
+    def _estimate(
+        self,
+        step: ResolvedStep,
+        where: StageRef,
+        own: CheckpointRecord | None,
+        chunk: _Chunk | None,
+    ) -> Estimate | None:
+        """From what the scope's checkpoint cost before, else from the chunk's size."""
+        record = own
+        if record is None and self._cache is not None:
+            loaded = self._cache.load(
+                CheckpointKey(where.step, where.lane, where.stage, where.chunk),
+                codec_id(step.module, where.stage),
+            )
+            record = loaded.record
+        if record is not None and record.usage:
+            return Estimate(record.usage, Basis.CHECKPOINT)
+        prices = self._prices.get(step.id)
+        if prices is None:
+            return None
+        if chunk is None:
+            return Estimate(LLMUsage(), Basis.UNKNOWN)
+        prompt = max(1, math.ceil(chunk.chars / 4))
+        usage = LLMUsage(calls=1, attempts=1, prompt_tokens=prompt, cost=prices.cost(prompt, 0))
+        return Estimate(usage, Basis.CHUNK_SIZE)
+
+
+def _usage_view(predictions: list[Prediction]) -> dict[str, Any]:
+    """Summed estimates, and how many stages each basis estimated."""
+    estimates = [p.estimate for p in predictions if p.estimate is not None]
+    basis = {b.value: sum(1 for e in estimates if e.basis is b) for b in Basis}
+    return {**total_usage(e.usage for e in estimates).view(), "basis": basis}
+
+
+def _values(current: str | None, recorded: str | None) -> tuple[str, ...]:
+    """The digests an unknown output may have: the recorded one, or any other."""
+    if current is not None:
+        return (current,)
+    return (recorded, _DIFFERENT) if recorded is not None else (_DIFFERENT,)
+
+
+def _result(prediction: Prediction, record: CheckpointRecord | None) -> _Output:
+    if prediction.outcome is Outcome.REUSED and record is not None:
+        return _Output(record.output_sha256)
+    return _Output(None, prediction.where)
+
+
+def _lanes(
+    step: ResolvedStep, pipeline: ResolvedPipeline, chunks: Mapping[str, list[_Chunk]]
+) -> list[tuple[str, list[_Chunk], list[str]]]:
+    """A corpus step has one lane over every chunk; a document step one lane per source."""
+    if step.scope is Scope.CORPUS:
+        every = [c for s in pipeline.sources for c in chunks[s.name]]
+        return [(CORPUS_LANE, every, [s.sha256 for s in pipeline.sources])]
+    return [(s.name, chunks[s.name], [s.sha256]) for s in pipeline.sources]
+
+
+def _dependencies(step: ResolvedStep, lane: str, known: dict[str, dict[str, _Known]]) -> _Output:
+    """D of a lane, when every producer artifact it consumes is known before execution."""
+    fingerprints: list[ArtifactRef] = []
+    for producer in step.consumes:
+        lanes = known[producer]
+        if step.scope is Scope.CORPUS:
+            consumed = list(lanes.values())
+        elif CORPUS_LANE in lanes and len(lanes) == 1 and lane not in lanes:
+            consumed = [lanes[CORPUS_LANE]]
+        else:
+            consumed = [lanes[lane]] if lane in lanes else []
+        for item in consumed:
+            if item.fingerprint is None:
+                return _Output(None, item.producer)
+            fingerprints.append(item.fingerprint)
+    return _Output(dependencies_digest(fingerprints))
