@@ -8,13 +8,10 @@ was (docs/operations.md "`plan`").
 
 from __future__ import annotations
 
-import os
-
 from runjournal.adapters.checkpoints import CheckpointLoader, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState
-from runjournal.domain.plan_keys import CacheMode
 from runjournal.domain.ports import CheckpointKey, LoadedCheckpoint, RestoredArtifact
 
 
@@ -27,27 +24,17 @@ class CacheView:
 
     def __init__(
         self,
-        root: FsRoot | None,
-        workspace: Workspace | None,
-        plans: ChunkPlanFileStore | None,
+        root: FsRoot | None = None,
+        workspace: Workspace | None = None,
+        loader: CheckpointLoader | None = None,
+        plans: ChunkPlanFileStore | None = None,
     ) -> None:
+        """Built by the composition root (`cli/compose.py` `cache_view`): this view only
+        reads through what it is given and closes it."""
         self._root = root
         self._workspace = workspace
-        self._loader = CheckpointLoader(workspace) if workspace is not None else None
+        self._loader = loader
         self.plans = plans
-
-    @classmethod
-    def open(cls, cache_root: str, pipeline: str, mode: CacheMode) -> CacheView:
-        """Raises FsError for a cache root that exists but cannot be opened."""
-        if not os.path.isdir(cache_root):
-            return cls(None, None, None)
-        root = FsRoot.open(cache_root, create=False)
-        workspace = Workspace.in_cache(root, pipeline)
-        plans = None
-        # refresh recomputes every plan and bypass has no store: neither reads one.
-        if mode in (CacheMode.USE, CacheMode.READ_ONLY):
-            plans = ChunkPlanFileStore.open_for_mode(root, CacheMode.READ_ONLY)
-        return cls(root, workspace, plans)
 
     def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint:
         if self._loader is None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
@@ -246,6 +247,20 @@ def build_collaborators(
         workspace=workspace,
         roots=roots if owned else None,
     )
+
+
+def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
+    """`plan`'s read-only view of the cache: nothing is created (no cache root, no
+    workspace, no plan store directory); raises FsError for a root that cannot be opened."""
+    if not os.path.isdir(config.cache_root):
+        return CacheView()
+    root = factories().open_root(config.cache_root, create=False)
+    workspace = Workspace.in_cache(root, pipeline)
+    plans = None
+    # refresh recomputes every plan and bypass has no store: neither reads one.
+    if config.cache_mode in (CacheMode.USE, CacheMode.READ_ONLY):
+        plans = ChunkPlanFileStore.open_for_mode(root, CacheMode.READ_ONLY)
+    return CacheView(root, workspace, CheckpointLoader(workspace), plans)
 
 
 @contextmanager

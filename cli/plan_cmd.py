@@ -13,10 +13,10 @@ import os
 from typing import Any
 
 import click
-from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
-from runjournal.adapters.profiles import ProfileError, ProfileRegistry
+from runjournal.adapters.profiles import ProfileError
+from runjournal.cli.compose import cache_view, factories
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
@@ -44,7 +44,7 @@ def _predict(
     pipeline_dir = os.path.dirname(path)
     modules = check_overrides(spec, pipeline_dir, overrides)
     try:
-        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=user_profiles)
+        profiles = factories().load_profiles(config.profiles_file, user_profiles=user_profiles)
         resolved, resolution = resolve_pipeline(
             spec,
             pipeline_dir=pipeline_dir,
@@ -65,7 +65,7 @@ def _predict(
         for step, p in resolution.profiles.items()
     }
     try:
-        view = CacheView.open(config.cache_root, spec.name, config.cache_mode)
+        view = cache_view(config, spec.name)
     except FsError as exc:
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     try:
