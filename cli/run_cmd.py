@@ -49,7 +49,7 @@ from runjournal.cli.llm_wiring import (
 )
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
-from runjournal.cli.parallel import ThreadPoolMap
+from runjournal.cli.parallel import JobPool
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
@@ -345,7 +345,7 @@ def _execute_and_terminalize(
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = inv.progress
-    parallel = ThreadPoolMap(config.jobs)  # one pool per invocation, closed below
+    parallel = JobPool(config.jobs)  # one pool per invocation, closed below
     runner = PipelineRunner(
         sink=inv.session,
         loader=inv.collab.loader,
@@ -354,9 +354,11 @@ def _execute_and_terminalize(
         trace=inv.bundle.trace if inv.bundle is not None else None,
         recompute=policy,
         progress=progress,
-        parallel_map=parallel,
+        executor=parallel,
+        keep_going=config.keep_going,
     )
     outcome: RunOutcome | None = None
+    failures: list[dict[str, Any]] = []
     exit_code = ExitCode.OK
     previous = _install_signal_handlers()
     try:
@@ -389,7 +391,8 @@ def _execute_and_terminalize(
             cause=exc.cause,
         )
         notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
-        state = terminal.fail(error, detail=failure_detail(error, req.pipeline))
+        failures = [_failure_view(f) for f in exc.failures]
+        state = terminal.fail(error, detail=failure_detail(error, req.pipeline), failures=failures)
         exit_code = ExitCode.FAILED
         doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     except Interrupted:
@@ -437,6 +440,7 @@ def _execute_and_terminalize(
         error_log=state.error_log,
         outputs=state.outputs,
         error=error_view(state.error),
+        failures=failures,
         persistence_errors=persistence,
         decisions=view["decisions"],
         plans=view["plans"],
@@ -507,6 +511,19 @@ def _allocate_bundle(
     spans.attach(bundle.trace)
     bundle.summary.write(COMMAND, command_payload(**command))
     return bundle
+
+
+def _failure_view(failure: StageFailure) -> dict[str, Any]:
+    """One failed stage as `run --json` and `failure.json` list it (as `explain` does)."""
+    return {
+        "step": failure.step,
+        "lane": failure.lane,
+        "stage": failure.stage.value if failure.stage is not None else None,
+        "chunk": failure.chunk or None,
+        "reason_code": failure.code.value,
+        "cause": failure.cause.value if failure.cause else None,
+        "message": failure.message,
+    }
 
 
 def _report_doc(
@@ -587,6 +604,7 @@ def _print_allocation_failure(
         error_log=None,
         outputs=[],
         error=error_view(RunError(message=line)),
+        failures=[],
         persistence_errors=[line],
     )
     emit_json(doc)

@@ -150,6 +150,7 @@ class Terminalizer:
         status: RunStatus = RunStatus.FAILED,
         detail: str | None = None,
         refused: list[RefusedName] | None = None,
+        failures: list[dict[str, Any]] | None = None,
     ) -> TerminalState:
         self.state.error = error
         self.state.status = status
@@ -167,6 +168,7 @@ class Terminalizer:
             "phase": phase.value,
             "error": error_view(error),  # step, lane, reason code, cause, message
             "refused": [{"name": r.name, "refusal": r.refusal} for r in refused or []],
+            "failures": failures or [],  # every failed stage (several with --keep-going)
         }
         if self._attempt(run_dir, FAILURE, "failure_report", lambda: json_bytes(failure)):
             self.state.failure_report = os.path.join(self.state.run_dir, FAILURE)

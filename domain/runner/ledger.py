@@ -7,12 +7,15 @@ errors, warnings) are kept in one place that every part of the runner is handed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from runjournal.domain.decisions import StageFacts, decide_stage
 from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
     CheckpointWritten,
     PlanOutcome,
+    RunEvent,
     StageDecided,
 )
 from runjournal.domain.llm import FailureCause
@@ -28,6 +31,16 @@ from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 
 
+class BufferedSink:
+    """Holds one lane's events until the scheduler replays them in plan order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[type[RunEvent], dict[str, Any]]] = []
+
+    def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
+        self.events.append((event_type, fields))
+
+
 class RunLedger:
     """The run's event sink and checkpoint recorder, with the tallies of one run."""
 
@@ -39,6 +52,24 @@ class RunLedger:
         self.persistence_errors: list[str] = []
         self.warnings: list[tuple[str, str, str]] = []
         self.module_calls = 0
+
+    def child(self) -> RunLedger:
+        """A ledger for one lane: same recorder, its events and tallies held back."""
+        return RunLedger(BufferedSink(), self._recorder)
+
+    def absorb(self, child: RunLedger) -> None:
+        """Replay a lane's held-back events into this ledger's sink and add its tallies."""
+        if isinstance(child.sink, BufferedSink):
+            for event_type, fields in child.sink.events:
+                self.sink.emit(event_type, **fields)
+            child.sink.events.clear()
+        for code, count in child.decisions.items():
+            self.decisions[code] = self.decisions.get(code, 0) + count
+        for outcome, count in child.plans.items():
+            self.plans[outcome] = self.plans.get(outcome, 0) + count
+        self.persistence_errors.extend(child.persistence_errors)
+        self.warnings.extend(child.warnings)
+        self.module_calls += child.module_calls
 
     @property
     def recording(self) -> bool:
