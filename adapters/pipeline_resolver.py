@@ -7,7 +7,6 @@ still the user's configuration (exit 2), raised as `ResolutionError` naming the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,14 +20,7 @@ from runjournal.adapters.profiles import (
     runtime_for,
 )
 from runjournal.adapters.sources import SourceResolutionError, load_sources
-from runjournal.domain.identity import (
-    EMPTY,
-    LaneComponents,
-    config_digest,
-    fingerprints_digest,
-    overrides_digest,
-    references_digest,
-)
+from runjournal.domain.identity import EMPTY, lane_components
 from runjournal.domain.modules import Module, overrides_for
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep
 from runjournal.domain.pipeline_spec import PipelineSpec
@@ -83,7 +75,6 @@ def resolve_pipeline(
         raise ResolutionError(exc.key, str(exc).split(": ", 1)[1]) from None
     ref_text = {r.name: r.data.decode("utf-8") for r in references}
     ref_digests = {r.name: r.sha256 for r in references}
-    refs = references_digest(ref_digests)
     chunking = {"strategy": spec.chunking.strategy.value, "max_chars": spec.chunking.max_chars}
 
     steps: list[ResolvedStep] = []
@@ -112,21 +103,19 @@ def resolve_pipeline(
         # Only the overrides the module declares it reads enter identity (all when it
         # declares nothing), so an unrelated `--set` does not invalidate its checkpoints.
         seen = overrides_for(module, overrides)
-        components = LaneComponents(
-            config=config_digest(
-                module=step.module,
-                params=step.params,
-                scope=step.scope.value,
-                consumes=step.consumes,
-                chunking=chunking,
-            ),
-            module=hashlib.sha256(module.fingerprint.encode("utf-8")).hexdigest(),
-            validators=fingerprints_digest(
+        components = lane_components(
+            module=step.module,
+            module_fingerprint=module.fingerprint,
+            params=step.params,
+            scope=step.scope.value,
+            consumes=step.consumes,
+            chunking=chunking,
+            validators=(
                 f"{spec}={type(v).fingerprint}"
                 for spec, v in zip(step.validators, validators, strict=True)
             ),
-            references=refs,
-            overrides=overrides_digest(seen),
+            references=ref_digests,
+            overrides=seen,
             profile=profile.digest if profile else EMPTY,
             profile_source=profile.source_digest if profile else EMPTY,
         )

@@ -24,7 +24,7 @@ from runjournal.adapters.llm.options import (
     parse_client_options,
 )
 from runjournal.adapters.llm.structured import offline_answer
-from runjournal.domain.identity import digest_of
+from runjournal.domain.identity import profile_digest, profile_source_digest
 from runjournal.domain.llm import CallOptions
 from runjournal.domain.redaction import is_secret_key
 
@@ -68,13 +68,13 @@ class Profile(msgspec.Struct, frozen=True):
     @property
     def digest(self) -> str:
         """profile component: the observed non-secret fields."""
-        return digest_of(self.non_secret())
+        return profile_digest(self.non_secret())
 
     @property
     def source_digest(self) -> str:
         """profile_source component: origin kind and the table's non-secret content."""
         table = {**self.non_secret(), "api_key_env": self.api_key_env}
-        return digest_of({"origin": self.source_kind, "table": table})
+        return profile_source_digest(self.source_kind, table)
 
 
 OFFLINE = Profile(id="offline", provider="offline", model="echo-1", source_kind="builtin")

@@ -86,14 +86,17 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
-from runjournal.domain.runner import PipelineRunner, RunOutcome, StageFailure
+from runjournal.domain.runner import Interrupt, PipelineRunner, RunOutcome, StageFailure
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
 
 
-class Interrupted(BaseException):
-    """SIGINT/SIGTERM: stop scheduling, flush, terminalize as interrupted."""
+class Interrupted(Interrupt):
+    """SIGINT/SIGTERM: stop scheduling, flush, terminalize as interrupted.
+
+    An `Interrupt`, so the runner lets it through a module call (never a stage failure).
+    """
 
 
 @dataclass

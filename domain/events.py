@@ -23,7 +23,7 @@ from runjournal.domain.decisions import (
     recorded_differences,
     with_differences,
 )
-from runjournal.domain.identity import DependencyFingerprint, LaneComponents
+from runjournal.domain.identity import ArtifactRef, LaneComponents
 from runjournal.domain.llm import AttemptStatus, FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import Category, ReasonCode, category_of, detail_for
 
@@ -186,7 +186,7 @@ class LaneResolved(RunEvent, frozen=True, kw_only=True):
     lane: str
     components: LaneComponents
     lane_identity: str
-    dependencies: list[DependencyFingerprint]
+    dependencies: list[ArtifactRef]
     chunks: int
     forced: bool
 
@@ -337,6 +337,8 @@ class CheckpointWriteFailed(RunEvent, frozen=True, kw_only=True):
 
 
 class ArtifactGenerated(RunEvent, frozen=True, kw_only=True):
+    """A lane's artifact: its `ArtifactRef` fields (flat, as journals store them), warnings."""
+
     step: str
     lane: str
     kind: str
@@ -346,6 +348,23 @@ class ArtifactGenerated(RunEvent, frozen=True, kw_only=True):
     size: int
     warnings: list[str]
     restored: bool = False
+
+    @staticmethod
+    def fields_of(artifact: ArtifactRef) -> dict[str, Any]:
+        """The event's identity fields for an artifact ref."""
+        return msgspec.structs.asdict(artifact)
+
+    @property
+    def artifact(self) -> ArtifactRef:
+        return ArtifactRef(
+            step=self.step,
+            lane=self.lane,
+            kind=self.kind,
+            schema=self.schema,
+            media_type=self.media_type,
+            sha256=self.sha256,
+            size=self.size,
+        )
 
 
 class WarningRecorded(RunEvent, frozen=True, kw_only=True):

@@ -7,10 +7,12 @@ never a Python repr, a set in iteration order, or a path of this machine.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from runjournal.domain.chunking import PLANNER_FINGERPRINT, ChunkingSettings
 from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
 
 if TYPE_CHECKING:  # both import this module: only their types are needed here
@@ -52,8 +54,15 @@ def sequence_digest(digests: Iterable[str]) -> str:
     return h.hexdigest()
 
 
-class DependencyFingerprint(msgspec.Struct, frozen=True, array_like=True):
-    """What a consumer records of one producer artifact it read."""
+class ArtifactRef(msgspec.Struct, frozen=True, array_like=True):
+    """The identity of one generated artifact: which lane made it, what it is, its bytes' digest.
+
+    The one definition of these fields (docs/internals.md "Identity per stage"). A consumer
+    records the refs of the producer artifacts it read (`LaneResolved.dependencies`, and D
+    is their digest); `ArtifactGenerated` and a checkpoint's `Provenance` keep the same
+    fields flat on the wire and return them as `.artifact`. Encoded as an array: the
+    field order is part of D and of the journal, so never reorder or rename them.
+    """
 
     step: str
     lane: str
@@ -64,7 +73,12 @@ class DependencyFingerprint(msgspec.Struct, frozen=True, array_like=True):
     size: int
 
 
-def dependencies_digest(deps: Iterable[DependencyFingerprint]) -> str:
+# What a consumer records of one producer artifact it read: an `ArtifactRef` (the name
+# the journal's `LaneResolved.dependencies` and its readers know).
+DependencyFingerprint = ArtifactRef
+
+
+def dependencies_digest(deps: Iterable[ArtifactRef]) -> str:
     """D: digest over the fingerprints sorted by (step, lane); empty when nothing is consumed."""
     ordered = sorted(deps, key=lambda d: (d.step, d.lane))
     if not ordered:
@@ -136,6 +150,55 @@ def config_digest(
     )
 
 
+def module_digest(fingerprint: str) -> str:
+    """module component: sha256 of the module's declared fingerprint."""
+    return sha256_hex(fingerprint.encode("utf-8"))
+
+
+def profile_digest(non_secret: Mapping[str, Any]) -> str:
+    """profile component: the profile's observed non-secret fields."""
+    return digest_of(non_secret)
+
+
+def profile_source_digest(source_kind: str, table: Mapping[str, Any]) -> str:
+    """profile_source component: where the profile was defined and its non-secret table."""
+    return digest_of({"origin": source_kind, "table": table})
+
+
+def lane_components(
+    *,
+    module: str,
+    module_fingerprint: str,
+    params: Mapping[str, Any],
+    scope: str,
+    consumes: Iterable[str],
+    chunking: Mapping[str, Any],
+    validators: Iterable[str],
+    references: Mapping[str, str],
+    overrides: Mapping[str, str],
+    profile: str = EMPTY,
+    profile_source: str = EMPTY,
+) -> LaneComponents:
+    """S for one step, every component its own digest.
+
+    `validators` are the `spec=fingerprint` strings of the step's validators,
+    `references` the reference logical names with their content digests, `overrides`
+    only those the module reads; `profile` and `profile_source` are the digests of
+    `profile_digest` and `profile_source_digest` (empty without a profile).
+    """
+    return LaneComponents(
+        config=config_digest(
+            module=module, params=params, scope=scope, consumes=consumes, chunking=chunking
+        ),
+        module=module_digest(module_fingerprint),
+        validators=fingerprints_digest(validators),
+        references=references_digest(references),
+        overrides=overrides_digest(overrides),
+        profile=profile,
+        profile_source=profile_source,
+    )
+
+
 def fingerprints_digest(fingerprints: Iterable[str]) -> str:
     items = list(fingerprints)
     return digest_of(items) if items else EMPTY
@@ -194,3 +257,35 @@ def codec_id(module: Module, stage: Stage) -> str:
         cached = sha256_hex(canonical_bytes({"stage": stage.value, "type": schema}))[:32]
         _CODEC_IDS[key] = cached
     return cached
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256_hex(value: object) -> bool:
+    """A 64-character lowercase hex digest (the only form keys and digests take)."""
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+
+
+class _PlanKeyMaterial(msgspec.Struct, frozen=True):
+    """What a plan key hashes; field names are part of the key, so never rename them."""
+
+    planner_fingerprint: str
+    settings: ChunkingSettings
+    source_sha256: str
+
+
+def plan_key(
+    source_sha256: str,
+    settings: ChunkingSettings,
+    planner_fingerprint: str = PLANNER_FINGERPRINT,
+) -> str:
+    """A chunk plan's key: sha256 over the canonical JSON of the three facts that determine it."""
+    if not is_sha256_hex(source_sha256):
+        raise ValueError("source_sha256 must be 64 lowercase hex characters")
+    if not isinstance(settings, ChunkingSettings):
+        raise TypeError("settings must be ChunkingSettings")
+    if not isinstance(planner_fingerprint, str) or not planner_fingerprint:
+        raise ValueError("planner_fingerprint must be a non-empty string")
+    settings.validate()
+    return digest_of(_PlanKeyMaterial(planner_fingerprint, settings, source_sha256))

@@ -27,6 +27,8 @@ CORPUS_LANE = "corpus"
 SAFE_LANE_READABLE_MAX = 200
 
 _UNSAFE_LANE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
+# Every escaped safe lane id ends so; a lane id that already does is escaped too.
+_ESCAPED_SUFFIX = re.compile(r"-[0-9a-f]{8}\Z")
 
 
 class NameRuleError(ValueError):
@@ -96,19 +98,23 @@ def source_logical_name(pipeline_dir: object, source_abs: str) -> str:
 
 
 def safe_lane_id(lane_id: str) -> str:
-    """A lane id as one portable path component of ``[A-Za-z0-9._-]``.
+    """A lane id as one portable path component of ``[A-Za-z0-9._-]``, distinct per lane id.
 
     ``/`` becomes ``__``; any other character outside the set, and a leading ``.``,
     becomes ``_``. When anything changed (or the readable part had to be cut to
     SAFE_LANE_READABLE_MAX characters, or the id is empty, which reads as ``_``), ``-`` and 8 hex of
     sha256(lane id) are appended so distinct ids stay distinct.
+
+    An id kept as it is never ends in ``-`` and 8 hex, so it cannot equal an escaped one:
+    an id that already ends so (a file literally named ``docs__a.md-5231f8a1``) is
+    escaped too and gets its own suffix (docs/operations.md "Names").
     """
     readable = _UNSAFE_LANE_CHAR.sub(lambda m: "__" if m.group() == "/" else "_", lane_id)
     if readable.startswith("."):
         readable = "_" + readable[1:]
     if len(readable) > SAFE_LANE_READABLE_MAX:
         readable = readable[:SAFE_LANE_READABLE_MAX]
-    if readable == lane_id and lane_id:
+    if readable == lane_id and lane_id and not _ESCAPED_SUFFIX.search(lane_id):
         return lane_id
     if not readable:
         readable = "_"

@@ -4,17 +4,17 @@
 A chunk plan is source-addressed: its key is a digest of the source's content digest, the
 chunking settings and the planner fingerprint, so a plan is shared by every run and every
 pipeline that splits the same bytes the same way, and a planner change is a cold miss.
+The key itself is built in ``runjournal.domain.identity`` (`plan_key`, re-exported here).
 Pure: the store that keeps plans is ``runjournal.adapters.chunkplans``.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
-import re
 
 import msgspec
 from runjournal.domain.chunking import PLANNER_FINGERPRINT, ChunkingSettings
+from runjournal.domain.identity import is_sha256_hex, plan_key
 
 __all__ = [
     "CacheMode",
@@ -24,9 +24,6 @@ __all__ = [
     "is_sha256_hex",
     "plan_key",
 ]
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_ENCODER = msgspec.json.Encoder(order="deterministic")
 
 
 class CacheMode(enum.StrEnum):
@@ -38,39 +35,9 @@ class CacheMode(enum.StrEnum):
     BYPASS = "bypass"
 
 
-class _KeyMaterial(msgspec.Struct, frozen=True):
-    """What a plan key hashes; field names are part of the key, so never rename them."""
-
-    planner_fingerprint: str
-    settings: ChunkingSettings
-    source_sha256: str
-
-
-def is_sha256_hex(value: object) -> bool:
-    """A 64-character lowercase hex digest (the only form keys and digests take)."""
-    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
-
-
 def is_plan_key(value: object) -> bool:
     """Whether `value` may be used as a plan key (and so as a file name in the store)."""
     return is_sha256_hex(value)
-
-
-def plan_key(
-    source_sha256: str,
-    settings: ChunkingSettings,
-    planner_fingerprint: str = PLANNER_FINGERPRINT,
-) -> str:
-    """sha256 over the canonical JSON of the three facts that determine a plan."""
-    if not is_sha256_hex(source_sha256):
-        raise ValueError("source_sha256 must be 64 lowercase hex characters")
-    if not isinstance(settings, ChunkingSettings):
-        raise TypeError("settings must be ChunkingSettings")
-    if not isinstance(planner_fingerprint, str) or not planner_fingerprint:
-        raise ValueError("planner_fingerprint must be a non-empty string")
-    settings.validate()
-    material = _KeyMaterial(planner_fingerprint, settings, source_sha256)
-    return hashlib.sha256(_ENCODER.encode(material)).hexdigest()
 
 
 class PlanFacts(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ import msgspec
 from runjournal.domain.chunking import Span
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.events import PlanOutcome, RunEvent
+from runjournal.domain.identity import ArtifactRef
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.plan_keys import PlanFacts
 
@@ -31,7 +32,12 @@ class CheckpointKey(msgspec.Struct, frozen=True):
 
 
 class Provenance(msgspec.Struct, frozen=True):
-    """Who produced a normalize artifact: checked before a restored artifact is trusted."""
+    """Who produced a normalize artifact: checked before a restored artifact is trusted.
+
+    The artifact's `ArtifactRef` fields and the producer's module fingerprint, kept flat
+    because checkpoint envelopes on disk store them so (docs/internals.md "Identity per
+    stage"); `of` builds one from a ref and `artifact` gives the ref back.
+    """
 
     step: str
     lane: str
@@ -41,6 +47,22 @@ class Provenance(msgspec.Struct, frozen=True):
     media_type: str
     sha256: str
     size: int
+
+    @classmethod
+    def of(cls, artifact: ArtifactRef, module_fingerprint: str) -> Provenance:
+        return cls(module_fingerprint=module_fingerprint, **msgspec.structs.asdict(artifact))
+
+    @property
+    def artifact(self) -> ArtifactRef:
+        return ArtifactRef(
+            step=self.step,
+            lane=self.lane,
+            kind=self.kind,
+            schema=self.schema,
+            media_type=self.media_type,
+            sha256=self.sha256,
+            size=self.size,
+        )
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,11 +4,13 @@
 chunk plans (plans.py), the scheduler across lanes (scheduler.py), one lane's stage
 loop (lanes.py), restoring required lanes for
 `--recompute` (restore.py), artifacts (artifacts.py), what it journals and tallies
-(ledger.py), output files (outputs.py), failures (failures.py) and its outcome (outcome.py).
+(ledger.py), output files (outputs.py), the module-call boundary (boundary.py), failures
+(failures.py) and its outcome (outcome.py).
 """
 
 from runjournal.domain.identity import codec_id
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import Interrupt
 from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, RunStopped, StageFailure
 from runjournal.domain.runner.lanes import Progress
 from runjournal.domain.runner.outcome import RunOutcome
@@ -19,6 +21,7 @@ __all__ = [
     "ERROR_MESSAGE_LIMIT",
     "Artifact",
     "Executor",
+    "Interrupt",
     "PipelineRunner",
     "Progress",
     "RunOutcome",

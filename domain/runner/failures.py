@@ -5,6 +5,7 @@ from __future__ import annotations
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import FailureCause, LLMAttempt
 from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.runner.boundary import exception_text
 
 ERROR_MESSAGE_LIMIT = 500
 
@@ -43,7 +44,7 @@ class StageError(Exception):
     def __init__(
         self, stage: Stage, chunk: str, exc: BaseException, attempts: list[LLMAttempt] | None = None
     ) -> None:
-        super().__init__(str(exc))
+        super().__init__(exception_text(exc))
         self.stage = stage
         self.chunk = chunk
         self.exc = exc

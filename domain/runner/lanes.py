@@ -27,8 +27,8 @@ from runjournal.domain.ports import (
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
-from runjournal.domain.redaction import redact_text
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.failures import StageError
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.scheduler import Batch, LaneWork
@@ -184,7 +184,9 @@ class LaneRun:
             else:
                 data = canonical_bytes(value)
                 decoded = msgspec.json.decode(data, type=tp)
-        except Exception as exc:
+        except BaseException as exc:  # whatever the module does, but an interrupt
+            if is_interrupt(exc):
+                raise
             raise StageError(stage, chunk, exc, attempts) from exc
         return StageResult(sha256_hex(data), data, decoded, True, attempts)
 
@@ -192,7 +194,9 @@ class LaneRun:
         if not result.decoded:
             try:
                 result.value = msgspec.json.decode(result.data, type=tp)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except BaseException as exc:  # the codec refused it, or the module's type raised
+                if is_interrupt(exc):
+                    raise
                 raise StageError(stage, chunk, exc) from exc
             result.decoded = True
         return result.value
@@ -357,7 +361,7 @@ class LaneRun:
         if code is ReasonCode.REUSED:
             out = StageResult(norm_record.output_sha256, norm_record.payload)
             value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
-            warnings = list(norm_record.warnings)
+            warnings = module_warnings(norm_record.warnings)  # bounded if recorded before
             artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._reused(Stage.NORMALIZE, "", norm_record)
             self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
@@ -374,14 +378,16 @@ class LaneRun:
                 self._attempt(Stage.NORMALIZE, "", normalize, module.artifact_type)
             )
             value = out.value
-            # Warnings are module diagnostics, not documents: redacted before they are
-            # journaled, checkpointed or reported.
-            warnings = [redact_text(str(w)) for w in holder["n"].warnings]
-            for validator in self.step.validators:
-                try:
-                    warnings.extend(redact_text(str(w)) for w in validator.check(value, self.ctx))
-                except Exception as exc:
-                    raise StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
+            # Warnings are module diagnostics, not documents: redacted, made printable and
+            # bounded before they are journaled, checkpointed or reported.
+            try:
+                warnings = module_warnings(holder["n"].warnings)
+                for validator in self.step.validators:
+                    warnings.extend(module_warnings(validator.check(value, self.ctx)))
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    raise
+                raise StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
             artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._store(
                 Stage.NORMALIZE,

@@ -135,13 +135,7 @@ class RunLedger:
             self.warnings.append((artifact.step, artifact.lane, warning))
         self.sink.emit(
             ArtifactGenerated,
-            step=artifact.step,
-            lane=artifact.lane,
-            kind=artifact.kind,
-            schema=artifact.schema,
-            media_type=artifact.media_type,
-            sha256=artifact.sha256,
-            size=artifact.size,
+            **ArtifactGenerated.fields_of(artifact.ref),
             warnings=artifact.warnings,
             restored=restored,
         )

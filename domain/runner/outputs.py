@@ -10,6 +10,7 @@ from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import checked_outputs, exception_text, is_interrupt
 from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, StageFailure
 from runjournal.domain.runner.ledger import RunLedger
 
@@ -35,12 +36,11 @@ def collect_outputs(
                 overrides=step.overrides_seen(pipeline.overrides),
             )
             try:
-                extra = step.module.outputs(artifact.value, ctx)
-                for item in extra:
-                    if not isinstance(item, OutputFile) or not isinstance(item.data, bytes):
-                        raise TypeError("outputs() must return OutputFile(name, bytes)")
-            except Exception as exc:
-                message = safe_error_text(f"{type(exc).__name__}: {exc}", ERROR_MESSAGE_LIMIT)
+                extra = checked_outputs(step.module.outputs(artifact.value, ctx))
+            except BaseException as exc:  # whatever the module does, but an interrupt
+                if is_interrupt(exc):
+                    raise
+                message = safe_error_text(exception_text(exc), ERROR_MESSAGE_LIMIT)
                 ledger.sink.emit(
                     StageFailed,
                     step=step.id,

@@ -25,6 +25,7 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import exception_text, guarded
 from runjournal.domain.runner.failures import (
     ERROR_MESSAGE_LIMIT,
     RunStopped,
@@ -213,7 +214,7 @@ class PipelineRunner:
         pipeline: ResolvedPipeline,
         consumed: dict[str, dict[str, Artifact]],
     ) -> LaneWork:
-        deps = [a.fingerprint() for lanes in consumed.values() for a in lanes.values()]
+        deps = [a.ref for lanes in consumed.values() for a in lanes.values()]
         forced = step.id in self._policy.forced
         ledger.sink.emit(
             LaneResolved,
@@ -243,8 +244,9 @@ class PipelineRunner:
         try:
             return (yield from lane_run.run(chunks))
         except StageError as err:
-            message = safe_error_text(f"{type(err.exc).__name__}: {err.exc}", ERROR_MESSAGE_LIMIT)
-            cause = failure_cause(err.exc)
+            module_exc = err.exc
+            message = safe_error_text(exception_text(module_exc), ERROR_MESSAGE_LIMIT)
+            cause = guarded(lambda: failure_cause(module_exc), lambda _: None)
             lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
             ledger.sink.emit(

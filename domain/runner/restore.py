@@ -16,6 +16,7 @@ from runjournal.domain.identity import codec_id
 from runjournal.domain.pipeline import ResolvedStep
 from runjournal.domain.ports import CheckpointLoader
 from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.failures import StageFailure
 from runjournal.domain.runner.ledger import RunLedger
 
@@ -39,11 +40,14 @@ def restore_lane(
     if state is PredecessorState.RESTORED and record is not None:
         try:
             value = msgspec.json.decode(record.payload, type=module.artifact_type)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except BaseException as exc:  # the codec refused it, or the module's type raised
+            if is_interrupt(exc):
+                raise
             state = PredecessorState.CORRUPT
     artifact: Artifact | None = None
     if state is PredecessorState.RESTORED and record is not None:
-        artifact = Artifact.of(module, step.id, lane, record.payload, value, list(record.warnings))
+        warnings = module_warnings(record.warnings)  # bounded if recorded before
+        artifact = Artifact.of(module, step.id, lane, record.payload, value, warnings)
         if record.provenance != artifact.provenance(module.fingerprint):
             state = PredecessorState.PROVENANCE_INVALID
     facts = StageFacts(

@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import os
 import subprocess
 import sys
+import uuid
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runjournal.domain import plan_keys, runner
+from runjournal.domain.chunking import ChunkingSettings
+from runjournal.domain.decisions import Stage
+from runjournal.domain.events import ArtifactGenerated
 from runjournal.domain.identity import (
     COMPONENT_ORDER,
+    ArtifactRef,
     DependencyFingerprint,
     LaneComponents,
     chunk_id,
+    codec_id,
     config_digest,
     dependencies_digest,
+    fingerprints_digest,
     identity_overrides,
+    lane_components,
     lane_identity,
+    module_digest,
     overrides_digest,
+    plan_key,
+    profile_digest,
+    profile_source_digest,
+    references_digest,
 )
+from runjournal.domain.ports import Provenance
 
 BASE = LaneComponents(*(f"{name}-1" for name in COMPONENT_ORDER))
 
@@ -135,3 +153,121 @@ def test_secret_params_never_enter_the_config_digest():
         params={"note": "sk-" + "proj-" + "B" * 40}, **common
     )
     assert config_digest(params={"n": 1}, **common) != config_digest(params={"n": 2}, **common)
+
+
+# --- one ArtifactRef, identity built in one module (docs/internals.md "Identity per stage") ---
+
+REF = ArtifactRef("s", "a", "k", "sch", "application/json", "0" * 64, 10)
+REF_ARRAY = b'["s","a","k","sch","application/json","' + b"0" * 64 + b'",10]'
+
+
+def test_artifact_ref_encodes_as_the_dependency_array_journals_hold():
+    # LaneResolved.dependencies and D were written as this array before ArtifactRef existed.
+    assert msgspec.json.encode(REF) == REF_ARRAY
+    assert msgspec.json.decode(REF_ARRAY, type=ArtifactRef) == REF
+    assert dependencies_digest([REF]) == hashlib.sha256(b"[" + REF_ARRAY + b"]").hexdigest()
+    assert DependencyFingerprint is ArtifactRef
+
+
+def test_provenance_keeps_its_flat_envelope_fields_and_gives_the_ref_back():
+    prov = Provenance.of(REF, "mod/1")
+    assert prov.artifact == REF
+    assert prov.module_fingerprint == "mod/1"
+    # the envelope header on disk holds these flat keys; old envelopes decode unchanged
+    flat = msgspec.json.decode(msgspec.json.encode(prov))
+    assert flat == {
+        "step": "s",
+        "lane": "a",
+        "module_fingerprint": "mod/1",
+        "kind": "k",
+        "schema": "sch",
+        "media_type": "application/json",
+        "sha256": "0" * 64,
+        "size": 10,
+    }
+    assert msgspec.json.decode(msgspec.json.encode(flat), type=Provenance) == prov
+
+
+def test_artifact_generated_keeps_flat_fields_and_gives_the_ref_back():
+    fields = ArtifactGenerated.fields_of(REF)
+    assert set(fields) == {"step", "lane", "kind", "schema", "media_type", "sha256", "size"}
+    event = ArtifactGenerated(
+        originator_id=uuid.UUID(int=1),
+        originator_version=3,
+        timestamp=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+        warnings=[],
+        **fields,
+    )
+    assert event.artifact == REF
+
+
+def test_lane_components_builds_each_component_with_its_own_digest():
+    kwargs = dict(
+        module="builtin.terms",
+        module_fingerprint="builtin.terms/2",
+        params={"b": 1, "api_key": "x"},
+        scope="document",
+        consumes=["p"],
+        chunking={"strategy": "paragraphs", "max_chars": 10},
+        validators=["v=fp/1"],
+        references={"r.md": "1" * 64},
+        overrides={"lang": "en"},
+        profile="p" * 64,
+        profile_source="q" * 64,
+    )
+    got = lane_components(**kwargs)
+    assert got == LaneComponents(
+        config=config_digest(
+            module="builtin.terms",
+            params={"b": 1, "api_key": "x"},
+            scope="document",
+            consumes=["p"],
+            chunking={"strategy": "paragraphs", "max_chars": 10},
+        ),
+        module=hashlib.sha256(b"builtin.terms/2").hexdigest(),
+        validators=fingerprints_digest(["v=fp/1"]),
+        references=references_digest({"r.md": "1" * 64}),
+        overrides=overrides_digest({"lang": "en"}),
+        profile="p" * 64,
+        profile_source="q" * 64,
+    )
+    assert module_digest("builtin.terms/2") == got.module
+    bare = lane_components(**{**kwargs, "validators": [], "references": {}, "overrides": {}})
+    assert (bare.validators, bare.references, bare.overrides, bare.profile) == (
+        "",
+        "",
+        "",
+        "p" * 64,
+    )
+
+
+def test_profile_digests_are_digests_of_their_fields():
+    assert profile_digest({"model": "m"}) == hashlib.sha256(b'{"model":"m"}').hexdigest()
+    assert (
+        profile_source_digest("builtin", {"model": "m"})
+        == hashlib.sha256(b'{"origin":"builtin","table":{"model":"m"}}').hexdigest()
+    )
+
+
+def test_plan_key_is_unchanged_by_its_move_to_identity():
+    # values computed before plan_key moved from domain/plan_keys.py
+    assert plan_key("b" * 64, ChunkingSettings()) == (
+        "5c400eb2ceae527d8aa39ee80bbcd5bafc42fd2526f936b88163e6f5c0f3b083"
+    )
+    assert plan_key("c" * 64, ChunkingSettings(), "fp") == (
+        "a505c1df4c6bfe3824d4cb862fb9e213729f0546c1b8c3d9a45f6516ab06c3a0"
+    )
+    assert plan_keys.plan_key is plan_key
+
+
+class _CodecModule:
+    chunk_type = list[str]
+    merged_type = dict[str, int]
+    artifact_type = dict[str, int]
+
+
+def test_codec_id_differs_per_stage_and_is_the_runner_reexport():
+    ids = {stage: codec_id(_CodecModule(), stage) for stage in Stage}
+    assert len(set(ids.values())) == len(ids)
+    assert all(len(v) == 32 for v in ids.values())
+    assert runner.codec_id is codec_id

@@ -214,3 +214,38 @@ class TestRunId:
         assert issubclass(InvalidRunIdPart, NameRuleError)
         assert issubclass(InvalidSourcePath, NameRuleError)
         assert issubclass(NameRuleError, ValueError)
+
+
+class TestSafeLaneIdInjective:
+    """docs/operations.md "Names": distinct lane ids never share a lane directory."""
+
+    def test_a_name_shaped_like_an_escaped_id_gets_its_own_suffix(self):
+        escaped = safe_lane_id("docs/a.md")
+        assert escaped == f"docs__a.md-{h8('docs/a.md')}"  # unchanged: checkpoints stay found
+        literal = safe_lane_id(escaped)
+        assert literal == f"{escaped}-{h8(escaped)}"
+        assert literal != escaped
+        assert safe_lane_id(literal) != literal
+
+    @pytest.mark.parametrize("kept", ["corpus", "a.md", "docs__a.md", "x-1234abc", "x-1234ABCD"])
+    def test_ordinary_safe_ids_are_kept(self, kept):
+        assert safe_lane_id(kept) == kept
+
+    @settings(max_examples=500, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.text(alphabet=st.sampled_from("a/_.- é0123456789abcdef"), max_size=24),
+                st.text(max_size=12),
+            ),
+            min_size=2,
+            max_size=8,
+        ),
+        st.data(),
+    )
+    def test_distinct_names_get_distinct_safe_ids(self, lanes, data):
+        # Feed the mapping its own outputs too: an escaped id taken literally as a name.
+        pool = set(lanes)
+        pool |= {safe_lane_id(lane) for lane in data.draw(st.lists(st.sampled_from(lanes)))}
+        pool = sorted(pool)
+        assert len({safe_lane_id(lane) for lane in pool}) == len(pool)
