@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -86,7 +87,13 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
-from runjournal.domain.runner import Interrupt, PipelineRunner, RunOutcome, StageFailure
+from runjournal.domain.runner import (
+    Interrupt,
+    PipelineRunner,
+    RunOutcome,
+    RunStopped,
+    StageFailure,
+)
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
@@ -363,10 +370,14 @@ def _execute_and_terminalize(
     outcome: RunOutcome | None = None
     failures: list[dict[str, Any]] = []
     exit_code = ExitCode.OK
-    previous = _install_signal_handlers()
+    signals = _Signals(runner.stop).install()
     try:
-        with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
-            outcome = runner.run(resolved)
+        try:
+            with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
+                outcome = runner.run(resolved)
+        except RunStopped:
+            raise Interrupted() from None
+        signals.stages_done()
         progress.finish()
         doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path, notes)
         try:
@@ -404,7 +415,7 @@ def _execute_and_terminalize(
         exit_code = ExitCode.INTERRUPTED
         doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
     finally:
-        _restore_signal_handlers(previous)
+        signals.restore()
         inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
         parallel.close()
         inv.collab.close()
@@ -637,19 +648,52 @@ def _print_result(
     click.echo("\n".join(summary_lines(doc, notes, stdout_styler())))
 
 
-def _install_signal_handlers() -> dict[int, Any]:
-    def handler(signum: int, frame: Any) -> None:
+# After the first SIGINT/SIGTERM, how long calls in flight may take to finish before the
+# run is interrupted where it stands (docs/operations.md "`--jobs N`").
+STOP_GRACE_S = 5.0
+
+
+class _Signals:
+    """SIGINT/SIGTERM while stages run: stop scheduling, bounded by `STOP_GRACE_S`.
+
+    The first signal asks the runner to start nothing new and arms a timer; the second
+    signal, or the timer, raises `Interrupted` at once. Outside the stages (`immediate`)
+    every signal raises `Interrupted` at once, as before.
+    """
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self.requested = False
+        self.immediate = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._signal)
+        self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._overdue)
+        return self
+
+    def _signal(self, signum: int, frame: Any) -> None:
+        if self.requested or self.immediate:
+            raise Interrupted()
+        self.requested = True
+        self._stop()
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
+
+    def _overdue(self, signum: int, frame: Any) -> None:
         raise Interrupted()
 
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    return previous
+    def stages_done(self) -> None:
+        """The runner returned: no timer, and a signal from now on interrupts at once."""
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.immediate = True
+        if self.requested:
+            raise Interrupted()
 
-
-def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-    for sig, old in previous.items():
-        signal.signal(sig, old)
+    def restore(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
 
 
 def run_command_body(req: RunRequest, argv: list[str]) -> int:

@@ -72,6 +72,7 @@ class PipelineRunner:
         self._executor = executor or SerialExecutor()
         self._keep_going = keep_going
         self._scheduler: Scheduler | None = None
+        self._stop_requested = False
         self._attribution: dict[str, tuple[str, str]] = {}
 
     # --- public ------------------------------------------------------------------
@@ -113,7 +114,9 @@ class PipelineRunner:
         )
 
     def stop(self) -> None:
-        """Schedule no new work (an interrupt): calls in flight finish, then `run` returns."""
+        """Schedule no new work (an interrupt): calls in flight finish, then `run` raises
+        `RunStopped` (at once if no lane has been scheduled yet)."""
+        self._stop_requested = True
         if self._scheduler is not None:
             self._scheduler.stop()
 
@@ -155,15 +158,16 @@ class PipelineRunner:
                 jobs.append(LaneJob(step.id, lane, needs, start))
         policy = FailurePolicy.STOP if stop else FailurePolicy.KEEP_GOING
         self._scheduler = Scheduler(self._ledger, self._executor, policy)
+        if self._stop_requested:
+            self._scheduler.stop()
         try:
             done = self._scheduler.run(jobs, artifacts)
         finally:
-            stopped = self._scheduler.stopped
             self._scheduler = None
         for step in steps:  # lanes in plan order, whatever order they finished in
             finished = artifacts[step.id]
             artifacts[step.id] = {ln: finished[ln] for ln in lanes_of[step.id] if ln in finished}
-        if stopped and done < len(jobs):
+        if self._stop_requested and done < len(jobs):
             raise RunStopped()
 
     def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:

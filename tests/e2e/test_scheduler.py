@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,3 +257,49 @@ def test_the_first_failure_stops_new_work_and_keeps_what_finished(cli: Any, tmp_
     # serial: the first lane fails first, and nothing after it starts
     assert {(s, lane) for s, lane, _, _ in project.calls()} == {("count", "docs/d00.md")}
     assert "failures" in json.loads((Path(doc["run_dir"]) / "failure.json").read_text())
+
+
+def test_an_interrupt_lets_calls_in_flight_finish_and_keeps_them(cli: Any, tmp_path: Path) -> None:
+    project = _project(cli, tmp_path / "p", 8, delay=1.5)
+    argv = [
+        str(Path(sys.executable).parent / "runjournal"),
+        "run",
+        str(project.root / "pipeline.toml"),
+    ]
+    argv += [
+        "--output-root",
+        str(project.root / "out"),
+        "--cache-root",
+        str(project.root / "cache"),
+    ]
+    argv += ["--jobs", "4", "--no-progress"]
+    env = {**cli.env, "PROBE_LOG": str(project.log), "PROBE_FAIL": "0"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(project.calls()) < 4:
+            time.sleep(0.05)
+        assert len(project.calls()) == 4  # four extracts in flight, nothing else started
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        proc.wait(timeout=60)
+        assert time.monotonic() - started < 5.0 + 3.0  # within the grace bound
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
+    in_flight = {lane for _, lane, _, _ in project.calls()}
+    _listed, runs = cli.json("runs", "list", "--output-root", str(project.root / "out"))
+    assert runs["runs"][0]["status"] == "interrupted"
+    audit, _ = cli.json(
+        "journal", "audit", runs["runs"][0]["run_id"], "--output-root", str(project.root / "out")
+    )
+    assert audit.returncode == 0, audit.stdout
+
+    proc2, _ = project.run("--jobs", "4", "--resume")
+    assert proc2.returncode == 0, proc2.stderr
+    extracted = {
+        lane for step, lane, stage, _ in project.calls() if (step, stage) == ("count", "extract")
+    }
+    assert extracted == {f"docs/d{i:02d}.md" for i in range(8)} - in_flight
