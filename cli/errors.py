@@ -5,8 +5,20 @@ from __future__ import annotations
 import enum
 import sys
 
-from runjournal.cli.progress import clear_active
-from runjournal.domain.redaction import safe_error_text
+# Importing the redaction shapes and the progress display costs start-up time that
+# `--version` and `--help` never need: both are imported when a message is printed.
+
+
+def safe_error_text(message: str, limit: int) -> str:
+    from runjournal.domain.redaction import safe_error_text as redact_bound
+
+    return redact_bound(message, limit)
+
+
+def clear_active() -> None:
+    from runjournal.cli.progress import clear_active as clear
+
+    clear()
 
 
 class ExitCode(enum.IntEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -10,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 from runjournal import __version__
-from runjournal.cli import journal_cmds, maintenance_cmds, projection_cmds, query_cmds, report_cmds
+from runjournal.cli.age import AGE_UNITS
 from runjournal.cli.completion import (
     complete_reason_codes,
     complete_run_lanes,
@@ -19,10 +20,7 @@ from runjournal.cli.completion import (
     complete_steps,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
-from runjournal.cli.llm_wiring import LLMRequest
-from runjournal.cli.maintenance_cmds import AGE_UNITS
 from runjournal.cli.output import emit_json
-from runjournal.cli.run_cmd import RunRequest, run_command_body
 from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
 
 F = Callable[..., Any]
@@ -137,6 +135,11 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
       runjournal run pipeline.toml --set audience=ops --debug summary
       runjournal run pipeline.toml --llm-replay cassette.json --max-cost 0.50
     """
+    # Imported here: the run machinery is the heaviest import, and other commands (and
+    # --help, --version, completion) never need it (docs/performance.md "Start-up").
+    from runjournal.cli.llm_wiring import LLMRequest
+    from runjournal.cli.run_cmd import RunRequest, run_command_body
+
     req = RunRequest(
         pipeline=pipeline,
         inputs=inputs,
@@ -182,7 +185,7 @@ def runs_list(**opts: Any) -> None:
       runjournal runs list
       runjournal runs list --output-root out --json
     """
-    _call(query_cmds.runs_list, opts)
+    _call("query_cmds.runs_list", opts)
 
 
 @runs_group.command("show")
@@ -209,7 +212,7 @@ def runs_show(run: str, outputs: bool, **opts: Any) -> None:
       runjournal runs show latest --outputs
       runjournal runs show 20261130T150405Z --json
     """
-    _call(query_cmds.runs_show, opts, run=run, outputs=outputs)
+    _call("query_cmds.runs_show", opts, run=run, outputs=outputs)
 
 
 @runs_group.command("diff")
@@ -231,7 +234,7 @@ def runs_diff(run_a: str, run_b: str, **opts: Any) -> None:
       runjournal runs diff 20261130T150405Z latest
       runjournal runs diff 20261130T1504 20261130T1610 --json
     """
-    _call(query_cmds.runs_diff, opts, run_a=run_a, run_b=run_b)
+    _call("query_cmds.runs_diff", opts, run_a=run_a, run_b=run_b)
 
 
 @cli.group("journal", cls=Group)
@@ -250,16 +253,18 @@ def journal_group() -> None:
 @run_argument
 @journal_options
 @json_option
+@click.option("--jsonl", is_flag=True, help="One JSON object per event, streamed (for large runs).")
 @verbose_option
-def journal_show(run: str, **opts: Any) -> None:
+def journal_show(run: str, jsonl: bool, **opts: Any) -> None:
     """Print RUN's events in order.
 
     \b
     Examples:
       runjournal journal show latest
       runjournal journal show latest --json
+      runjournal journal show latest --jsonl | jq -c 'select(.type == "StageDecided")'
     """
-    _call(query_cmds.journal_show, opts, run=run)
+    _call("query_cmds.journal_show", opts, run=run, jsonl=jsonl)
 
 
 @journal_group.command("audit")
@@ -275,7 +280,7 @@ def journal_audit(run: str, **opts: Any) -> None:
       runjournal journal audit latest
       runjournal journal audit 20261130T150405Z --json
     """
-    _call(journal_cmds.audit, opts, run=run)
+    _call("journal_cmds.audit", opts, run=run)
 
 
 @journal_group.command("export")
@@ -300,7 +305,7 @@ def journal_export(run: str, output: str, force: bool, **opts: Any) -> None:
       runjournal journal export latest -o run.rjx
       runjournal journal export latest -o run.rjx --force
     """
-    _call(journal_cmds.export, opts, run=run, output=output, force=force)
+    _call("journal_cmds.export", opts, run=run, output=output, force=force)
 
 
 @journal_group.command("import")
@@ -318,7 +323,7 @@ def journal_import(file: str, **opts: Any) -> None:
       runjournal journal import run.rjx
       runjournal journal import run.rjx --journal other.sqlite3
     """
-    _call(journal_cmds.import_, opts, file=file)
+    _call("journal_cmds.import_", opts, file=file)
 
 
 @cli.group("projections", cls=Group)
@@ -344,7 +349,7 @@ def projections_status(**opts: Any) -> None:
       runjournal projections status
       runjournal projections status --json
     """
-    _call(projection_cmds.status, opts, name=None)
+    _call("projection_cmds.status", opts, name=None)
 
 
 @projections_group.command("rebuild")
@@ -361,7 +366,7 @@ def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
       runjournal projections rebuild
       runjournal projections rebuild manifest --run latest
     """
-    _call(projection_cmds.rebuild, opts, name=name, run=run)
+    _call("projection_cmds.rebuild", opts, name=name, run=run)
 
 
 @cli.command("explain")
@@ -415,7 +420,7 @@ def explain(run: str, step: str | None, **opts: Any) -> None:
       runjournal explain 20261130T150405Z --json
     """
     drill = {k: opts.pop(k) for k in ("lane", "code", "executed", "changed", "limit")}
-    _call(query_cmds.explain, opts, run=run, step=step, **drill)
+    _call("query_cmds.explain", opts, run=run, step=step, **drill)
 
 
 @cli.command("report")
@@ -443,7 +448,7 @@ def report(run: str, output: str | None, force: bool, **opts: Any) -> None:
       runjournal report latest -o /tmp/run.html --force
       runjournal report latest -o - > run.html
     """
-    _call(report_cmds.report, opts, run=run, output=output, force=force)
+    _call("report_cmds.report", opts, run=run, output=output, force=force)
 
 
 @cli.command("reasons")
@@ -459,7 +464,7 @@ def reasons(**opts: Any) -> None:
       runjournal reasons
       runjournal reasons --json
     """
-    _call(query_cmds.reasons, opts)
+    _call("query_cmds.reasons", opts)
 
 
 @cli.group("config", cls=Group)
@@ -488,7 +493,7 @@ def config_show(pipeline: str, **opts: Any) -> None:
       runjournal config show pipeline.toml --jobs 4 --json
       RUNJOURNAL_CACHE_MODE=bypass runjournal config show pipeline.toml
     """
-    _call(query_cmds.config_show, opts, pipeline=pipeline)
+    _call("query_cmds.config_show", opts, pipeline=pipeline)
 
 
 @cli.command("recover")
@@ -504,7 +509,7 @@ def recover(**opts: Any) -> None:
       runjournal recover --dry-run
       runjournal recover
     """
-    _call(maintenance_cmds.recover, opts)
+    _call("maintenance_cmds.recover", opts)
 
 
 @cli.command("gc")
@@ -539,7 +544,7 @@ def gc(**opts: Any) -> None:
       runjournal gc --older-than 30d
       runjournal gc --keep 5 --older-than 2w
     """
-    _call(maintenance_cmds.gc, opts)
+    _call("maintenance_cmds.gc", opts)
 
 
 @cli.command("init")
@@ -559,10 +564,19 @@ def init(directory: str, **opts: Any) -> None:
       runjournal init demo --output-root demo/out
       runjournal init demo --journal postgresql://db.example/runjournal
     """
-    _call(maintenance_cmds.init, opts, directory=directory)
+    _call("maintenance_cmds.init", opts, directory=directory)
 
 
-def _call(fn: Callable[..., int | None], opts: dict[str, Any], **kwargs: Any) -> None:
+def _call(target: str, opts: dict[str, Any], **kwargs: Any) -> None:
+    """Run `module.function` of runjournal.cli, importing the module only now.
+
+    Command modules pull in the journal, eventsourcing and the adapters; importing them
+    lazily keeps `--version`, `--help` and completion fast.
+    """
+    module, _, name = target.partition(".")
+    fn: Callable[..., int | None] = getattr(
+        importlib.import_module(f"runjournal.cli.{module}"), name
+    )
     try:
         code = fn(opts, **kwargs)
     except CliError as exc:

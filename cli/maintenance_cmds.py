@@ -7,8 +7,7 @@ terminated runs), always through the confined filesystem adapter.
 from __future__ import annotations
 
 import os
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -16,6 +15,7 @@ from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoo
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
+from runjournal.cli.age import AGE_UNITS, parse_age
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
@@ -28,21 +28,6 @@ from runjournal.cli.settings import (
 from runjournal.cli.settings.options import settings_flags
 from runjournal.domain.events import RunError, RunPhase, RunStatus, RunTerminated
 from runjournal.domain.names import is_valid_run_id
-
-_AGE = re.compile(r"^(\d+)([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-AGE_UNITS = tuple(_UNITS)  # for --help: s, m, h, d, w
-
-
-def parse_age(text: str) -> timedelta:
-    match = _AGE.match(text.strip())
-    if not match:
-        raise CliError(
-            f"--older-than expects a number and a unit ({', '.join(AGE_UNITS)}), "
-            f"e.g. 30d or 12h; got '{text}'"
-        )
-    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
-
 
 # --- recover ---------------------------------------------------------------------
 

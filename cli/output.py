@@ -19,3 +19,8 @@ def emit_json(doc: Any) -> None:
 def json_bytes(doc: Any) -> bytes:
     """Canonical, human-readable JSON for files the CLI writes (manifest, report, …)."""
     return msgspec.json.format(_json.encode(doc), indent=2) + b"\n"
+
+
+def jsonl_line(doc: Any) -> str:
+    """One compact JSON object and a newline: a line of a `--jsonl` stream."""
+    return _json.encode(doc).decode("utf-8") + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import click
@@ -13,7 +14,7 @@ from runjournal.adapters.journal import (
     open_journal,
 )
 from runjournal.cli.errors import CliError, ExitCode
-from runjournal.cli.output import emit_json
+from runjournal.cli.output import emit_json, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.settings import (
     EffectiveConfig,
@@ -27,6 +28,7 @@ from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
 from runjournal.domain.events import RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
+from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
 from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.manifest import ManifestProjection
@@ -189,24 +191,50 @@ def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
     return 0
 
 
-def journal_show(opts: dict[str, Any], *, run: str) -> int:
+def journal_show(opts: dict[str, Any], *, run: str, jsonl: bool = False) -> int:
+    """RUN's events: text lines or `--jsonl` streamed as they are read; `--json` whole.
+
+    `--json` is one document, so it is built in memory; the text and `--jsonl` forms
+    print each event as it is decoded and hold one page of rows at a time
+    (docs/operations.md "Reading a journal").
+    """
+    if jsonl and opts.get("as_json"):
+        raise CliError("--json and --jsonl cannot be combined: choose one")
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        events = [journal_event_to_json(e) for e in read_events(store, run_id)]
+        if opts.get("as_json"):
+            events = [journal_event_to_json(e) for e in read_events(store, run_id)]
+            emit_json({"run_id": run_id, "events": events})
+            return 0
+        return _stream_events(store, run_id, jsonl)
     finally:
         store.close()
-    if opts.get("as_json"):
-        emit_json({"run_id": run_id, "events": events})
-        return 0
-    for e in events:
-        data = e["data"]
-        brief = ", ".join(
-            f"{k}={v}"
-            for k, v in data.items()
-            if isinstance(v, str | int | float) and k != "detail"
-        )
-        click.echo(f"{e['version']:>6}  {e['timestamp']}  {e['type']:<22} {brief[:140]}")
+
+
+def _stream_events(store: JournalStore, run_id: str, jsonl: bool) -> int:
+    """Print events as they decode; a row that does not decode ends the stream, exit 1."""
+    out = sys.stdout
+    try:
+        for event in store.events(run_id):
+            e = journal_event_to_json(event)
+            if jsonl:
+                out.write(jsonl_line({"run_id": run_id, **e}))
+                continue
+            brief = ", ".join(
+                f"{k}={v}"
+                for k, v in e["data"].items()
+                if isinstance(v, str | int | float) and k != "detail"
+            )
+            out.write(f"{e['version']:>6}  {e['timestamp']}  {e['type']:<22} {brief[:140]}\n")
+    except JournalError as exc:
+        out.flush()
+        message = f"cannot read run {run_id}: {exc}"
+        if jsonl:  # the stream says it is incomplete, in its own format
+            out.write(jsonl_line({"run_id": run_id, "error": safe_error_text(message, 1000)}))
+            out.flush()
+        raise CliError(message, ExitCode.FAILED) from None
+    out.flush()
     return 0
 
 

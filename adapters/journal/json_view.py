@@ -25,11 +25,18 @@ def _iso_utc(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+# Most fields are plain strings and numbers: returned as they are, before any isinstance
+# check (an abc check per field dominated `journal show` before; docs/performance.md).
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """Builtins with sorted keys; Structs (even array-like ones) become dicts."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, msgspec.Struct):
         return {f: _plain(getattr(value, f)) for f in sorted(value.__struct_fields__)}
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         items = [(_plain_key(k), _plain(v)) for k, v in value.items()]
         return dict(sorted(items, key=lambda kv: str(kv[0])))
     if isinstance(value, list | tuple):

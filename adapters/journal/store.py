@@ -54,6 +54,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _PAGE: Final = 500
+EVENT_PAGE: Final = 1000  # rows per read of one run's events (`events`)
 
 
 class JournalStore:
@@ -204,12 +205,24 @@ class JournalStore:
     # -- reading --------------------------------------------------------------------
 
     def events(self, run_id: str) -> Iterator[RunEvent]:
-        """The run's events in order, decoded and upcast (nothing for an unknown run)."""
+        """The run's events in order, decoded and upcast (nothing for an unknown run).
+
+        Read in pages of `EVENT_PAGE` rows, so a reader that streams (`journal show
+        --jsonl`) holds one page at a time however long the run is.
+        """
         select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
-        stored = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
         to_event = self._mapper.to_domain_event
-        for row in stored:
-            yield to_event(row)
+        after: int | None = None
+        while True:
+            page = self._storage(
+                f"cannot read run {run_id!r}",
+                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
+            )
+            for row in page:
+                yield to_event(row)
+            if len(page) < EVENT_PAGE:
+                return
+            after = page[-1].originator_version
 
     def load_run(self, run_id: str, clock: Callable[[], datetime] | None = None) -> Run:
         """Replay a run into a `Run` that can record more events (e.g. `recover`)."""

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from runjournal.cli.settings.errors import one_line
 from runjournal.cli.settings.parsing import redact_journal
 from runjournal.cli.settings.table import SETTINGS_BY_NAME, Origin, SettingSpec
-from runjournal.domain.redaction import redact_text, redact_url
 
 if TYPE_CHECKING:
     from runjournal.cli.settings.resolution import EffectiveConfig
@@ -28,6 +27,8 @@ def display_value(name: str, value: object) -> object:
 
 def short(raw: object) -> str:
     """A raw value for an error line: repr, URL passwords masked, at most 80 characters."""
+    from runjournal.domain.redaction import redact_text, redact_url  # not needed to start
+
     text = redact_text(repr(redact_url(raw) if isinstance(raw, str) else raw))
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -14,8 +14,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Final
 
-from runjournal.domain.redaction import redact_url
-
 Parser = Callable[[object, str], object]
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
@@ -132,4 +130,7 @@ def is_postgres_url(journal: str) -> bool:
 
 def redact_journal(journal: str) -> str:
     """A journal location safe to show or record: each hidden part becomes `***`."""
+    # Imported here: the redaction shapes are not needed to start the CLI.
+    from runjournal.domain.redaction import redact_url
+
     return redact_url(journal, mask="***")
