@@ -18,7 +18,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
-__all__ = ["JobPool"]
+__all__ = ["MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
+
+# Checkpoint writer threads at most: enough to overlap fsyncs, few enough for one disk.
+MAX_WRITE_THREADS = 8
 
 # How long one wait for a completion blocks before it waits again: bounds how late a
 # signal handler's exception is raised on the calling thread.
@@ -83,3 +86,24 @@ class JobPool:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class CheckpointWritePool:
+    """Checkpoint writes on their own threads, so a result's fsyncs never hold up the
+    scheduler (`RunLedger` waits for each when it journals the lane, in plan order).
+
+    The recorder is safe for this: its manifest write is locked, its zstd contexts are
+    per thread, and `FsRoot` writes are atomic per file.
+    """
+
+    def __init__(self, recorder: Any, threads: int) -> None:
+        self._recorder = recorder
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="runjournal-ckpt")
+
+    def submit(self, key: Any, record: Any) -> Callable[[], tuple[str, int]]:
+        future = self._pool.submit(self._recorder.write, key, record)
+        return future.result
+
+    def close(self) -> None:
+        """Wait for every write (each is journaled or reported by whoever waits on it)."""
+        self._pool.shutdown(wait=True)

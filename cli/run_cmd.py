@@ -50,7 +50,7 @@ from runjournal.cli.llm_wiring import (
 )
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
-from runjournal.cli.parallel import JobPool
+from runjournal.cli.parallel import MAX_WRITE_THREADS, CheckpointWritePool, JobPool
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
@@ -356,6 +356,12 @@ def _execute_and_terminalize(
     bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = inv.progress
     parallel = JobPool(config.jobs)  # one pool per invocation, closed below
+    recorder = inv.collab.recorder
+    writes = (
+        CheckpointWritePool(recorder, min(config.jobs, MAX_WRITE_THREADS))
+        if recorder is not None and config.jobs > 1
+        else None
+    )
     runner = PipelineRunner(
         sink=inv.session,
         loader=inv.collab.loader,
@@ -366,6 +372,7 @@ def _execute_and_terminalize(
         progress=progress,
         executor=parallel,
         keep_going=config.keep_going,
+        checkpoint_writes=writes,
     )
     outcome: RunOutcome | None = None
     failures: list[dict[str, Any]] = []
@@ -418,6 +425,8 @@ def _execute_and_terminalize(
         signals.restore()
         inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
         parallel.close()
+        if writes is not None:
+            writes.close()
         inv.collab.close()
     llm_not_saved = inv.llm.close()  # saves the --llm-record cassette
     not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)

@@ -33,7 +33,7 @@ from runjournal.domain.runner.failures import (
     StageFailure,
 )
 from runjournal.domain.runner.lanes import LaneRun, LaneServices, ModuleTrace, Progress
-from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import resolve_plans, settle_plans
@@ -61,13 +61,14 @@ class PipelineRunner:
         progress: Progress | None = None,
         executor: Executor | None = None,
         keep_going: bool = False,
+        checkpoint_writes: CheckpointWrites | None = None,
     ) -> None:
         self._sink = sink
         self._loader = loader
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
-        self._ledger = RunLedger(sink, recorder)
+        self._ledger = RunLedger(sink, recorder, checkpoint_writes)
         self._loader_progress = (loader, progress)
         self._executor = executor or SerialExecutor()
         self._keep_going = keep_going

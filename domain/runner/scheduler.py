@@ -13,6 +13,7 @@ order), so the journal is the same whatever the executor's capacity or timing.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ class _State(Enum):
     FAILED = "failed"
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself: compared by identity
 class LaneJob:
     """One lane of one step, as the scheduler sees it."""
 
@@ -100,6 +101,7 @@ class LaneJob:
     artifact: Artifact | None = None
     failure: StageFailure | None = None
     flushed: bool = False
+    order: int = 0  # its place in plan order
 
 
 def is_failure(outcome: Any) -> bool:
@@ -116,8 +118,13 @@ class Scheduler:
         self._stopping = False
         self._in_flight: dict[int, tuple[LaneJob, int]] = {}
         self._next_key = 0
-        self._queue: deque[LaneJob] = deque()  # started lanes with calls not yet submitted
+        # started lanes with calls not yet submitted, earliest in plan order first: lanes
+        # that started finish first (with one slot, exactly lane after lane)
+        self._queue: list[LaneJob] = []
         self._artifacts: dict[str, dict[str, Artifact]] = {}
+        self._waiting: list[LaneJob] = []  # not started yet, in plan order
+        self._ready_check = True  # a lane finished since the waiting ones were checked
+        self._flushed = 0  # jobs[:_flushed] are journaled
 
     @property
     def stopped(self) -> bool:
@@ -134,6 +141,10 @@ class Scheduler:
         consumers read it there); returns how many lanes finished.
         """
         self._artifacts = artifacts
+        for order, job in enumerate(jobs):
+            job.order = order
+        self._waiting = [j for j in jobs if j.state is _State.WAITING]
+        self._ready_check, self._flushed = True, 0
         try:
             while True:
                 self._start_ready(jobs)
@@ -143,6 +154,9 @@ class Scheduler:
                     break
                 key, outcome = self._executor.next_done()
                 job, index = self._in_flight.pop(key)
+                self._note(job, index, outcome)
+                if self._executor.capacity > 1:
+                    self._fill()  # the freed slot first: storing a result must not idle it
                 self._deliver(job, index, outcome)
         finally:
             for job in jobs:  # whatever happened, what was journaled is kept, in plan order
@@ -159,16 +173,21 @@ class Scheduler:
     def _start_ready(self, jobs: list[LaneJob]) -> None:
         # Producers come before their consumers in plan order: one pass settles a chain
         # of lanes that finish at once (reused checkpoints, restores).
-        for job in jobs:
-            if self._stopping:
-                return
-            if job.state is _State.WAITING and all(
+        if not self._ready_check:
+            return
+        self._ready_check = False
+        still: list[LaneJob] = []
+        for job in self._waiting:
+            if self._stopping or not all(
                 lane in self._artifacts.get(step, {}) for step, lane in job.needs
             ):
-                job.state = _State.RUNNING
-                job.ledger = self._ledger.child()
-                job.work = job.start(job.ledger)
-                self._advance(job, None)
+                still.append(job)
+                continue
+            job.state = _State.RUNNING
+            job.ledger = self._ledger.child()
+            job.work = job.start(job.ledger)
+            self._advance(job, None)
+        self._waiting = still
 
     def _advance(self, job: LaneJob, sent: list[Any] | None) -> None:
         assert job.work is not None
@@ -178,6 +197,7 @@ class Scheduler:
             except StopIteration as stop:
                 job.state, job.artifact, job.batch = _State.DONE, stop.value, None
                 self._artifacts.setdefault(job.step, {})[job.lane] = stop.value
+                self._ready_check = True
                 return
             except StageFailure as failure:
                 job.state, job.failure, job.batch = _State.FAILED, failure, None
@@ -190,7 +210,7 @@ class Scheduler:
         job.batch, job.outcomes = batch, [None] * len(batch.calls)
         job.submitted = job.outstanding = 0
         job.batch_failed = False
-        self._queue.append(job)
+        bisect.insort(self._queue, job, key=lambda j: j.order)
 
     # --- calls ---------------------------------------------------------------------
 
@@ -203,24 +223,29 @@ class Scheduler:
             job.submitted += 1
             job.outstanding += 1
             if job.submitted == len(job.batch.calls):
-                self._queue.popleft()
+                self._queue.pop(0)
             key = self._next_key
             self._next_key += 1
             self._in_flight[key] = (job, index)
             self._executor.submit(key, job.batch.calls[index])
 
-    def _deliver(self, job: LaneJob, index: int, outcome: Any) -> None:
+    def _note(self, job: LaneJob, index: int, outcome: Any) -> None:
+        """What a finished call changes in the scheduling (before any slot is refilled)."""
         assert job.batch is not None
         job.outcomes[index] = outcome
         job.outstanding -= 1
-        if job.batch.on_result is not None:
-            job.batch.on_result(index, outcome)
         if is_failure(outcome) and not job.batch_failed:
             job.batch_failed = True
             if job in self._queue:  # the lane's remaining calls are never started
                 self._queue.remove(job)
             if self._policy is FailurePolicy.STOP:
                 self._stopping = True
+
+    def _deliver(self, job: LaneJob, index: int, outcome: Any) -> None:
+        """The lane stores the outcome; it goes on once its batch is in."""
+        assert job.batch is not None
+        if job.batch.on_result is not None:
+            job.batch.on_result(index, outcome)
         complete = job.submitted == len(job.batch.calls) or job.batch_failed
         if job.outstanding == 0 and complete and (job.batch_failed or not self._stopping):
             self._advance(job, job.outcomes)
@@ -228,11 +253,13 @@ class Scheduler:
     # --- journal order ---------------------------------------------------------------
 
     def _flush_prefix(self, jobs: list[LaneJob]) -> None:
-        for job in jobs:
+        while self._flushed < len(jobs):
+            job = jobs[self._flushed]
             if job.state in (_State.DONE, _State.FAILED):
                 self._flush(job)
             elif job.state is _State.RUNNING or not self._stopping:
-                return  # a lane before it may still journal: wait
+                return  # a lane before the next ones may still journal: wait
+            self._flushed += 1
 
     def _flush(self, job: LaneJob) -> None:
         if job.ledger is not None and not job.flushed:

@@ -209,3 +209,41 @@ def test_stop_lets_calls_in_flight_finish_and_starts_nothing() -> None:
     done = scheduler.run(_jobs(log), {})
     assert done == 0 and scheduler.stopped
     assert len(log) == 2 and not executor.pending  # the two in flight, nothing more
+
+
+def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file() -> None:
+    from runjournal.domain.events import CheckpointWriteFailed, CheckpointWritten
+    from runjournal.domain.ports import CheckpointKey, CheckpointWriteError
+
+    written: list[str] = []
+    pending: list[tuple[str, Callable[[], tuple[str, int]]]] = []
+
+    class Recorder:
+        def write(self, key: CheckpointKey, record: Any) -> tuple[str, int]:
+            raise AssertionError("every write goes through the writes port")
+
+    class Writes:
+        def submit(self, key: CheckpointKey, record: Any) -> Callable[[], tuple[str, int]]:
+            def wait() -> tuple[str, int]:
+                written.append(key.chunk)  # the file, before its event
+                if key.chunk == "bad":
+                    raise CheckpointWriteError("disk full")
+                return "0" * 64, len(key.chunk)
+
+            pending.append((key.chunk, wait))
+            return wait
+
+    sink = Sink()
+    run_ledger = RunLedger(sink, Recorder(), Writes())  # type: ignore[arg-type]
+    lane = run_ledger.child()
+    for chunk in ("a", "bad", "c"):
+        lane.write_checkpoint(CheckpointKey("s", "l", Stage.EXTRACT, chunk), None)  # type: ignore[arg-type]
+    assert written == [] and sink.events == []  # nothing waited for, nothing journaled yet
+    run_ledger.absorb(lane)
+    assert written == ["a", "bad", "c"]
+    assert [(name, f["chunk"]) for name, f in sink.events] == [
+        (CheckpointWritten.__name__, "a"),
+        (CheckpointWriteFailed.__name__, "bad"),
+        (CheckpointWritten.__name__, "c"),
+    ]
+    assert run_ledger.persistence_errors == ["disk full"]
