@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.domain.chunking import PLANNER_FINGERPRINT, ChunkingSettings
-from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
+
+# The redaction shapes are imported by the two functions that need them, not here:
+# `runjournal --help` imports this module through plan_keys, and start-up stays lean
+# (docs/performance.md "Start-up").
 
 if TYPE_CHECKING:  # both import this module: only their types are needed here
     from runjournal.domain.decisions import Stage
@@ -214,6 +217,8 @@ def identity_value(value: Any, key: str | None = None) -> Any:
 
     So no secret is ever hashed, and rotating a key in `params` is not a cache miss.
     """
+    from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
+
     if key is not None and is_secret_key(key):
         return SECRET_MARKER
     if isinstance(value, Mapping):
@@ -227,6 +232,8 @@ def identity_value(value: Any, key: str | None = None) -> Any:
 
 def identity_overrides(overrides: Mapping[str, str]) -> dict[str, str]:
     """Overrides as they enter identity: secret keys and credential-shaped values as a marker."""
+    from runjournal.domain.redaction import SECRET_MARKER, is_credential_shaped, is_secret_key
+
     return {
         key: SECRET_MARKER if is_secret_key(key) or is_credential_shaped(value) else value
         for key, value in overrides.items()
