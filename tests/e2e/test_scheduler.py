@@ -235,7 +235,10 @@ def test_keep_going_finishes_every_lane_not_downstream_then_resume_runs_the_rest
         ("again", "docs/d02.md"),
         ("total", "corpus"),
     }
-    explained, edoc = cli.json("explain", doc["run_id"], "--output-root", str(project.root / "out"))
+    out = str(project.root / "out")
+    audit, _ = cli.json("journal", "audit", doc["run_id"], "--output-root", out)
+    assert audit.returncode == 0, audit.stdout  # every decision of the failed run re-decided
+    explained, edoc = cli.json("explain", doc["run_id"], "--output-root", out)
     assert explained.returncode == 0, explained.stderr
     assert "docs/d02.md" in json.dumps(edoc["failures"])
 
