@@ -304,8 +304,7 @@ def import_run(
         return ImportResult(
             run_id=run_id, events=len(existing), already_imported=True, resumed_after=0
         )
-    for start in range(len(existing), len(export.events), batch):
-        store.append_events(run_id, export.events[start : start + batch])
+    store.append_events(run_id, export.events[len(existing) :], batch=batch)
     return ImportResult(
         run_id=run_id,
         events=len(export.events),

@@ -4,6 +4,8 @@ Views (all written atomically through `FsRoot`; see docs/internals.md "Projectio
 
 - `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory is
   in this output root; the file carries `projection: {name, version}` itself.
+- `report`: `<run dir>/report.json` the same way, for succeeded runs only (a failed run
+  has none, docs/operations.md "Layout").
 - `html_report`: `<run dir>/report.html`, rewritten only where a run directory already
   has one (`run --report`, `report RUN`); the page names its projection version, run
   status and event count in `<meta>` tags (docs/operations.md "The HTML run report").
@@ -37,6 +39,7 @@ from runjournal.projections.base import Projection, fold, storage_name
 from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
+from runjournal.projections.report import ReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
 
 __all__ = [
@@ -54,6 +57,7 @@ STATE_DIR: Final = ".runjournal"
 STATE_FILE: Final = f"{STATE_DIR}/projections.json"
 VIEWS_DIR: Final = f"{STATE_DIR}/views"
 MANIFEST_FILE: Final = "manifest.json"
+REPORT_FILE: Final = "report.json"
 STATE_FORMAT: Final = 1
 
 Render = Callable[[Any], bytes]
@@ -98,7 +102,8 @@ class ProjectionSpec:
 
     A `run_file` view is a file in each run directory (`manifest.json`, `report.html`),
     rendered by `render` (None: the store's JSON) and read back by `head`; with
-    `existing_only` a rebuild rewrites the file where it exists and never adds one.
+    `existing_only` a rebuild rewrites the file where it exists and never adds one;
+    `statuses` limits the view to runs that ended so (None: every terminated run).
     """
 
     cls: type[Any]
@@ -107,6 +112,7 @@ class ProjectionSpec:
     existing_only: bool = False
     render: Callable[[Any], bytes] | None = None
     head: Callable[[bytes], RunFileHead] | None = None
+    statuses: frozenset[RunStatus] | None = None
 
     @property
     def name(self) -> str:
@@ -155,6 +161,13 @@ def available_projections() -> list[ProjectionSpec]:
     return [
         ProjectionSpec(
             ManifestProjection, per_run=True, run_file=MANIFEST_FILE, head=_manifest_head
+        ),
+        ProjectionSpec(
+            ReportProjection,
+            per_run=True,
+            run_file=REPORT_FILE,
+            head=_manifest_head,  # the same head: `projection` and `status`
+            statuses=frozenset({RunStatus.SUCCEEDED}),
         ),
         ProjectionSpec(ReasonReportProjection, per_run=True),
         *_debug_summary_spec(),
@@ -531,6 +544,7 @@ class ProjectionStore:
         if (
             root is None
             or run.status is RunStatus.RUNNING
+            or (spec.statuses is not None and run.status not in spec.statuses)
             or not self._has_local_run_dir(root, run)
         ):
             return False

@@ -26,7 +26,8 @@ from runjournal.cli.settings import (
     resolve_settings,
 )
 from runjournal.cli.settings.options import settings_flags
-from runjournal.domain.events import RunError, RunPhase, RunStatus, RunTerminated
+from runjournal.cli.terminal import Terminalizer
+from runjournal.domain.events import RunStatus
 from runjournal.domain.names import is_valid_run_id
 
 # --- recover ---------------------------------------------------------------------
@@ -102,14 +103,8 @@ def recover(opts: dict[str, Any]) -> int:
 def _abandon(store: JournalStore, run_id: str, pid: int, host: str) -> None:
     try:
         run = store.load_run(run_id)
-        session = store.session(run)
-        session.emit(
-            RunTerminated,
-            status=RunStatus.ABANDONED,
-            phase=RunPhase.RECOVERY,
-            error=RunError(message=f"process {pid} on {host} ended without terminalizing"),
-        )
-        session.flush()
+        terminal = Terminalizer(session=store.session(run), run_id=run_id)
+        terminal.abandon(f"process {pid} on {host} ended without terminalizing")
     except JournalError as exc:
         raise CliError(f"cannot abandon {run_id}: {exc}", ExitCode.FAILED) from None
 

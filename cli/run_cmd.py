@@ -22,10 +22,7 @@ import click
 from runjournal import __version__
 from runjournal.adapters.debug_bundle import (
     COMMAND,
-    FAILURE,
     RESOLUTION,
-    RUN,
-    WARNINGS,
     BundleAllocationError,
     DebugBundle,
     JournalSpans,
@@ -61,6 +58,7 @@ from runjournal.cli.run_summary import (
     failure_line,
     keep_traceback,
     main_outputs,
+    module_traceback,
     point_latest,
     print_hint,
     print_traceback,
@@ -77,9 +75,7 @@ from runjournal.domain.events import (
     RunError,
     RunPhase,
     RunStatus,
-    RunTerminated,
     Setting,
-    TerminalPersistenceFailed,
 )
 from runjournal.domain.names import make_run_id
 from runjournal.domain.pipeline import ResolvedPipeline
@@ -97,6 +93,7 @@ from runjournal.domain.runner import (
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
 
 
 class Interrupted(Interrupt):
@@ -239,15 +236,27 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     run_id = _new_run_id()
     manifest = ManifestProjection()
+    report = ReportProjection()  # report.json and the counts of --json, fed live
     spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
-    listeners: list[Any] = [manifest.apply, spans, progress.event]
+    listeners: list[Any] = [manifest.apply, report.apply, spans, progress.event]
     # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
     summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
         listeners.append(summary.apply)
-    run = Run(run_aggregate_id(run_id), _now)
+    # strict_order: the runner's decisions, checkpoints and executions are checked as they
+    # are recorded (domain/run.py), not only by `journal audit` afterwards.
+    run = Run(run_aggregate_id(run_id), _now, strict_order=True)
     session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
-    _record_allocation(session, spec, parsed.pipeline_path, config, run_id, argv)
+    _record_allocation(
+        session, spec, parsed.pipeline_path, config, run_id, argv, journal.url, parsed.policy
+    )
+    terminal = Terminalizer(
+        session=session,
+        manifest=manifest,
+        report=report,
+        output_root=config.output_root,
+        run_id=run_id,
+    )
     # The bundle: after a safe run id and RunAllocated, before resolution
     # (docs/internals.md "One run, phase by phase").
     command = {
@@ -263,19 +272,17 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         "debug": config.debug.value,
     }
     try:
-        bundle = _allocate_bundle(session, config, spans, command)
+        bundle = _allocate_bundle(session, terminal, config, spans, command)
     except CliError as exc:
         # --json prints one document whatever the outcome (docs/operations.md "JSON documents")
         if req.json:
-            _print_allocation_failure(config, parsed.policy, journal.url, run_id, exc.message)
+            _print_allocation_failure(terminal, exc.message)
             exc.json_printed = True
         journal.close()
         collab.close()
         raise
     session.flush()
-    terminal = Terminalizer(
-        session=session, manifest=manifest, output_root=config.output_root, run_id=run_id
-    )
+    terminal.attach_bundle(bundle, summary)
     return _Invocation(
         run_id, journal, collab, session, manifest, summary, bundle, terminal, progress
     )
@@ -303,15 +310,10 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     except (ResolutionError, ProfileError) as exc:
         inv.llm.stop()
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
-        session.emit(
-            RunTerminated,
-            status=RunStatus.FAILED,
-            phase=RunPhase.RESOLUTION,
-            error=RunError(message=message),
-        )
         if bundle is not None:
             bundle.summary.write(RESOLUTION, resolution_payload(config.as_rows(), error=message))
-        not_persisted = _finish_bundle(bundle, session, inv.summary)
+        inv.terminal.fail_before_execution(message, RunPhase.RESOLUTION)
+        not_persisted = inv.terminal.finish_bundle()
         session.flush()
         inv.close()
         if not not_persisted:
@@ -353,7 +355,6 @@ def _execute_and_terminalize(
 ) -> int:
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
-    bundle_path = inv.bundle.path if inv.bundle is not None else None
     progress = inv.progress
     parallel = JobPool(config.jobs)  # one pool per invocation, closed below
     recorder = inv.collab.recorder
@@ -386,14 +387,13 @@ def _execute_and_terminalize(
             raise Interrupted() from None
         signals.stages_done()
         progress.finish()
-        doc = _report_doc(config, outcome, policy, inv.journal.url, bundle_path, notes)
+        terminal.not_persisted(outcome.persistence_errors)
         try:
             state = terminal.succeed(
                 outcome.outputs,
                 chunk_map=outcome.chunk_map,
                 write_map=config.chunk_map,
                 write_index=config.chunk_map_index,
-                report=dict(doc),
                 attribution=outcome.attribution,
             )
         except OutputsRefused as exc:
@@ -415,12 +415,24 @@ def _execute_and_terminalize(
         failures = [_failure_view(f) for f in exc.failures]
         state = terminal.fail(error, detail=failure_detail(error, req.pipeline), failures=failures)
         exit_code = ExitCode.FAILED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
-    except Interrupted:
+    except (Interrupted, KeyboardInterrupt):
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
-        doc = _report_doc(config, None, policy, inv.journal.url, bundle_path, notes)
+    except JournalError:
+        raise  # the journal itself failed: execute_run names the run (exit 1)
+    except BaseException as exc:  # whatever a module raised ends the run here
+        # SystemExit, a BaseException subclass, an exception whose str() raises, an event
+        # the aggregate refuses: the run is terminalized as failed, its decided events
+        # flushed, and the exit code is 1 (docs/operations.md "Hardening guarantees").
+        progress.finish()
+        notes.traceback = _escaped_traceback(exc)
+        if terminal.state.status is RunStatus.RUNNING:
+            state = terminal.fail(RunError(message=_escaped_message(exc)))
+        else:  # the terminal event is already recorded: what failed after it is reported
+            state = terminal.state
+            terminal.not_persisted([_escaped_message(exc)])
+        exit_code = ExitCode.FAILED
     finally:
         signals.restore()
         inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
@@ -428,8 +440,8 @@ def _execute_and_terminalize(
         if writes is not None:
             writes.close()
         inv.collab.close()
-    llm_not_saved = inv.llm.close()  # saves the --llm-record cassette
-    not_persisted = _finish_bundle(inv.bundle, inv.session, inv.summary)
+    terminal.not_persisted(inv.llm.close())  # saves the --llm-record cassette
+    terminal.finish_bundle()
     report_html = None
     try:
         inv.session.flush()
@@ -437,21 +449,18 @@ def _execute_and_terminalize(
             report_html, failed = write_run_report(
                 inv.journal, inv.session, inv.run_id, state.run_dir
             )
-            not_persisted += failed
+            terminal.not_persisted(failed)
     finally:
         inv.journal.close()
+    doc = terminal.report_view()  # the report's fold: counts, warnings, hints, roots
     if state.status is RunStatus.SUCCEEDED:
         notes.latest, problem = point_latest(config.output_root, inv.run_id)
         if problem:
             doc["warnings"].append({"step": None, "lane": None, "message": problem})
 
-    persistence = list(state.persistence_errors)
-    if outcome is not None:
-        persistence = list(outcome.persistence_errors) + persistence
-    persistence += llm_not_saved + not_persisted
+    persistence = terminal.persistence_errors
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
-    view = inv.manifest.view()
     doc.update(
         run_id=inv.run_id,
         status=state.status.value,
@@ -465,10 +474,8 @@ def _execute_and_terminalize(
         error=error_view(state.error),
         failures=failures,
         persistence_errors=persistence,
-        decisions=view["decisions"],
-        plans=view["plans"],
         main_outputs=main_outputs(state.outputs, notes.sinks),
-        **notes.document(),
+        latest=notes.latest,
         llm=llm_report(inv.manifest.llm.view(), parsed.llm or plan_llm(None)),
     )
     _print_result(req, doc, state.error, persistence, notes)
@@ -482,8 +489,11 @@ def _record_allocation(
     config: EffectiveConfig,
     run_id: str,
     argv: list[str],
+    journal_url: str,
+    policy: RecomputePolicy,
 ) -> None:
-    """RunAllocated (with what `recover` needs) and the redacted effective configuration."""
+    """RunAllocated (with what `recover` and the report need) and the redacted effective
+    configuration."""
     session.emit(
         RunAllocated,
         run_id=run_id,
@@ -499,6 +509,10 @@ def _record_allocation(
         host=host_name(),
         pid=os.getpid(),
         process_start=current_process_start(),
+        debug_root=config.debug_root,
+        journal=journal_url,
+        recompute=list(policy.selected),
+        forced=list(policy.forced),
     )
     session.emit(
         ConfigurationResolved,
@@ -511,6 +525,7 @@ def _record_allocation(
 
 def _allocate_bundle(
     session: Any,
+    terminal: Terminalizer,
     config: EffectiveConfig,
     spans: JournalSpans,
     command: dict[str, Any],
@@ -522,12 +537,7 @@ def _allocate_bundle(
     try:
         bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
     except BundleAllocationError as exc:
-        session.emit(
-            RunTerminated,
-            status=RunStatus.FAILED,
-            phase=RunPhase.ALLOCATION,
-            error=RunError(message=str(exc)),
-        )
+        terminal.fail_before_execution(safe_error_text(str(exc)), RunPhase.ALLOCATION)
         session.flush()
         raise CliError(str(exc), ExitCode.NOT_PERSISTED) from None
     session.emit(DebugBundleAllocated, path=bundle.path, trace=config.debug_trace)
@@ -549,75 +559,31 @@ def _failure_view(failure: StageFailure) -> dict[str, Any]:
     }
 
 
-def _report_doc(
-    config: Any,
-    outcome: RunOutcome | None,
-    policy: RecomputePolicy,
-    journal_url: str,
-    debug_bundle: str | None = None,
-    notes: RunNotes | None = None,
-) -> dict[str, Any]:
-    run_level = list(notes.warnings) if notes is not None else []
-    return {
-        "decisions": dict(sorted(outcome.decisions.items())) if outcome else {},
-        "plans": dict(sorted(outcome.plans.items())) if outcome else {},
-        "warnings": run_level
-        + (
-            [{"step": s, "lane": ln, "message": m} for s, ln, m in outcome.warnings]
-            if outcome
-            else []
-        ),
-        "hints": list(notes.hints) if notes is not None else [],
-        "module_calls": outcome.module_calls if outcome else 0,
-        "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
-        "debug_bundle": debug_bundle,
-        "roots": {
-            "output": config.output_root,
-            "cache": config.cache_root,
-            "debug": config.debug_root,
-        },
-        "journal": journal_url,
-    }
+def _escaped_message(exc: BaseException) -> str:
+    """One line naming what escaped the runner; its own `str()` may raise or be invalid text."""
+    try:
+        text = str(exc)
+    except BaseException:  # a hostile __str__
+        text = "(its message cannot be shown)"
+    name = type(exc).__name__
+    return safe_error_text(
+        f"the run stopped on {name}: {text}" if text else f"the run stopped on {name}"
+    )
 
 
-def _finish_bundle(
-    bundle: DebugBundle | None,
-    session: Any,
-    summary: DebugSummaryProjection | None,
-) -> list[str]:
-    """Write the terminal summary documents and close the bundle (after the terminal event).
-
-    `run.json`, `warnings.json` and `failure.json` are the parts of the live debug-summary
-    view, so `projections rebuild debug_summary` gives the same content from the journal.
-    Returns one line per requested debug write that failed; each is also journaled as
-    `TerminalPersistenceFailed` and never replaces the run's primary error.
-    """
-    if bundle is None or summary is None:
-        return []
-    view = summary.view()
-    bundle.summary.write(RUN, view["run"])
-    bundle.summary.write(WARNINGS, view["warnings"])
-    if view["failure"] is not None:
-        bundle.summary.write(FAILURE, view["failure"])
-    lines: list[str] = []
-    for failure in bundle.close():
-        line = safe_error_text(failure.line())
-        lines.append(line)
-        try:
-            session.emit(TerminalPersistenceFailed, target=failure.target, message=line)
-        except Exception as exc:  # the journal itself failed: say so, keep the primary error
-            lines.append(safe_error_text(f"journal: {exc}"))
-    return lines
+def _escaped_traceback(exc: BaseException) -> str | None:
+    """For `-v`: the traceback of what escaped, redacted; None if even that cannot be made."""
+    try:
+        return module_traceback(exc)
+    except BaseException:  # a hostile __repr__ or __str__ in the frames
+        return None
 
 
-def _print_allocation_failure(
-    config: EffectiveConfig, policy: RecomputePolicy, journal_url: str, run_id: str, message: str
-) -> None:
+def _print_allocation_failure(terminal: Terminalizer, message: str) -> None:
     """The `--json` document of a run stopped by an unallocatable debug bundle (exit 3)."""
     line = safe_error_text(message)
-    doc = _report_doc(config, None, policy, journal_url, None)
+    doc = terminal.report_view()
     doc.update(
-        run_id=run_id,
         status=RunStatus.FAILED.value,
         run_dir=None,
         manifest=None,

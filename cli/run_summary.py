@@ -23,7 +23,7 @@ from runjournal.cli.module_sources import observe_modules
 from runjournal.cli.progress import clear_active
 from runjournal.cli.resume_hint import plain_run_hint
 from runjournal.cli.style import Styler
-from runjournal.domain.events import RunError
+from runjournal.domain.events import HintRecorded, RunError
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.ports import TraceRecorder
@@ -50,10 +50,6 @@ class RunNotes:
     traceback: str | None = None
     latest: str | None = None
 
-    def document(self) -> dict[str, Any]:
-        """The fields these notes add to the `--json` document."""
-        return {"hints": list(self.hints), "latest": self.latest}
-
 
 def sink_steps(spec: PipelineSpec) -> tuple[str, ...]:
     consumed = {producer for step in spec.steps for producer in step.consumes}
@@ -71,7 +67,8 @@ def before_execution(
     pipeline_arg: str,
     resumed: bool,
 ) -> RunNotes:
-    """P3 → P4: record each step's module (with a source-changed warning), find the hint."""
+    """P3 → P4: record each step's module (with a source-changed warning), find the hint
+    and record it (`HintRecorded`)."""
     notes = RunNotes(sinks=sink_steps(spec))
     notes.warnings = observe_modules(
         emit=emit,
@@ -83,6 +80,8 @@ def before_execution(
     notes.hints = plain_run_hint(
         cache_root=cache_root, pipeline_arg=pipeline_arg, pipeline=resolved, resumed=resumed
     )
+    for hint in notes.hints:  # journaled: the report shows it (projections/report.py)
+        emit(HintRecorded, message=hint)
     return notes
 
 

@@ -1,10 +1,18 @@
-"""Phase P5: one guarded terminalization per run.
+"""Phase P5: the one terminalization of every run (docs/internals.md "One run, phase by phase").
+
+Every `RunTerminated` the product records goes through `Terminalizer._terminate`, which
+calls `Run.terminate` through the session (tests/unit/test_one_terminalization.py checks
+there is no other site): success, a failed stage, refused or unwritable outputs, an
+interrupt, anything a module raised, a resolution error, an unallocatable debug bundle,
+and `recover` abandoning a dead run.
 
 Success: validate every logical output name, create the run directory exclusively,
 write the outputs, commit the terminal event, then `manifest.json` (the journal's
 fold) and `report.json`. Failure: terminal event, `manifest.json`, one attempt each
-at `failure.json` and `error.log`. A report that cannot be written is reported on its
-own line and as a journal event, and never replaces the primary error or exit code.
+at `failure.json` and `error.log`. Then the debug bundle's terminal documents
+(`finish_bundle`). The Terminalizer owns the run's one list of persistence errors: a
+file that cannot be written is reported on its own line and as a journal event, and
+never replaces the primary error or exit code.
 """
 
 from __future__ import annotations
@@ -16,7 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from runjournal.adapters.chunkplans import ChunkMapEncoder
+from runjournal.adapters.debug_bundle import FAILURE as BUNDLE_FAILURE
+from runjournal.adapters.debug_bundle import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.cli.output import json_bytes
 from runjournal.domain.events import (
@@ -26,15 +37,14 @@ from runjournal.domain.events import (
     RunError,
     RunPhase,
     RunStatus,
-    RunTerminated,
-    TerminalPersistenceFailed,
 )
 from runjournal.domain.logical_names import refused_names
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
-from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.redaction import safe_error_text, valid_utf8
 from runjournal.projections.base import error_view
 from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
 
 MANIFEST = "manifest.json"
 REPORT = "report.json"
@@ -66,19 +76,50 @@ class OutputsRefused(Exception):
 
 
 class Terminalizer:
+    """The one place a run ends: terminal event, terminal files, debug bundle, errors."""
+
     def __init__(
         self,
         *,
         session: Any,
-        manifest: ManifestProjection,
-        output_root: str,
         run_id: str,
+        manifest: ManifestProjection | None = None,
+        report: ReportProjection | None = None,
+        output_root: str | None = None,
+        bundle: Any = None,
+        summary: Any = None,
     ) -> None:
         self._session = session
         self._manifest = manifest
+        self._report = report
         self._output_root = output_root
-        self.state = TerminalState(run_id=run_id, run_dir=os.path.join(output_root, run_id))
+        self._bundle = bundle  # the run's DebugBundle, if one was allocated
+        self._summary = summary  # its live DebugSummaryProjection
+        run_dir = os.path.join(output_root, run_id) if output_root is not None else ""
+        self.state = TerminalState(run_id=run_id, run_dir=run_dir)
         self._dir: FsRoot | None = None
+
+    def _terminate(self, status: RunStatus, phase: RunPhase, error: RunError | None) -> None:
+        """The product's one `RunTerminated`: `Run.terminate` validates it."""
+        self._session.terminate(status, phase, error)
+
+    def attach_bundle(self, bundle: Any, summary: Any) -> None:
+        """The debug bundle, once allocated (after `RunAllocated`), and its live summary."""
+        self._bundle, self._summary = bundle, summary
+
+    def not_persisted(self, lines: list[str]) -> None:
+        """Requested state written elsewhere that could not be (checkpoints, cassette, …)."""
+        self.state.persistence_errors.extend(lines)
+
+    @property
+    def persistence_errors(self) -> list[str]:
+        return list(self.state.persistence_errors)
+
+    def report_view(self) -> dict[str, Any]:
+        """The report's fold as the base of `run --json` (without the projection's head)."""
+        view = self._report.view() if self._report is not None else {}
+        view.pop("projection", None)
+        return view
 
     # --- success ---------------------------------------------------------------
 
@@ -89,7 +130,6 @@ class Terminalizer:
         chunk_map: list[ChunkMapEntry],
         write_map: bool,
         write_index: bool,
-        report: dict[str, Any],
         attribution: Mapping[str, tuple[str, str]] | None = None,
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
@@ -128,15 +168,14 @@ class Terminalizer:
                     "size": len(data),
                 }
             )
-        self._session.emit(RunTerminated, status=RunStatus.SUCCEEDED, phase=RunPhase.EXECUTION)
+        self._terminate(RunStatus.SUCCEEDED, RunPhase.EXECUTION, None)
         self._session.flush()
         self.state.status = RunStatus.SUCCEEDED
         self._write_manifest(run_dir)
-        report.update(self.summary())
-        if self._attempt(run_dir, REPORT, "report", lambda: json_bytes(report)):
+        # The report's projection view, as `projections rebuild report` folds it again.
+        view = self._report.view() if self._report is not None else None
+        if view is not None and self._attempt(run_dir, REPORT, "report", lambda: json_bytes(view)):
             self.state.report = os.path.join(self.state.run_dir, REPORT)
-        if self.state.persistence_errors:
-            report["persistence_errors"] = list(self.state.persistence_errors)
         run_dir.close()
         return self.state
 
@@ -152,9 +191,14 @@ class Terminalizer:
         refused: list[RefusedName] | None = None,
         failures: list[dict[str, Any]] | None = None,
     ) -> TerminalState:
+        """A run that reached P4 and did not succeed: failed or interrupted."""
+        # Whatever a module put in the message or its output names, every document
+        # below must encode (a lone surrogate would stop the journal and the JSON).
+        error = msgspec.structs.replace(error, message=valid_utf8(error.message))
+        refused = [msgspec.structs.replace(r, name=valid_utf8(r.name)) for r in refused or []]
         self.state.error = error
         self.state.status = status
-        self._session.emit(RunTerminated, status=status, phase=phase, error=error)
+        self._terminate(status, phase, error)
         self._session.flush()
         try:
             run_dir = self._dir or self._create_run_dir()
@@ -167,8 +211,9 @@ class Terminalizer:
             "status": status.value,
             "phase": phase.value,
             "error": error_view(error),  # step, lane, reason code, cause, message
-            "refused": [{"name": r.name, "refusal": r.refusal} for r in refused or []],
-            "failures": failures or [],  # every failed stage (several with --keep-going)
+            "refused": [{"name": r.name, "refusal": r.refusal} for r in refused],
+            # every failed stage (several with --keep-going), messages as valid as `error`'s
+            "failures": [{**f, "message": valid_utf8(f["message"])} for f in failures or []],
         }
         if self._attempt(run_dir, FAILURE, "failure_report", lambda: json_bytes(failure)):
             self.state.failure_report = os.path.join(self.state.run_dir, FAILURE)
@@ -178,18 +223,56 @@ class Terminalizer:
         run_dir.close()
         return self.state
 
+    def fail_before_execution(self, message: str, phase: RunPhase) -> TerminalState:
+        """A resolution error (P3) or an unallocatable debug bundle (P2): no run directory."""
+        error = RunError(message=message)
+        self.state.error = error
+        self.state.status = RunStatus.FAILED
+        self.state.run_dir = ""
+        self._terminate(RunStatus.FAILED, phase, error)
+        return self.state
+
+    def abandon(self, message: str) -> None:
+        """`recover`: the run's process is gone; the run ends as abandoned, at recovery."""
+        self.state.status = RunStatus.ABANDONED
+        self._terminate(RunStatus.ABANDONED, RunPhase.RECOVERY, RunError(message=message))
+        self._session.flush()
+
+    # --- the debug bundle ---------------------------------------------------------
+
+    def finish_bundle(self) -> list[str]:
+        """Write the bundle's terminal summary documents and close it (after the terminal
+        event).
+
+        `run.json`, `warnings.json` and `failure.json` are the parts of the live
+        debug-summary view, so `projections rebuild debug_summary` gives the same content
+        from the journal. Returns (and adds to the persistence errors) one line per
+        debug write that failed; each is also journaled as `TerminalPersistenceFailed`.
+        """
+        bundle, summary = self._bundle, self._summary
+        self._bundle = None  # once
+        if bundle is None or summary is None:
+            return []
+        view = summary.view()
+        bundle.summary.write(RUN, view["run"])
+        bundle.summary.write(WARNINGS, view["warnings"])
+        if view["failure"] is not None:
+            bundle.summary.write(BUNDLE_FAILURE, view["failure"])
+        lines: list[str] = []
+        for failure in bundle.close():
+            line = safe_error_text(failure.line())
+            lines.append(line)
+            try:
+                self._session.persistence_failed(failure.target, line)
+            except Exception as exc:  # the journal itself failed: say so, keep the primary
+                lines.append(safe_error_text(f"journal: {exc}"))
+        self.state.persistence_errors.extend(lines)
+        return lines
+
     # --- shared ----------------------------------------------------------------
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_id": self.state.run_id,
-            "status": self.state.status.value,
-            "run_dir": self.state.run_dir,
-            "manifest": self.state.manifest,
-            "outputs": self.state.outputs,
-        }
-
     def _create_run_dir(self) -> FsRoot:
+        assert self._output_root is not None, "a run directory needs the output root"
         root = FsRoot.open(self._output_root, create=True)
         try:
             root.mkdir(self.state.run_id, exclusive=True)
@@ -199,6 +282,8 @@ class Terminalizer:
             root.close()
 
     def _write_manifest(self, run_dir: FsRoot) -> None:
+        if self._manifest is None:
+            return
         view = self._manifest.view()
         if self._attempt(run_dir, MANIFEST, "manifest", lambda: json_bytes(view)):
             self.state.manifest = os.path.join(self.state.run_dir, MANIFEST)
@@ -208,7 +293,7 @@ class Terminalizer:
         try:
             run_dir.write_bytes(name, render(), overwrite=False)
             return True
-        except (FsError, OSError) as exc:
+        except (FsError, OSError, ValueError, TypeError) as exc:  # unwritable, or unencodable
             self._persistence_failed(target, str(exc))
             return False
 
@@ -216,7 +301,7 @@ class Terminalizer:
         text = safe_error_text(f"could not write {target}: {message}")
         self.state.persistence_errors.append(text)
         try:
-            self._session.emit(TerminalPersistenceFailed, target=target, message=text)
+            self._session.persistence_failed(target, text)
             self._session.flush()
         except Exception as exc:  # the journal itself failed: say so, keep the primary error
             self.state.persistence_errors.append(safe_error_text(f"journal: {exc}"))

@@ -3,36 +3,24 @@
 `audit_run` replays one run's events. For each `StageDecided` it rebuilds the
 `StageFacts` the runner decided from (the lane's components from its `LaneResolved`,
 the stage's own digests and differences from the event) and calls the same pure
-`decide_stage`; any disagreement with the recorded code is a `Difference`. It also
-checks the journal's own invariants (one allocation first, at most one termination,
-contiguous versions, checkpoints and executions preceded by their decision).
+`decide_stage`; any disagreement with the recorded code is a `Difference`. The journal's
+own invariants (one allocation first, at most one termination, contiguous versions,
+decisions after their lane, checkpoints and executions preceded by their decision) are
+not repeated here: the events are replayed through the `Run` aggregate
+(`Run.replay`, domain/run.py), and what it collects are the report's violations.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from uuid import UUID
+from collections.abc import Iterable, Iterator
 
 import msgspec
-from runjournal.domain.decisions import (
-    REUSE_CODES,
-    StageDigests,
-    decide_stage,
-)
-from runjournal.domain.events import (
-    CheckpointWritten,
-    LaneResolved,
-    RunAllocated,
-    RunEvent,
-    RunTerminated,
-    StageDecided,
-    StageExecuted,
-    TerminalPersistenceFailed,
-)
+from runjournal.domain.decisions import StageDigests, decide_stage
+from runjournal.domain.events import LaneResolved, RunEvent, StageDecided
 from runjournal.domain.identity import COMPONENT_ORDER, dependencies_digest
 from runjournal.domain.reasons import ReasonCode, category_of
-from runjournal.domain.run import run_aggregate_id
+from runjournal.domain.run import Run, Violation
 
 __all__ = [
     "AuditReport",
@@ -78,14 +66,6 @@ class Difference(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
 
 
-class Violation(msgspec.Struct, frozen=True, kw_only=True):
-    """A broken journal invariant, at the event where it shows."""
-
-    version: int
-    event: str
-    message: str
-
-
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     events: int
@@ -102,82 +82,24 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.verdict is Verdict.OK
 
 
-_Scope = tuple[str, str, str, str]
-
-
 class _Auditor:
-    def __init__(self) -> None:
-        self.run_id = ""
-        self.aggregate: UUID | None = None
-        self.count = 0
-        self.last_version = 0
-        self.decisions = 0
-        self.allocated = False
-        self.terminated_at: int | None = None
-        self.lanes: dict[tuple[str, str], LaneResolved] = {}
-        self.last_decision: dict[_Scope, ReasonCode] = {}
-        self.differences: list[Difference] = []
-        self.violations: list[Violation] = []
+    """Re-decides each decision; the invariants are the `Run` aggregate's (domain/run.py)."""
 
-    def violation(self, event: RunEvent, message: str) -> None:
-        self.violations.append(
-            Violation(version=event.originator_version, event=type(event).__name__, message=message)
-        )
+    def __init__(self) -> None:
+        self.decisions = 0
+        self.lanes: dict[tuple[str, str], LaneResolved] = {}
+        self.differences: list[Difference] = []
 
     def feed(self, event: RunEvent) -> None:
-        self.count += 1
-        self._envelope(event)
         if isinstance(event, StageDecided):
             self._decision(event)
         elif isinstance(event, LaneResolved):
             self.lanes[(event.step, event.lane)] = event
-        elif isinstance(event, CheckpointWritten | StageExecuted):
-            self._after_decision(event)
-
-    def _envelope(self, event: RunEvent) -> None:
-        expected = self.last_version + 1
-        if event.originator_version != expected:
-            self.violation(
-                event,
-                f"version {event.originator_version} where {expected} was expected "
-                "(versions must be contiguous from 1)",
-            )
-        self.last_version = event.originator_version
-        if self.aggregate is None:
-            self.aggregate = event.originator_id
-        elif event.originator_id != self.aggregate:
-            self.violation(event, f"belongs to another aggregate ({event.originator_id})")
-        if isinstance(event, RunAllocated):
-            if self.count != 1:
-                self.violation(event, "RunAllocated is not the first event")
-            if self.allocated:
-                self.violation(event, "the run is allocated more than once")
-            self.allocated = True
-            self.run_id = self.run_id or event.run_id
-            if run_aggregate_id(event.run_id) != event.originator_id:
-                self.violation(event, f"aggregate id is not the one of run {event.run_id!r}")
-        elif self.count == 1:
-            self.violation(event, "the first event is not RunAllocated")
-        after = not isinstance(event, TerminalPersistenceFailed | RunTerminated)
-        if self.terminated_at is not None and after:
-            self.violation(event, f"recorded after the run terminated at {self.terminated_at}")
-        if isinstance(event, RunTerminated):
-            if self.terminated_at is not None:
-                self.violation(event, f"the run already terminated at {self.terminated_at}")
-            else:
-                self.terminated_at = event.originator_version
 
     def _decision(self, event: StageDecided) -> None:
         self.decisions += 1
-        scope = (event.step, event.lane, event.stage.value, event.chunk)
-        self.last_decision[scope] = event.code
         lane = self.lanes.get((event.step, event.lane))
-        if lane is None:
-            self.violation(
-                event,
-                f"decision for step {event.step!r} lane {event.lane!r} has no LaneResolved "
-                "before it",
-            )
+        if lane is None:  # a violation of the run's ordering (Run reports it)
             return
         facts = event.facts(lane.components)
         current = facts.current
@@ -230,30 +152,6 @@ class _Auditor:
             if event.forced != lane.forced:
                 differ(Problem.FORCED, f"forced={event.forced} in a lane with forced={lane.forced}")
 
-    def _after_decision(self, event: CheckpointWritten | StageExecuted) -> None:
-        scope = (event.step, event.lane, event.stage.value, event.chunk)
-        code = self.last_decision.get(scope)
-        what = "checkpoint write" if isinstance(event, CheckpointWritten) else "execution"
-        where = f"step {event.step!r} lane {event.lane!r} {event.stage.value}" + (
-            f" chunk {event.chunk[:12]}" if event.chunk else ""
-        )
-        if code is None:
-            self.violation(event, f"{what} of {where} has no decision before it")
-        elif isinstance(event, StageExecuted) and code in REUSE_CODES:
-            self.violation(event, f"{what} of {where} follows a {code.value} decision")
-
-    def report(self) -> AuditReport:
-        violations = list(self.violations)
-        if self.count == 0:
-            violations.append(Violation(version=0, event="", message="the run has no events"))
-        return AuditReport(
-            run_id=self.run_id,
-            events=self.count,
-            decisions=self.decisions,
-            differences=self.differences,
-            violations=violations,
-        )
-
 
 def _current_value(current: StageDigests, key: str) -> str:
     if key == "input":
@@ -264,8 +162,19 @@ def _current_value(current: StageDigests, key: str) -> str:
 
 
 def audit_run(events: Iterable[RunEvent]) -> AuditReport:
-    """Replay one run's events (in journal order) and report every difference found."""
+    """Replay one run's events (in journal order) through `Run` and re-decide each decision."""
     auditor = _Auditor()
-    for event in events:
-        auditor.feed(event)
-    return auditor.report()
+
+    def fed() -> Iterator[RunEvent]:
+        for event in events:
+            auditor.feed(event)
+            yield event
+
+    run = Run.replay(fed())
+    return AuditReport(
+        run_id=run.run_id,
+        events=run.events_seen,
+        decisions=auditor.decisions,
+        differences=auditor.differences,
+        violations=list(run.violations),
+    )

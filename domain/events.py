@@ -66,15 +66,6 @@ class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     class_version: ClassVar[int] = 1
 
-    def mutate(self, aggregate: Any) -> Any:
-        """Apply to the aggregate (the library's projector starts from None)."""
-        if aggregate is None:
-            from runjournal.domain.run import Run
-
-            aggregate = Run(self.originator_id)
-        aggregate.apply(self)
-        return aggregate
-
 
 # --- payload records -------------------------------------------------------------
 
@@ -123,6 +114,12 @@ class RunAllocated(RunEvent, frozen=True, kw_only=True):
     host: str
     pid: int
     process_start: float
+    # What the run's report needs and nothing else records; added with defaults, so
+    # older rows decode as "not recorded" (docs/internals.md "Event versions").
+    debug_root: str | None = None
+    journal: str | None = None  # the journal's URL as shown (password hidden)
+    recompute: list[str] = []  # the steps --recompute selected
+    forced: list[str] = []  # the steps that selection forced
 
 
 class ConfigurationResolved(RunEvent, frozen=True, kw_only=True):
@@ -373,6 +370,12 @@ class WarningRecorded(RunEvent, frozen=True, kw_only=True):
     message: str
 
 
+class HintRecorded(RunEvent, frozen=True, kw_only=True):
+    """A hint the run gave before executing (the plain-run hint of cli/resume_hint.py)."""
+
+    message: str
+
+
 class OutputsValidated(RunEvent, frozen=True, kw_only=True):
     checked: int
     refused: list[RefusedName]
@@ -422,6 +425,7 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     CheckpointWriteFailed,
     ArtifactGenerated,
     WarningRecorded,
+    HintRecorded,
     OutputsValidated,
     OutputWritten,
     RunTerminated,

@@ -7,7 +7,7 @@ adapters and the CLI; what reaches the runner is plain data plus module instance
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,13 +63,3 @@ class ResolvedPipeline:
             if step.id == step_id:
                 return step
         raise KeyError(step_id)
-
-
-def consumers_of(steps: Iterable[ResolvedStep | Any]) -> dict[str, list[str]]:
-    """step id -> ids of the steps that consume it directly."""
-    out: dict[str, list[str]] = {}
-    for step in steps:
-        out.setdefault(step.id, [])
-        for producer in step.consumes:
-            out.setdefault(producer, []).append(step.id)
-    return out

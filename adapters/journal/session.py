@@ -17,19 +17,24 @@ from runjournal.domain.events import (
     CheckpointWriteFailed,
     ConfigurationResolved,
     DebugBundleAllocated,
+    HintRecorded,
     LLMCallAttempted,
     ModuleObserved,
+    OutputsValidated,
     ProfileObserved,
+    RefusedName,
     RunAllocated,
     RunError,
     RunEvent,
+    RunPhase,
+    RunStatus,
     RunTerminated,
     Setting,
     StageFailed,
     TerminalPersistenceFailed,
     WarningRecorded,
 )
-from runjournal.domain.redaction import redact_obj, redact_text
+from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
 from runjournal.domain.run import Run
 
 __all__ = ["RunSession"]
@@ -39,7 +44,8 @@ Commit = Callable[[Sequence[RunEvent]], None]
 
 
 def _redact_str(value: Any) -> Any:
-    return redact_text(value) if isinstance(value, str) else value
+    """Redacted, and valid UTF-8: a module's lone surrogate must not stop the journal."""
+    return valid_utf8(redact_text(value)) if isinstance(value, str) else value
 
 
 def _redact_strs(value: Any) -> Any:
@@ -60,6 +66,16 @@ def _redact_settings(value: Any) -> Any:
     ]
 
 
+def _redact_refused(value: Any) -> Any:
+    """Refused output names are the module's strings and may be invalid text: escaped only."""
+    if not isinstance(value, list | tuple):
+        return value
+    return [
+        msgspec.structs.replace(r, name=valid_utf8(r.name)) if isinstance(r, RefusedName) else r
+        for r in value
+    ]
+
+
 def _redact_run_error(value: Any) -> Any:
     if isinstance(value, RunError):
         return msgspec.structs.replace(value, message=_redact_str(value.message))
@@ -69,7 +85,11 @@ def _redact_run_error(value: Any) -> Any:
 _Redactor = Callable[[Any], Any]
 
 _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = {
-    RunAllocated: (("argv", _redact_strs), ("pipeline_file", _redact_str)),
+    RunAllocated: (
+        ("argv", _redact_strs),
+        ("pipeline_file", _redact_str),
+        ("journal", _redact_str),
+    ),
     ConfigurationResolved: (("settings", _redact_settings),),
     DebugBundleAllocated: (("path", _redact_str),),
     ModuleObserved: (  # the user's module spec, its declared fingerprint, its source path
@@ -91,6 +111,8 @@ _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = 
     CheckpointWriteFailed: (("message", _redact_str),),
     ArtifactGenerated: (("warnings", _redact_strs),),
     WarningRecorded: (("message", _redact_str),),
+    HintRecorded: (("message", _redact_str),),
+    OutputsValidated: (("refused", _redact_refused),),
     RunTerminated: (("error", _redact_run_error),),
     TerminalPersistenceFailed: (("message", _redact_str),),
 }
@@ -99,7 +121,8 @@ _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = 
 Every other field holds ids, digests, enums, numbers or code-owned text, and the hot
 path (StageDecided, StageExecuted, CheckpointWritten) pays one dict lookup. Redaction is
 idempotent, so fields already redacted upstream come through unchanged. Document names
-(InputsFingerprinted, OutputWritten) are the user's data and are never redacted.
+(InputsFingerprinted, OutputWritten) are the user's data and are never redacted; refused
+output names (OutputsValidated) only get their lone surrogates escaped.
 """
 
 
@@ -145,11 +168,20 @@ class RunSession:
             for name, redact in redactors:
                 if name in fields:
                     fields[name] = redact(fields[name])
-        run = self._run
-        event = run.trigger(event_type, **fields)
+        self._recorded(self._run.trigger(event_type, **fields))
+
+    def terminate(self, status: RunStatus, phase: RunPhase, error: RunError | None = None) -> None:
+        """The run's terminal event, through `Run.terminate` (only cli/terminal.py calls it)."""
+        self._recorded(self._run.terminate(status, phase, _redact_run_error(error)))
+
+    def persistence_failed(self, target: str, message: str) -> None:
+        """A terminal write that failed, through `Run.record_persistence_failure`."""
+        self._recorded(self._run.record_persistence_failure(target, _redact_str(message)))
+
+    def _recorded(self, event: RunEvent) -> None:
         for listener in self._listeners:
             listener(event)
-        if run.pending_count + len(self._unsaved) >= self._batch_size:
+        if self._run.pending_count + len(self._unsaved) >= self._batch_size:
             self.flush()
 
     def flush(self) -> None:

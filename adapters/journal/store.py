@@ -175,8 +175,16 @@ class JournalStore:
         rows = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
         return verify_chain(rows, aggregate_id, self._mapper)
 
-    def append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
-        """Append already-built events of one run (journal import), checked by replay."""
+    def append_events(
+        self, run_id: str, events: Sequence[RunEvent], *, batch: int | None = None
+    ) -> None:
+        """Append already-built events of one run (journal import), checked by replay.
+
+        The run's stored events and the new ones are replayed once, then appended in
+        transactions of `batch` events (all at once without it): an import appending in
+        batches replays the run once, not once per batch (docs/performance.md "Reading
+        commands on a large run").
+        """
         if not events:
             return
         aggregate_id = run_aggregate_id(run_id)
@@ -200,7 +208,9 @@ class JournalStore:
             raise JournalError(
                 one_line(f"events of run {run_id!r} are not a valid sequence: {exc}")
             ) from exc
-        self._put(events)
+        size = batch or len(events)
+        for start in range(0, len(events), size):
+            self._put(events[start : start + size])
 
     # -- reading --------------------------------------------------------------------
 

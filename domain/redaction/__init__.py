@@ -17,7 +17,7 @@ over-redaction is accepted. Pure: regexes only, no I/O, and none compiled at imp
 from __future__ import annotations
 
 from runjournal.domain.redaction.argv import redact_argv
-from runjournal.domain.redaction.error_text import safe_error_text
+from runjournal.domain.redaction.error_text import safe_error_text, valid_utf8
 from runjournal.domain.redaction.keys import is_secret_key
 from runjournal.domain.redaction.scanning import find_secrets, is_credential_shaped, redact_text
 from runjournal.domain.redaction.shapes import SHAPE_NAMES
@@ -36,4 +36,5 @@ __all__ = [
     "redact_url",
     "redact_value",
     "safe_error_text",
+    "valid_utf8",
 ]

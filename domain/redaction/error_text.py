@@ -36,6 +36,19 @@ def _needs_escape(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
+def valid_utf8(text: str) -> str:
+    """`text` with its lone surrogates escaped (`\\xNN`/`\\uNNNN`), so it encodes as UTF-8.
+
+    A module can return any `str`; the journal and every JSON document need valid UTF-8
+    (docs/operations.md "Hardening guarantees"). Everything else is left as it is.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(_escape_char(ch) if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+    return text
+
+
 def safe_error_text(text: str, limit: int = 500) -> str:
     """One printable line for users: redacted, escaped, valid UTF-8, at most `limit` bytes.
 

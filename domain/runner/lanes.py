@@ -172,7 +172,7 @@ class LaneRun:
     def _call(
         self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
     ) -> StageResult:
-        # Runs on the executor's threads: counted by the lane when the outcome is in.
+        # May run on the executor's threads: only the module call and its encoding.
         ctx, attempts = self._stage_ctx(stage, chunk)
         try:
             value = fn(ctx)
@@ -252,7 +252,6 @@ class LaneRun:
     def _one(self, call: Callable[[], StageResult | StageError]) -> LaneWork:
         """Run one merge or normalize call through the scheduler; raise its error."""
         [outcome] = yield Batch([call])
-        self.ledger.count_module_call()
         if isinstance(outcome, StageError):
             raise outcome
         return outcome
@@ -297,8 +296,6 @@ class LaneRun:
 
         def settle(j: int, result: Any) -> None:
             i = misses[j]
-            if result is not None:  # the module was called (a result or its error)
-                self.ledger.count_module_call()
             if isinstance(result, StageResult):
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)

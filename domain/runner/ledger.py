@@ -1,8 +1,9 @@
 """`RunLedger`: what the runner journals and tallies while it runs.
 
 Decisions, checkpoint writes, generated artifacts and plan outcomes go to the event sink
-through here, and the run's tallies (decision and plan counts, module calls, persistence
-errors, warnings) are kept in one place that every part of the runner is handed.
+through here, and the persistence errors the runner meets are kept in one place that every
+part of the runner is handed. Counts are not kept: the projections fold them from the
+events (projections/report.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
     CheckpointWritten,
-    PlanOutcome,
     RunEvent,
     StageDecided,
 )
@@ -70,18 +70,14 @@ class RunLedger:
         self.sink = sink
         self._recorder = recorder
         self._writes = writes
-        self.decisions: dict[str, int] = {}
-        self.plans: dict[str, int] = {}
         self.persistence_errors: list[str] = []
-        self.warnings: list[tuple[str, str, str]] = []
-        self.module_calls = 0
 
     def child(self) -> RunLedger:
-        """A ledger for one lane: same recorder, its events and tallies held back."""
+        """A ledger for one lane: same recorder, its events and errors held back."""
         return RunLedger(BufferedSink(), self._recorder, self._writes)
 
     def absorb(self, child: RunLedger) -> None:
-        """Replay a lane's held-back events into this ledger's sink and add its tallies."""
+        """Replay a lane's held-back events into this ledger's sink, then its errors."""
         if isinstance(child.sink, BufferedSink):
             for held in child.sink.events:
                 if isinstance(held, tuple):
@@ -90,24 +86,13 @@ class RunLedger:
                 else:
                     held(self)  # a checkpoint write: waited for, journaled here
             child.sink.events.clear()
-        for code, count in child.decisions.items():
-            self.decisions[code] = self.decisions.get(code, 0) + count
-        for outcome, count in child.plans.items():
-            self.plans[outcome] = self.plans.get(outcome, 0) + count
         self.persistence_errors.extend(child.persistence_errors)
-        self.warnings.extend(child.warnings)
-        self.module_calls += child.module_calls
+        child.persistence_errors.clear()
 
     @property
     def recording(self) -> bool:
         """Whether checkpoints are written at all (no recorder with --no-checkpoints)."""
         return self._recorder is not None
-
-    def count_module_call(self) -> None:
-        self.module_calls += 1
-
-    def count_plan(self, outcome: PlanOutcome) -> None:
-        self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
 
     def persistence_error(self, message: str) -> None:
         self.persistence_errors.append(message)
@@ -122,7 +107,6 @@ class RunLedger:
     ) -> ReasonCode:
         """Decide a stage from its facts and journal the decision with them."""
         code = decide_stage(facts)
-        self.decisions[code.value] = self.decisions.get(code.value, 0) + 1
         fields = StageDecided.fields(step, lane, chunk, facts, code)
         if cause is not None:
             fields["cause"] = cause
@@ -170,8 +154,6 @@ class RunLedger:
         )
 
     def emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
-        for warning in artifact.warnings:
-            self.warnings.append((artifact.step, artifact.lane, warning))
         self.sink.emit(
             ArtifactGenerated,
             **ArtifactGenerated.fields_of(artifact.ref),

@@ -104,13 +104,9 @@ class PipelineRunner:
         ledger = self._ledger
         return RunOutcome(
             outputs=outputs,
-            decisions=dict(ledger.decisions),
-            plans=dict(ledger.plans),
             lane_identities=lane_ids,
             chunk_map=chunk_map,
             persistence_errors=list(ledger.persistence_errors),
-            warnings=list(ledger.warnings),
-            module_calls=ledger.module_calls,
             attribution=dict(self._attribution),
         )
 

@@ -80,8 +80,6 @@ def settle_plans(
                     p.outcomes.append(PlanOutcome.PUBLISHED)
             except PlanPublishError as exc:
                 ledger.persistence_error(safe_error_text(str(exc)))
-        for outcome in p.outcomes:
-            ledger.count_plan(outcome)
         ledger.sink.emit(
             ChunkPlanResolved,
             source=p.source.name,

@@ -217,6 +217,24 @@ class TestImport:
         )
         assert list(store.events(RUN.run_id)) == RUN.events
 
+    def test_a_batched_import_reads_the_run_back_once_not_once_per_batch(
+        self, store: JournalStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        export = decode_export(encode())
+        reads, events = [], JournalStore.events
+
+        def counted(self: JournalStore, run_id: str) -> Iterator:
+            reads.append(run_id)
+            return events(self, run_id)
+
+        monkeypatch.setattr(JournalStore, "events", counted)
+        assert len(RUN.events) > 3 * 2  # several batches of 2
+        import_run(store, export, batch=2)
+        # once to compare with what is there, once to replay before appending
+        assert len(reads) == 2
+        monkeypatch.undo()
+        assert list(store.events(RUN.run_id)) == RUN.events
+
     def test_a_prefix_that_is_not_the_files_is_refused(self, store: JournalStore) -> None:
         store.append_events(OTHER.run_id, OTHER.events[:3])
         with pytest.raises(ImportConflict):

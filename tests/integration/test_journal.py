@@ -51,6 +51,7 @@ from runjournal.domain.events import (
     ConfigurationResolved,
     DebugBundleAllocated,
     FileFingerprint,
+    HintRecorded,
     InputsFingerprinted,
     LaneResolved,
     LLMCallAttempted,
@@ -270,6 +271,7 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
         },
     ),
     (WarningRecorded, {"step": "normalize", "lane": "en", "message": "über-long term ✓"}),
+    (HintRecorded, {"message": "`runjournal run p.toml --resume` reuses them ✓"}),
     (OutputsValidated, {"checked": 2, "refused": [RefusedName("../x", "parent_component")]}),
     (OutputWritten, {"name": "terms.json", "sha256": "w" * 64, "size": 55}),
     (
@@ -669,7 +671,8 @@ class TestRunQueries:
         record(store, run_id, [(StageDecided, decision())])
         run = store.load_run(run_id, StepClock(datetime(2031, 1, 1, tzinfo=UTC)))
         assert (run.run_id, run.version, run.status) == (run_id, 2, RunStatus.RUNNING)
-        assert run.decisions == {ReasonCode.PREDECESSOR_MISSING.value: 1}
+        replayed = run.decision_of(STAGE["step"], STAGE["lane"], STAGE["stage"].value, "c0001")
+        assert replayed is ReasonCode.PREDECESSOR_MISSING
         with store.session(run) as session:
             session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         last = list(store.events(run_id))[-1]

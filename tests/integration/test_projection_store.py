@@ -94,6 +94,7 @@ class TestStatusAndRebuild:
         status = world.status()
         assert list(status) == [
             "manifest",
+            "report",
             "reasons",
             "debug_summary",
             "html_report",
@@ -349,6 +350,7 @@ def test_a_debug_summary_projection_is_found_when_it_exists(
     monkeypatch.setitem(sys.modules, module.__name__, module)
     assert [s.name for s in available_projections()] == [
         "manifest",
+        "report",
         "reasons",
         "debug_summary",
         "html_report",

@@ -14,7 +14,7 @@ import hashlib
 import msgspec
 import pytest
 from runjournal.domain.chunking import ChunkingSettings, ChunkStrategy
-from runjournal.domain.events import ArtifactGenerated, StageDecided, StageFailed
+from runjournal.domain.events import ArtifactGenerated, StageDecided, StageExecuted, StageFailed
 from runjournal.domain.identity import LaneComponents
 from runjournal.domain.modules import Module, Normalized, OutputFile
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
@@ -286,8 +286,9 @@ def test_an_output_name_with_a_lone_surrogate_is_named_escaped():
 
 def test_warnings_with_lone_surrogates_or_no_str_are_made_safe():
     warnings = ["bad \udcff warning", UnprintableWarning(), 7]
-    outcome, sink = run(Hostile(warnings=warnings), [HostileValidator(warnings=["v \ud800"])])
-    kept = [w for _, _, w in outcome.warnings]
+    _outcome, sink = run(Hostile(warnings=warnings), [HostileValidator(warnings=["v \ud800"])])
+    # Warnings are the events' (the report projection folds them), not the outcome's.
+    kept = [w for e in sink.of(ArtifactGenerated) for w in e["warnings"]]
     assert kept == [
         "bad \\xff warning",
         "<unprintable UnprintableWarning warning>",
@@ -303,10 +304,10 @@ def test_a_huge_warning_is_bounded_everywhere_the_runner_keeps_it():
     huge = "w" * 3_000_000
     store = Store()
     sink = Sink()
-    outcome = PipelineRunner(sink=sink, recorder=store).run(
+    PipelineRunner(sink=sink, recorder=store).run(
         pipe(Hostile(warnings=[huge]), [HostileValidator(warnings=[huge])])
     )
-    kept = [w for _, _, w in outcome.warnings]
+    kept = [w for e in sink.of(ArtifactGenerated) for w in e["warnings"]]
     assert len(kept) == 2
     for warning in kept:
         assert len(warning.encode("utf-8")) <= WARNING_LIMIT
@@ -334,9 +335,10 @@ def test_bounded_warnings_recorded_before_are_bounded_again_on_reuse():
                 return LoadedCheckpoint(state=CheckpointState.MISSING)
             return LoadedCheckpoint(state=CheckpointState.PRESENT, record=record)
 
-    outcome = PipelineRunner(sink=Sink(), loader=Loader(), recorder=store).run(
+    sink = Sink()
+    PipelineRunner(sink=sink, loader=Loader(), recorder=store).run(
         pipe(Hostile(warnings=["short"]))
     )
-    assert outcome.module_calls == 0
-    ((_, _, warning),) = outcome.warnings
+    assert sink.of(StageExecuted) == []  # no module call: module_calls is 0
+    ((warning,),) = [e["warnings"] for e in sink.of(ArtifactGenerated)]
     assert len(warning.encode("utf-8")) <= WARNING_LIMIT

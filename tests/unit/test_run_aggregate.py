@@ -1,0 +1,163 @@
+"""The `Run` aggregate holds the journal's invariants: commands validate, replay collects.
+
+The same rules serve the live run (`trigger` and the command methods raise) and the audit
+(`Run.replay` collects each break as a `Violation`), so there is one copy of them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from runjournal.domain.decisions import CheckpointState, Stage
+from runjournal.domain.events import (
+    LaneResolved,
+    RunError,
+    RunPhase,
+    RunStatus,
+    RunTerminated,
+    StageDecided,
+    TerminalPersistenceFailed,
+)
+from runjournal.domain.identity import LaneComponents
+from runjournal.domain.reasons import Category, ReasonCode
+from runjournal.domain.run import JournalInvariantError, Run
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def clock() -> Any:
+    t = [T0]
+
+    def tick() -> datetime:
+        t[0] += timedelta(seconds=1)
+        return t[0]
+
+    return tick
+
+
+def allocated(run_id: str = "r1", **kw: Any) -> Run:
+    run = Run.allocate(
+        clock(),
+        run_id=run_id,
+        pipeline="p",
+        pipeline_file="/p.toml",
+        argv=[],
+        tool_version="0",
+        run_dir=f"/out/{run_id}",
+        output_root="/out",
+        cache_root="/c",
+        workspace=None,
+        debug_bundle=None,
+        host="h",
+        pid=1,
+        process_start=0.0,
+    )
+    return run
+
+
+LANE = {
+    "step": "s",
+    "lane": "l",
+    "components": LaneComponents("c", "m", "", "", "", "", ""),
+    "lane_identity": "id",
+    "dependencies": [],
+    "chunks": 1,
+    "forced": False,
+}
+SCOPE = {"step": "s", "lane": "l", "stage": Stage.MERGE, "chunk": ""}
+
+
+def decision(code: ReasonCode = ReasonCode.NOT_RESUMED) -> dict[str, Any]:
+    return {
+        **SCOPE,
+        "code": code,
+        "category": Category.MISS if code is ReasonCode.NOT_RESUMED else Category.REUSE,
+        "detail": "d",
+        "forced": False,
+        "resumed": False,
+        "checkpoint": CheckpointState.NOT_LOOKED_UP,
+        "input": "i",
+        "dependencies": "",
+        "recorded": {},
+    }
+
+
+def test_decide_needs_the_lane_and_execution_its_decision() -> None:
+    run = allocated()
+    with pytest.raises(JournalInvariantError, match="has no LaneResolved before it"):
+        run.decide(**decision())
+    with pytest.raises(JournalInvariantError, match="execution of step 's' lane 'l' merge"):
+        run.record_execution(**SCOPE, sha256="e" * 64, size=1)
+    with pytest.raises(JournalInvariantError, match=r"checkpoint write of .* no decision"):
+        run.record_checkpoint(**SCOPE, sha256="e" * 64, size=1)
+    assert run.version == 1  # nothing refused was recorded
+    run.trigger(LaneResolved, **LANE)
+    run.decide(**decision(ReasonCode.REUSED))
+    with pytest.raises(JournalInvariantError, match="follows a reused decision"):
+        run.record_execution(**SCOPE, sha256="e" * 64, size=1)
+    run.record_checkpoint(**SCOPE, sha256="e" * 64, size=1)  # a refreshed envelope is fine
+    assert run.decision_of("s", "l", "merge") is ReasonCode.REUSED
+
+
+def test_strict_order_applies_the_same_rules_to_trigger() -> None:
+    run = allocated()
+    run.trigger(StageDecided, **decision())  # a plain trigger checks structure only
+    plain = allocated("r2")
+    strict = Run(plain.id, clock(), strict_order=True)
+    strict.apply(plain.collect_events()[0])  # its RunAllocated
+    with pytest.raises(JournalInvariantError, match="has no LaneResolved before it"):
+        strict.trigger(StageDecided, **decision())
+    strict.trigger(LaneResolved, **LANE)
+    strict.trigger(StageDecided, **decision())
+    assert strict.version == 3
+
+
+def test_terminate_once_with_an_error_exactly_when_it_fails() -> None:
+    run = allocated()
+    with pytest.raises(JournalInvariantError, match="cannot terminate as running"):
+        run.terminate(RunStatus.RUNNING, RunPhase.EXECUTION)
+    with pytest.raises(JournalInvariantError, match="an error exactly when it fails"):
+        run.terminate(RunStatus.FAILED, RunPhase.EXECUTION)
+    with pytest.raises(JournalInvariantError, match="an error exactly when it fails"):
+        run.terminate(RunStatus.SUCCEEDED, RunPhase.EXECUTION, RunError("x"))
+    event = run.abandon("gone")
+    assert (event.status, event.phase, event.error) == (
+        RunStatus.ABANDONED,
+        RunPhase.RECOVERY,
+        RunError("gone"),
+    )
+    assert run.terminated and run.terminated_at == 2
+    with pytest.raises(JournalInvariantError, match="already terminated at 2"):
+        run.terminate(RunStatus.SUCCEEDED, RunPhase.EXECUTION)
+    with pytest.raises(JournalInvariantError, match="recorded after the run terminated at 2"):
+        run.trigger(LaneResolved, **LANE)
+    failure = run.record_persistence_failure("report", "disk full")
+    assert isinstance(failure, TerminalPersistenceFailed) and failure.originator_version == 3
+
+
+def test_replay_collects_what_live_refuses() -> None:
+    run = allocated()
+    run.trigger(LaneResolved, **LANE)
+    run.decide(**decision())
+    run.terminate(RunStatus.SUCCEEDED, RunPhase.EXECUTION)
+    events = run.collect_events()
+    again = RunTerminated(
+        originator_id=run.id,
+        originator_version=5,
+        timestamp=T0,
+        status=RunStatus.FAILED,
+        phase=RunPhase.EXECUTION,
+        error=RunError("late"),
+    )
+    replayed = Run.replay([*events, again])
+    assert [(v.version, v.event, v.message) for v in replayed.violations] == [
+        (5, "RunTerminated", "the run already terminated at 4")
+    ]
+    assert replayed.status is RunStatus.SUCCEEDED  # the first termination stands
+    assert Run.replay(events).violations == []
+    with pytest.raises(JournalInvariantError, match="already terminated"):
+        fresh = Run(run.id)
+        for event in [*events, again]:
+            fresh.apply(event)
