@@ -674,7 +674,25 @@ class FsRoot:
         parts = _split(name)
         with _classified(name):
             fd = self._open_dir(parts, name, create=create)
-        return FsRoot(fd, os.path.join(self._path, *parts))
+        # The same class: a fake root a test passes in (cli/compose.py) stays fake below.
+        return type(self)(fd, os.path.join(self._path, *parts))
+
+    def fd_path(self, name: str) -> str:
+        """A path to the entry `name` of this directory that no swap of the root's path redirects.
+
+        For libraries that take only a path (SQLite, docs/internals.md "Backends"):
+        `/proc/self/fd/<root fd>/<name>` where `/proc` is mounted, resolved by the kernel
+        through the open fd; elsewhere the root's real path (then a swap is not prevented).
+        """
+        reason = _lexical_refusal(name) if isinstance(name, str) else "not a string"
+        if reason is None and "/" in name:
+            reason = "more than one component"
+        if reason is not None:
+            raise PathRefused(str(name), None, f"path refused: {reason}")
+        proc = f"/proc/self/fd/{self._root_fd()}"
+        if os.path.isdir(proc):
+            return f"{proc}/{name}"
+        return os.path.join(self._path, name)
 
     # ----------------------------------------------------------------- reading
 

@@ -229,8 +229,18 @@ _run_view_head = msgspec.json.Decoder(dict[str, Any])
 class ProjectionStore:
     """Status and rebuild of the views of one output root, read from one journal."""
 
-    def __init__(self, store: JournalStore, output_root: str, render: Render) -> None:
+    def __init__(
+        self,
+        store: JournalStore,
+        output_root: str,
+        render: Render,
+        *,
+        open_root: Callable[..., FsRoot],
+    ) -> None:
+        """`open_root(path, *, create)` opens the output root (the composition root's
+        factory, cli/compose.py); it is called once per status or rebuild."""
         self._store = store
+        self._open = open_root
         self._output_root = os.path.abspath(output_root)
         self._render = render
 
@@ -571,7 +581,7 @@ class ProjectionStore:
     def _open_root(self, *, create: bool) -> FsRoot | None:
         if not create and not os.path.isdir(self._output_root):
             return None
-        return FsRoot.open(self._output_root, create=create)
+        return self._open(self._output_root, create=create)
 
     @staticmethod
     def _load_state(root: FsRoot | None) -> _State:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -57,8 +57,13 @@ def _short(digest: str) -> str:
     return digest[:12]
 
 
-def check_run_directory(events: Sequence[RunEvent], output_root: str) -> RunDirectoryCheck:
-    """Compare the run's recorded outputs, artifacts and terminal state with its directory."""
+def check_run_directory(
+    events: Sequence[RunEvent], output_root: str, *, open_root: Callable[[str], FsRoot]
+) -> RunDirectoryCheck:
+    """Compare the run's recorded outputs, artifacts and terminal state with its directory.
+
+    `open_root` opens the output root (the composition root's factory, cli/compose.py).
+    """
     allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
     if allocated is None:
         return RunDirectoryCheck(
@@ -75,7 +80,7 @@ def check_run_directory(events: Sequence[RunEvent], output_root: str) -> RunDire
             status=RunDirectoryStatus.ELSEWHERE, path=run_dir, files_checked=0, problems=[]
         )
     try:
-        root = FsRoot.open(output_root)
+        root = open_root(output_root)
     except FsError:
         return RunDirectoryCheck(
             status=RunDirectoryStatus.ABSENT, path=run_dir, files_checked=0, problems=[]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runjournal.adapters.export import IMPORT_BATCH
+from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import open_journal
 from runjournal.adapters.projection_store import ProjectionStore
 from runjournal.cli.output import json_bytes
@@ -86,7 +87,7 @@ def main() -> None:
                 assert report.ok and report.decisions == decisions
 
             audit_s = best_of(args.repeat, audit)
-            views = ProjectionStore(store, str(out), json_bytes)
+            views = ProjectionStore(store, str(out), json_bytes, open_root=FsRoot.open)
             rebuild_s = best_of(args.repeat, lambda: views.rebuild(run_id=run.run_id))
 
         where = ["--journal", url, "--output-root", str(out)]

@@ -1,5 +1,13 @@
 """The composition root: the only place that turns settings into physical collaborators.
 
+Every adapter a command works with is made here, through `Factories` (docs/internals.md
+"The command line (`cli/`)"): a command obtains them with `factories()`, and a test passes
+its own (`CliRunner().invoke(cli, args, obj=Factories(open_root=...))`) to inject a fake,
+in the spirit of cosmicpython's `bootstrap()`. Each root (output, cache, debug, the
+directory of a SQLite journal) is opened once per invocation (`Roots`) and everything
+beneath it works through that handle, so a root swapped for a symlink mid-run redirects
+nothing (docs/internals.md "FsRoot").
+
 It decides which collaborators exist (docs/internals.md "One run, phase by phase"): no chunk-plan
 store in bypass mode, a checkpoint recorder only when recording is on, a loader only for a
 `--resume` or `--recompute` invocation. Nothing here runs a stage.
@@ -8,15 +16,172 @@ store in bypass mode, a checkpoint recorder only when recording is on, a loader 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
+import click
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
+from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
 from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_journal
+from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
+from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
+from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.profiles import ProfileRegistry
+from runjournal.adapters.projection_store import ProjectionStore
+from runjournal.cli.parallel import CheckpointWritePool, JobPool
+from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.domain.decisions import CheckpointState, PredecessorState
 from runjournal.domain.plan_keys import CacheMode
-from runjournal.domain.ports import CheckpointKey, LoadedCheckpoint, RestoredArtifact
+from runjournal.domain.ports import (
+    CheckpointKey,
+    LoadedCheckpoint,
+    RestoredArtifact,
+    TraceRecorder,
+)
+from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.runner import PipelineRunner
+from runjournal.projections.debug_summary import DebugSummaryProjection
+from runjournal.projections.manifest import ManifestProjection
+from runjournal.projections.report import ReportProjection
+
+
+def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecorder | None) -> Any:
+    return LLMServices(budget=budget, record=record, replay=replay, text_trace=text_trace)
+
+
+@dataclass(frozen=True)
+class Factories:
+    """How each adapter is made. The defaults are the real ones; a test replaces a field.
+
+    `open_root(path, *, create=False) -> FsRoot` opens a trusted root (every root and every
+    user-named directory a command writes to); `open_journal(url, *, read_only, timeout,
+    directory)` opens a journal store; the rest build the run's collaborators.
+    """
+
+    open_root: Callable[..., FsRoot] = FsRoot.open
+    open_journal: Callable[..., JournalStore] = open_journal
+    progress: Callable[..., ProgressDisplay] = ProgressDisplay
+    executor: Callable[[int], JobPool] = JobPool
+    checkpoint_writes: Callable[..., CheckpointWritePool] = CheckpointWritePool
+    runner: Callable[..., PipelineRunner] = PipelineRunner
+    llm_services: Callable[..., Any] = _llm_services
+    load_profiles: Callable[..., ProfileRegistry] = ProfileRegistry.load
+
+
+DEFAULT_FACTORIES = Factories()
+
+
+def factories() -> Factories:
+    """The invocation's factories: the click context's `obj` when a test passed one."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.find_object(Factories) if ctx is not None else None
+    return found if found is not None else DEFAULT_FACTORIES
+
+
+# --- roots, opened once -----------------------------------------------------------------
+
+
+@dataclass
+class Roots:
+    """The invocation's roots, each opened at most once, on first use, then kept open.
+
+    A root that is never used is never opened (a run without `--debug` opens nothing under
+    the debug root; a resolution error creates no output root that was not there).
+    """
+
+    config: EffectiveConfig
+    made: Factories = field(default_factory=factories)
+    _open: dict[str, FsRoot] = field(default_factory=dict)
+
+    def _get(self, path: str, *, create: bool) -> FsRoot:
+        key = os.path.abspath(path)
+        root = self._open.get(key)
+        if root is None:
+            root = self.made.open_root(key, create=create)
+            self._open[key] = root
+        return root
+
+    def opened(self, path: str) -> FsRoot | None:
+        """The handle of `path` if this invocation opened it already."""
+        return self._open.get(os.path.abspath(path))
+
+    def output(self, *, create: bool = True) -> FsRoot:
+        return self._get(self.config.output_root, create=create)
+
+    def cache(self, *, create: bool) -> FsRoot:
+        return self._get(self.config.cache_root, create=create)
+
+    def existing_cache(self) -> FsRoot | None:
+        """The cache root if it exists (readers never create it)."""
+        if self.opened(self.config.cache_root) is None and not os.path.isdir(
+            self.config.cache_root
+        ):
+            return None
+        return self.cache(create=False)
+
+    def debug(self) -> FsRoot:
+        return self._get(self.config.debug_root, create=True)
+
+    def directory(self, path: str, *, create: bool) -> FsRoot:
+        """Any other trusted directory of this invocation (a SQLite journal's)."""
+        return self._get(path, create=create)
+
+    def close(self) -> None:
+        for root in self._open.values():
+            root.close()
+        self._open.clear()
+
+
+# --- the journal ------------------------------------------------------------------------
+
+
+def journal_for(
+    config: EffectiveConfig, *, read_only: bool = False, roots: Roots | None = None
+) -> JournalStore:
+    """The one way every command opens the journal its settings name.
+
+    A SQLite journal is opened through its directory's handle (`roots`' when the command
+    has them: the output root for the default `<output root>/journal.sqlite3`), so the
+    database and its `-wal`/`-shm` files cannot be redirected (docs/internals.md
+    "Backends"). Raises `JournalError`, or `FsError` for an unusable directory.
+    """
+    made = roots.made if roots is not None else factories()
+    location = parse_journal_url(config.journal, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    if not isinstance(location, SqliteLocation):
+        return made.open_journal(
+            config.journal, read_only=read_only, timeout=config.journal_timeout
+        )
+    own = roots is None
+    roots = roots or Roots(config, made)
+    parent = os.path.dirname(location.path)
+    try:
+        try:
+            directory = roots.directory(parent, create=not read_only)
+        except (OSError, ValueError) as exc:
+            raise JournalUnavailable(
+                safe_error_text(f"cannot open journal {location.url}: {exc}")
+            ) from None
+        store = made.open_journal(
+            config.journal,
+            read_only=read_only,
+            timeout=config.journal_timeout,
+            directory=directory,
+        )
+    except BaseException:
+        if own:
+            roots.close()
+        raise
+    if own:
+        store.on_close(roots.close)  # the directory stays open as long as the journal
+    return store
+
+
+# --- the run's collaborators ------------------------------------------------------------
 
 
 @dataclass
@@ -28,12 +193,13 @@ class Collaborators:
     recorder: CheckpointRecorder | None
     cache_root: FsRoot | None
     workspace: Workspace | None = None
+    roots: Roots | None = None  # closed with the collaborators when they own them
 
     def close(self) -> None:
         if self.workspace is not None:
             self.workspace.close()
-        if self.cache_root is not None:
-            self.cache_root.close()
+        if self.roots is not None:
+            self.roots.close()
 
 
 def workspace_dir(config: EffectiveConfig, pipeline: str) -> str:
@@ -41,8 +207,19 @@ def workspace_dir(config: EffectiveConfig, pipeline: str) -> str:
 
 
 def build_collaborators(
-    config: EffectiveConfig, *, pipeline: str, resume: bool, recompute: bool
+    config: EffectiveConfig,
+    *,
+    pipeline: str,
+    resume: bool,
+    recompute: bool,
+    roots: Roots | None = None,
 ) -> Collaborators:
+    """The cache collaborators of one run, under the invocation's one cache-root handle.
+
+    Without `roots` the collaborators own a `Roots` of their own (closed with them).
+    """
+    owned = roots is None
+    roots = roots or Roots(config)
     mode = config.cache_mode
     wants_loader = resume or recompute
     needs_cache = mode is not CacheMode.BYPASS or config.checkpoints or wants_loader
@@ -50,8 +227,7 @@ def build_collaborators(
     if needs_cache:
         # Only a writer creates the cache root; readers work on what exists.
         creates = config.checkpoints or mode in (CacheMode.USE, CacheMode.REFRESH)
-        if creates or os.path.isdir(config.cache_root):
-            cache_root = FsRoot.open(config.cache_root, create=creates)
+        cache_root = roots.cache(create=True) if creates else roots.existing_cache()
     plan_store = None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
@@ -69,7 +245,59 @@ def build_collaborators(
         recorder=recorder,
         cache_root=cache_root,
         workspace=workspace,
+        roots=roots if owned else None,
     )
+
+
+@contextmanager
+def checkpoint_reader(cache_root: FsRoot, pipeline: str) -> Iterator[CheckpointLoader]:
+    """A read-only loader of `pipeline`'s workspace (the plain-run hint's look)."""
+    workspace = Workspace.in_cache(cache_root, pipeline)
+    try:
+        yield CheckpointLoader(workspace)
+    finally:
+        workspace.close()
+
+
+def allocate_debug_bundle(
+    open_debug_root: Callable[[], FsRoot], debug_root: str, run_id: str, *, trace: bool
+) -> DebugBundle:
+    """`<debug root>/<run id>/` under the invocation's one debug-root handle
+    (`Roots.debug` in `run`); a root that cannot be opened is a `BundleAllocationError`."""
+    planned = os.path.join(os.path.abspath(debug_root), run_id)
+    try:
+        parent = open_debug_root()
+    except (OSError, ValueError) as exc:
+        raise BundleAllocationError(planned, str(exc), cleaned=True) from None
+    return DebugBundle.allocate(parent, run_id, trace=trace)
+
+
+@dataclass
+class LiveViews:
+    """The projections a run's journal session feeds as it records (docs/internals.md
+    "Projections"): the manifest, the report (`report.json` and the counts of `--json`),
+    the debug summary with `--debug`, and the trace spans."""
+
+    manifest: ManifestProjection
+    report: ReportProjection
+    summary: DebugSummaryProjection | None
+    spans: JournalSpans  # trace spans from the journal's events, once a trace exists
+
+
+def live_views(config: EffectiveConfig) -> LiveViews:
+    """The bundle's run/warnings/failure documents come from the debug-summary fold."""
+    summary = DebugSummaryProjection() if config.debug_summary else None
+    return LiveViews(
+        manifest=ManifestProjection(),
+        report=ReportProjection(),
+        summary=summary,
+        spans=JournalSpans(),
+    )
+
+
+def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
+    """The materialised views of the output root, opened through the factories."""
+    return ProjectionStore(store, config.output_root, render, open_root=factories().open_root)
 
 
 class _EmptyLoader:

@@ -25,14 +25,15 @@ from runjournal.adapters.export import (
     export_run,
     import_run,
 )
-from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
-from runjournal.adapters.journal import JournalError, JournalStore, open_journal
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
+from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.chain import ChainReport, ChainStatus
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunDirectoryStatus,
     check_run_directory,
 )
+from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
@@ -69,7 +70,7 @@ def audit(opts: dict[str, Any], *, run: str) -> int:
     finally:
         store.close()
     report = audit_run(events)
-    run_dir = check_run_directory(events, config.output_root)
+    run_dir = check_run_directory(events, config.output_root, open_root=factories().open_root)
     tampering = _tampering(chain, run_dir)
     clean = report.ok and not tampering
     if opts.get("as_json"):
@@ -226,7 +227,7 @@ def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
     finally:
         store.close()
     try:
-        with FsRoot.open(directory) as root:
+        with factories().open_root(directory) as root:
             root.write_bytes(name, data, overwrite=force)
     except AlreadyExists:
         raise CliError(f"{path} exists (use --force to replace it)") from None
@@ -300,6 +301,6 @@ def _open_target_journal(opts: dict[str, Any]) -> JournalStore:
     """Like other commands, but a SQLite journal that does not exist yet is created."""
     config = resolve_cli_settings(opts)
     try:
-        return open_journal(config.journal, timeout=config.journal_timeout)
+        return journal_for(config)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None

@@ -15,6 +15,7 @@ from typing import Any
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.cassette import Cassette, CassetteError
 from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError
 from runjournal.domain.ports import TraceRecorder
 from runjournal.projections.llm_usage import usage_line
@@ -94,10 +95,9 @@ def plan_llm(req: LLMRequest | None) -> LLMPlan:
 
 
 def build_services(plan: LLMPlan, text_trace: TraceRecorder | None) -> LLMServices:
-    """The run's LLM services (one per invocation; closed after the stages ran)."""
-    return LLMServices(
-        budget=plan.budget, record=plan.record, replay=plan.replay, text_trace=text_trace
-    )
+    """The run's LLM services (one per invocation; closed after the stages ran), made by
+    the composition root's factory (cli/compose.py)."""
+    return factories().llm_services(plan.budget, plan.record, plan.replay, text_trace)
 
 
 def llm_report(usage_view: dict[str, Any], plan: LLMPlan) -> dict[str, Any]:

@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.age import AGE_UNITS, parse_age
+from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
@@ -68,7 +69,7 @@ def recover(opts: dict[str, Any]) -> int:
     for label, path in roots if not skipped else ():
         if os.path.isdir(path):
             try:
-                with FsRoot.open(path) as root:
+                with factories().open_root(path) as root:
                     swept[label] = root.sweep_temp_files(dry_run=dry_run)
             except FsError as exc:
                 raise CliError(f"cannot sweep {label} root: {exc}", ExitCode.FAILED) from None
@@ -192,7 +193,7 @@ def _delete_child(root: str, path: str, run_id: str, dry_run: bool) -> bool:
         return True
     tombstone = TOMBSTONE_PREFIX + run_id
     try:
-        with FsRoot.open(root) as fs:
+        with factories().open_root(root) as fs:
             try:
                 fs.rename(run_id, tombstone)
             except FsNotFound:
@@ -214,7 +215,7 @@ def _finish_tombstones(root: str, dry_run: bool) -> list[str]:
         return []
     finished = []
     try:
-        with FsRoot.open(root) as fs:
+        with factories().open_root(root) as fs:
             for name in fs.listdir():
                 run_id = name[len(TOMBSTONE_PREFIX) :]
                 if not name.startswith(TOMBSTONE_PREFIX) or not is_valid_run_id(run_id):
@@ -240,7 +241,7 @@ def init(opts: dict[str, Any], *, directory: str) -> int:
     files = dict(STARTER_FILES)
     files["pipeline.toml"] = starter_pipeline(settings)
     try:
-        with FsRoot.open(directory, create=True) as root:
+        with factories().open_root(directory, create=True) as root:
             for name in files:
                 if root.exists(name):
                     raise CliError(f"{os.path.join(directory, name)} already exists")

@@ -11,8 +11,8 @@ from runjournal.adapters.journal import (
     JournalError,
     JournalStore,
     journal_event_to_json,
-    open_journal,
 )
+from runjournal.cli.compose import journal_for
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
@@ -63,7 +63,7 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
     config = resolve_cli_settings(opts)
     if journal_exists(config.journal):
         try:
-            return open_journal(config.journal, read_only=read_only, timeout=config.journal_timeout)
+            return journal_for(config, read_only=read_only)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
     raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")

@@ -17,6 +17,7 @@ from typing import Any
 import click
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
@@ -75,7 +76,7 @@ def _into_run_dir(run_id: str, run_dir: str | None, data: bytes) -> str:
     if not run_dir or not os.path.isdir(run_dir):
         raise CliError(f"run {run_id} has no run directory here ({run_dir}); use -o FILE")
     try:
-        with FsRoot.open(run_dir) as root:
+        with factories().open_root(run_dir) as root:
             root.write_bytes(REPORT_HTML, data, overwrite=True)
     except FsError as exc:
         raise CliError(f"cannot write {run_dir}/{REPORT_HTML}: {exc}", ExitCode.FAILED) from None
@@ -88,7 +89,7 @@ def _into_file(output: str, data: bytes, *, force: bool) -> str:
     if not name or os.path.isdir(path):
         raise CliError(f"-o {output}: names a directory, not a file")
     try:
-        with FsRoot.open(directory) as root:
+        with factories().open_root(directory) as root:
             root.write_bytes(name, data, overwrite=force)
     except AlreadyExists:
         raise CliError(f"{path} exists (use --force to replace it)") from None
@@ -100,18 +101,19 @@ def _into_file(output: str, data: bytes, *, force: bool) -> str:
 
 
 def write_run_report(
-    store: JournalStore, session: Any, run_id: str, run_dir: str
+    store: JournalStore, session: Any, run_id: str, run_dir: str, output_root: FsRoot
 ) -> tuple[str | None, list[str]]:
     """`run --report`: write `report.html` into the run directory, once every event of
     the run is in the journal, so the page equals what `report RUN` builds later.
 
     Returns the path (None when not written) and one line per failure; a failure is
     journaled as `TerminalPersistenceFailed` (target `report_html`) and never replaces
-    the run's primary error.
+    the run's primary error. The run directory is reached through `output_root`, the
+    invocation's one handle on the output root (cli/compose.py).
     """
     try:
         data, _ = report_html(store, run_id)
-        with FsRoot.open(run_dir) as root:
+        with output_root.subroot(run_id) as root:
             root.write_bytes(REPORT_HTML, data, overwrite=False)
         return os.path.join(run_dir, REPORT_HTML), []
     except (FsError, JournalError) as exc:

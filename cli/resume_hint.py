@@ -10,12 +10,11 @@ lookup `--recompute` uses); if one exists, the run says how to reuse them
 
 from __future__ import annotations
 
-import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from runjournal.adapters.checkpoints import CheckpointLoader, Workspace
 from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.cli.compose import checkpoint_reader
 from runjournal.domain.decisions import PredecessorState, Stage
 from runjournal.domain.identity import lane_identity
 from runjournal.domain.names import CORPUS_LANE
@@ -35,19 +34,26 @@ def _lanes(step: ResolvedStep, pipeline: ResolvedPipeline) -> Iterator[tuple[str
         yield source.name, lane_identity(step.components, [source.sha256])
 
 
-def reusable_lanes(cache_root: str, pipeline: ResolvedPipeline, *, limit: int = MAX_LOOKUPS) -> int:
-    """How many of the first `limit` lanes have a checkpoint valid for their identity now."""
-    if not os.path.isdir(cache_root):
+def reusable_lanes(
+    cache_root: Callable[[], FsRoot | None],
+    pipeline: ResolvedPipeline,
+    *,
+    limit: int = MAX_LOOKUPS,
+) -> int:
+    """How many of the first `limit` lanes have a checkpoint valid for their identity now.
+
+    `cache_root` gives the invocation's one handle on the cache root (None when there is
+    none), so the look reads the same directory the run writes (cli/compose.py).
+    """
+    try:
+        root = cache_root()
+    except FsError:
+        return 0
+    if root is None:
         return 0
     found = 0
     looked = 0
-    try:
-        root = FsRoot.open(cache_root)
-    except FsError:
-        return 0
-    workspace = Workspace.in_cache(root, pipeline.name)
-    try:
-        loader = CheckpointLoader(workspace)
+    with checkpoint_reader(root, pipeline.name) as loader:
         for step in pipeline.steps:
             codec = codec_id(step.module, Stage.NORMALIZE)
             for lane, identity in _lanes(step, pipeline):
@@ -60,9 +66,6 @@ def reusable_lanes(cache_root: str, pipeline: ResolvedPipeline, *, limit: int = 
                     continue
                 if restored.state is PredecessorState.RESTORED:
                     found += 1
-    finally:
-        workspace.close()
-        root.close()
     return found
 
 
@@ -77,7 +80,11 @@ def resume_hint(pipeline_arg: str, count: int, *, limit: int = MAX_LOOKUPS) -> s
 
 
 def plain_run_hint(
-    *, cache_root: str, pipeline_arg: str, pipeline: ResolvedPipeline, resumed: bool
+    *,
+    cache_root: Callable[[], FsRoot | None],
+    pipeline_arg: str,
+    pipeline: ResolvedPipeline,
+    resumed: bool,
 ) -> list[str]:
     """The hints of a run: one line when a plain run could have reused checkpoints."""
     if resumed:

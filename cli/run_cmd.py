@@ -31,12 +31,21 @@ from runjournal.adapters.debug_bundle import (
     trace_llm_calls,
 )
 from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.journal import JournalError, JournalStore, open_journal
+from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.processes import current_process_start, host_name
-from runjournal.adapters.profiles import ProfileError, ProfileRegistry
-from runjournal.cli.compose import Collaborators, build_collaborators, workspace_dir
+from runjournal.adapters.profiles import ProfileError
+from runjournal.cli.compose import (
+    Collaborators,
+    Roots,
+    allocate_debug_bundle,
+    build_collaborators,
+    factories,
+    journal_for,
+    live_views,
+    workspace_dir,
+)
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.llm_wiring import (
     LLMPlan,
@@ -47,7 +56,7 @@ from runjournal.cli.llm_wiring import (
 )
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
-from runjournal.cli.parallel import MAX_WRITE_THREADS, CheckpointWritePool, JobPool
+from runjournal.cli.parallel import MAX_WRITE_THREADS
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
@@ -83,17 +92,10 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
-from runjournal.domain.runner import (
-    Interrupt,
-    PipelineRunner,
-    RunOutcome,
-    RunStopped,
-    StageFailure,
-)
+from runjournal.domain.runner import Interrupt, RunOutcome, RunStopped, StageFailure
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
-from runjournal.projections.report import ReportProjection
 
 
 class Interrupted(Interrupt):
@@ -167,16 +169,25 @@ class _Invocation:
     bundle: DebugBundle | None
     terminal: Terminalizer
     progress: ProgressDisplay
+    roots: Roots  # each root opened once for the whole invocation (cli/compose.py)
     llm: Any = None  # the run's LLMServices, from P3 on
 
     def close(self) -> None:
         self.collab.close()
         self.journal.close()
+        self.roots.close()
 
 
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     parsed = _parse(req)
     inv = _allocate(req, argv, parsed)
+    try:
+        return _run_allocated(req, parsed, inv)
+    finally:
+        inv.roots.close()  # after the journal and every writer under a root are done
+
+
+def _run_allocated(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> int:
     try:
         resolved = _resolve(req, parsed, inv)
         if isinstance(resolved, int):
@@ -187,7 +198,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             spec=parsed.spec,
             resolved=resolved,
             run_id=inv.run_id,
-            cache_root=parsed.config.cache_root,
+            cache_root=inv.roots.existing_cache,
             pipeline_arg=req.pipeline,
             resumed=parsed.config.resume or parsed.policy.active,
         )
@@ -221,26 +232,38 @@ def _parse(req: RunRequest) -> _Parsed:
 def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     """P2: journal, collaborators, run id, RunAllocated, then the debug bundle if asked."""
     config, spec = parsed.config, parsed.spec
-    progress = ProgressDisplay(enabled=config.progress and not req.quiet and not req.json)
+    made = factories()
+    progress = made.progress(enabled=config.progress and not req.quiet and not req.json)
     progress.phase("opening the journal")
+    roots = Roots(config, made)  # each root is opened once, here or on first use
     try:
-        journal = open_journal(config.journal, timeout=config.journal_timeout)
+        journal = journal_for(config, roots=roots)
     except JournalError as exc:
+        roots.close()
         raise CliError(str(exc), ExitCode.FAILED) from None
     try:
         collab = build_collaborators(
-            config, pipeline=spec.name, resume=config.resume, recompute=parsed.policy.active
+            config,
+            pipeline=spec.name,
+            resume=config.resume,
+            recompute=parsed.policy.active,
+            roots=roots,
         )
     except FsError as exc:
         journal.close()
+        roots.close()
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
+    try:
+        roots.output()  # opened (and created) now: the run directory is made under this handle
+    except FsError as exc:
+        collab.close()
+        journal.close()
+        roots.close()
+        raise CliError(f"output root {config.output_root}: {exc}") from None
     run_id = _new_run_id()
-    manifest = ManifestProjection()
-    report = ReportProjection()  # report.json and the counts of --json, fed live
-    spans = JournalSpans()  # trace spans from the journal's events, once a trace exists
+    views = live_views(config)  # the projections the session feeds (cli/compose.py)
+    manifest, report, spans, summary = views.manifest, views.report, views.spans, views.summary
     listeners: list[Any] = [manifest.apply, report.apply, spans, progress.event]
-    # The bundle's run/warnings/failure documents: the debug-summary fold, fed live.
-    summary = DebugSummaryProjection() if config.debug_summary else None
     if summary is not None:
         listeners.append(summary.apply)
     # strict_order: the runner's decisions, checkpoints and executions are checked as they
@@ -255,6 +278,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         manifest=manifest,
         report=report,
         output_root=config.output_root,
+        output_fs=roots.output,
         run_id=run_id,
     )
     # The bundle: after a safe run id and RunAllocated, before resolution
@@ -272,7 +296,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         "debug": config.debug.value,
     }
     try:
-        bundle = _allocate_bundle(session, terminal, config, spans, command)
+        bundle = _allocate_bundle(session, terminal, config, spans, command, roots)
     except CliError as exc:
         # --json prints one document whatever the outcome (docs/operations.md "JSON documents")
         if req.json:
@@ -280,11 +304,12 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
             exc.json_printed = True
         journal.close()
         collab.close()
+        roots.close()
         raise
     session.flush()
     terminal.attach_bundle(bundle, summary)
     return _Invocation(
-        run_id, journal, collab, session, manifest, summary, bundle, terminal, progress
+        run_id, journal, collab, session, manifest, summary, bundle, terminal, progress, roots
     )
 
 
@@ -295,7 +320,9 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
     inv.llm = build_services(parsed.llm or plan_llm(None), bundle.llm_text if bundle else None)
     try:
-        profiles = ProfileRegistry.load(config.profiles_file, user_profiles=parsed.user_profiles)
+        profiles = factories().load_profiles(
+            config.profiles_file, user_profiles=parsed.user_profiles
+        )
         resolved, resolution = resolve_pipeline(
             parsed.spec,
             pipeline_dir=parsed.pipeline_dir,
@@ -356,14 +383,15 @@ def _execute_and_terminalize(
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     progress = inv.progress
-    parallel = JobPool(config.jobs)  # one pool per invocation, closed below
+    made = inv.roots.made
+    parallel = made.executor(config.jobs)  # one pool per invocation, closed below
     recorder = inv.collab.recorder
     writes = (
-        CheckpointWritePool(recorder, min(config.jobs, MAX_WRITE_THREADS))
+        made.checkpoint_writes(recorder, min(config.jobs, MAX_WRITE_THREADS))
         if recorder is not None and config.jobs > 1
         else None
     )
-    runner = PipelineRunner(
+    runner = made.runner(
         sink=inv.session,
         loader=inv.collab.loader,
         recorder=inv.collab.recorder,
@@ -447,14 +475,14 @@ def _execute_and_terminalize(
         inv.session.flush()
         if req.report:  # after every event is in the journal: the page is its projection
             report_html, failed = write_run_report(
-                inv.journal, inv.session, inv.run_id, state.run_dir
+                inv.journal, inv.session, inv.run_id, state.run_dir, inv.roots.output()
             )
             terminal.not_persisted(failed)
     finally:
         inv.journal.close()
     doc = terminal.report_view()  # the report's fold: counts, warnings, hints, roots
     if state.status is RunStatus.SUCCEEDED:
-        notes.latest, problem = point_latest(config.output_root, inv.run_id)
+        notes.latest, problem = point_latest(inv.roots.output(), config.output_root, inv.run_id)
         if problem:
             doc["warnings"].append({"step": None, "lane": None, "message": problem})
 
@@ -529,13 +557,16 @@ def _allocate_bundle(
     config: EffectiveConfig,
     spans: JournalSpans,
     command: dict[str, Any],
+    roots: Roots,
 ) -> DebugBundle | None:
     """Allocate the requested debug bundle; a failure ends the run with exit 3."""
     if not config.debug_summary:
         return None
     run_id = command["run_id"]
     try:
-        bundle = DebugBundle.allocate(config.debug_root, run_id, trace=config.debug_trace)
+        bundle = allocate_debug_bundle(
+            roots.debug, config.debug_root, run_id, trace=config.debug_trace
+        )
     except BundleAllocationError as exc:
         terminal.fail_before_execution(safe_error_text(str(exc)), RunPhase.ALLOCATION)
         session.flush()

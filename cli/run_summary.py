@@ -63,7 +63,7 @@ def before_execution(
     spec: PipelineSpec,
     resolved: ResolvedPipeline,
     run_id: str,
-    cache_root: str,
+    cache_root: Callable[[], FsRoot | None],
     pipeline_arg: str,
     resumed: bool,
 ) -> RunNotes:
@@ -171,15 +171,15 @@ def failure_detail(error: RunError, pipeline_arg: str) -> str | None:
     return f"{error.message} — {fix}" if fix else None
 
 
-def point_latest(output_root: str, run_id: str) -> tuple[str | None, str | None]:
+def point_latest(root: FsRoot, output_root: str, run_id: str) -> tuple[str | None, str | None]:
     """Make `<output root>/latest` point at `run_id` (atomically replaced).
 
     Returns (the link's path, None) or (None, a one-line problem): a link that cannot be
-    made is a warning, never a failure of the run.
+    made is a warning, never a failure of the run. `root` is the invocation's one handle
+    on the output root (cli/compose.py).
     """
     try:
-        with FsRoot.open(output_root) as root:
-            root.replace_symlink(LATEST, run_id)
+        root.replace_symlink(LATEST, run_id)
     except FsError as exc:
         return None, safe_error_text(f"could not point {LATEST} at the run: {exc}")
     return os.path.join(output_root, LATEST), None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,7 @@ class Terminalizer:
         manifest: ManifestProjection | None = None,
         report: ReportProjection | None = None,
         output_root: str | None = None,
+        output_fs: Callable[[], FsRoot] | None = None,
         bundle: Any = None,
         summary: Any = None,
     ) -> None:
@@ -93,6 +94,7 @@ class Terminalizer:
         self._manifest = manifest
         self._report = report
         self._output_root = output_root
+        self._output_fs = output_fs  # the invocation's one output-root handle (cli/compose.py)
         self._bundle = bundle  # the run's DebugBundle, if one was allocated
         self._summary = summary  # its live DebugSummaryProjection
         run_dir = os.path.join(output_root, run_id) if output_root is not None else ""
@@ -272,14 +274,11 @@ class Terminalizer:
     # --- shared ----------------------------------------------------------------
 
     def _create_run_dir(self) -> FsRoot:
-        assert self._output_root is not None, "a run directory needs the output root"
-        root = FsRoot.open(self._output_root, create=True)
-        try:
-            root.mkdir(self.state.run_id, exclusive=True)
-            self._dir = root.subroot(self.state.run_id)
-            return self._dir
-        finally:
-            root.close()
+        assert self._output_fs is not None, "a run directory needs the output root's handle"
+        root = self._output_fs()  # opened once per invocation (cli/compose.py)
+        root.mkdir(self.state.run_id, exclusive=True)
+        self._dir = root.subroot(self.state.run_id)
+        return self._dir
 
     def _write_manifest(self, run_dir: FsRoot) -> None:
         if self._manifest is None:

@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import Mapper, PersistenceError
 from eventsourcing.utils import Environment, EnvType
-from runjournal.adapters.fsroot import make_trusted_dirs
+from runjournal.adapters.fsroot import FsError, FsRoot, make_trusted_dirs
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.codec import EventMapper
 from runjournal.adapters.journal.errors import (
@@ -70,6 +70,7 @@ def open_journal(
     connect_timeout: int = DEFAULT_CONNECT_TIMEOUT,
     read_only: bool = False,
     timeout: float = DEFAULT_JOURNAL_TIMEOUT,
+    directory: FsRoot | None = None,
 ) -> JournalStore:
     """Open `sqlite:///abs/path`, a plain path, or `postgresql://user:pass@host:port/db`.
 
@@ -77,32 +78,44 @@ def open_journal(
     writing to it, so a journal on a read-only file system or in a read-only file can be
     read (docs/internals.md "Backends"). `timeout` (the `journal_timeout` setting) bounds
     how long opening a PostgreSQL journal, and each later operation on it, waits for the
-    server.
+    server. `directory`, for SQLite, is the directory holding the database file, already
+    opened once by the caller (the composition root): the file is then opened through that
+    handle (`FsRoot.fd_path`), so a swap of the directory's path for a symlink cannot
+    redirect the journal (docs/internals.md "Backends").
     """
     location = parse_journal_url(url, connect_timeout=connect_timeout)
     if isinstance(location, PostgresLocation):
         return _open_postgres(location, timeout)
+    path = None
+    if directory is not None:
+        try:
+            path = directory.fd_path(os.path.basename(location.path))
+        except (FsError, ValueError) as exc:
+            raise JournalUnavailable(
+                one_line(f"cannot open journal {location.url}: {describe(exc)}")
+            ) from exc
     if read_only:
-        store = _open_sqlite_read_only(location, lock_timeout)
+        store = _open_sqlite_read_only(location, lock_timeout, path)
         if store is not None:
             return store
-    return _open_sqlite(location, lock_timeout)
+    return _open_sqlite(location, lock_timeout, path)
 
 
 # --- SQLite ----------------------------------------------------------------------
 
 
-def _open_sqlite(location: SqliteLocation, lock_timeout: int) -> JournalStore:
-    path, url = location.path, location.url
+def _open_sqlite(location: SqliteLocation, lock_timeout: int, fd_path: str | None) -> JournalStore:
+    path, url = fd_path or location.path, location.url
     env = {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
         "SQLITE_DBNAME": path,
         "SQLITE_LOCK_TIMEOUT": str(int(lock_timeout)),
     }
     try:
-        make_trusted_dirs(os.path.dirname(path))
+        if fd_path is None:
+            make_trusted_dirs(os.path.dirname(path))
         if os.path.isdir(path):
-            raise IsADirectoryError(f"{path} is a directory")
+            raise IsADirectoryError(f"{location.path} is a directory")
         # Pre-create private: SQLite gives its -wal/-shm files the database's mode.
         with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
@@ -114,13 +127,15 @@ def _open_sqlite(location: SqliteLocation, lock_timeout: int) -> JournalStore:
     return JournalStore(app, url)
 
 
-def _open_sqlite_read_only(location: SqliteLocation, lock_timeout: int) -> JournalStore | None:
+def _open_sqlite_read_only(
+    location: SqliteLocation, lock_timeout: int, fd_path: str | None
+) -> JournalStore | None:
     """The journal opened `mode=ro` (`immutable=1` on a read-only file system).
 
     None when the file is not yet a journal (no events table, or not in WAL mode): the
     ordinary open then initialises it as before.
     """
-    path, url = location.path, location.url
+    path, url = fd_path or location.path, location.url
     base = f"file:{quote(path)}?mode=ro"
     try:
         uri = base if _is_journal(base, lock_timeout) else None

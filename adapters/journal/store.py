@@ -73,6 +73,7 @@ class JournalStore:
         self._dead: str | None = None  # set once a call timed out: later calls fail at once
         self._url = url
         self._secrets = tuple(s for s in secrets if s)
+        self._on_close: list[Callable[[], None]] = []
         self._mapper: EventMapper = app.mapper  # type: ignore[assignment]
         self._summary_topics = [
             self._mapper.codec_for(RunAllocated).topic,
@@ -326,8 +327,17 @@ class JournalStore:
             # A pool whose server went silent can wait a long time to close: bounded too,
             # and after a timed-out call only briefly (nothing is left to save).
             bound = min(1.0, self._timeout) if self._dead and self._timeout else self._timeout
-            with contextlib.suppress(TimedOut):
-                call_bounded(self._app.close, bound)
+            try:
+                with contextlib.suppress(TimedOut):
+                    call_bounded(self._app.close, bound)
+            finally:
+                for callback in self._on_close:
+                    callback()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` after the store closes (the composition root closes the journal's
+        directory handle there)."""
+        self._on_close.append(callback)
 
     def __enter__(self) -> JournalStore:
         return self

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from runjournal.adapters.fsroot import FsIOError, FsRoot
+from runjournal.adapters.fsroot import FsIOError
+from runjournal.cli.compose import Factories
 from runjournal.cli.main import cli
+from support.faulty_fs import Fault, faulty_factories
 from support.paths import EXAMPLE
 
 FAILING_PLUGIN = """
@@ -60,9 +62,11 @@ def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def invoke(monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+def invoke(
+    monkeypatch: pytest.MonkeyPatch, *args: str, factories: Factories | None = None
+) -> Result:
     monkeypatch.setattr(sys, "argv", ["runjournal", *args])
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return CliRunner().invoke(cli, list(args), obj=factories, catch_exceptions=False)
 
 
 def roots(base: Path) -> list[str]:
@@ -73,7 +77,9 @@ def out(base: Path) -> list[str]:
     return ["--output-root", str(base / "out")]
 
 
-def run_json(monkeypatch: pytest.MonkeyPatch, base: Path, *extra: str) -> tuple[Result, dict]:
+def run_json(
+    monkeypatch: pytest.MonkeyPatch, base: Path, *extra: str, factories: Factories | None = None
+) -> tuple[Result, dict]:
     result = invoke(
         monkeypatch,
         "run",
@@ -82,6 +88,7 @@ def run_json(monkeypatch: pytest.MonkeyPatch, base: Path, *extra: str) -> tuple[
         "--no-progress",
         "--json",
         *extra,
+        factories=factories,
     )
     return result, json.loads(result.stdout)
 
@@ -145,15 +152,12 @@ class TestRunReport:
     def test_a_page_that_cannot_be_written_exits_3_and_is_journaled(
         self, base: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        original = FsRoot.write_bytes
-
-        def failing(self: FsRoot, name: str, data: bytes, *, overwrite: bool = True) -> None:
-            if name == "report.html":
-                raise FsIOError(name, errno.EIO, "input/output error (injected)")
-            original(self, name, data, overwrite=overwrite)
-
-        monkeypatch.setattr(FsRoot, "write_bytes", failing)
-        result, doc = run_json(monkeypatch, base, "--report")
+        failing = Fault(
+            "write_bytes",
+            lambda root, name: name == "report.html",
+            lambda name: FsIOError(name, errno.EIO, "input/output error (injected)"),
+        )
+        result, doc = run_json(monkeypatch, base, "--report", factories=faulty_factories(failing))
         assert result.exit_code == 3
         assert doc["status"] == "succeeded" and doc["report_html"] is None
         assert [e for e in doc["persistence_errors"] if "could not write report_html" in e]

@@ -1,6 +1,7 @@
 """Unwritable outputs: typed filesystem errors become one line and exit 1, never a traceback.
 
-CI runs as root, where modes do not stop writes, so faults are injected in-process.
+CI runs as root, where modes do not stop writes, so faults are injected in-process: fake
+roots passed through the composition root's `Factories` (`support.faulty_fs`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from pathlib import Path
 import pytest
 from runjournal.adapters import fsroot
 from runjournal.cli.main import cli
+from support.faulty_fs import Fault, faulty_factories
 from support.paths import EXAMPLE
 
 
-def run_in_process(args: list[str], capsys) -> tuple[int, str, str]:
+def run_in_process(args: list[str], capsys, factories=None) -> tuple[int, str, str]:
     try:
-        cli.main(args, standalone_mode=False)
+        cli.main(args, standalone_mode=False, obj=factories)
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
@@ -38,14 +40,11 @@ def run_in_process(args: list[str], capsys) -> tuple[int, str, str]:
 def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, capsys, err, needle):
     example = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, example)
-    original = fsroot.FsRoot.write_bytes
-
-    def failing(self, name, data, *, overwrite=True):
-        if name == "glossary.md":
-            raise fsroot.classify_os_error(OSError(err, "injected"), name)
-        return original(self, name, data, overwrite=overwrite)
-
-    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", failing)
+    failing = Fault(
+        "write_bytes",
+        lambda root, name: name == "glossary.md",
+        lambda name: fsroot.classify_os_error(OSError(err, "injected"), name),
+    )
     out = tmp_path / "out"
     code, stdout, stderr = run_in_process(
         [
@@ -58,6 +57,7 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
             "--json",
         ],
         capsys,
+        faulty_factories(failing),
     )
     assert code == 1
     assert "Traceback" not in stderr
@@ -77,14 +77,11 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
 def test_checkpoint_write_failure_is_exit_3_with_the_run_succeeded(tmp_path, monkeypatch, capsys):
     example = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, example)
-    original = fsroot.FsRoot.write_bytes
-
-    def failing(self, name, data, *, overwrite=True):
-        if name.endswith("normalize.ckpt"):
-            raise fsroot.classify_os_error(OSError(errno.ENOSPC, "injected"), name)
-        return original(self, name, data, overwrite=overwrite)
-
-    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", failing)
+    failing = Fault(
+        "write_bytes",
+        lambda root, name: name.endswith("normalize.ckpt"),
+        lambda name: fsroot.classify_os_error(OSError(errno.ENOSPC, "injected"), name),
+    )
     out = tmp_path / "out"
     args = [
         "run",
@@ -95,13 +92,12 @@ def test_checkpoint_write_failure_is_exit_3_with_the_run_succeeded(tmp_path, mon
         str(tmp_path / "cache"),
         "--json",
     ]
-    code, stdout, stderr = run_in_process(args, capsys)
+    code, stdout, stderr = run_in_process(args, capsys, faulty_factories(failing))
     assert code == 3
     doc = json.loads(stdout)
     assert doc["status"] == "succeeded" and doc["outputs"]
     assert doc["persistence_errors"] and all("normalize" in e for e in doc["persistence_errors"])
     assert "not persisted" in stderr and "Traceback" not in stderr
-    monkeypatch.setattr(fsroot.FsRoot, "write_bytes", original)
     code, stdout, _ = run_in_process(
         ["journal", "show", doc["run_id"], "--output-root", str(out), "--json"], capsys
     )

@@ -1,9 +1,9 @@
 """Terminalization under faults: each terminal write fails alone and combined (in-process).
 
-CI runs as root, where chmod does not stop writes, so faults are injected by
-monkeypatching `FsRoot` for specific files and the CLI runs in this process through
-click's `CliRunner`. Asserted: exit code, stderr order (the primary error first),
-`--json` fields and the journal's `TerminalPersistenceFailed` events.
+CI runs as root, where chmod does not stop writes, so faults are injected by passing
+fake roots through the composition root's `Factories` (`support.faulty_fs`) and the CLI
+runs in this process through click's `CliRunner`. Asserted: exit code, stderr order (the
+primary error first), `--json` fields and the journal's `TerminalPersistenceFailed` events.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from runjournal.adapters.debug_bundle import INCOMPLETE_MARKER
-from runjournal.adapters.fsroot import FsIOError, FsRoot
+from runjournal.adapters.fsroot import FsIOError
+from runjournal.cli.compose import Factories
 from runjournal.cli.main import cli
+from support.faulty_fs import Fault, faulty_factories
 
 PROBE_PLUGIN = """
 from runjournal.domain.modules import Module, Normalized
@@ -107,22 +109,20 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def invoke(monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
+def invoke(
+    monkeypatch: pytest.MonkeyPatch, *args: str, factories: Factories | None = None
+) -> Result:
     monkeypatch.setattr(sys, "argv", ["runjournal", *args])
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return CliRunner().invoke(cli, list(args), obj=factories, catch_exceptions=False)
 
 
-def inject(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    for fault in names:
-        method, predicate, _ = FAULTS[fault]
-        original = getattr(FsRoot, method)
+def _eio(name: str) -> FsIOError:
+    return FsIOError(name, errno.EIO, "input/output error (injected)")
 
-        def wrapper(self, name, *a, _orig=original, _pred=predicate, **kw):
-            if _pred(self, name):
-                raise FsIOError(name, errno.EIO, "input/output error (injected)")
-            return _orig(self, name, *a, **kw)
 
-        monkeypatch.setattr(FsRoot, method, wrapper)
+def inject(*names: str) -> Factories:
+    """Factories whose roots fail the named terminal writes (and nothing else)."""
+    return faulty_factories(*(Fault(FAULTS[f][0], FAULTS[f][1], _eio) for f in names))
 
 
 def roots(base: Path) -> list[str]:
@@ -175,9 +175,15 @@ class TestTerminalFaults:
         code: int,
     ) -> None:
         pipeline = make_pipeline(env, failing=failing)
-        inject(monkeypatch, *faults)
         result = invoke(
-            monkeypatch, "run", str(pipeline), *roots(env), "--debug", "trace", "--json"
+            monkeypatch,
+            "run",
+            str(pipeline),
+            *roots(env),
+            "--debug",
+            "trace",
+            "--json",
+            factories=inject(*faults),
         )
         assert result.exit_code == code, result.stderr
         doc = json.loads(result.stdout)
@@ -234,8 +240,15 @@ class TestTerminalFaults:
     ) -> None:
         pipeline = make_pipeline(env, failing=False)
         pipeline.write_text(pipeline.read_text().replace("docs/*.md", "nothing/*.md"))
-        inject(monkeypatch, "summary")
-        result = invoke(monkeypatch, "run", str(pipeline), *roots(env), "--debug", "summary")
+        result = invoke(
+            monkeypatch,
+            "run",
+            str(pipeline),
+            *roots(env),
+            "--debug",
+            "summary",
+            factories=inject("summary"),
+        )
         assert result.exit_code == 2
         lines = stderr_lines(result)
         assert len(lines) == 2
@@ -256,16 +269,20 @@ class TestTerminalFaults:
         self, env: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         pipeline = make_pipeline(env, failing=False)
-        original = FsRoot.mkdir
-
-        def mkdir(self, name, **kw):
-            if name == "summary":
-                raise FsIOError(name, errno.ENOSPC, "no space left (injected)")
-            return original(self, name, **kw)
-
-        monkeypatch.setattr(FsRoot, "mkdir", mkdir)
+        no_space = Fault(
+            "mkdir",
+            lambda root, name: name == "summary",
+            lambda name: FsIOError(name, errno.ENOSPC, "no space left (injected)"),
+        )
         result = invoke(
-            monkeypatch, "run", str(pipeline), *roots(env), "--debug", "trace", "--json"
+            monkeypatch,
+            "run",
+            str(pipeline),
+            *roots(env),
+            "--debug",
+            "trace",
+            "--json",
+            factories=faulty_factories(no_space),
         )
         assert result.exit_code == 3
         lines = stderr_lines(result)
@@ -275,7 +292,6 @@ class TestTerminalFaults:
         assert doc["run_dir"] is None and doc["outputs"] == [] and doc["decisions"] == {}
         assert "cannot allocate debug bundle" in doc["error"]["message"]
         assert doc["persistence_errors"] == [doc["error"]["message"]]
-        monkeypatch.setattr(FsRoot, "mkdir", original)
         events = journal_events(monkeypatch, env)
         types = [e["type"] for e in events]
         assert types == ["RunAllocated", "ConfigurationResolved", "RunTerminated"]

@@ -35,6 +35,7 @@ from runjournal.domain.ports import (
     CheckpointWriteError,
     Provenance,
 )
+from support.faulty_fs import Fault, faulty_root_class
 
 PIPELINE = "glossary"
 STEP = "terms"
@@ -116,8 +117,14 @@ def ws_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def root(ws_path: Path):
-    with FsRoot.open(ws_path, create=True) as opened:
+def faults() -> list[Fault]:
+    """Faults of the workspace's fake root (`support.faulty_fs`), read at each call."""
+    return []
+
+
+@pytest.fixture
+def root(ws_path: Path, faults: list[Fault]):
+    with faulty_root_class(faults).open(ws_path, create=True) as opened:
         yield opened
 
 
@@ -380,18 +387,15 @@ class TestLoad:
         recorder: CheckpointRecorder,
         loader: CheckpointLoader,
         root: FsRoot,
-        monkeypatch: pytest.MonkeyPatch,
+        faults: list[Fault],
         error: type[fsroot.FsError],
     ) -> None:
         recorder.write(MERGE, make_record())
-        real = FsRoot.read_bytes
-
-        def failing(self: FsRoot, name: str) -> bytes:
-            if name.endswith(".ckpt"):
-                raise error(name, errno.EIO)
-            return real(self, name)
-
-        monkeypatch.setattr(FsRoot, "read_bytes", failing)
+        faults.append(
+            Fault(
+                "read_bytes", lambda r, name: name.endswith(".ckpt"), lambda n: error(n, errno.EIO)
+            )
+        )
         assert loader.load(MERGE, CODEC).state is CheckpointState.CORRUPT
         restored = loader.load_accepted_artifact(STEP, LANE, IDENTITY, CODEC)
         assert restored.state is PredecessorState.CORRUPT
@@ -422,18 +426,16 @@ class TestLoad:
         recorder: CheckpointRecorder,
         loader: CheckpointLoader,
         ws_path: Path,
-        monkeypatch: pytest.MonkeyPatch,
+        faults: list[Fault],
     ) -> None:
         recorder.write(EXTRACT, make_record())
         recorder.write(NORMALIZE, make_record())
         file_of(ws_path, MERGE).write_bytes(b"RJCK garbage")
         before = tree(ws_path)
-
-        def refuse(*args: object, **kwargs: object) -> None:
-            raise AssertionError("the loader wrote")
-
         for method in ("write_bytes", "append_line", "mkdir", "remove", "remove_tree"):
-            monkeypatch.setattr(FsRoot, method, refuse)
+            faults.append(
+                Fault(method, lambda r, n: True, lambda n: AssertionError(f"the loader wrote {n}"))
+            )
         other = CheckpointKey(STEP, LANE, Stage.EXTRACT, OTHER_CHUNK)
         for key in (EXTRACT, MERGE, NORMALIZE, other, CheckpointKey("new", "x", Stage.MERGE)):
             loader.load(key, CODEC)
@@ -504,16 +506,13 @@ class TestWorkspace:
         recorder: CheckpointRecorder,
         root: FsRoot,
         ws_path: Path,
-        monkeypatch: pytest.MonkeyPatch,
+        faults: list[Fault],
     ) -> None:
         written: list[str] = []
-        real = FsRoot.write_bytes
-
-        def counting(self: FsRoot, name: str, data: bytes, *, overwrite: bool = True) -> None:
-            written.append(name)
-            real(self, name, data, overwrite=overwrite)
-
-        monkeypatch.setattr(FsRoot, "write_bytes", counting)
+        # A spy through the fake root: it records every write and fails none.
+        faults.append(
+            Fault("write_bytes", lambda r, name: written.append(name) is not None, AssertionError)
+        )
         for key in (EXTRACT, MERGE, NORMALIZE, MERGE):
             recorder.write(key, make_record())
         assert written.count(WORKSPACE_MANIFEST) == 1
@@ -820,28 +819,22 @@ class TestRecorderFailures:
         assert root.sweep_temp_files(dry_run=True) == []
 
     def test_write_bytes_raising_no_space(
-        self, recorder: CheckpointRecorder, ws_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, recorder: CheckpointRecorder, ws_path: Path, faults: list[Fault]
     ) -> None:
-        def no_space(self: FsRoot, name: str, data: bytes, *, overwrite: bool = True) -> None:
-            raise NoSpace(name, errno.ENOSPC)
-
-        monkeypatch.setattr(FsRoot, "write_bytes", no_space)
+        faults.append(Fault("write_bytes", lambda r, n: True, lambda n: NoSpace(n, errno.ENOSPC)))
         with pytest.raises(CheckpointWriteError, match="no space"):
             recorder.write(NORMALIZE, make_record())
         assert list(ws_path.iterdir()) == []
 
     def test_manifest_failure_is_a_write_error_and_is_retried(
-        self, recorder: CheckpointRecorder, ws_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, recorder: CheckpointRecorder, ws_path: Path, faults: list[Fault]
     ) -> None:
-        real = FsRoot.write_bytes
-
-        def read_only(self: FsRoot, name: str, data: bytes, *, overwrite: bool = True) -> None:
-            raise fsroot.ReadOnlyFs(name, errno.EROFS)
-
-        monkeypatch.setattr(FsRoot, "write_bytes", read_only)
+        faults.append(
+            Fault("write_bytes", lambda r, n: True, lambda n: fsroot.ReadOnlyFs(n, errno.EROFS))
+        )
         with pytest.raises(CheckpointWriteError, match="read-only"):
             recorder.write(MERGE, make_record())
-        monkeypatch.setattr(FsRoot, "write_bytes", real)
+        faults.clear()
         recorder.write(MERGE, make_record())
         assert (ws_path / WORKSPACE_MANIFEST).is_file()
 

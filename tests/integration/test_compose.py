@@ -10,7 +10,9 @@ import os
 import pytest
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
-from runjournal.cli.compose import build_collaborators
+from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.journal import JournalError
+from runjournal.cli.compose import Factories, Roots, build_collaborators, journal_for
 from runjournal.cli.settings import resolve_settings
 
 
@@ -79,3 +81,30 @@ def test_unusable_cache_root_is_an_fs_error(tmp_path):
     with pytest.raises(OSError):
         build_collaborators(cfg, pipeline="p", resume=False, recompute=False)
     assert os.path.isfile(blocker)
+
+
+def test_the_default_journal_is_opened_through_the_output_roots_handle(tmp_path):
+    opened: list[str] = []
+
+    def counting(path, *, create=False):
+        opened.append(path)
+        return FsRoot.open(path, create=create)
+
+    cfg = config(tmp_path, output_root=str(tmp_path / "out"))
+    roots = Roots(cfg, Factories(open_root=counting))
+    store = journal_for(cfg, roots=roots)
+    try:
+        assert roots.opened(cfg.output_root) is roots.output()
+        assert opened == [str(tmp_path / "out")]
+    finally:
+        store.close()
+        roots.close()
+    assert (tmp_path / "out" / "journal.sqlite3").is_file()
+
+
+def test_a_read_only_journal_in_a_missing_directory_is_one_journal_error(tmp_path):
+    cfg = config(tmp_path, journal=f"sqlite://{tmp_path}/nowhere/journal.sqlite3")
+    with pytest.raises(JournalError) as info:
+        journal_for(cfg, read_only=True)
+    assert "nowhere" in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "nowhere").exists()

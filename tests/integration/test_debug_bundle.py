@@ -38,6 +38,7 @@ from runjournal.adapters.debug_bundle import (
 )
 from runjournal.adapters.fsroot import FsIOError, FsRoot
 from runjournal.adapters.profiles import OFFLINE, OfflineRuntime
+from runjournal.cli.compose import allocate_debug_bundle
 from runjournal.domain.chunking import ChunkingSettings
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (
@@ -54,6 +55,7 @@ from runjournal.domain.identity import LaneComponents
 from runjournal.domain.modules import Module, Normalized
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.reasons import Category, ReasonCode
+from support.faulty_fs import Fault, faulty_root_class
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -77,16 +79,32 @@ def read_trace(bundle_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def fail_on(monkeypatch: pytest.MonkeyPatch, method: str, predicate) -> None:
-    """Make FsRoot.<method>(name, ...) raise EIO when predicate(root, name) holds."""
-    original = getattr(FsRoot, method)
+@pytest.fixture
+def faults() -> list[Fault]:
+    """The faults of this test's fake roots (`support.faulty_fs`), read at each call."""
+    return []
 
-    def wrapper(self, name, *args, **kwargs):
-        if predicate(self, name):
-            raise FsIOError(name, errno.EIO, "input/output error (injected)")
-        return original(self, name, *args, **kwargs)
 
-    monkeypatch.setattr(FsRoot, method, wrapper)
+def fail_on(faults: list[Fault], method: str, predicate) -> None:
+    """Make <method>(name, ...) of this test's roots raise EIO when predicate(root, name)."""
+    faults.append(
+        Fault(
+            method,
+            predicate,
+            lambda name: FsIOError(name, errno.EIO, "input/output error (injected)"),
+        )
+    )
+
+
+def allocate(
+    debug_root: Path, run_id: str, *, trace: bool, faults: list[Fault] | None = None
+) -> DebugBundle:
+    """A bundle under a debug root opened the way the composition root opens it (through
+    a fake root failing `faults`, when given)."""
+    opener = faulty_root_class(faults).open if faults is not None else FsRoot.open
+    return allocate_debug_bundle(
+        lambda: opener(debug_root, create=True), str(debug_root), run_id, trace=trace
+    )
 
 
 # --- allocation ------------------------------------------------------------------
@@ -95,7 +113,7 @@ def fail_on(monkeypatch: pytest.MonkeyPatch, method: str, predicate) -> None:
 class TestAllocate:
     def test_layout_and_permissions(self, tmp_path: Path) -> None:
         root = tmp_path / "debug"
-        bundle = DebugBundle.allocate(str(root), "run-1", trace=True)
+        bundle = allocate(root, "run-1", trace=True)
         path = Path(bundle.path)
         assert path == (root / "run-1").resolve()
         assert sorted(p.name for p in path.iterdir()) == [INCOMPLETE_MARKER, SUMMARY_DIR, TRACE_DIR]
@@ -107,7 +125,7 @@ class TestAllocate:
             assert p.stat().st_mode & 0o777 == expected, p
 
     def test_summary_only_has_no_trace_root(self, tmp_path: Path) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+        bundle = allocate(tmp_path / "d", "r", trace=False)
         assert bundle.trace is None
         assert not (Path(bundle.path) / TRACE_DIR).exists()
         bundle.close()
@@ -117,7 +135,7 @@ class TestAllocate:
         existing.mkdir(parents=True)
         (existing / "keep.txt").write_text("someone else's")
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True)
         assert info.value.cleaned
         assert "already exists" in str(info.value)
         assert (existing / "keep.txt").read_text() == "someone else's"
@@ -126,25 +144,23 @@ class TestAllocate:
         blocker = tmp_path / "file"
         blocker.write_text("x")
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(blocker / "sub"), "r", trace=False)
+            allocate(blocker / "sub", "r", trace=False)
         assert str(blocker / "sub" / "r") in str(info.value)
 
-    def test_half_allocated_bundle_is_removed(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        fail_on(monkeypatch, "mkdir", lambda root, name: name == TRACE_DIR)
+    def test_half_allocated_bundle_is_removed(self, tmp_path: Path, faults: list[Fault]) -> None:
+        fail_on(faults, "mkdir", lambda root, name: name == TRACE_DIR)
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True, faults=faults)
         assert info.value.cleaned
         assert list((tmp_path / "d").iterdir()) == []
 
     def test_half_allocated_bundle_that_cannot_be_removed_stays_marked(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, faults: list[Fault]
     ) -> None:
-        fail_on(monkeypatch, "mkdir", lambda root, name: name == SUMMARY_DIR)
-        fail_on(monkeypatch, "remove_tree", lambda root, name: True)
+        fail_on(faults, "mkdir", lambda root, name: name == SUMMARY_DIR)
+        fail_on(faults, "remove_tree", lambda root, name: True)
         with pytest.raises(BundleAllocationError) as info:
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
+            allocate(tmp_path / "d", "r", trace=True, faults=faults)
         assert not info.value.cleaned
         assert "INCOMPLETE" in str(info.value)
         assert (
@@ -154,20 +170,20 @@ class TestAllocate:
         )
 
     def test_marker_write_failure_fails_allocation(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, faults: list[Fault]
     ) -> None:
-        fail_on(monkeypatch, "write_bytes", lambda root, name: name == INCOMPLETE_MARKER)
+        fail_on(faults, "write_bytes", lambda root, name: name == INCOMPLETE_MARKER)
         with pytest.raises(BundleAllocationError):
-            DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
+            allocate(tmp_path / "d", "r", trace=False, faults=faults)
         assert list((tmp_path / "d").iterdir()) == []
 
 
 class TestClose:
     def test_a_failed_summary_write_keeps_the_marker(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, faults: list[Fault]
     ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
-        fail_on(monkeypatch, "write_bytes", lambda root, name: name == RUN)
+        bundle = allocate(tmp_path / "d", "r", trace=False, faults=faults)
+        fail_on(faults, "write_bytes", lambda root, name: name == RUN)
         assert bundle.summary.write(COMMAND, {"a": 1})
         assert not bundle.summary.write(RUN, {"a": 1})
         failures = bundle.close()
@@ -177,18 +193,16 @@ class TestClose:
         assert bundle.close() == failures  # idempotent
 
     def test_marker_that_cannot_be_cleared_is_a_failure(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, faults: list[Fault]
     ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=False)
-        fail_on(monkeypatch, "remove", lambda root, name: name == INCOMPLETE_MARKER)
+        bundle = allocate(tmp_path / "d", "r", trace=False, faults=faults)
+        fail_on(faults, "remove", lambda root, name: name == INCOMPLETE_MARKER)
         failures = bundle.close()
         assert [(f.target, f.name) for f in failures] == [("debug_bundle", INCOMPLETE_MARKER)]
 
-    def test_lost_trace_records_are_counted(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        bundle = DebugBundle.allocate(str(tmp_path / "d"), "r", trace=True)
-        fail_on(monkeypatch, "append_line", lambda root, name: True)
+    def test_lost_trace_records_are_counted(self, tmp_path: Path, faults: list[Fault]) -> None:
+        bundle = allocate(tmp_path / "d", "r", trace=True, faults=faults)
+        fail_on(faults, "append_line", lambda root, name: True)
         assert bundle.trace is not None
         for i in range(5):
             bundle.trace.record("k", "n", {"i": i})
@@ -222,11 +236,9 @@ class TestSummaryWriter:
         with FsRoot.open(tmp_path, create=True) as root, pytest.raises(ValueError):
             SummaryWriter(root).write("../escape.json", {})
 
-    def test_failures_are_recorded_not_raised(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        fail_on(monkeypatch, "write_bytes", lambda root, name: True)
-        with FsRoot.open(tmp_path, create=True) as root:
+    def test_failures_are_recorded_not_raised(self, tmp_path: Path, faults: list[Fault]) -> None:
+        fail_on(faults, "write_bytes", lambda root, name: True)
+        with faulty_root_class(faults).open(tmp_path, create=True) as root:
             writer = SummaryWriter(root)
             assert not writer.write(COMMAND, {"x": 1})
         assert writer.failures and writer.failures[0].name == COMMAND
@@ -333,10 +345,10 @@ class TestTraceWriter:
         assert len((tmp_path / TRACE_FILE).read_text().splitlines()) == 7
 
     def test_failure_never_raises_and_drops_the_rest(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, faults: list[Fault]
     ) -> None:
-        fail_on(monkeypatch, "append_line", lambda root, name: True)
-        with FsRoot.open(tmp_path, create=True) as root:
+        fail_on(faults, "append_line", lambda root, name: True)
+        with faulty_root_class(faults).open(tmp_path, create=True) as root:
             trace = TraceWriter(root, flush_every=1)
             for i in range(4):
                 trace.record("k", "n", {"i": i})

@@ -28,6 +28,7 @@ from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
 from support import synthetic as syn
+from support.faulty_fs import Fault, faulty_root_class
 
 
 class World:
@@ -36,7 +37,10 @@ class World:
     def __init__(self, store: JournalStore, root: Path) -> None:
         self.store = store
         self.root = root
-        self.views = ProjectionStore(store, str(root), json_bytes)
+        self.faults: list[Fault] = []  # of the output root's fake (`support.faulty_fs`)
+        self.views = ProjectionStore(
+            store, str(root), json_bytes, open_root=faulty_root_class(self.faults).open
+        )
         self.runs: list[syn.SyntheticRun] = []
 
     def add_run(
@@ -206,14 +210,9 @@ class TestStatusAndRebuild:
         world.add_run(1)
         world.views.rebuild()
         monkeypatch.setattr(ReasonReportProjection, "VERSION", 2)
-        real = FsRoot.write_bytes
-
-        def failing(self: FsRoot, name: str, data: bytes, *, overwrite: bool = True) -> None:
-            if "reasons.v2/" in name:
-                raise NoSpace(name, 28)
-            real(self, name, data, overwrite=overwrite)
-
-        monkeypatch.setattr(FsRoot, "write_bytes", failing)
+        world.faults.append(
+            Fault("write_bytes", lambda r, name: "reasons.v2/" in name, lambda n: NoSpace(n, 28))
+        )
         results = {r.name: r for r in world.views.rebuild("reasons")}
         assert results["reasons"].written == 0
         assert results["reasons"].failures and "no space" in results["reasons"].failures[0]
@@ -367,7 +366,7 @@ def test_a_debug_summary_projection_is_found_when_it_exists(
 
 def test_status_of_an_output_root_that_does_not_exist(tmp_path: Path) -> None:
     with open_journal(str(tmp_path / "j.sqlite3")) as store:
-        views = ProjectionStore(store, str(tmp_path / "missing"), json_bytes)
+        views = ProjectionStore(store, str(tmp_path / "missing"), json_bytes, open_root=FsRoot.open)
         status = {s.name: s for s in views.status()}
     assert not status["manifest"].stale and status["manifest"].views == 0
     assert not (tmp_path / "missing").exists()
