@@ -33,7 +33,7 @@ from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import ProfileRegistry
 from runjournal.adapters.projection_store import ProjectionStore
-from runjournal.cli.parallel import ThreadPoolMap
+from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.domain.decisions import CheckpointState, PredecessorState
@@ -67,7 +67,8 @@ class Factories:
     open_root: Callable[..., FsRoot] = FsRoot.open
     open_journal: Callable[..., JournalStore] = open_journal
     progress: Callable[..., ProgressDisplay] = ProgressDisplay
-    parallel_map: Callable[[int], ThreadPoolMap] = ThreadPoolMap
+    executor: Callable[[int], JobPool] = JobPool
+    checkpoint_writes: Callable[..., CheckpointWritePool] = CheckpointWritePool
     runner: Callable[..., PipelineRunner] = PipelineRunner
     llm_services: Callable[..., Any] = _llm_services
     load_profiles: Callable[..., ProfileRegistry] = ProfileRegistry.load

@@ -1,48 +1,38 @@
-"""`--jobs N`: the map the runner uses to execute a lane's extract stages.
+"""`--jobs N`: the executor the runner's scheduler runs module calls on.
 
-The runner decides every stage before executing any, then stores results in chunk
-order on the calling thread as they arrive; this map yields results lazily in input
-order, so a finished stage is checkpointed while later ones still run (an interrupt
-loses only the stages in flight).
-One thread pool is created per `run` invocation (not per lane) and shut down when
-the run ends. With N == 1 there is no pool at all: plain serial calls on the
-calling thread, so `--jobs 1` behaves exactly like the runner's own default.
+The scheduler (`domain/runner/scheduler.py`) decides what runs and keeps at most
+`capacity` calls in flight across every ready lane; this executor only runs them and
+reports each completion to the calling thread, which stores results, checkpoints and
+journals (so the journal session is used by one thread only).
+One pool is created per `run` invocation and shut down when the run ends. With N == 1
+there is no pool at all: plain serial calls on the calling thread, so `--jobs 1`
+behaves exactly like the runner's own default (`SerialExecutor`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import queue
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["ThreadPoolMap", "serial_map"]
+__all__ = ["MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
 
-T = TypeVar("T")
-R = TypeVar("R")
+# Checkpoint writer threads at most: enough to overlap fsyncs, few enough for one disk.
+MAX_WRITE_THREADS = 8
 
-
-def serial_map(fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-    """Call `fn` on each item in order on the calling thread, as the caller iterates."""
-    return (fn(item) for item in items)
-
-
-def _in_order(futures: list[Future[Any]]) -> Iterator[Any]:
-    try:
-        for future in futures:
-            yield future.result()
-    except BaseException:  # a stage error, SIGINT raised in this thread, or an early stop
-        for future in futures:
-            future.cancel()
-        raise
+# How long one wait for a completion blocks before it waits again: bounds how late a
+# signal handler's exception is raised on the calling thread.
+_WAIT_S = 0.2
 
 
-class ThreadPoolMap:
-    """An order-preserving map over a pool of `jobs` worker threads.
+class JobPool:
+    """Runs submitted calls on up to `jobs` worker threads; completions in finishing order.
 
-    Threads (not processes) because modules share the run's decoded context and
-    most useful parallelism is waiting on an LLM runtime. The first exception in
-    input order propagates; work not yet started is cancelled.
+    Threads (not processes) because modules share the run's decoded context and most
+    useful parallelism is waiting on an LLM runtime.
     """
 
     def __init__(self, jobs: int) -> None:
@@ -52,21 +42,41 @@ class ThreadPoolMap:
         self._pool: ThreadPoolExecutor | None = None
         if jobs > 1:
             self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runjournal-job")
+        self._done: queue.SimpleQueue[tuple[int, Future[Any]]] = queue.SimpleQueue()
+        self._serial: deque[tuple[int, Callable[[], Any]]] = deque()
 
-    def __call__(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
+    @property
+    def capacity(self) -> int:
+        """How many calls the scheduler may keep in flight."""
+        return self.jobs if self._pool is not None else 1
+
+    def submit(self, key: int, call: Callable[[], Any]) -> None:
         pool = self._pool
-        if pool is None or len(items) <= 1:
-            return serial_map(fn, items)
-        futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
-        return _in_order(futures)
+        if pool is None:
+            self._serial.append((key, call))
+            return
+        future = pool.submit(call)
+        future.add_done_callback(lambda f, key=key: self._done.put((key, f)))
+
+    def next_done(self) -> tuple[int, Any]:
+        """The next finished call's key and result (its exception is raised here)."""
+        if self._serial:
+            key, call = self._serial.popleft()
+            return key, call()
+        while True:
+            try:
+                key, future = self._done.get(timeout=_WAIT_S)
+            except queue.Empty:
+                continue
+            return key, future.result()
 
     def close(self) -> None:
-        """Wait for running work, drop queued work; idempotent."""
+        """Wait for running work, drop queued work; idempotent, then serial."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def __enter__(self) -> ThreadPoolMap:
+    def __enter__(self) -> JobPool:
         return self
 
     def __exit__(
@@ -76,3 +86,24 @@ class ThreadPoolMap:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class CheckpointWritePool:
+    """Checkpoint writes on their own threads, so a result's fsyncs never hold up the
+    scheduler (`RunLedger` waits for each when it journals the lane, in plan order).
+
+    The recorder is safe for this: its manifest write is locked, its zstd contexts are
+    per thread, and `FsRoot` writes are atomic per file.
+    """
+
+    def __init__(self, recorder: Any, threads: int) -> None:
+        self._recorder = recorder
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="runjournal-ckpt")
+
+    def submit(self, key: Any, record: Any) -> Callable[[], tuple[str, int]]:
+        future = self._pool.submit(self._recorder.write, key, record)
+        return future.result
+
+    def close(self) -> None:
+        """Wait for every write (each is journaled or reported by whoever waits on it)."""
+        self._pool.shutdown(wait=True)

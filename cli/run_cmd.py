@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +56,7 @@ from runjournal.cli.llm_wiring import (
 )
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
+from runjournal.cli.parallel import MAX_WRITE_THREADS
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.report_cmds import write_run_report
@@ -90,7 +92,7 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.recompute import RecomputePolicy, UnknownStepError, plan_recompute
 from runjournal.domain.redaction import redact_argv, redact_obj, safe_error_text
 from runjournal.domain.run import Run, run_aggregate_id
-from runjournal.domain.runner import Interrupt, RunOutcome, StageFailure
+from runjournal.domain.runner import Interrupt, RunOutcome, RunStopped, StageFailure
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
@@ -392,7 +394,13 @@ def _execute_and_terminalize(
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     progress = inv.progress
     made = inv.roots.made
-    parallel = made.parallel_map(config.jobs)  # one pool per invocation, closed below
+    parallel = made.executor(config.jobs)  # one pool per invocation, closed below
+    recorder = inv.collab.recorder
+    writes = (
+        made.checkpoint_writes(recorder, min(config.jobs, MAX_WRITE_THREADS))
+        if recorder is not None and config.jobs > 1
+        else None
+    )
     runner = made.runner(
         sink=inv.session,
         loader=inv.collab.loader,
@@ -401,14 +409,21 @@ def _execute_and_terminalize(
         trace=inv.bundle.trace if inv.bundle is not None else None,
         recompute=policy,
         progress=progress,
-        parallel_map=parallel,
+        executor=parallel,
+        keep_going=config.keep_going,
+        checkpoint_writes=writes,
     )
     outcome: RunOutcome | None = None
+    failures: list[dict[str, Any]] = []
     exit_code = ExitCode.OK
-    previous = _install_signal_handlers()
+    signals = _Signals(runner.stop).install()
     try:
-        with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
-            outcome = runner.run(resolved)
+        try:
+            with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
+                outcome = runner.run(resolved)
+        except RunStopped:
+            raise Interrupted() from None
+        signals.stages_done()
         progress.finish()
         terminal.not_persisted(outcome.persistence_errors)
         try:
@@ -435,7 +450,8 @@ def _execute_and_terminalize(
             cause=exc.cause,
         )
         notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
-        state = terminal.fail(error, detail=failure_detail(error, req.pipeline))
+        failures = [_failure_view(f) for f in exc.failures]
+        state = terminal.fail(error, detail=failure_detail(error, req.pipeline), failures=failures)
         exit_code = ExitCode.FAILED
     except (Interrupted, KeyboardInterrupt):
         progress.finish()
@@ -456,9 +472,11 @@ def _execute_and_terminalize(
             terminal.not_persisted([_escaped_message(exc)])
         exit_code = ExitCode.FAILED
     finally:
-        _restore_signal_handlers(previous)
+        signals.restore()
         inv.llm.stop()  # wakes calls waiting on a backoff or a rate limit
         parallel.close()
+        if writes is not None:
+            writes.close()
         inv.collab.close()
     terminal.not_persisted(inv.llm.close())  # saves the --llm-record cassette
     terminal.finish_bundle()
@@ -492,6 +510,7 @@ def _execute_and_terminalize(
         error_log=state.error_log,
         outputs=state.outputs,
         error=error_view(state.error),
+        failures=failures,
         persistence_errors=persistence,
         main_outputs=main_outputs(state.outputs, notes.sinks),
         latest=notes.latest,
@@ -568,6 +587,19 @@ def _allocate_bundle(
     return bundle
 
 
+def _failure_view(failure: StageFailure) -> dict[str, Any]:
+    """One failed stage as `run --json` and `failure.json` list it (as `explain` does)."""
+    return {
+        "step": failure.step,
+        "lane": failure.lane,
+        "stage": failure.stage.value if failure.stage is not None else None,
+        "chunk": failure.chunk or None,
+        "reason_code": failure.code.value,
+        "cause": failure.cause.value if failure.cause else None,
+        "message": failure.message,
+    }
+
+
 def _escaped_message(exc: BaseException) -> str:
     """One line naming what escaped the runner; its own `str()` may raise or be invalid text."""
     try:
@@ -602,6 +634,7 @@ def _print_allocation_failure(terminal: Terminalizer, message: str) -> None:
         error_log=None,
         outputs=[],
         error=error_view(RunError(message=line)),
+        failures=[],
         persistence_errors=[line],
     )
     emit_json(doc)
@@ -631,19 +664,52 @@ def _print_result(
     click.echo("\n".join(summary_lines(doc, notes, stdout_styler())))
 
 
-def _install_signal_handlers() -> dict[int, Any]:
-    def handler(signum: int, frame: Any) -> None:
+# After the first SIGINT/SIGTERM, how long calls in flight may take to finish before the
+# run is interrupted where it stands (docs/operations.md "`--jobs N`").
+STOP_GRACE_S = 5.0
+
+
+class _Signals:
+    """SIGINT/SIGTERM while stages run: stop scheduling, bounded by `STOP_GRACE_S`.
+
+    The first signal asks the runner to start nothing new and arms a timer; the second
+    signal, or the timer, raises `Interrupted` at once. Outside the stages (`immediate`)
+    every signal raises `Interrupted` at once, as before.
+    """
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self.requested = False
+        self.immediate = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._signal)
+        self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._overdue)
+        return self
+
+    def _signal(self, signum: int, frame: Any) -> None:
+        if self.requested or self.immediate:
+            raise Interrupted()
+        self.requested = True
+        self._stop()
+        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
+
+    def _overdue(self, signum: int, frame: Any) -> None:
         raise Interrupted()
 
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    return previous
+    def stages_done(self) -> None:
+        """The runner returned: no timer, and a signal from now on interrupts at once."""
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.immediate = True
+        if self.requested:
+            raise Interrupted()
 
-
-def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-    for sig, old in previous.items():
-        signal.signal(sig, old)
+    def restore(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
 
 
 def run_command_body(req: RunRequest, argv: list[str]) -> int:

@@ -191,6 +191,7 @@ class Terminalizer:
         status: RunStatus = RunStatus.FAILED,
         detail: str | None = None,
         refused: list[RefusedName] | None = None,
+        failures: list[dict[str, Any]] | None = None,
     ) -> TerminalState:
         """A run that reached P4 and did not succeed: failed or interrupted."""
         # Whatever a module put in the message or its output names, every document
@@ -213,6 +214,8 @@ class Terminalizer:
             "phase": phase.value,
             "error": error_view(error),  # step, lane, reason code, cause, message
             "refused": [{"name": r.name, "refusal": r.refusal} for r in refused],
+            # every failed stage (several with --keep-going), messages as valid as `error`'s
+            "failures": [{**f, "message": valid_utf8(f["message"])} for f in failures or []],
         }
         if self._attempt(run_dir, FAILURE, "failure_report", lambda: json_bytes(failure)):
             self.state.failure_report = os.path.join(self.state.run_dir, FAILURE)

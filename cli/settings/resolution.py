@@ -54,6 +54,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     batch_size: int
     journal_timeout: int
     resume: bool
+    keep_going: bool
     origins: dict[str, ResolvedSetting]
 
     @property

@@ -33,7 +33,7 @@ USER_CONFIG_FILE: Final = "config.toml"
 # Keys of the user config file that are not settings; their owners validate them.
 USER_CONFIG_RESERVED: Final = frozenset({"profiles"})
 
-# Threads per lane; far above any useful parallelism, low enough to refuse nonsense in P1.
+# Module calls at once; far above any useful parallelism, low enough to refuse nonsense in P1.
 MAX_JOBS: Final = 1024
 MAX_BATCH_SIZE: Final = 10000
 MAX_JOURNAL_TIMEOUT: Final = 3600
@@ -208,7 +208,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         parse=int_parser(1, MAX_JOBS),
         default=_constant(1),
         default_text="1",
-        description="How many extract calls run at once within a lane.",
+        description="How many module calls run at once, across every ready lane and step.",
         kind=ValueKind.INTEGER,
     ),
     SettingSpec(
@@ -304,6 +304,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         default=_constant(False),
         default_text="off",
         description="Consult the checkpoints and reuse every stage that is still valid.",
+        kind=ValueKind.BOOLEAN,
+        cli=CliForm.SWITCH,
+    ),
+    SettingSpec(
+        name="keep_going",
+        flag="--keep-going/--no-keep-going",
+        type_name="bool",
+        parse=parse_bool,
+        default=_constant(False),
+        default_text="off",
+        description="After a failure, finish every lane that does not depend on a failed one.",
         kind=ValueKind.BOOLEAN,
         cli=CliForm.SWITCH,
     ),

@@ -22,6 +22,8 @@ class StageFailure(Exception):
         cause: FailureCause | None = None,
         *,
         exception: BaseException | None = None,
+        stage: Stage | None = None,
+        chunk: str = "",
     ) -> None:
         super().__init__(message)
         self.step = step
@@ -30,6 +32,10 @@ class StageFailure(Exception):
         self.message = message
         self.cause = cause
         self.exception = exception  # the module's own exception, for `-v` and `--debug trace`
+        self.stage = stage  # the failed stage (None: a required lane that cannot be restored)
+        self.chunk = chunk
+        # every failure of the run in plan order, this one first (`--keep-going` has several)
+        self.failures: list[StageFailure] = [self]
 
 
 class StageError(Exception):
@@ -43,3 +49,7 @@ class StageError(Exception):
         self.chunk = chunk
         self.exc = exc
         self.attempts = attempts or []  # LLM attempts not yet journaled
+
+
+class RunStopped(Exception):
+    """`PipelineRunner.stop()` was called: calls in flight finished, the rest never started."""

@@ -1,13 +1,14 @@
 """One lane's stage loop: progressive extract -> merge -> normalize, with early cutoff.
 
-`LaneRun` is handed what it works with (`LaneServices`: the ledger, the checkpoint
-loader, the parallel map and the progress callback); it knows nothing of the runner
-that created it.
+`LaneRun` is handed what it works with (`LaneServices`: its ledger, the checkpoint
+loader and the progress callback); it knows nothing of the runner that created it.
+Its `run` is a generator: it yields its module calls (`Batch`es) to the scheduler
+(`scheduler.py`) and is resumed with their outcomes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,19 +31,17 @@ from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.failures import StageError
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.scheduler import Batch, LaneWork
 
 Progress = Callable[[str, str, int, int], None]
-# Yields results lazily in input order, so each is stored as soon as it is ready.
-ParallelMap = Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]]
 
 
 @dataclass(frozen=True)
 class LaneServices:
-    """The collaborators every lane of a run shares."""
+    """The collaborators every lane of a run shares (each lane has its own ledger)."""
 
     ledger: RunLedger
     loader: CheckpointLoader | None
-    parallel_map: ParallelMap
     progress: Progress | None = None
 
 
@@ -173,6 +172,7 @@ class LaneRun:
     def _call(
         self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
     ) -> StageResult:
+        # May run on the executor's threads: only the module call and its encoding.
         ctx, attempts = self._stage_ctx(stage, chunk)
         try:
             value = fn(ctx)
@@ -236,7 +236,28 @@ class LaneRun:
             ),
         )
 
-    def run(self, chunks: list[Chunk]) -> Artifact:
+    def _attempt(
+        self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
+    ) -> Callable[[], StageResult | StageError]:
+        """One module call as the scheduler runs it: its result or its error, never raised."""
+
+        def call() -> StageResult | StageError:
+            try:
+                return self._call(stage, chunk, fn, tp)
+            except StageError as err:
+                return err
+
+        return call
+
+    def _one(self, call: Callable[[], StageResult | StageError]) -> LaneWork:
+        """Run one merge or normalize call through the scheduler; raise its error."""
+        [outcome] = yield Batch([call])
+        if isinstance(outcome, StageError):
+            raise outcome
+        return outcome
+
+    def run(self, chunks: list[Chunk]) -> LaneWork:
+        """The lane's stages, yielding its module calls to the scheduler (`Batch`es)."""
         step_id, lane, module = self.step.id, self.lane, self.module
         merge_state, merge_record = self._lookup(Stage.MERGE)
         # A chunk with no checkpoint is "new bytes" (input_changed) only when the lane's
@@ -266,28 +287,15 @@ class LaneRun:
                 results.append(None)
                 misses.append(i)
 
-        failures: list[StageError] = []
-
-        def extract(i: int) -> StageResult | StageError | None:
-            if failures:  # first failure: schedule no new work
-                return None
-            chunk = chunks[i]
-            try:
-                return self._call(
-                    Stage.EXTRACT,
-                    chunk.id,
-                    lambda ctx: module.extract(chunk, ctx),
-                    module.chunk_type,
-                )
-            except StageError as err:
-                failures.append(err)
-                return err
-
-        # Results are stored in chunk order whatever the parallelism; the stages that
-        # finished are checkpointed before the first failure is raised.
+        # Results are stored in chunk order as they arrive, whatever the parallelism
+        # (a result waits for the ones before it); the stages that finished are
+        # checkpointed before the first failure is raised.
         failed: list[StageError] = []
-        mapped = self.services.parallel_map(extract, misses)
-        for done_count, (i, result) in enumerate(zip(misses, mapped, strict=True), 1):
+        arrived: dict[int, Any] = {}
+        stored = 0
+
+        def settle(j: int, result: Any) -> None:
+            i = misses[j]
             if isinstance(result, StageResult):
                 results[i] = result
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
@@ -295,7 +303,28 @@ class LaneRun:
                 self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
             if self.services.progress:
-                self.services.progress(step_id, lane, done_count, len(misses))
+                self.services.progress(step_id, lane, j + 1, len(misses))
+
+        def on_result(j: int, result: Any) -> None:
+            nonlocal stored
+            arrived[j] = result
+            while stored in arrived:
+                settle(stored, arrived.pop(stored))
+                stored += 1
+
+        if misses:
+            calls = [
+                self._attempt(
+                    Stage.EXTRACT,
+                    chunks[i].id,
+                    lambda ctx, chunk=chunks[i]: module.extract(chunk, ctx),
+                    module.chunk_type,
+                )
+                for i in misses
+            ]
+            outcomes = yield Batch(calls, on_result)
+            for j in range(stored, len(misses)):  # after a failure: the rest, never started
+                settle(j, outcomes[j])
         if failed:  # the first failure in chunk order, whatever the parallelism
             raise failed[0]
         done = [r for r in results if r is not None]
@@ -314,8 +343,10 @@ class LaneRun:
                 self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
                 for c, r in zip(chunks, done, strict=True)
             ]
-            merged = self._call(
-                Stage.MERGE, "", lambda ctx: module.merge(parts, ctx), module.merged_type
+            merged = yield from self._one(
+                self._attempt(
+                    Stage.MERGE, "", lambda ctx: module.merge(parts, ctx), module.merged_type
+                )
             )
             self._store(Stage.MERGE, "", extract_digest, merged)
 
@@ -340,7 +371,9 @@ class LaneRun:
                 holder["n"] = result
                 return result
 
-            out = self._call(Stage.NORMALIZE, "", normalize, module.artifact_type)
+            out = yield from self._one(
+                self._attempt(Stage.NORMALIZE, "", normalize, module.artifact_type)
+            )
             value = out.value
             # Warnings are module diagnostics, not documents: redacted, made printable and
             # bounded before they are journaled, checkpointed or reported.

@@ -8,11 +8,15 @@ events (projections/report.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol
+
 from runjournal.domain.decisions import StageFacts, decide_stage
 from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
     CheckpointWritten,
+    RunEvent,
     StageDecided,
 )
 from runjournal.domain.llm import FailureCause
@@ -28,13 +32,62 @@ from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 
 
+class CheckpointWrites(Protocol):
+    """Checkpoint writes off the calling thread (`--jobs N`): `submit` starts one write and
+    returns what waits for it, giving (sha256, size) or raising `CheckpointWriteError`."""
+
+    def submit(
+        self, key: CheckpointKey, record: CheckpointRecord
+    ) -> Callable[[], tuple[str, int]]: ...
+
+
+# A held-back event, or a checkpoint write to settle into the ledger that replays it.
+_Held = tuple[type[RunEvent], dict[str, Any]] | Callable[["RunLedger"], None]
+
+
+class BufferedSink:
+    """Holds one lane's events until the scheduler replays them in plan order."""
+
+    def __init__(self) -> None:
+        self.events: list[_Held] = []
+
+    def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
+        self.events.append((event_type, fields))
+
+    def defer(self, settle: Callable[[RunLedger], None]) -> None:
+        self.events.append(settle)
+
+
 class RunLedger:
     """The run's event sink and checkpoint recorder, with the tallies of one run."""
 
-    def __init__(self, sink: EventSink, recorder: CheckpointRecorder | None) -> None:
+    def __init__(
+        self,
+        sink: EventSink,
+        recorder: CheckpointRecorder | None,
+        writes: CheckpointWrites | None = None,
+    ) -> None:
         self.sink = sink
         self._recorder = recorder
+        self._writes = writes
         self.persistence_errors: list[str] = []
+
+    def child(self) -> RunLedger:
+        """A ledger for one lane: same recorder, its events and errors held back."""
+        return RunLedger(BufferedSink(), self._recorder, self._writes)
+
+    def absorb(self, child: RunLedger) -> None:
+        """Replay a lane's held-back events into this ledger's sink, then its errors."""
+        if isinstance(child.sink, BufferedSink):
+            for held in child.sink.events:
+                if isinstance(held, tuple):
+                    event_type, fields = held
+                    self.sink.emit(event_type, **fields)
+                else:
+                    held(self)  # a checkpoint write: waited for, journaled here
+            child.sink.events.clear()
+        self.persistence_errors.extend(child.persistence_errors)
+        child.persistence_errors.clear()
 
     @property
     def recording(self) -> bool:
@@ -61,11 +114,23 @@ class RunLedger:
         return code
 
     def write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:
-        """Persist a checkpoint; a failed write is journaled and the run goes on."""
-        if self._recorder is None:
+        """Persist a checkpoint; a failed write is journaled and the run goes on.
+
+        A lane's ledger with `writes` hands the write to them and journals it when the
+        lane is replayed (the file is always written before its event).
+        """
+        recorder = self._recorder
+        if recorder is None:
             return
+        if self._writes is not None and isinstance(self.sink, BufferedSink):
+            wait = self._writes.submit(key, record)
+            self.sink.defer(lambda ledger: ledger._settle_write(key, wait))
+            return
+        self._settle_write(key, lambda: recorder.write(key, record))
+
+    def _settle_write(self, key: CheckpointKey, write: Callable[[], tuple[str, int]]) -> None:
         try:
-            sha, size = self._recorder.write(key, record)
+            sha, size = write()
         except CheckpointWriteError as exc:
             message = safe_error_text(str(exc))
             self.persistence_errors.append(message)

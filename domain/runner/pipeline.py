@@ -7,9 +7,6 @@ is decided by `decide_stage` from facts that go into the `StageDecided` event.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
-
 from runjournal.domain.events import FileFingerprint, InputsFingerprinted, LaneResolved, StageFailed
 from runjournal.domain.identity import dependencies_digest, lane_identity
 from runjournal.domain.llm import failure_cause
@@ -29,23 +26,26 @@ from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import exception_text, guarded
-from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, StageError, StageFailure
-from runjournal.domain.runner.lanes import (
-    LaneRun,
-    LaneServices,
-    ModuleTrace,
-    ParallelMap,
-    Progress,
+from runjournal.domain.runner.failures import (
+    ERROR_MESSAGE_LIMIT,
+    RunStopped,
+    StageError,
+    StageFailure,
 )
-from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.lanes import LaneRun, LaneServices, ModuleTrace, Progress
+from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import resolve_plans, settle_plans
 from runjournal.domain.runner.restore import restore_lane
-
-
-def _serial_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
-    return (fn(item) for item in items)
+from runjournal.domain.runner.scheduler import (
+    Executor,
+    FailurePolicy,
+    LaneJob,
+    LaneWork,
+    Scheduler,
+    SerialExecutor,
+)
 
 
 class PipelineRunner:
@@ -59,20 +59,21 @@ class PipelineRunner:
         trace: TraceRecorder | None = None,
         recompute: RecomputePolicy | None = None,
         progress: Progress | None = None,
-        parallel_map: ParallelMap | None = None,
+        executor: Executor | None = None,
+        keep_going: bool = False,
+        checkpoint_writes: CheckpointWrites | None = None,
     ) -> None:
         self._sink = sink
         self._loader = loader
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
-        self._ledger = RunLedger(sink, recorder)
-        self._lane_services = LaneServices(
-            ledger=self._ledger,
-            loader=loader,
-            parallel_map=parallel_map or _serial_map,
-            progress=progress,
-        )
+        self._ledger = RunLedger(sink, recorder, checkpoint_writes)
+        self._loader_progress = (loader, progress)
+        self._executor = executor or SerialExecutor()
+        self._keep_going = keep_going
+        self._scheduler: Scheduler | None = None
+        self._stop_requested = False
         self._attribution: dict[str, tuple[str, str]] = {}
 
     # --- public ------------------------------------------------------------------
@@ -81,19 +82,19 @@ class PipelineRunner:
         self._emit_inputs(pipeline)
         planned = resolve_plans(pipeline, self._plan_store)
         chunks_by_source = {p.source.name: p.chunks for p in planned}
-        artifacts: dict[str, dict[str, Artifact]] = {}
+        artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
         lane_ids: list[str] = []
         # Selective recomputation restores every required step before anything executes
         # or is written (plans included): a required step never consumes a forced one,
         # and a failed predecessor must leave the cache root untouched (docs/internals.md
-        # "Checkpoint store").
+        # "Checkpoint store"). Restores stop at the first failure whatever the policy.
         required = [s for s in pipeline.steps if s.id in self._policy.required]
-        for step in required:
-            self._run_step(step, pipeline, chunks_by_source, artifacts, lane_ids)
+        self._schedule(required, pipeline, chunks_by_source, artifacts, lane_ids, stop=True)
         settle_plans(planned, self._plan_store, self._ledger)
-        for step in pipeline.steps:
-            if step.id not in self._policy.required:
-                self._run_step(step, pipeline, chunks_by_source, artifacts, lane_ids)
+        others = [s for s in pipeline.steps if s.id not in self._policy.required]
+        self._schedule(
+            others, pipeline, chunks_by_source, artifacts, lane_ids, stop=not self._keep_going
+        )
         outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution)
         chunk_map = [
             ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
@@ -109,19 +110,62 @@ class PipelineRunner:
             attribution=dict(self._attribution),
         )
 
-    def _run_step(
+    def stop(self) -> None:
+        """Schedule no new work (an interrupt): calls in flight finish, then `run` raises
+        `RunStopped` (at once if no lane has been scheduled yet)."""
+        self._stop_requested = True
+        if self._scheduler is not None:
+            self._scheduler.stop()
+
+    def _schedule(
         self,
-        step: ResolvedStep,
+        steps: list[ResolvedStep],
         pipeline: ResolvedPipeline,
         chunks_by_source: dict[str, list[Chunk]],
         artifacts: dict[str, dict[str, Artifact]],
         lane_ids: list[str],
+        *,
+        stop: bool,
     ) -> None:
-        artifacts[step.id] = {}
-        for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
-            artifact, lid = self._run_lane(step, lane, chunks, source_digests, pipeline, artifacts)
-            artifacts[step.id][lane] = artifact
-            lane_ids.append(lid)
+        """Run the steps' lanes through the scheduler; artifacts by step and lane, in plan order."""
+        lanes_of = {
+            s.id: [lane for lane, _, _ in self._lanes(s, pipeline, chunks_by_source)]
+            for s in pipeline.steps
+        }
+        jobs: list[LaneJob] = []
+        for step in steps:
+            for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
+                needs = self._needs(step, lane, lanes_of)
+                lid = lane_identity(step.components, source_digests)
+                lane_ids.append(lid)
+
+                def start(
+                    ledger: RunLedger,
+                    step: ResolvedStep = step,
+                    lane: str = lane,
+                    chunks: list[Chunk] = chunks,
+                    lid: str = lid,
+                    needs: list[tuple[str, str]] = needs,
+                ) -> LaneWork:
+                    consumed: dict[str, dict[str, Artifact]] = {p: {} for p in step.consumes}
+                    for producer, producer_lane in needs:
+                        consumed[producer][producer_lane] = artifacts[producer][producer_lane]
+                    return self._run_lane(ledger, step, lane, chunks, lid, pipeline, consumed)
+
+                jobs.append(LaneJob(step.id, lane, needs, start))
+        policy = FailurePolicy.STOP if stop else FailurePolicy.KEEP_GOING
+        self._scheduler = Scheduler(self._ledger, self._executor, policy)
+        if self._stop_requested:
+            self._scheduler.stop()
+        try:
+            done = self._scheduler.run(jobs, artifacts)
+        finally:
+            self._scheduler = None
+        for step in steps:  # lanes in plan order, whatever order they finished in
+            finished = artifacts[step.id]
+            artifacts[step.id] = {ln: finished[ln] for ln in lanes_of[step.id] if ln in finished}
+        if self._stop_requested and done < len(jobs):
+            raise RunStopped()
 
     def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:
         self._sink.emit(
@@ -146,34 +190,34 @@ class PipelineRunner:
 
     # --- lanes ------------------------------------------------------------------
 
-    def _consumed(
-        self, step: ResolvedStep, lane: str, artifacts: dict[str, dict[str, Artifact]]
-    ) -> dict[str, dict[str, Artifact]]:
-        out: dict[str, dict[str, Artifact]] = {}
+    def _needs(
+        self, step: ResolvedStep, lane: str, lanes_of: dict[str, list[str]]
+    ) -> list[tuple[str, str]]:
+        """The producer lanes a lane consumes: it is ready once they are all settled."""
+        out: list[tuple[str, str]] = []
         for producer in step.consumes:
-            lanes = artifacts[producer]
+            lanes = lanes_of[producer]
             if step.scope is Scope.CORPUS:
-                out[producer] = dict(lanes)
-            elif CORPUS_LANE in lanes and len(lanes) == 1 and lane not in lanes:
-                out[producer] = {CORPUS_LANE: lanes[CORPUS_LANE]}
-            else:
-                out[producer] = {lane: lanes[lane]} if lane in lanes else {}
+                out.extend((producer, ln) for ln in lanes)
+            elif lanes == [CORPUS_LANE] and lane not in lanes:
+                out.append((producer, CORPUS_LANE))
+            elif lane in lanes:
+                out.append((producer, lane))
         return out
 
     def _run_lane(
         self,
+        ledger: RunLedger,
         step: ResolvedStep,
         lane: str,
         chunks: list[Chunk],
-        source_digests: list[str],
+        lid: str,
         pipeline: ResolvedPipeline,
-        artifacts: dict[str, dict[str, Artifact]],
-    ) -> tuple[Artifact, str]:
-        consumed = self._consumed(step, lane, artifacts)
+        consumed: dict[str, dict[str, Artifact]],
+    ) -> LaneWork:
         deps = [a.ref for lanes in consumed.values() for a in lanes.values()]
-        lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
-        self._sink.emit(
+        ledger.sink.emit(
             LaneResolved,
             step=step.id,
             lane=lane,
@@ -194,19 +238,19 @@ class PipelineRunner:
             **({"trace": ModuleTrace(self._trace, step.id, lane)} if self._trace else {}),
         )
         if step.id in self._policy.required:
-            return restore_lane(self._ledger, self._loader, step, lane, lid), lid
-        lane_run = LaneRun(
-            self._lane_services, step, lane, lid, dependencies_digest(deps), forced, ctx
-        )
+            return restore_lane(ledger, self._loader, step, lane, lid)
+        loader, progress = self._loader_progress
+        services = LaneServices(ledger=ledger, loader=loader, progress=progress)
+        lane_run = LaneRun(services, step, lane, lid, dependencies_digest(deps), forced, ctx)
         try:
-            return lane_run.run(chunks), lid
+            return (yield from lane_run.run(chunks))
         except StageError as err:
             module_exc = err.exc
             message = safe_error_text(exception_text(module_exc), ERROR_MESSAGE_LIMIT)
             cause = guarded(lambda: failure_cause(module_exc), lambda _: None)
             lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
-            self._sink.emit(
+            ledger.sink.emit(
                 StageFailed,
                 step=step.id,
                 lane=lane,
@@ -217,5 +261,12 @@ class PipelineRunner:
                 cause=cause,
             )
             raise StageFailure(
-                step.id, lane, ReasonCode.STAGE_FAILED, message, cause, exception=err.exc
+                step.id,
+                lane,
+                ReasonCode.STAGE_FAILED,
+                message,
+                cause,
+                exception=err.exc,
+                stage=err.stage,
+                chunk=err.chunk,
             ) from None

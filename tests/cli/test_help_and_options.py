@@ -183,6 +183,7 @@ FLAG_CASES = {
     "checkpoints": (["--no-checkpoints"], lambda d: False),
     "resume": (["--resume"], lambda d: True),
     "jobs": (["--jobs", "8"], lambda d: 8),
+    "keep_going": (["--keep-going"], lambda d: True),
     "debug": (["--debug", "trace"], lambda d: "trace"),
     "profile": (["--profile", "offline"], lambda d: "offline"),
     "profiles_file": (["--profiles-file", "p.toml"], lambda d: str(d / "p.toml")),

@@ -135,6 +135,7 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
     ),
     "checkpoints": _plain([(False, False), ("yes", True), (False, False), (True, True)]),
     "resume": _plain([(True, True), ("off", False), (True, True), (False, False)]),
+    "keep_going": _plain([(True, True), ("off", False), (True, True), (False, False)]),
     "jobs": _plain([(8, 8), ("7", 7), (6, 6), (5, 5)]),
     "debug": _plain(
         [
@@ -161,6 +162,7 @@ DEFAULTS: dict[str, Expect] = {
     "cache_mode": _const(CacheMode.USE),
     "checkpoints": _const(True),
     "resume": _const(False),
+    "keep_going": _const(False),
     "jobs": _const(1),
     "debug": _const(DebugLevel.OFF),
     "profile": _const(None),
@@ -662,7 +664,7 @@ def test_docs_cover_every_setting() -> None:
 # --- parsers never raise anything but SettingsError ------------------------------------
 
 FIXED = {"pipeline_dir": "/nonexistent/p", "user_config_path": None, "cwd": "/nonexistent/c"}
-BOOLS = ("checkpoints", "resume", "chunk_map", "chunk_map_index", "progress")
+BOOLS = ("checkpoints", "resume", "keep_going", "chunk_map", "chunk_map_index", "progress")
 INTS = {"jobs": (1, 1024), "batch_size": (1, 10000), "journal_timeout": (1, 3600)}
 TOML_VALUES = st.one_of(
     st.none(),

@@ -286,6 +286,12 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: bench/bench_concurrency.py opens 32
+    # connections at once, and a full backlog resets the ones beyond it.
+    request_queue_size = 128
+
+
 class FakeOpenAI:
     """The server in a background thread of this process (`url`, `stop()`)."""
 
@@ -301,7 +307,7 @@ class FakeOpenAI:
         state = _State(latency=latency, hang=hang, api_key=api_key, echo_auth=echo_auth)
         handler = type("Handler", (_Handler,), {"state": state})
         self.state = state
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd = _Server(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"

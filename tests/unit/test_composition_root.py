@@ -36,7 +36,8 @@ CONSTRUCTORS: dict[str, str] = {
     "Cassette.load": "adapters/llm/cassette.py",
     "ProfileRegistry.load": "adapters/profiles.py",
     "PipelineRunner": "domain/",
-    "ThreadPoolMap": "cli/parallel.py",
+    "JobPool": "cli/parallel.py",
+    "CheckpointWritePool": "cli/parallel.py",
     "ProgressDisplay": "cli/progress.py",
 }
 
@@ -116,7 +117,8 @@ def test_every_allowed_exception_is_still_needed() -> None:
         "CheckpointRecorder(workspace)",
         "ProjectionStore(store, root, render)",
         "DebugBundle.allocate(root, run_id, trace=True)",
-        "ThreadPoolMap(4)",
+        "JobPool(4)",
+        "CheckpointWritePool(recorder, 4)",
     ],
 )
 def test_the_scan_catches_a_construction(snippet: str) -> None:

@@ -1,4 +1,4 @@
-"""The `--jobs` executor: input order kept, exceptions propagate, N == 1 is serial."""
+"""The `--jobs` executor: every call's completion once, the bound, N == 1 is serial."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runjournal.cli.parallel import ThreadPoolMap, serial_map
+from runjournal.cli.parallel import JobPool
 
 
 def _slow_square(x: int) -> int:
@@ -16,11 +16,22 @@ def _slow_square(x: int) -> int:
     return x * x
 
 
+def _drain(pool: JobPool, items: list[int], fn=_slow_square) -> dict[int, int]:
+    for key, item in enumerate(items):
+        pool.submit(key, lambda item=item: fn(item))
+    done: dict[int, int] = {}
+    for _ in items:
+        key, value = pool.next_done()
+        assert key not in done
+        done[key] = value
+    return done
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=50), max_size=30), st.integers(1, 6))
-def test_results_come_back_in_input_order(items: list[int], jobs: int) -> None:
-    with ThreadPoolMap(jobs) as pmap:
-        assert list(pmap(_slow_square, items)) == [x * x for x in items]
+def test_every_call_completes_once_with_its_own_result(items: list[int], jobs: int) -> None:
+    with JobPool(jobs) as pool:
+        assert _drain(pool, items) == {k: x * x for k, x in enumerate(items)}
 
 
 def test_many_workers_really_run_concurrently() -> None:
@@ -30,8 +41,9 @@ def test_many_workers_really_run_concurrently() -> None:
         barrier.wait()  # deadlocks (then times out) unless four calls overlap
         return threading.current_thread().name
 
-    with ThreadPoolMap(4) as pmap:
-        names = list(pmap(meet, list(range(4))))
+    with JobPool(4) as pool:
+        assert pool.capacity == 4
+        names = list(_drain(pool, list(range(4)), meet).values())
     assert len(set(names)) == 4
     assert all(n.startswith("runjournal-job") for n in names)
 
@@ -43,81 +55,55 @@ def test_one_job_is_plain_serial_on_the_calling_thread() -> None:
         seen.append((i, threading.current_thread().name))
         return i
 
-    pmap = ThreadPoolMap(1)
-    assert list(pmap(record, [3, 1, 2])) == [3, 1, 2]
+    pool = JobPool(1)
+    assert pool.capacity == 1
+    assert _drain(pool, [3, 1, 2], record) == {0: 3, 1: 1, 2: 2}
     me = threading.current_thread().name
     assert seen == [(3, me), (1, me), (2, me)]
-    assert pmap._pool is None
-    pmap.close()
+    assert pool._pool is None
+    pool.close()
 
 
-def test_a_single_item_runs_on_the_calling_thread() -> None:
-    with ThreadPoolMap(4) as pmap:
-        assert list(pmap(lambda _: threading.current_thread().name, [0])) == [
-            threading.current_thread().name
-        ]
+def test_a_calls_exception_is_raised_by_next_done_and_the_pool_survives() -> None:
+    def boom() -> int:
+        raise ValueError("item 2")
 
-
-def test_the_first_exception_in_input_order_propagates() -> None:
-    def fail_some(i: int) -> int:
-        if i in (2, 5):
-            time.sleep(0.02 if i == 2 else 0)  # item 5 fails first in time
-            raise ValueError(f"item {i}")
-        return i
-
-    with ThreadPoolMap(3) as pmap:
+    with JobPool(3) as pool:
+        pool.submit(7, boom)
         with pytest.raises(ValueError, match="item 2"):
-            list(pmap(fail_some, list(range(8))))
-        # the pool survives a failed map and serves the next one
-        assert list(pmap(lambda i: i + 1, [1, 2, 3])) == [2, 3, 4]
+            pool.next_done()
+        assert _drain(pool, [1, 2, 3]) == {0: 1, 1: 4, 2: 9}
 
 
-def test_serial_exception_stops_at_the_failing_item() -> None:
-    calls: list[int] = []
-
-    def fail_at_one(i: int) -> int:
-        calls.append(i)
-        if i == 1:
-            raise RuntimeError("boom")
-        return i
-
-    with pytest.raises(RuntimeError):
-        list(ThreadPoolMap(1)(fail_at_one, [0, 1, 2]))
-    assert calls == [0, 1]
-    with pytest.raises(RuntimeError):
-        list(serial_map(fail_at_one, [1]))
-
-
-def test_queued_work_is_cancelled_after_a_failure() -> None:
+def test_close_waits_for_running_calls_and_drops_queued_ones() -> None:
     started: list[int] = []
     gate = threading.Event()
 
     def work(i: int) -> int:
         started.append(i)
-        if i == 0:
-            raise KeyError("first")
         gate.wait(5)
         return i
 
-    pmap = ThreadPoolMap(2)
-    with pytest.raises(KeyError):
-        list(pmap(work, list(range(20))))
+    pool = JobPool(2)
+    for i in range(20):
+        pool.submit(i, lambda i=i: work(i))
+    time.sleep(0.05)
     gate.set()
-    pmap.close()
+    pool.close()
     assert len(started) < 20
 
 
 def test_close_is_idempotent_and_falls_back_to_serial() -> None:
-    pmap = ThreadPoolMap(3)
-    pmap.close()
-    pmap.close()
-    assert (
-        list(pmap(lambda i: threading.current_thread().name, [1, 2]))
-        == [threading.current_thread().name] * 2
-    )
+    pool = JobPool(3)
+    pool.close()
+    pool.close()
+    assert pool.capacity == 1
+    me = threading.current_thread().name
+    names = _drain(pool, [1, 2], lambda _: threading.current_thread().name)  # type: ignore[arg-type]
+    assert list(names.values()) == [me, me]
 
 
 @pytest.mark.parametrize("jobs", [0, -1, True, 1.5, "2"])
 def test_jobs_must_be_a_positive_int(jobs: object) -> None:
     with pytest.raises(ValueError):
-        ThreadPoolMap(jobs)  # type: ignore[arg-type]
+        JobPool(jobs)  # type: ignore[arg-type]

@@ -1,0 +1,267 @@
+"""The scheduler: every ready lane's module calls share one bound (docs/internals.md "The runner").
+
+A lane is a generator (`LaneWork`) that yields a `Batch` of module calls and is resumed
+with their outcomes; the scheduler starts a lane as soon as the lanes it consumes are
+settled, keeps up to `executor.capacity` calls of all started lanes in flight, and
+resumes a lane on the calling thread when its batch is in. The domain has no threads:
+it drives an injected `Executor` (the thread pool lives in `cli/parallel.py`).
+
+Determinism: each lane journals into its own buffered ledger, and the buffers are
+replayed into the run's ledger in plan order (steps in pipeline order, lanes in source
+order), so the journal is the same whatever the executor's capacity or timing.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+from runjournal.domain.runner.artifacts import Artifact
+from runjournal.domain.runner.failures import StageError, StageFailure
+from runjournal.domain.runner.ledger import RunLedger
+
+
+class Executor(Protocol):
+    """Runs module calls: up to `capacity` at once, completions reported one by one."""
+
+    @property
+    def capacity(self) -> int: ...
+
+    def submit(self, key: int, call: Callable[[], Any]) -> None:
+        """Start `call` (or queue it, for a serial executor); it never raises itself."""
+
+    def next_done(self) -> tuple[int, Any]:
+        """Block until a submitted call is done: its key and what it returned."""
+
+
+class SerialExecutor:
+    """Capacity 1, on the calling thread: the runner's default (and `--jobs 1`)."""
+
+    capacity = 1
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[int, Callable[[], Any]]] = deque()
+
+    def submit(self, key: int, call: Callable[[], Any]) -> None:
+        self._queue.append((key, call))
+
+    def next_done(self) -> tuple[int, Any]:
+        key, call = self._queue.popleft()
+        return key, call()
+
+
+@dataclass
+class Batch:
+    """Module calls a lane needs before it can go on (its extracts, or one merge/normalize).
+
+    `on_result(i, outcome)` is called on the scheduler's thread as each call is done;
+    after a failed call no further call of the batch is started.
+    """
+
+    calls: list[Callable[[], Any]]
+    on_result: Callable[[int, Any], None] | None = None
+
+
+# A lane's work: yields batches, is sent their outcomes (None for a call never started).
+LaneWork = Generator[Batch, list[Any], Artifact]
+
+
+class FailurePolicy(Enum):
+    STOP = "stop"  # the first failure stops scheduling new work
+    KEEP_GOING = "keep_going"  # every lane not downstream of a failure finishes
+
+
+class _State(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(eq=False)  # a job is itself: compared by identity
+class LaneJob:
+    """One lane of one step, as the scheduler sees it."""
+
+    step: str
+    lane: str
+    needs: list[tuple[str, str]]  # the (step, lane)s whose artifacts it consumes
+    start: Callable[[RunLedger], LaneWork]
+    state: _State = _State.WAITING
+    ledger: RunLedger | None = None
+    work: LaneWork | None = None
+    batch: Batch | None = None
+    outcomes: list[Any] = field(default_factory=list)
+    submitted: int = 0
+    outstanding: int = 0
+    batch_failed: bool = False
+    artifact: Artifact | None = None
+    failure: StageFailure | None = None
+    flushed: bool = False
+    order: int = 0  # its place in plan order
+
+
+def is_failure(outcome: Any) -> bool:
+    return isinstance(outcome, StageError)
+
+
+class Scheduler:
+    """Runs lane jobs in dependency order through one executor (see the module docstring)."""
+
+    def __init__(self, ledger: RunLedger, executor: Executor, policy: FailurePolicy) -> None:
+        self._ledger = ledger
+        self._executor = executor
+        self._policy = policy
+        self._stopping = False
+        self._in_flight: dict[int, tuple[LaneJob, int]] = {}
+        self._next_key = 0
+        # started lanes with calls not yet submitted, earliest in plan order first: lanes
+        # that started finish first (with one slot, exactly lane after lane)
+        self._queue: list[LaneJob] = []
+        self._artifacts: dict[str, dict[str, Artifact]] = {}
+        self._waiting: list[LaneJob] = []  # not started yet, in plan order
+        self._ready_check = True  # a lane finished since the waiting ones were checked
+        self._flushed = 0  # jobs[:_flushed] are journaled
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopping
+
+    def stop(self) -> None:
+        """Schedule no new work: calls in flight finish, nothing else starts."""
+        self._stopping = True
+
+    def run(self, jobs: list[LaneJob], artifacts: dict[str, dict[str, Artifact]]) -> int:
+        """Run every job whose producers succeed; raise the first failure in plan order.
+
+        Each finished lane's artifact goes into `artifacts[step][lane]` at once (its
+        consumers read it there); returns how many lanes finished.
+        """
+        self._artifacts = artifacts
+        for order, job in enumerate(jobs):
+            job.order = order
+        self._waiting = [j for j in jobs if j.state is _State.WAITING]
+        self._ready_check, self._flushed = True, 0
+        try:
+            while True:
+                self._start_ready(jobs)
+                self._fill()
+                self._flush_prefix(jobs)
+                if not self._in_flight:
+                    break
+                key, outcome = self._executor.next_done()
+                job, index = self._in_flight.pop(key)
+                self._note(job, index, outcome)
+                if self._executor.capacity > 1:
+                    self._fill()  # the freed slot first: storing a result must not idle it
+                self._deliver(job, index, outcome)
+        finally:
+            for job in jobs:  # whatever happened, what was journaled is kept, in plan order
+                self._flush(job)
+        failures = [j.failure for j in jobs if j.failure is not None]
+        if failures:
+            first = failures[0]
+            first.failures = failures
+            raise first
+        return sum(1 for j in jobs if j.state is _State.DONE)
+
+    # --- starting and resuming lanes -------------------------------------------------
+
+    def _start_ready(self, jobs: list[LaneJob]) -> None:
+        # Producers come before their consumers in plan order: one pass settles a chain
+        # of lanes that finish at once (reused checkpoints, restores).
+        if not self._ready_check:
+            return
+        self._ready_check = False
+        still: list[LaneJob] = []
+        for job in self._waiting:
+            if self._stopping or not all(
+                lane in self._artifacts.get(step, {}) for step, lane in job.needs
+            ):
+                still.append(job)
+                continue
+            job.state = _State.RUNNING
+            job.ledger = self._ledger.child()
+            job.work = job.start(job.ledger)
+            self._advance(job, None)
+        self._waiting = still
+
+    def _advance(self, job: LaneJob, sent: list[Any] | None) -> None:
+        assert job.work is not None
+        while True:
+            try:
+                batch = job.work.send(sent)  # type: ignore[arg-type]
+            except StopIteration as stop:
+                job.state, job.artifact, job.batch = _State.DONE, stop.value, None
+                self._artifacts.setdefault(job.step, {})[job.lane] = stop.value
+                self._ready_check = True
+                return
+            except StageFailure as failure:
+                job.state, job.failure, job.batch = _State.FAILED, failure, None
+                if self._policy is FailurePolicy.STOP:
+                    self._stopping = True
+                return
+            if batch.calls:
+                break
+            sent = []
+        job.batch, job.outcomes = batch, [None] * len(batch.calls)
+        job.submitted = job.outstanding = 0
+        job.batch_failed = False
+        bisect.insort(self._queue, job, key=lambda j: j.order)
+
+    # --- calls ---------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        capacity = max(1, self._executor.capacity)
+        while self._queue and not self._stopping and len(self._in_flight) < capacity:
+            job = self._queue[0]
+            assert job.batch is not None
+            index = job.submitted
+            job.submitted += 1
+            job.outstanding += 1
+            if job.submitted == len(job.batch.calls):
+                self._queue.pop(0)
+            key = self._next_key
+            self._next_key += 1
+            self._in_flight[key] = (job, index)
+            self._executor.submit(key, job.batch.calls[index])
+
+    def _note(self, job: LaneJob, index: int, outcome: Any) -> None:
+        """What a finished call changes in the scheduling (before any slot is refilled)."""
+        assert job.batch is not None
+        job.outcomes[index] = outcome
+        job.outstanding -= 1
+        if is_failure(outcome) and not job.batch_failed:
+            job.batch_failed = True
+            if job in self._queue:  # the lane's remaining calls are never started
+                self._queue.remove(job)
+            if self._policy is FailurePolicy.STOP:
+                self._stopping = True
+
+    def _deliver(self, job: LaneJob, index: int, outcome: Any) -> None:
+        """The lane stores the outcome; it goes on once its batch is in."""
+        assert job.batch is not None
+        if job.batch.on_result is not None:
+            job.batch.on_result(index, outcome)
+        complete = job.submitted == len(job.batch.calls) or job.batch_failed
+        if job.outstanding == 0 and complete and (job.batch_failed or not self._stopping):
+            self._advance(job, job.outcomes)
+
+    # --- journal order ---------------------------------------------------------------
+
+    def _flush_prefix(self, jobs: list[LaneJob]) -> None:
+        while self._flushed < len(jobs):
+            job = jobs[self._flushed]
+            if job.state in (_State.DONE, _State.FAILED):
+                self._flush(job)
+            elif job.state is _State.RUNNING or not self._stopping:
+                return  # a lane before the next ones may still journal: wait
+            self._flushed += 1
+
+    def _flush(self, job: LaneJob) -> None:
+        if job.ledger is not None and not job.flushed:
+            job.flushed = True
+            self._ledger.absorb(job.ledger)

@@ -1,0 +1,248 @@
+"""The scheduler (domain/runner/scheduler.py), with no threads.
+
+A fake executor finishes calls last-in first-out, so completion order is never
+submission order; lanes are small generators that journal what they do. What must
+hold: the bound, readiness after producers, plan-ordered journal whatever the
+completion order, and both failure policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from runjournal.domain.decisions import Stage
+from runjournal.domain.reasons import ReasonCode
+from runjournal.domain.runner.failures import StageError, StageFailure
+from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.scheduler import (
+    Batch,
+    FailurePolicy,
+    LaneJob,
+    LaneWork,
+    Scheduler,
+    SerialExecutor,
+)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, event_type: Any, **fields: Any) -> None:
+        self.events.append((event_type.__name__, fields))
+
+
+class LifoExecutor:
+    """Finishes the most recently submitted call first; records the peak in flight."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.pending: list[tuple[int, Callable[[], Any]]] = []
+        self.peak = 0
+        self.started: list[str] = []
+
+    def submit(self, key: int, call: Callable[[], Any]) -> None:
+        self.pending.append((key, call))
+        self.peak = max(self.peak, len(self.pending))
+
+    def next_done(self) -> tuple[int, Any]:
+        key, call = self.pending.pop()
+        return key, call()
+
+
+class Event:  # stands in for an event type: only its name is journaled
+    pass
+
+
+def _lane(
+    step: str, lane: str, calls: int, log: list[str], *, fail_at: int | None = None
+) -> Callable[[RunLedger], LaneWork]:
+    def start(ledger: RunLedger) -> LaneWork:
+        ledger.sink.emit(type("LaneResolved", (Event,), {}), step=step, lane=lane)
+
+        def call(i: int) -> Callable[[], Any]:
+            def run() -> Any:
+                log.append(f"{step}/{lane}/{i}")
+                if i == fail_at:
+                    return StageError(Stage.EXTRACT, str(i), RuntimeError("boom"))
+                return i
+
+            return run
+
+        waiting: dict[int, Any] = {}
+        cursor = [0]
+
+        def arrived(i: int, outcome: Any) -> None:  # in call order, as LaneRun stores
+            waiting[i] = outcome
+            while cursor[0] in waiting:
+                waiting.pop(cursor[0])
+                ledger.sink.emit(type("Arrived", (Event,), {}), step=step, lane=lane, i=cursor[0])
+                cursor[0] += 1
+
+        outcomes = yield Batch([call(i) for i in range(calls)], arrived)
+        errors = [o for o in outcomes if isinstance(o, StageError)]
+        if errors:
+            raise StageFailure(step, lane, ReasonCode.STAGE_FAILED, "boom", chunk=errors[0].chunk)
+        [merged] = yield Batch([lambda: sum(outcomes)])
+        ledger.sink.emit(type("Done", (Event,), {}), step=step, lane=lane, value=merged)
+        return merged  # type: ignore[return-value]
+
+    return start
+
+
+def _jobs(log: list[str], docs: int = 4, calls: int = 3, fail: str = "") -> list[LaneJob]:
+    jobs = [
+        LaneJob(
+            "a",
+            f"d{i}",
+            [],
+            _lane("a", f"d{i}", calls, log, fail_at=1 if f"d{i}" == fail else None),
+        )
+        for i in range(docs)
+    ]
+    jobs += [
+        LaneJob("b", f"d{i}", [("a", f"d{i}")], _lane("b", f"d{i}", 1, log)) for i in range(docs)
+    ]
+    jobs.append(
+        LaneJob("c", "corpus", [("b", f"d{i}") for i in range(docs)], _lane("c", "corpus", 1, log))
+    )
+    return jobs
+
+
+def _run(
+    executor: Any, jobs: list[LaneJob], policy=FailurePolicy.STOP
+) -> tuple[Sink, dict, RunLedger]:
+    sink = Sink()
+    ledger = RunLedger(sink, None)
+    artifacts: dict[str, dict[str, Any]] = {}
+    Scheduler(ledger, executor, policy).run(jobs, artifacts)
+    return sink, artifacts, ledger
+
+
+def test_the_journal_is_in_plan_order_whatever_the_completion_order() -> None:
+    serial_log: list[str] = []
+    serial, serial_artifacts, _ = _run(SerialExecutor(), _jobs(serial_log))
+    lifo_log: list[str] = []
+    executor = LifoExecutor(5)
+    lifo, lifo_artifacts, _ = _run(executor, _jobs(lifo_log))
+    assert serial.events == lifo.events
+    assert serial_artifacts == lifo_artifacts
+    assert len(serial_log) == len(lifo_log) == 4 * 3 + 4 + 1  # every extract call, once
+    assert serial_log != lifo_log and sorted(serial_log) == sorted(lifo_log)
+    # each lane's results arrive (are journaled) in call order
+    arrived = [
+        (f["lane"], f["i"]) for name, f in lifo.events if name == "Arrived" and f["step"] == "a"
+    ]
+    assert arrived == [(f"d{d}", i) for d in range(4) for i in range(3)]
+
+
+def test_every_ready_lanes_calls_share_one_bound() -> None:
+    executor = LifoExecutor(5)
+    _run(executor, _jobs([]))
+    assert executor.peak == 5  # 12 extracts of 4 lanes were ready: 5 at once, never more
+    executor = LifoExecutor(64)
+    _run(executor, _jobs([]))
+    assert executor.peak == 12  # every extract of every document lane at once
+
+
+def test_a_consumer_starts_only_after_its_producers() -> None:
+    log: list[str] = []
+    _run(LifoExecutor(64), _jobs(log))
+    for d in range(4):
+        assert log.index(f"b/d{d}/0") > max(log.index(f"a/d{d}/{i}") for i in range(3))
+    assert log.index("c/corpus/0") > max(log.index(f"b/d{d}/0") for d in range(4))
+
+
+def test_the_first_failure_stops_new_work_and_calls_in_flight_are_kept() -> None:
+    log: list[str] = []
+    executor = LifoExecutor(4)
+    sink = Sink()
+    with pytest.raises(StageFailure) as info:
+        Scheduler(RunLedger(sink, None), executor, FailurePolicy.STOP).run(
+            _jobs(log, fail="d1"), {}
+        )
+    assert (info.value.step, info.value.lane, info.value.chunk) == ("a", "d1", "1")
+    assert [(f.step, f.lane) for f in info.value.failures] == [("a", "d1")]
+    assert not executor.pending  # nothing was left running
+    assert not any(entry.startswith(("b/", "c/")) for entry in log)
+    assert len(log) < 12  # queued extracts never started
+    # what finished is journaled, in plan order
+    lanes = [f["lane"] for name, f in sink.events if name == "LaneResolved"]
+    assert lanes == sorted(lanes)
+
+
+def test_keep_going_finishes_every_lane_not_downstream_of_a_failure() -> None:
+    log: list[str] = []
+    artifacts: dict[str, dict[str, Any]] = {}
+    with pytest.raises(StageFailure) as info:
+        Scheduler(RunLedger(Sink(), None), LifoExecutor(3), FailurePolicy.KEEP_GOING).run(
+            _jobs(log, fail="d2"), artifacts
+        )
+    assert [(f.step, f.lane) for f in info.value.failures] == [("a", "d2")]
+    assert set(artifacts["a"]) == {"d0", "d1", "d3"}
+    assert set(artifacts["b"]) == {"d0", "d1", "d3"}
+    assert "c" not in artifacts
+    # the failing lane's own remaining extracts never start; the other lanes' all do
+    serial_log: list[str] = []
+    with pytest.raises(StageFailure):
+        Scheduler(RunLedger(Sink(), None), SerialExecutor(), FailurePolicy.KEEP_GOING).run(
+            _jobs(serial_log, fail="d2"), {}
+        )
+    assert "a/d2/1" in serial_log and "a/d2/2" not in serial_log
+    assert {"a/d3/2", "b/d3/0"} <= set(serial_log)
+
+
+def test_stop_lets_calls_in_flight_finish_and_starts_nothing() -> None:
+    log: list[str] = []
+    executor = LifoExecutor(2)
+    scheduler = Scheduler(RunLedger(Sink(), None), executor, FailurePolicy.STOP)
+    original = executor.next_done
+
+    def stop_after_first() -> tuple[int, Any]:
+        scheduler.stop()
+        return original()
+
+    executor.next_done = stop_after_first  # type: ignore[method-assign]
+    done = scheduler.run(_jobs(log), {})
+    assert done == 0 and scheduler.stopped
+    assert len(log) == 2 and not executor.pending  # the two in flight, nothing more
+
+
+def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file() -> None:
+    from runjournal.domain.events import CheckpointWriteFailed, CheckpointWritten
+    from runjournal.domain.ports import CheckpointKey, CheckpointWriteError
+
+    written: list[str] = []
+    pending: list[tuple[str, Callable[[], tuple[str, int]]]] = []
+
+    class Recorder:
+        def write(self, key: CheckpointKey, record: Any) -> tuple[str, int]:
+            raise AssertionError("every write goes through the writes port")
+
+    class Writes:
+        def submit(self, key: CheckpointKey, record: Any) -> Callable[[], tuple[str, int]]:
+            def wait() -> tuple[str, int]:
+                written.append(key.chunk)  # the file, before its event
+                if key.chunk == "bad":
+                    raise CheckpointWriteError("disk full")
+                return "0" * 64, len(key.chunk)
+
+            pending.append((key.chunk, wait))
+            return wait
+
+    sink = Sink()
+    run_ledger = RunLedger(sink, Recorder(), Writes())  # type: ignore[arg-type]
+    lane = run_ledger.child()
+    for chunk in ("a", "bad", "c"):
+        lane.write_checkpoint(CheckpointKey("s", "l", Stage.EXTRACT, chunk), None)  # type: ignore[arg-type]
+    assert written == [] and sink.events == []  # nothing waited for, nothing journaled yet
+    run_ledger.absorb(lane)
+    assert written == ["a", "bad", "c"]
+    assert [(name, f["chunk"]) for name, f in sink.events] == [
+        (CheckpointWritten.__name__, "a"),
+        (CheckpointWriteFailed.__name__, "bad"),
+        (CheckpointWritten.__name__, "c"),
+    ]
+    assert run_ledger.persistence_errors == ["disk full"]
