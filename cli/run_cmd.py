@@ -409,13 +409,14 @@ def _execute_and_terminalize(
         trace=inv.bundle.trace if inv.bundle is not None else None,
         recompute=policy,
         progress=progress,
-        executor=parallel,
+        executor=progress.track(parallel),
         keep_going=config.keep_going,
         checkpoint_writes=writes,
     )
     outcome: RunOutcome | None = None
     failures: list[dict[str, Any]] = []
     exit_code = ExitCode.OK
+    progress.expect(resolved)
     signals = _Signals(runner.stop).install()
     try:
         try:

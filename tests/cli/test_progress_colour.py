@@ -54,6 +54,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(progress_mod, "DELAY_S", 0.0)
     monkeypatch.setattr(progress_mod, "INTERVAL_S", 0.0)
     monkeypatch.setattr(progress_mod, "DUMB_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_mod, "MAX_WIDTH", 300)  # whole lines, whatever the width
+    monkeypatch.setenv("COLUMNS", "300")
     return tmp_path
 
 
@@ -85,13 +87,15 @@ def test_progress_at_start_up_and_for_a_fully_reused_run(project, terminal) -> N
     assert "\r\x1b[2Kresolving pipeline 'p'" in err
     assert "\r\x1b[2Kplanning chunks · docs/a.md" in err
     updates = [u for u in err.split("\r\x1b[2K") if u]
-    reused = [u for u in updates if " reused (" in u]
+    reused = [u for u in updates if " │ " in u and u.endswith(" reused")]
     # One update per stage decision of the fully reused run: 2 lanes of terms (extract per
     # chunk, merge, normalize) and the glossary's corpus lane.
     decided = json.loads(run("--resume", "--json").stdout)["decisions"]
-    assert len(reused) == sum(decided.values()) and set(decided) == {"reused"}
-    assert reused[-1].endswith(f"({sum(decided.values())} decided, {len(reused)} reused)")
-    assert "glossary · corpus · normalize reused" in reused[-1]
+    n = sum(decided.values())
+    assert len(reused) == n and set(decided) == {"reused"}
+    assert reused[-1].startswith(f"stages {n}/{n} ({n} reused, 0 executed) · 0 in flight · ")
+    assert reused[0].startswith(f"stages 1/{n} (1 reused, 0 executed)")
+    assert reused[-1].endswith(" │ glossary · corpus · normalize reused")
     assert err.endswith("\r\x1b[2K")  # cleared before the summary
     assert result.stdout.startswith("run ")
 
@@ -99,7 +103,7 @@ def test_progress_at_start_up_and_for_a_fully_reused_run(project, terminal) -> N
 def test_progress_of_a_computing_run_shows_chunks(project, terminal) -> None:
     err = run().stderr
     assert "terms · docs/a.md · chunk 1/2" in err or "terms · docs/a.md · chunk 1/1" in err
-    assert "not_resumed (" in err
+    assert " executed) · " in err and " · merge not_resumed" in err
 
 
 def test_dumb_terminal_gets_plain_lines(project, terminal) -> None:
@@ -112,7 +116,7 @@ def test_dumb_terminal_gets_plain_lines(project, terminal) -> None:
     assert lines[0] == "runjournal: opening the journal"
     assert "runjournal: resolving pipeline 'p'" in lines
     assert all(line.startswith("runjournal: ") for line in lines)
-    assert any(" reused (" in line for line in lines)
+    assert any(line.endswith(" reused") and " reused, " in line for line in lines)
     assert not SGR.search(result.stdout)  # and no colour
 
 

@@ -83,3 +83,28 @@ def test_dumb_terminal_and_no_color(project) -> None:
     assert "\x1b" not in out
     code, out = on_pty(["reasons"], {**env, "TERM": "xterm"}, root)
     assert SGR_COLOUR.search(out)
+
+
+PROGRESS_LINE = re.compile(
+    r"\r\x1b\[2Kstages (\d+)/~?(\d+) \((\d+) reused, (\d+) executed\) · (\d+) in flight"
+    r"[^\r]* │ [^\r]+"
+)
+
+
+def test_progress_counts_the_whole_run_on_a_terminal(project) -> None:
+    """A run long enough to be shown: the counts of the whole run, redrawn, then cleared."""
+    root, env = project
+    for page in sorted((root / "docs").glob("*.md")):
+        for i in range(4):
+            shutil.copy(page, page.with_name(f"{page.stem}-copy{i}.md"))
+    wide = {**env, "TERM": "xterm", "COLUMNS": "200"}  # room for the current step too
+    code, out = on_pty(["run", "pipeline.toml", "--jobs", "2"], wide, root)
+    assert code == 0, out
+    lines = PROGRESS_LINE.findall(out)
+    assert len(lines) >= 2, out[-2000:]
+    done = [int(d) for d, *_ in lines]
+    assert done == sorted(done) and done[-1] > done[0]  # it moves
+    for d, total, reused, executed, _ in lines:
+        assert int(d) == int(reused) + int(executed) <= int(total)
+    summary = out.index("\nrun ") if "\nrun " in out else out.index("run ")
+    assert out[:summary].rstrip("\r\n").endswith("\r\x1b[2K")  # cleared before the summary
