@@ -22,6 +22,7 @@ line at most every `PLAIN_INTERVAL_S` and none before, so a short run prints not
 from __future__ import annotations
 
 import enum
+import os
 import shutil
 import sys
 import threading
@@ -277,6 +278,15 @@ class ProgressDisplay:
                 text = f"{summary} │ " + " · ".join(p for p in (step, lane, what) if p)
         return text
 
+    def _columns(self) -> int:
+        """The width of the terminal stderr is on (stdout may be a file: `>out.txt`)."""
+        if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
+            return int(os.environ["COLUMNS"])
+        try:
+            return os.get_terminal_size(self._stream.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            return shutil.get_terminal_size().columns
+
     def _show(self, *, urgent: bool = False, last: bool = False) -> None:
         mode = self._mode
         if mode is Mode.OFF or (mode is Mode.PLAIN and urgent):
@@ -296,7 +306,7 @@ class ProgressDisplay:
             if mode is Mode.PLAIN:
                 line = self.line(now)
             else:  # a terminal line fits the terminal's width
-                width = max(20, min(MAX_WIDTH, shutil.get_terminal_size().columns - 1))
+                width = max(20, min(MAX_WIDTH, self._columns() - 1))
                 line = self.line(now, width)[:width]
             try:
                 if mode is Mode.TERMINAL:

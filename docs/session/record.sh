@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Records docs/session/tmux-session.txt (plain) and tmux-session.ansi (with colours) from a
-# real terminal: a tmux session 120x40 running runjournal on a copy of examples/glossary.
+# real terminal: a tmux session 120x40 running runjournal on a copy of examples/glossary;
+# and docs/session/progress.txt: the progress line of a run with --jobs 4, three moments.
 #
 #   docs/session/record.sh [PATH_TO_BIN_WITH_RUNJOURNAL]
 #
@@ -69,3 +70,15 @@ run "runjournal explain latest --changed --limit 6"
 capture "runjournal explain latest --changed --limit 6"
 run "runjournal runs diff \$(runjournal runs list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"runs\"][-3][\"run_id\"])') latest"
 capture "runjournal runs diff <the cold run> latest"
+
+# 4. the progress line of a whole run, three moments of one run with --jobs 4
+progress="$here/progress.txt"
+: >"$progress"
+tmux send-keys -t "$session" "clear; runjournal run glossary/pipeline.toml --jobs 4 >/dev/null; tmux wait-for -S $session-done" Enter
+for at in 1.2 0.6 0.6; do
+  sleep "$at"
+  printf '%s\n' "---- runjournal run glossary/pipeline.toml --jobs 4 (while it works)" "" >>"$progress"
+  tmux capture-pane -p -t "$session" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >>"$progress"
+  printf '\n' >>"$progress"
+done
+tmux wait-for "$session-done"

@@ -22,3 +22,18 @@ def test_the_session_shows_progress_colour_hint_explain_and_diff() -> None:
     script = (SESSION / "record.sh").read_text(encoding="utf-8")
     assert "new-session -d" in script and "-x 120 -y 40" in script
     assert "capture-pane -p -e" in script
+
+
+def test_the_progress_screens_show_the_whole_run_moving() -> None:
+    import re
+
+    text = (SESSION / "progress.txt").read_text(encoding="utf-8")
+    screens = [s for s in text.split("---- ") if s.strip()]
+    assert len(screens) == 3 and all("--jobs 4 (while it works)" in s for s in screens)
+    pattern = r"stages (\d+)/(\d+) \(0 reused, (\d+) executed\) · [1-4] in flight · .* │ "
+    found = [re.search(pattern, s) for s in screens]
+    assert all(found), screens
+    done = [int(m.group(1)) for m in found if m]
+    assert done == sorted(done) and done[0] < done[-1]
+    assert "capture-pane" in (SESSION / "record.sh").read_text(encoding="utf-8")
+    assert "(session/progress.txt)" in (DOCS / "operations.md").read_text(encoding="utf-8")
