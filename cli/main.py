@@ -59,6 +59,39 @@ def run_argument(fn: F) -> F:
     return click.argument("run", shell_complete=complete_runs)(fn)
 
 
+def pipeline_and_decision_options(fn: F) -> F:
+    """PIPELINE and the options of `run` that change its decisions, shared with `plan`."""
+    for option in reversed(
+        (
+            click.argument("pipeline", type=ShownPath(dir_okay=False)),
+            click.option(
+                "--input",
+                "inputs",
+                multiple=True,
+                metavar="GLOB",
+                type=ShownPath(dir_okay=False),
+                help="Input file or glob, relative to the current directory (replaces `inputs`).",
+            ),
+            click.option(
+                "--recompute",
+                multiple=True,
+                metavar="STEP",
+                shell_complete=complete_steps,
+                help="Force STEP and its consumers; restore the rest (repeatable).",
+            ),
+            click.option(
+                "--set",
+                "overrides",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Runtime override passed to every module as ctx.overrides (repeatable).",
+            ),
+        )
+    ):
+        fn = option(fn)
+    return fn
+
+
 @click.group(cls=Group, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="runjournal")
 def cli() -> None:
@@ -78,29 +111,7 @@ def cli() -> None:
 
 
 @cli.command("run")
-@click.argument("pipeline", type=ShownPath(dir_okay=False))
-@click.option(
-    "--input",
-    "inputs",
-    multiple=True,
-    metavar="GLOB",
-    type=ShownPath(dir_okay=False),
-    help="Input file or glob, relative to the current directory (replaces `inputs`).",
-)
-@click.option(
-    "--recompute",
-    multiple=True,
-    metavar="STEP",
-    shell_complete=complete_steps,
-    help="Force STEP and its consumers; restore the rest (repeatable).",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Runtime override passed to every module as ctx.overrides (repeatable).",
-)
+@pipeline_and_decision_options
 @click.option(
     "--report",
     "html_report",
@@ -176,29 +187,7 @@ PLAN_SETTINGS = (
 
 
 @cli.command("plan")
-@click.argument("pipeline", type=ShownPath(dir_okay=False))
-@click.option(
-    "--input",
-    "inputs",
-    multiple=True,
-    metavar="GLOB",
-    type=ShownPath(dir_okay=False),
-    help="Input file or glob, relative to the current directory (replaces `inputs`).",
-)
-@click.option(
-    "--recompute",
-    multiple=True,
-    metavar="STEP",
-    shell_complete=complete_steps,
-    help="Force STEP and its consumers; restore the rest (repeatable).",
-)
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Runtime override passed to every module as ctx.overrides (repeatable).",
-)
+@pipeline_and_decision_options
 @setting_options(*PLAN_SETTINGS)
 @verbose_option
 @json_option
