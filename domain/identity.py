@@ -75,6 +75,11 @@ class ArtifactRef(msgspec.Struct, frozen=True, array_like=True):
     sha256: str
     size: int
 
+    @classmethod
+    def of_flat(cls, holder: object) -> ArtifactRef:
+        """The ref of a struct that keeps these fields flat (an event, a provenance)."""
+        return cls(*(getattr(holder, name) for name in cls.__struct_fields__))
+
 
 # What a consumer records of one producer artifact it read: an `ArtifactRef` (the name
 # the journal's `LaneResolved.dependencies` and its readers know).

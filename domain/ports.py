@@ -54,15 +54,7 @@ class Provenance(msgspec.Struct, frozen=True):
 
     @property
     def artifact(self) -> ArtifactRef:
-        return ArtifactRef(
-            step=self.step,
-            lane=self.lane,
-            kind=self.kind,
-            schema=self.schema,
-            media_type=self.media_type,
-            sha256=self.sha256,
-            size=self.size,
-        )
+        return ArtifactRef.of_flat(self)
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
