@@ -37,6 +37,7 @@ from runjournal.domain.modules import (
     check_module_declarations,
     check_validator_declarations,
 )
+from runjournal.domain.pipeline import ModuleShipment
 from runjournal.domain.redaction import redact_text
 from runjournal.domain.runner.boundary import exception_text
 
@@ -45,7 +46,9 @@ __all__ = [
     "VALIDATOR_ENTRY_POINT_GROUP",
     "ModuleLoadError",
     "load_module",
+    "load_shipped_module",
     "load_validator",
+    "module_shipment",
     "module_source",
     "plugin_module_name",
 ]
@@ -142,6 +145,13 @@ def _import_file(
         source = path.read_bytes()
     except OSError as exc:
         raise fail(f"cannot read file: {exc.strerror or exc}") from None
+    return _exec_plugin(path, source, fail)
+
+
+def _exec_plugin(
+    path: Path, source: bytes, fail: Callable[[str], ModuleLoadError]
+) -> types.ModuleType:
+    """The plugin's namespace: `source` executed as the file at `path` (cached by digest)."""
     name = plugin_module_name(path)
     cached = sys.modules.get(name)
     digest = hashlib.sha256(source).hexdigest()
@@ -153,6 +163,7 @@ def _import_file(
         raise fail("not importable as a Python file")
     module = importlib.util.module_from_spec(spec)
     module.__runjournal_source_sha256__ = digest  # type: ignore[attr-defined]
+    module.__runjournal_source__ = source  # type: ignore[attr-defined]  # shipped to workers
     # Compiled here rather than by the loader so no __pycache__ lands in the pipeline dir.
     sys.modules[name] = module
     try:
@@ -166,6 +177,36 @@ def _import_file(
             sys.modules[name] = cached
         raise
     return module
+
+
+def module_shipment(spec: str, module: Module, *, pipeline_dir: str) -> ModuleShipment:
+    """How a worker finds `module`, loaded from `spec` (docs/internals.md "Executors").
+
+    A path plugin carries the bytes this process executed, so a worker runs the same
+    code whatever its own disk holds; every other spec is loaded by name on the worker.
+    """
+    namespace = sys.modules.get(type(module).__module__)
+    source = getattr(namespace, "__runjournal_source__", None)
+    filename = getattr(namespace, "__file__", None)
+    if isinstance(source, bytes) and isinstance(filename, str):
+        return ModuleShipment(spec, pipeline_dir, plugin_path=filename, plugin_source=source)
+    return ModuleShipment(spec, pipeline_dir)
+
+
+def load_shipped_module(shipment: ModuleShipment) -> Module:
+    """On a worker: a checked module for `shipment`, a path plugin from its shipped bytes."""
+    spec = shipment.spec
+    if shipment.plugin_source is None or shipment.plugin_path is None:
+        return load_module(spec, pipeline_dir=shipment.pipeline_dir)
+
+    def fail(message: str) -> ModuleLoadError:
+        return ModuleLoadError(spec, message)
+
+    namespace = _exec_plugin(Path(shipment.plugin_path), shipment.plugin_source, fail)
+    target = _attribute(namespace, spec.rpartition(":")[2], fail)
+    instance = _instantiate(target, _MODULE, fail)
+    assert isinstance(instance, Module)
+    return instance
 
 
 def module_source(module: Module) -> tuple[str, str] | None:

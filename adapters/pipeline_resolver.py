@@ -12,7 +12,12 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.llm.cassette import CassetteError
-from runjournal.adapters.module_loader import ModuleLoadError, load_module, load_validator
+from runjournal.adapters.module_loader import (
+    ModuleLoadError,
+    load_module,
+    load_validator,
+    module_shipment,
+)
 from runjournal.adapters.profiles import (
     Profile,
     ProfileError,
@@ -130,6 +135,7 @@ def resolve_pipeline(
                 validators=validators,
                 llm=_runtime(runtimes, profile, f"{where}.profile") if profile else None,
                 overrides=None if type(module).override_keys is None else seen,
+                shipment=module_shipment(step.module, module, pipeline_dir=pipeline_dir),
             )
         )
     resolved = ResolvedPipeline(

@@ -55,6 +55,24 @@ def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecord
     return LLMServices(budget=budget, record=record, replay=replay, text_trace=text_trace)
 
 
+def _executor(jobs: int, executor: str = "threads") -> Any:
+    """The scheduler's executor for `--executor` (docs/operations.md "Executors"); only
+    `threads` is loaded at start-up. Raises `ExecutorUnavailable` (a missing extra, a
+    scheduler that cannot be reached)."""
+    if executor == "threads":
+        return JobPool(jobs)
+    from runjournal.adapters.executors.offloading import OffloadingExecutor
+
+    if executor == "processes":
+        from runjournal.adapters.executors.processes import ProcessWorkers
+
+        return OffloadingExecutor(ProcessWorkers(jobs), jobs)
+    from runjournal.adapters.executors.dask_workers import DaskWorkers
+
+    address = None if executor == "dask" else "tcp://" + executor.removeprefix("dask://")
+    return OffloadingExecutor(DaskWorkers(jobs, address), jobs)
+
+
 @dataclass(frozen=True)
 class Factories:
     """How each adapter is made. The defaults are the real ones; a test replaces a field.
@@ -67,7 +85,7 @@ class Factories:
     open_root: Callable[..., FsRoot] = FsRoot.open
     open_journal: Callable[..., JournalStore] = open_journal
     progress: Callable[..., ProgressDisplay] = ProgressDisplay
-    executor: Callable[[int], JobPool] = JobPool
+    executor: Callable[..., Any] = _executor  # (jobs, executor name)
     checkpoint_writes: Callable[..., CheckpointWritePool] = CheckpointWritePool
     runner: Callable[..., PipelineRunner] = PipelineRunner
     llm_services: Callable[..., Any] = _llm_services

@@ -180,14 +180,29 @@ class _Invocation:
 
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     parsed = _parse(req)
-    inv = _allocate(req, argv, parsed)
+    parallel = _start_executor(parsed.config)
     try:
-        return _run_allocated(req, parsed, inv)
+        inv = _allocate(req, argv, parsed)
+        try:
+            return _run_allocated(req, parsed, inv, parallel)
+        finally:
+            inv.roots.close()  # after the journal and every writer under a root are done
     finally:
-        inv.roots.close()  # after the journal and every writer under a root are done
+        parallel.close()  # idempotent: closed after the stages already, when they ran
 
 
-def _run_allocated(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> int:
+def _start_executor(config: Any) -> Any:
+    """The run's executor (`--executor`, `--jobs`), before anything is allocated: a
+    missing extra or an unreachable scheduler is a usage error (exit 2)."""
+    from runjournal.adapters.executors import ExecutorUnavailable
+
+    try:
+        return factories().executor(config.jobs, config.executor)
+    except ExecutorUnavailable as exc:
+        raise CliError(f"executor: {exc}") from None
+
+
+def _run_allocated(req: RunRequest, parsed: _Parsed, inv: _Invocation, parallel: Any) -> int:
     try:
         resolved = _resolve(req, parsed, inv)
         if isinstance(resolved, int):
@@ -202,7 +217,7 @@ def _run_allocated(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> int:
             pipeline_arg=req.pipeline,
             resumed=parsed.config.resume or parsed.policy.active,
         )
-        return _execute_and_terminalize(req, parsed, inv, resolved, notes)
+        return _execute_and_terminalize(req, parsed, inv, resolved, notes, parallel)
     except JournalError as exc:
         # The run is allocated (its RunAllocated is committed): the failure is this run's,
         # so `--json` names it and says failed (docs/operations.md "Exit codes").
@@ -388,13 +403,18 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
 
 
 def _execute_and_terminalize(
-    req: RunRequest, parsed: _Parsed, inv: _Invocation, resolved: ResolvedPipeline, notes: RunNotes
+    req: RunRequest,
+    parsed: _Parsed,
+    inv: _Invocation,
+    resolved: ResolvedPipeline,
+    notes: RunNotes,
+    parallel: Any,
 ) -> int:
     """P4 and P5: run the stages, then one guarded terminalization, then the result."""
     config, policy, terminal = parsed.config, parsed.policy, inv.terminal
     progress = inv.progress
     made = inv.roots.made
-    parallel = made.executor(config.jobs)  # one pool per invocation, closed below
+    # `parallel`: one executor per invocation, started before allocation, closed below
     recorder = inv.collab.recorder
     writes = (
         made.checkpoint_writes(recorder, min(config.jobs, MAX_WRITE_THREADS))

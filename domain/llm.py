@@ -31,6 +31,9 @@ class FailureCause(enum.StrEnum):
     REPLY_INVALID = "reply_invalid"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPLAY_MISS = "replay_miss"
+    # the call's worker, not its module (docs/operations.md "Executors")
+    MODULE_UNAVAILABLE = "module_unavailable"
+    WORKER_LOST = "worker_lost"
 
 
 CAUSE_DESCRIPTIONS: dict[FailureCause, str] = {
@@ -44,6 +47,8 @@ CAUSE_DESCRIPTIONS: dict[FailureCause, str] = {
     FailureCause.REPLY_INVALID: "The model's reply did not validate, after every re-ask.",
     FailureCause.BUDGET_EXHAUSTED: "--max-cost or --max-tokens was reached: no new call was made.",
     FailureCause.REPLAY_MISS: "--llm-replay has no recorded answer for this request.",
+    FailureCause.MODULE_UNAVAILABLE: "A worker of --executor could not load the step's module.",
+    FailureCause.WORKER_LOST: "Every worker that ran the call died before it answered.",
 }
 
 

@@ -30,6 +30,21 @@ class Source(msgspec.Struct, frozen=True):
     sha256: str
 
 
+class ModuleShipment(msgspec.Struct, frozen=True):
+    """How a worker finds a step's module (docs/internals.md "Executors"): its spec and
+    the pipeline directory.
+
+    For a `path/file.py:Class` plugin, `plugin_path` (absolute, it names the plugin's
+    Python module) and `plugin_source`, the exact bytes the coordinator loaded: a worker
+    runs that code, not whatever the file holds on its own disk.
+    """
+
+    spec: str
+    pipeline_dir: str
+    plugin_path: str | None = None
+    plugin_source: bytes | None = None
+
+
 @dataclass(frozen=True)
 class ResolvedStep:
     id: str
@@ -43,6 +58,8 @@ class ResolvedStep:
     # The `--set` pairs this step's module reads (None: every pair, the module did not
     # declare `override_keys`); see docs/modules.md "Overrides".
     overrides: Mapping[str, str] | None = None
+    # Where a worker finds the module (None: its calls always run in the coordinator).
+    shipment: ModuleShipment | None = None
 
     def overrides_seen(self, pipeline_overrides: Mapping[str, str]) -> dict[str, str]:
         return dict(pipeline_overrides if self.overrides is None else self.overrides)

@@ -134,3 +134,27 @@ def redact_journal(journal: str) -> str:
     from runjournal.domain.redaction import redact_url
 
     return redact_url(journal, mask="***")
+
+
+EXECUTOR_WORDS: Final = ("threads", "processes", "dask")
+DASK_SCHEME: Final = "dask://"
+_HOST_RE: Final = re.compile(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+
+
+def parse_executor(raw: object, base_dir: str = "") -> str:
+    """`threads`, `processes`, `dask` or `dask://HOST:PORT` (a Dask scheduler's address)."""
+    expected = "threads, processes, dask or dask://HOST:PORT"
+    if not isinstance(raw, str):
+        raise Invalid(expected)
+    text = raw.strip()
+    if text.lower() in EXECUTOR_WORDS:
+        return text.lower()
+    if not text.lower().startswith(DASK_SCHEME):
+        raise Invalid(expected)
+    host, sep, port = text[len(DASK_SCHEME) :].rpartition(":")
+    if not sep or not _HOST_RE.fullmatch(host) or not port.isascii() or not port.isdigit():
+        raise Invalid(expected)
+    number = int(port)
+    if not 1 <= number <= 65535:
+        raise Invalid(expected)
+    return f"{DASK_SCHEME}{host}:{number}"

@@ -55,6 +55,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     journal_timeout: int
     resume: bool
     keep_going: bool
+    executor: str
     origins: dict[str, ResolvedSetting]
 
     @property

@@ -20,6 +20,7 @@ from runjournal.cli.settings.parsing import (
     choice_parser,
     int_parser,
     parse_bool,
+    parse_executor,
     parse_journal,
     parse_path,
     parse_profile,
@@ -317,6 +318,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         description="After a failure, finish every lane that does not depend on a failed one.",
         kind=ValueKind.BOOLEAN,
         cli=CliForm.SWITCH,
+    ),
+    SettingSpec(
+        name="executor",
+        flag="--executor NAME",
+        type_name="threads | processes | dask | dask://HOST:PORT",
+        parse=parse_executor,
+        default=_constant("threads"),
+        default_text="threads",
+        description="Where module calls run: threads, processes, dask or dask://HOST:PORT.",
+        kind=ValueKind.CHOICE,
+        choices=("threads", "processes", "dask"),
     ),
 )
 

@@ -39,16 +39,38 @@ class StageFailure(Exception):
 
 
 class StageError(Exception):
-    """A module call of one stage failed; the lane turns it into a `StageFailure`."""
+    """A module call of one stage failed; the lane turns it into a `StageFailure`.
+
+    `text` is the error as `Type: message`: the exception's own, or, for a call that ran
+    on a worker, the text the worker rendered; `cause` is a worker's typed cause.
+    """
 
     def __init__(
-        self, stage: Stage, chunk: str, exc: BaseException, attempts: list[LLMAttempt] | None = None
+        self,
+        stage: Stage,
+        chunk: str,
+        exc: BaseException,
+        attempts: list[LLMAttempt] | None = None,
+        *,
+        text: str | None = None,
+        cause: FailureCause | None = None,
     ) -> None:
-        super().__init__(exception_text(exc))
+        self.text = exception_text(exc) if text is None else text
+        super().__init__(self.text)
         self.stage = stage
         self.chunk = chunk
         self.exc = exc
         self.attempts = attempts or []  # LLM attempts not yet journaled
+        self.cause = cause
+
+
+class WorkerError(Exception):
+    """A module call failed on a worker: the exception's text and traceback as rendered
+    there (the exception itself stays on the worker; it may not even be picklable)."""
+
+    def __init__(self, text: str, traceback: str | None = None) -> None:
+        super().__init__(text)
+        self.remote_traceback = traceback
 
 
 class RunStopped(Exception):

@@ -15,9 +15,9 @@ from typing import Any
 import msgspec
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
-from runjournal.domain.identity import canonical_bytes, codec_id, sequence_digest, sha256_hex
+from runjournal.domain.identity import codec_id, sequence_digest, sha256_hex
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
-from runjournal.domain.modules import Chunk, Normalized, StageContext
+from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.pipeline import ResolvedStep
 from runjournal.domain.ports import (
     CheckpointKey,
@@ -29,9 +29,16 @@ from runjournal.domain.ports import (
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
-from runjournal.domain.runner.failures import StageError
+from runjournal.domain.runner.failures import StageError, WorkerError
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.scheduler import Batch, LaneWork
+from runjournal.domain.runner.tasks import (
+    StageCall,
+    StageReply,
+    StageTask,
+    TaskContext,
+    encode_stage_value,
+)
 
 Progress = Callable[[str, str, int, int], None]
 
@@ -54,6 +61,7 @@ class StageResult:
     value: Any = None
     decoded: bool = False
     attempts: list[LLMAttempt] = field(default_factory=list)  # LLM attempts that produced it
+    warnings: list[str] = field(default_factory=list)  # normalize's, made safe
 
 
 class ModuleTrace:
@@ -79,6 +87,7 @@ class LaneRun:
         deps: str,
         forced: bool,
         ctx: StageContext,
+        shipped: TaskContext | None = None,
     ) -> None:
         self.services = services
         self.ledger = services.ledger
@@ -90,6 +99,8 @@ class LaneRun:
         self.forced = forced
         self.ctx = ctx
         self.resumed = services.loader is not None
+        # the context's data for a worker; None: every call of the lane runs here
+        self.shipped = shipped
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
         return CheckpointKey(self.step.id, self.lane, stage, chunk)
@@ -175,20 +186,30 @@ class LaneRun:
         # May run on the executor's threads: only the module call and its encoding.
         ctx, attempts = self._stage_ctx(stage, chunk)
         try:
-            value = fn(ctx)
-            if stage is Stage.NORMALIZE:
-                if not isinstance(value, Normalized):
-                    raise TypeError("normalize() must return Normalized(value, warnings)")
-                data = canonical_bytes(value.value)
-                decoded = msgspec.json.decode(data, type=tp)
-            else:
-                data = canonical_bytes(value)
-                decoded = msgspec.json.decode(data, type=tp)
+            data, warnings = encode_stage_value(stage, fn(ctx))
+            decoded = msgspec.json.decode(data, type=tp)
         except BaseException as exc:  # whatever the module does, but an interrupt
             if is_interrupt(exc):
                 raise
             raise StageError(stage, chunk, exc, attempts) from exc
-        return StageResult(sha256_hex(data), data, decoded, True, attempts)
+        return StageResult(sha256_hex(data), data, decoded, True, attempts, warnings)
+
+    def _accept(self, stage: Stage, chunk: str, tp: Any, reply: StageReply) -> Any:
+        """A worker's reply as the outcome of a local call: decoded here, by this codec."""
+        if reply.error is not None or reply.data is None:
+            text = reply.error if reply.error is not None else "WorkerError: no value"
+            exc = WorkerError(text, reply.traceback)
+            return StageError(stage, chunk, exc, text=text, cause=reply.cause)
+        for name, data in reply.trace:
+            self.ctx.trace.record(name, data)
+        try:
+            decoded = msgspec.json.decode(reply.data, type=tp)
+        except BaseException as exc:  # the codec refused it, or the module's type raised
+            if is_interrupt(exc):
+                raise
+            return StageError(stage, chunk, exc)
+        data = reply.data
+        return StageResult(sha256_hex(data), data, decoded, True, [], list(reply.warnings))
 
     def _decode(self, stage: Stage, chunk: str, result: StageResult, tp: Any) -> Any:
         if not result.decoded:
@@ -237,9 +258,18 @@ class LaneRun:
         )
 
     def _attempt(
-        self, stage: Stage, chunk: str, fn: Callable[[StageContext], Any], tp: Any
-    ) -> Callable[[], StageResult | StageError]:
-        """One module call as the scheduler runs it: its result or its error, never raised."""
+        self,
+        stage: Stage,
+        chunk: str,
+        fn: Callable[[StageContext], Any],
+        tp: Any,
+        inputs: Callable[[], dict[str, Any]],
+    ) -> StageCall:
+        """One module call as the scheduler runs it: its result or its error, never raised.
+
+        `inputs` are the stage's inputs for a worker (`StageTask` fields), built only if
+        the executor ships the call.
+        """
 
         def call() -> StageResult | StageError:
             try:
@@ -247,7 +277,14 @@ class LaneRun:
             except StageError as err:
                 return err
 
-        return call
+        shipment, shipped = self.step.shipment, self.shipped
+        if shipment is None or shipped is None or self.step.llm is not None:
+            return StageCall(call)
+
+        def task() -> StageTask:
+            return StageTask(shipment, stage, chunk, shipped, **inputs())
+
+        return StageCall(call, task, lambda reply: self._accept(stage, chunk, tp, reply))
 
     def _one(self, call: Callable[[], StageResult | StageError]) -> LaneWork:
         """Run one merge or normalize call through the scheduler; raise its error."""
@@ -319,6 +356,7 @@ class LaneRun:
                     chunks[i].id,
                     lambda ctx, chunk=chunks[i]: module.extract(chunk, ctx),
                     module.chunk_type,
+                    lambda chunk=chunks[i]: {"chunk": chunk},
                 )
                 for i in misses
             ]
@@ -345,7 +383,11 @@ class LaneRun:
             ]
             merged = yield from self._one(
                 self._attempt(
-                    Stage.MERGE, "", lambda ctx: module.merge(parts, ctx), module.merged_type
+                    Stage.MERGE,
+                    "",
+                    lambda ctx: module.merge(parts, ctx),
+                    module.merged_type,
+                    lambda: {"parts": [r.data for r in done]},
                 )
             )
             self._store(Stage.MERGE, "", extract_digest, merged)
@@ -364,21 +406,21 @@ class LaneRun:
             self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
         else:
             merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
-            holder: dict[str, Normalized] = {}
-
-            def normalize(ctx: StageContext) -> Normalized:
-                result = module.normalize(merged_value, ctx)
-                holder["n"] = result
-                return result
-
             out = yield from self._one(
-                self._attempt(Stage.NORMALIZE, "", normalize, module.artifact_type)
+                self._attempt(
+                    Stage.NORMALIZE,
+                    "",
+                    lambda ctx: module.normalize(merged_value, ctx),
+                    module.artifact_type,
+                    lambda: {"merged": merged.data},
+                )
             )
             value = out.value
             # Warnings are module diagnostics, not documents: redacted, made printable and
-            # bounded before they are journaled, checkpointed or reported.
+            # bounded (by `encode_stage_value`) before they are journaled, checkpointed or
+            # reported; validators run here, in the coordinator.
             try:
-                warnings = module_warnings(holder["n"].warnings)
+                warnings = list(out.warnings)
                 for validator in self.step.validators:
                     warnings.extend(module_warnings(validator.check(value, self.ctx)))
             except BaseException as exc:

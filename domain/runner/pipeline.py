@@ -25,7 +25,7 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
-from runjournal.domain.runner.boundary import exception_text, guarded
+from runjournal.domain.runner.boundary import guarded
 from runjournal.domain.runner.failures import (
     ERROR_MESSAGE_LIMIT,
     RunStopped,
@@ -46,6 +46,7 @@ from runjournal.domain.runner.scheduler import (
     Scheduler,
     SerialExecutor,
 )
+from runjournal.domain.runner.tasks import ConsumedData, TaskContext
 
 
 class PipelineRunner:
@@ -205,6 +206,33 @@ class PipelineRunner:
                 out.append((producer, lane))
         return out
 
+    def _shipped(
+        self,
+        step: ResolvedStep,
+        lane: str,
+        pipeline: ResolvedPipeline,
+        consumed: dict[str, dict[str, Artifact]],
+    ) -> TaskContext | None:
+        """The lane's context as data for a worker; None when its calls must stay here
+        (an LLM-backed step, or a step or producer whose module has no shipment)."""
+        if step.shipment is None or step.llm is not None:
+            return None
+        shipped: dict[str, ConsumedData] = {}
+        for producer, lanes in consumed.items():
+            shipment = pipeline.step(producer).shipment
+            if shipment is None:
+                return None
+            shipped[producer] = ConsumedData(shipment, {ln: a.data for ln, a in lanes.items()})
+        return TaskContext(
+            step=step.id,
+            lane=lane,
+            params=dict(step.params),
+            references=dict(pipeline.references),
+            overrides=step.overrides_seen(pipeline.overrides),
+            consumed=shipped,
+            trace=self._trace is not None,
+        )
+
     def _run_lane(
         self,
         ledger: RunLedger,
@@ -241,13 +269,16 @@ class PipelineRunner:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
         services = LaneServices(ledger=ledger, loader=loader, progress=progress)
-        lane_run = LaneRun(services, step, lane, lid, dependencies_digest(deps), forced, ctx)
+        shipped = self._shipped(step, lane, pipeline, consumed)
+        lane_run = LaneRun(
+            services, step, lane, lid, dependencies_digest(deps), forced, ctx, shipped
+        )
         try:
             return (yield from lane_run.run(chunks))
         except StageError as err:
             module_exc = err.exc
-            message = safe_error_text(exception_text(module_exc), ERROR_MESSAGE_LIMIT)
-            cause = guarded(lambda: failure_cause(module_exc), lambda _: None)
+            message = safe_error_text(err.text, ERROR_MESSAGE_LIMIT)
+            cause = err.cause or guarded(lambda: failure_cause(module_exc), lambda _: None)
             lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
             ledger.sink.emit(

@@ -1,0 +1,151 @@
+"""The worker side of `--executor processes|dask`: one `StageTask` in, one `StageReply` out.
+
+It loads the step's module from its shipment (a path plugin from the shipped bytes),
+rebuilds the stage context from plain data (consumed artifacts decoded by their
+producers' codecs, as the coordinator decodes them), and runs the call through the same
+boundary as a local call: whatever the module does becomes the reply's error text, never
+an exception, and a module that cannot be loaded here is the typed `module_unavailable`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+from typing import Any
+
+import msgspec
+from runjournal.adapters.module_loader import ModuleLoadError, load_shipped_module
+from runjournal.adapters.module_stdout import RedactingLineWriter
+from runjournal.domain.decisions import Stage
+from runjournal.domain.llm import FailureCause
+from runjournal.domain.modules import Module, StageContext
+from runjournal.domain.pipeline import ModuleShipment
+from runjournal.domain.runner.boundary import exception_text, is_interrupt
+from runjournal.domain.runner.tasks import StageReply, StageTask, encode_stage_value
+
+__all__ = ["init_process_worker", "run_stage_task"]
+
+# What a reply carries of an error's text and traceback at most (the coordinator redacts
+# and bounds the text further, as it does a local error's).
+_TEXT_LIMIT = 64 * 1024
+
+_lock = threading.Lock()
+_modules: dict[tuple[str, str, str | None, bytes | None], Module] = {}
+_stdout_redirected = False
+
+
+def init_process_worker() -> None:
+    """A `processes` pool worker: Ctrl-C is the coordinator's to handle (it lets calls in
+    flight finish), and module output never reaches the coordinator's stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _redirect_stdout()
+
+
+def _redirect_stdout() -> None:
+    """Module `print()` goes to stderr, redacted, as in the coordinator (once per process:
+    a LocalCluster worker shares the coordinator's stdout, which carries `--json`)."""
+    global _stdout_redirected
+    with _lock:
+        if not _stdout_redirected:
+            sys.stdout = RedactingLineWriter(sys.stderr)
+            _stdout_redirected = True
+
+
+def _module(shipment: ModuleShipment) -> Module:
+    """The shipment's module, loaded once per worker process (as the coordinator does)."""
+    key = (shipment.spec, shipment.pipeline_dir, shipment.plugin_path, shipment.plugin_source)
+    with _lock:
+        module = _modules.get(key)
+        if module is None:
+            module = _modules[key] = load_shipped_module(shipment)
+    return module
+
+
+class _Trace:
+    """`ctx.trace` on a worker: records go back with the reply, the coordinator keeps them."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, Any]] = []
+
+    def record(self, name: str, data: Any) -> None:
+        try:
+            plain = msgspec.to_builtins(dict(data), str_keys=True, enc_hook=repr)
+        except Exception as exc:
+            plain = {"unrecordable": f"{type(exc).__name__}: {exc}"}
+        self.records.append((str(name), plain))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT]
+
+
+def _failed(exc: BaseException, trace: _Trace | None = None, cause: Any = None) -> StageReply:
+    text = exception_text(exc)
+    try:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        tb = None
+    return StageReply(
+        error=_cut(text),
+        cause=cause,
+        traceback=tb[-_TEXT_LIMIT:] if tb else None,
+        trace=trace.records if trace else [],
+    )
+
+
+def _unavailable(exc: ModuleLoadError) -> StageReply:
+    where = f"{socket.gethostname()} (pid {os.getpid()})"
+    return StageReply(
+        error=_cut(f"ModuleLoadError: on worker {where}: {exc}"),
+        cause=FailureCause.MODULE_UNAVAILABLE,
+    )
+
+
+def run_stage_task(task: StageTask) -> StageReply:
+    """Run one module call; never raises but an interrupt (see the module docstring)."""
+    _redirect_stdout()
+    context = task.context
+    try:
+        module = _module(task.module)
+        consumed = {
+            producer: {
+                lane: msgspec.json.decode(data, type=_module(data_of.module).artifact_type)
+                for lane, data in data_of.artifacts.items()
+            }
+            for producer, data_of in context.consumed.items()
+        }
+    except ModuleLoadError as exc:
+        return _unavailable(exc)
+    except BaseException as exc:
+        if is_interrupt(exc):
+            raise
+        return _failed(exc)
+    trace = _Trace() if context.trace else None
+    ctx = StageContext(
+        step=context.step,
+        lane=context.lane,
+        params=dict(context.params),
+        references=dict(context.references),
+        consumed=consumed,
+        overrides=dict(context.overrides),
+        **({"trace": trace} if trace is not None else {}),
+    )
+    try:
+        if task.stage is Stage.EXTRACT:
+            value = module.extract(task.chunk, ctx)
+        elif task.stage is Stage.MERGE:
+            parts = [msgspec.json.decode(p, type=module.chunk_type) for p in task.parts]
+            value = module.merge(parts, ctx)
+        else:
+            merged = msgspec.json.decode(task.merged or b"null", type=module.merged_type)
+            value = module.normalize(merged, ctx)
+        data, warnings = encode_stage_value(task.stage, value)
+    except BaseException as exc:  # whatever the module does, but an interrupt
+        if is_interrupt(exc):
+            raise
+        return _failed(exc, trace)
+    return StageReply(data=data, warnings=warnings, trace=trace.records if trace else [])
