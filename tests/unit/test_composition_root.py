@@ -37,6 +37,9 @@ CONSTRUCTORS: dict[str, str] = {
     "ProfileRegistry.load": "adapters/profiles.py",
     "PipelineRunner": "domain/",
     "JobPool": "cli/parallel.py",
+    "OffloadingExecutor": "adapters/executors/",
+    "ProcessWorkers": "adapters/executors/",
+    "DaskWorkers": "adapters/executors/",
     "CheckpointWritePool": "cli/parallel.py",
     "ProgressDisplay": "cli/progress.py",
 }
