@@ -192,6 +192,7 @@ FLAG_CASES = {
     "progress": (["--no-progress"], lambda d: False),
     "batch_size": (["--batch-size", "+12"], lambda d: 12),
     "journal_timeout": (["--journal-timeout", "7"], lambda d: 7),
+    "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
 }
 
 
@@ -256,6 +257,11 @@ BAD_FLAGS = {
         ["--journal", "ftp://h/j"],
         "invalid journal 'ftp://h/j' from flag (--journal): "
         "expected a path, sqlite:///PATH or postgresql://...",
+    ),
+    "executor": (
+        ["--executor", "dask://h"],
+        "invalid executor 'dask://h' from flag (--executor): "
+        "expected threads, processes, dask or dask://HOST:PORT",
     ),
 }
 

@@ -152,6 +152,14 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
     "progress": _plain([(False, False), ("on", True), (False, False), (True, True)]),
     "batch_size": _plain([(10000, 10000), ("1", 1), (300, 300), (2, 2)]),
     "journal_timeout": _plain([(3600, 3600), ("5", 5), (60, 60), (1, 1)]),
+    "executor": _plain(
+        [
+            ("dask://127.0.0.1:8786", "dask://127.0.0.1:8786"),
+            ("processes", "processes"),
+            (" DASK ", "dask"),
+            ("threads", "threads"),
+        ]
+    ),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -172,6 +180,7 @@ DEFAULTS: dict[str, Expect] = {
     "progress": _const(True),
     "batch_size": _const(256),
     "journal_timeout": _const(30),
+    "executor": _const("threads"),
 }
 
 
@@ -803,3 +812,49 @@ def test_a_root_under_a_file_is_refused_in_p1(tmp_path):
         check_roots(config)
     assert "cannot be created" in str(caught.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("threads", "threads"),
+        ("Processes", "processes"),
+        ("dask", "dask"),
+        ("dask://127.0.0.1:8786", "dask://127.0.0.1:8786"),
+        ("DASK://sched.example.org:08786", "dask://sched.example.org:8786"),
+        ("dask://[::1]:8786", "dask://[::1]:8786"),
+        *[
+            (bad, None)
+            for bad in (
+                "thread",
+                "dask:",
+                "dask://",
+                "dask://host",
+                "dask://host:",
+                "dask://:8786",
+                "dask://host:0",
+                "dask://host:65536",
+                "dask://host:port",
+                "dask://user@host:8786",
+                "dask://host:8786/path",
+                "tcp://host:8786",
+                "dask://ho st:1",
+                "",
+            )
+        ],
+    ],
+)
+@pytest.mark.parametrize("origin", ["flag", "env", "pipeline"])
+def test_executor_values(raw: str, value: str | None, origin: str) -> None:
+    config = _try(origin, "executor", raw)
+    if raw == "" and origin == "env":
+        assert config is not None and config.executor == "threads"  # unset
+    elif value is None:
+        assert config is None
+    else:
+        assert config is not None and config.executor == value
+
+
+@pytest.mark.parametrize("raw", [True, 8786, ["dask"], {"dask": 1}])
+def test_executor_must_be_text(raw: object) -> None:
+    assert _try("pipeline", "executor", raw) is None
