@@ -105,7 +105,7 @@ def test_a_call_lost_every_time_fails_with_worker_lost() -> None:
     workers = FakeWorkers(["lost", "lost", "lost", "ok"])
     executor = OffloadingExecutor(workers, 1)
     executor.submit(0, _call("a"))
-    [(kind, reply)] = _drain(executor, 1).values()
+    [(_, reply)] = _drain(executor, 1).values()
     executor.close()
     assert len(workers.futures) == 3  # the first attempt and two more, then given up
     assert reply.cause is FailureCause.WORKER_LOST
