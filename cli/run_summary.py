@@ -89,7 +89,11 @@ def module_traceback(cause: BaseException | None) -> str | None:
     """The failing module's own traceback, redacted (shown with -v, kept by --debug trace)."""
     if cause is None:
         return None
-    text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+    remote = getattr(cause, "remote_traceback", None)  # a call that ran on a worker
+    if isinstance(remote, str):
+        text = remote
+    else:
+        text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
     text = redact_text(text)
     if len(text) > TRACEBACK_LIMIT:
         text = "…\n" + text[-TRACEBACK_LIMIT:]

@@ -63,6 +63,8 @@ class Words(Module):
         print(f"extract {chunk.id} in {os.getpid()}")  # never on the run's stdout
         if ctx.params.get("die"):
             os._exit(3)
+        if ctx.params.get("fail") and ctx.lane == "docs/d2.md":
+            raise RuntimeError(f"refused {ctx.lane} token=" + "sk-" + "a1b2c3d4" * 5)
         time.sleep(float(ctx.params.get("delay", 0)))
         _note(ctx, f"extract {chunk.id}")
         return {"words": len(chunk.text.split())}
@@ -103,7 +105,7 @@ STEPS = """
 id = "count"
 module = "plugins/words.py:Words"
 scope = "document"
-params = {{ probe_dir = "{probe}", delay = {delay}, die = {die} }}
+params = {{ probe_dir = "{probe}", delay = {delay}, die = {die}, fail = {fail} }}
 
 [[steps]]
 id = "again"
@@ -157,11 +159,19 @@ class Project:
         self.pipeline("pipeline.toml")
 
     def pipeline(
-        self, name: str, *, delay: float = 0.0, die: bool = False, llm: bool = False
+        self,
+        name: str,
+        *,
+        delay: float = 0.0,
+        die: bool = False,
+        fail: bool = False,
+        llm: bool = False,
     ) -> Path:
         head = f'name = "{Path(name).stem}"\ninputs = ["docs/*.md"]\n\n[chunking]\n'
         head += 'strategy = "paragraphs"\nmax_chars = 40\n'
-        steps = STEPS.format(probe=self.probe, delay=delay, die=str(die).lower())
+        steps = STEPS.format(
+            probe=self.probe, delay=delay, die=str(die).lower(), fail=str(fail).lower()
+        )
         if llm:
             steps += LLM_STEP.format(probe=self.probe)
         path = self.root / name
@@ -475,3 +485,25 @@ def test_an_unreachable_scheduler_is_one_line_and_allocates_nothing(project: Pro
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"runjournal: error: executor: cannot reach dask://127.0.0.1:{port}")
     assert not out.exists()
+
+
+def test_a_module_error_on_a_worker_reads_as_it_does_in_threads(project: Project) -> None:
+    """Same error line, failure documents and decisions; `-v` shows the worker's traceback."""
+    project.pipeline("fails.toml", fail=True)
+    runs = {}
+    for name in ("threads", "processes"):
+        run = project.run(f"fails-{name}", name, "-v", "--keep-going", pipeline="fails.toml")
+        assert run.proc.returncode == 1, run.proc.stderr
+        runs[name] = run
+    threads, processes = runs["threads"], runs["processes"]
+    assert processes.doc["error"] == threads.doc["error"]
+    assert processes.doc["failures"] == threads.doc["failures"]
+    assert processes.doc["decisions"] == threads.doc["decisions"]
+    message = processes.doc["error"]["message"]
+    assert message.startswith("RuntimeError: refused docs/d2.md token=")
+    assert "a1b2c3d4" not in message  # redacted by the coordinator, as a local error is
+    assert processes.doc["error"].get("cause") is None  # the module's failure, not the worker's
+    tb = processes.proc.stderr
+    assert "the module's traceback" in tb and "words.py" in tb and "in extract" in tb
+    assert "executors/worker.py" in tb  # the traceback the worker rendered, redacted here
+    assert "sk-a1b2c3d4" not in tb and "[REDACTED:openai_api_key]" in tb
