@@ -9,6 +9,7 @@ calls are submitted again (`OffloadingExecutor`), each one at most `RESUBMIT_LOS
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -43,7 +44,10 @@ class ProcessWorkers:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self._jobs, mp_context=self._context, initializer=init_process_worker
+            max_workers=self._jobs,
+            mp_context=self._context,
+            initializer=init_process_worker,
+            initargs=(os.getpid(),),
         )
 
     def submit(self, task: StageTask) -> Future[object]:

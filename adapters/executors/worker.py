@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -38,11 +39,29 @@ _modules: dict[tuple[str, str, str | None, bytes | None], Module] = {}
 _stdout_redirected = False
 
 
-def init_process_worker() -> None:
+# How often a pool worker checks that its coordinator is still alive.
+_WATCH_S = 1.0
+
+
+def init_process_worker(coordinator: int) -> None:
     """A `processes` pool worker: Ctrl-C is the coordinator's to handle (it lets calls in
-    flight finish), and module output never reaches the coordinator's stdout."""
+    flight finish), module output never reaches the coordinator's stdout, and the worker
+    exits when the coordinator is gone (killed: its forkserver's children would wait on
+    the call queue for good)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_stdout()
+    threading.Thread(target=_exit_with, args=(coordinator,), daemon=True).start()
+
+
+def _exit_with(coordinator: int) -> None:
+    while True:
+        time.sleep(_WATCH_S)
+        try:
+            os.kill(coordinator, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except OSError:
+            continue  # exists, not ours to signal
 
 
 def _redirect_stdout() -> None:

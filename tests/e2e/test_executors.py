@@ -507,3 +507,55 @@ def test_a_module_error_on_a_worker_reads_as_it_does_in_threads(project: Project
     assert "the module's traceback" in tb and "words.py" in tb and "in extract" in tb
     assert "executors/worker.py" in tb  # the traceback the worker rendered, redacted here
     assert "sk-a1b2c3d4" not in tb and "[REDACTED:openai_api_key]" in tb
+
+
+@pytest.mark.parametrize("name", ["processes", "dask"])
+def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkpointed(
+    project: Project, name: str
+) -> None:
+    psutil = pytest.importorskip("psutil")  # installed with distributed
+    project.pipeline("slow.toml", delay=0.8)
+    tag = f"crash-{name}"
+    proc = project.start(tag, name, pipeline="slow.toml")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = [p for p in project.probe.glob("*.log") if "extract" in p.read_text()]
+            if len(done) >= 2:  # both workers finished a call
+                break
+            time.sleep(0.05)
+        workers = {int(p.name.split("-")[1]) for p in project.probe.glob("start-*")}
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert workers and proc.pid not in workers
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(alive(pid) for pid in workers):
+        time.sleep(0.1)
+    assert not [pid for pid in workers if alive(pid)]  # no orphaned worker left computing
+
+    out, cache = project.root / f"out-{tag}", project.root / f"cache-{tag}"
+    recovered = project.cli("recover", "--output-root", str(out))
+    assert recovered.returncode == 0, recovered.stderr
+    checkpointed = len(list(cache.glob("workspaces/slow/steps/count/*/extract/*")))
+    run = project.run(tag, "threads", "--resume", pipeline="slow.toml")
+    assert run.proc.returncode == 0, run.proc.stderr
+    events = project.events(tag, run.doc["run_id"])
+    reused = [
+        e
+        for e in events
+        if e["type"] == "StageDecided"
+        and (e["data"]["step"], e["data"]["stage"]) == ("count", "extract")
+        and e["data"]["code"] == "reused"
+    ]
+    assert len(reused) == checkpointed > 0  # every checkpointed result is reused
