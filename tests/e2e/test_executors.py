@@ -66,6 +66,7 @@ class Words(Module):
         if ctx.params.get("fail") and ctx.lane == "docs/d2.md":
             raise RuntimeError(f"refused {ctx.lane} token=" + "sk-" + "a1b2c3d4" * 5)
         time.sleep(float(ctx.params.get("delay", 0)))
+        ctx.trace.record("ran", {"pid": os.getpid()})
         _note(ctx, f"extract {chunk.id}")
         return {"words": len(chunk.text.split())}
 
@@ -402,12 +403,19 @@ def test_a_module_that_kills_every_worker_fails_with_worker_lost(project: Projec
 
 def test_llm_backed_steps_stay_in_the_coordinator(project: Project) -> None:
     project.pipeline("llm.toml", llm=True)
-    run = project.run("llm", "processes", pipeline="llm.toml")
+    run = project.run("llm", "processes", "--debug", "trace", pipeline="llm.toml")
     assert run.proc.returncode == 0, run.proc.stderr
     asked = {pid for pid, step, *_ in run.calls if step == "ask"}
     counted = {pid for pid, step, *_ in run.calls if step == "count"}
     assert asked == {run.pid}  # endpoint limits and budgets are the run's, in one process
     assert counted and run.pid not in counted
+    # ctx.trace records made on the workers are in the run's trace, tagged by the run
+    [trace] = (project.root / "out-llm" / "debug").glob("*/trace/events.jsonl")
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    ran = [r["data"] for r in records if (r["kind"], r["name"]) == ("module", "ran")]
+    workers = {pid for pid, step, *_ in run.calls if step != "ask"}
+    assert {d["data"]["pid"] for d in ran} == workers and run.pid not in workers
+    assert {d["step"] for d in ran} == {"count", "again", "total"}
 
 
 def test_a_module_missing_on_the_workers_fails_with_module_unavailable(
