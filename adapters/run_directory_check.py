@@ -206,6 +206,11 @@ def _check_manifest(
                 )
     counted = manifest.get("decisions")
     if isinstance(counted, dict):
+        # Since manifest v2 the decisions whose stage never started are counted apart
+        # (docs/operations.md "`explain`"): together they are every decision journaled.
+        never = manifest.get("not_started")
+        if isinstance(never, dict):
+            counted = {k: counted.get(k, 0) + never.get(k, 0) for k in {*counted, *never}}
         journal: dict[str, int] = {}
         for event in events:
             if isinstance(event, StageDecided):

@@ -158,6 +158,9 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     )
     decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
+    if view.get("not_started"):  # docs/operations.md "`explain`": decided, never executed
+        never = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["not_started"].items())
+        click.echo(f"  not started: {never} (decided, never executed: the run stopped first)")
     if view.get("llm"):  # docs/operations.md "LLM usage: spent and saved"
         click.echo(f"  llm: {usage_line(view['llm'])}")
     if view["error"]:

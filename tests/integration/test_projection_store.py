@@ -22,13 +22,29 @@ from runjournal.adapters.projection_store import (
 from runjournal.cli.output import json_bytes
 from runjournal.domain.events import RunEvent, TerminalPersistenceFailed
 from runjournal.projections.base import fold
+from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.html_render import render_report_html
 from runjournal.projections.html_report import HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
+from runjournal.projections.report import ReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
 from support import synthetic as syn
 from support.faulty_fs import Fault, faulty_root_class
+
+
+@pytest.fixture(autouse=True)
+def _versions_at_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about how versions are stored and bumped, not about the projections'
+    current versions: every projection starts at v1 here (a test bumps one to v2)."""
+    for cls in (
+        ManifestProjection,
+        ReportProjection,
+        ReasonReportProjection,
+        DebugSummaryProjection,
+        HtmlReportProjection,
+    ):
+        monkeypatch.setattr(cls, "VERSION", 1)
 
 
 class World:
