@@ -7,7 +7,9 @@ the runs index table (what every `runs list` read before the table: the peer). E
 `runs list` runs through the console script REPEAT times; medians of the child's cpu
 (user + sys), wall time and peak RSS (`ru_maxrss` from `os.wait4`), and the ratios of the
 large journal against the small one and of the peer against the large one, all measured
-in this run (docs/performance.md "`runs list` on a large journal").
+in this run (docs/performance.md "`runs list` on a large journal"). The same
+three `list_runs` calls in this process (a fresh read-only store each, median of REPEAT)
+show the catch-up alone, without the console script's start-up.
 
     python bench/bench_runs_list.py [--lanes 60] [--chunks 300] [--repeat 5]
 """
@@ -64,6 +66,17 @@ def write(url: str, runs: list[syn.SyntheticRun]) -> int:
     return sum(len(r.events) for r in runs)
 
 
+def in_process(url: str) -> float:
+    """Wall time of `list_runs` on a freshly opened read-only store (no start-up, no open)."""
+    store = open_journal(url, read_only=True)
+    try:
+        start = time.perf_counter()
+        store.list_runs()
+        return time.perf_counter() - start
+    finally:
+        store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=60)
@@ -87,6 +100,10 @@ def main() -> None:
         with sqlite3.connect(peer_url) as db:  # as journals were before the table
             db.execute("DROP TABLE runjournal_runs_index")
             db.execute("DROP TABLE runjournal_runs_index_position")
+        inproc = {
+            label: statistics.median(in_process(url) for _ in range(args.repeat))
+            for label, url in (("small", small_url), ("large", large_url), ("peer", peer_url))
+        }
         rj = console()
         rows = [
             (label, events, *medians(args.repeat, [*rj, "runs", "list", "--journal", url], env))
@@ -109,6 +126,11 @@ def main() -> None:
             f"peak RSS {rss:6.1f} MB"
         )
     (_, _, s_cpu, s_wall, s_rss), (_, _, l_cpu, l_wall, l_rss), (_, _, p_cpu, p_wall, p_rss) = rows
+    print(
+        "list_runs in process (median): "
+        + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in inproc.items())
+        + f"; peer / large {inproc['peer'] / inproc['large']:.0f}x"
+    )
     print(
         f"large / small: cpu {l_cpu / s_cpu:4.2f}x  wall {l_wall / s_wall:4.2f}x  "
         f"RSS {l_rss / s_rss:4.2f}x"
