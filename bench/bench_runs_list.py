@@ -77,33 +77,48 @@ def in_process(url: str) -> float:
         store.close()
 
 
+def build(tmp: Path, lanes: int, chunks: int) -> None:
+    """Write the small and the large journal and the peer (the large one without the
+    runs index table, as journals were before it) into `tmp`."""
+    base = time.time_ns() // 1000
+    small_url, large_url = str(tmp / "small.sqlite3"), str(tmp / "large.sqlite3")
+    small = write(small_url, [syn.synthetic_run(syn.run_id_for(base), lanes=2, chunks=2)])
+    large = syn.synthetic_run(syn.run_id_for(base + 1), lanes=lanes, chunks=chunks)
+    last = syn.synthetic_run(syn.run_id_for(base + 2), lanes=2, chunks=2)
+    events = write(large_url, [large, last])
+    peer_url = str(tmp / "peer.sqlite3")
+    shutil.copyfile(large_url, peer_url)
+    with sqlite3.connect(peer_url) as db:
+        db.execute("DROP TABLE runjournal_runs_index")
+        db.execute("DROP TABLE runjournal_runs_index_position")
+    (tmp / "events.txt").write_text(f"{small} {events}\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=60)
     parser.add_argument("--chunks", type=int, default=300, help="extract chunks per lane")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--build", help=argparse.SUPPRESS)  # the writing child process
     args = parser.parse_args()
 
+    if args.build:
+        build(Path(args.build), args.lanes, args.chunks)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="rj-bench-runs-list-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNJOURNAL_")}
     try:
-        base = time.time_ns() // 1000
-        small_url, large_url = str(tmp / "small.sqlite3"), str(tmp / "large.sqlite3")
-        small_events = write(
-            small_url, [syn.synthetic_run(syn.run_id_for(base), lanes=2, chunks=2)]
+        size = ["--lanes", str(args.lanes), "--chunks", str(args.chunks)]
+        # The journals are written by another process: a child's ru_maxrss counts the
+        # memory of the process it was forked from, so this one must stay small.
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(tmp), *size],
+            check=True,
         )
-        large = syn.synthetic_run(syn.run_id_for(base + 1), lanes=args.lanes, chunks=args.chunks)
-        last = syn.synthetic_run(syn.run_id_for(base + 2), lanes=2, chunks=2)
-        large_events = write(large_url, [large, last])
+        counts = (tmp / "events.txt").read_text().split()
+        small_events, large_events = int(counts[0]), int(counts[1])
+        small_url, large_url = str(tmp / "small.sqlite3"), str(tmp / "large.sqlite3")
         peer_url = str(tmp / "peer.sqlite3")
-        shutil.copyfile(large_url, peer_url)
-        with sqlite3.connect(peer_url) as db:  # as journals were before the table
-            db.execute("DROP TABLE runjournal_runs_index")
-            db.execute("DROP TABLE runjournal_runs_index_position")
-        inproc = {
-            label: statistics.median(in_process(url) for _ in range(args.repeat))
-            for label, url in (("small", small_url), ("large", large_url), ("peer", peer_url))
-        }
         rj = console()
         rows = [
             (label, events, *medians(args.repeat, [*rj, "runs", "list", "--journal", url], env))
@@ -113,6 +128,11 @@ def main() -> None:
                 ("large, no index (peer)", large_events, peer_url),
             )
         ]
+        # after the children: in-process reads grow this process, not theirs
+        inproc = {
+            label: statistics.median(in_process(url) for _ in range(args.repeat))
+            for label, url in (("small", small_url), ("large", large_url), ("peer", peer_url))
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
