@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runjournal.adapters.journal import open_journal
 from runjournal.cli.explain import LIST_UP_TO
 from runjournal.cli.main import cli
+from support import synthetic as syn
 
 PIPELINE = """\
 name = "p"
@@ -107,3 +109,18 @@ def test_bad_selections_are_one_error_line_and_exit_2(
     assert result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith("runjournal: error: ") and message in line
+
+
+def test_a_run_with_no_terminal_event_says_it_may_still_be_running(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = syn.synthetic_run(syn.run_id_for(9), lanes=1, chunks=2, output_root=str(out))
+    out.mkdir()
+    with open_journal(str(out / "journal.sqlite3")) as store:
+        store.append_events(run.run_id, run.events[:-1])  # no RunTerminated
+    result = _explain(tmp_path, run.run_id)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"run {run.run_id} (running): ")
+    assert lines[1].endswith(
+        "(running: no terminal event: still running, or killed (`recover` marks it abandoned))"
+    )
