@@ -230,8 +230,9 @@ class PipelineRunner:
             **({"trace": ModuleTrace(self._trace, step.id, lane)} if self._trace else {}),
         )
         required = step.id in self._policy.required
-        # What each stage reads of the consumed artifacts (docs/modules.md "Declaring
-        # what a stage reads"); a module whose `reads` raises fails that stage.
+        # What each stage reads of the consumed artifacts; a module whose `reads`
+        # raises fails that stage.
+        # docs/modules.md "Declaring what a stage reads"
         reads = {stage: whole(ctx, deps) for stage in Stage}
         reads_error: StageError | None = None
         if not required:
