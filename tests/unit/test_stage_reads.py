@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import LaneResolved, StageDecided
 from runjournal.domain.identity import dependencies_digest
@@ -178,3 +181,66 @@ def test_a_part_of_an_artifact_the_lane_does_not_consume_is_refused() -> None:
         run(pipeline(DOCS, Stray()), FakeStore())
     assert info.value.stage is Stage.EXTRACT
     assert "names words/z.md, which this lane does not consume" in info.value.message
+
+
+# --- the built-ins: what they declare is all their extract reads -------------------------
+
+VOCABULARY = ["checkpoint", "event journal", "os.replace", "fsync", "lane", "stage input"]
+
+
+def _terms(keys: list[str], counts: list[int]) -> list:
+    from runjournal.adapters.builtin_modules.terms import Term, TermKind
+
+    return [Term(k, k, n, TermKind.EMPHASIS) for k, n in zip(keys, counts, strict=False)]
+
+
+_lanes = st.dictionaries(
+    st.sampled_from(["docs/a.md", "docs/b.md", "docs/c.md"]),
+    st.lists(st.sampled_from(VOCABULARY), unique=True, max_size=4),
+    min_size=1,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lanes=_lanes,
+    counts=st.lists(st.integers(1, 9), min_size=4, max_size=4),
+    other=st.lists(st.integers(1, 9), min_size=4, max_size=4),
+    words=st.lists(st.sampled_from([*VOCABULARY, "is", "a", "part", "The"]), max_size=30),
+)
+def test_a_builtin_extract_reads_only_its_declared_part(lanes, counts, other, words) -> None:
+    """The extract gives the same result from its declared part as from the whole
+    artifacts, and term counts are no part of it (only the keys are)."""
+    from runjournal.adapters.builtin_modules.definitions import DefinitionsModule
+    from runjournal.adapters.builtin_modules.glossary import GlossaryModule
+    from runjournal.domain.identity import ArtifactRef
+    from runjournal.domain.modules import Chunk, StageContext
+    from runjournal.domain.runner.reads import stage_reads
+
+    text = " ".join(words) + ". A checkpoint is a record of a stage."
+    source = sorted(lanes)[0]
+    chunk = Chunk(id="0" * 64, source=source, start=0, end=len(text), text=text, sha256="")
+
+    def ctx(step: str, lane: str, per_lane_counts: list[int]) -> StageContext:
+        consumed = {ln: _terms(keys, per_lane_counts) for ln, keys in lanes.items()}
+        return StageContext(step=step, lane=lane, consumed={"terms": consumed})
+
+    def refs(c: StageContext) -> list[ArtifactRef]:
+        return [
+            ArtifactRef("terms", ln, "terms", "s", "application/json", "f" * 64, 1)
+            for ln in c.consumed["terms"]
+        ]
+
+    for module, lane in ((GlossaryModule(), "corpus"), (DefinitionsModule(), source)):
+        whole = ctx("x", lane, counts)
+        reads = stage_reads(module, Stage.EXTRACT, whole, refs(whole))
+        viewed = msgspec.structs.replace(whole, consumed=reads.consumed)
+        assert type(module)().extract(chunk, viewed) == type(module)().extract(chunk, whole)
+        recounted = ctx("x", lane, other)
+        assert stage_reads(module, Stage.EXTRACT, recounted, refs(recounted)).digest == (
+            reads.digest
+        )
+        for stage in (Stage.MERGE, Stage.NORMALIZE):
+            if stage is Stage.NORMALIZE and isinstance(module, GlossaryModule):
+                continue  # the glossary's normalize reads every artifact whole
+            assert stage_reads(module, stage, whole, refs(whole)).digest == ""
