@@ -38,7 +38,7 @@ from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import resolve_plans, settle_plans
-from runjournal.domain.runner.reads import recorded_reads, stage_reads, whole
+from runjournal.domain.runner.reads import declares_reads, recorded_reads, stage_reads, whole
 from runjournal.domain.runner.restore import restore_lane
 from runjournal.domain.runner.scheduler import (
     Executor,
@@ -233,9 +233,9 @@ class PipelineRunner:
         # What each stage reads of the consumed artifacts; a module whose `reads`
         # raises fails that stage.
         # docs/modules.md "Declaring what a stage reads"
-        reads = {stage: whole(ctx, deps) for stage in Stage}
+        reads = dict.fromkeys(Stage, whole(ctx, deps))
         reads_error: StageError | None = None
-        if not required:
+        if not required and declares_reads(step.module):
             for stage in Stage:
                 try:
                     reads[stage] = stage_reads(step.module, stage, ctx, deps)
