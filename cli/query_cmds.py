@@ -22,7 +22,7 @@ from runjournal.cli.settings import (
     format_table,
     is_postgres_url,
     load_user_config,
-    resolve_settings,
+    resolve_project_settings,
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
@@ -36,19 +36,18 @@ from runjournal.projections.reasons_report import ReasonReportProjection
 
 
 def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
-    """Settings for commands without a pipeline: flags, env, user config, defaults."""
+    """Settings for commands without a pipeline: flags, env, the project's pipeline table
+    (docs/configuration.md "Finding the project"), user config, defaults."""
     flags = {k: v for k, v in settings_flags(opts).items() if v is not None}
-    cwd = os.getcwd()
     try:
         user_config, user_path = load_user_config()
-        return resolve_settings(
+        return resolve_project_settings(
             flags=flags,
             env=os.environ,
-            pipeline_table=None,
-            pipeline_dir=cwd,
             user_config=user_config,
             user_config_path=user_path,
-            cwd=cwd,
+            cwd=os.getcwd(),
+            home=os.path.expanduser("~"),
         )
     except SettingsError as exc:
         raise CliError(str(exc)) from None
