@@ -12,7 +12,8 @@ from runjournal.adapters.journal import (
     JournalStore,
     journal_event_to_json,
 )
-from runjournal.cli.compose import journal_for
+from runjournal.adapters.run_dirs import RunDirs
+from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
@@ -26,7 +27,7 @@ from runjournal.cli.settings import (
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
@@ -152,6 +153,7 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     status = paint.status(str(view["status"]), str(view["status"]))
     click.echo(f"run {view['run_id']}  {status}  pipeline {view['pipeline']}")
     click.echo(f"  started {view['started']}  ended {view['ended']}")
+    click.echo(f"  run directory {_where_it_lives(events)}")
     click.echo(
         f"  lanes {view['lanes']}  artifacts {view['artifacts']}  outputs {len(view['outputs'])}"
     )
@@ -168,6 +170,17 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
         click.echo("  outputs (produced by: step · lane: its decisions):")
         click.echo("\n".join(output_lines(facts["outputs"], paint)))
     return 0
+
+
+def _where_it_lives(events: list[RunEvent]) -> str:
+    """The run directory the journal recorded, and whether it is there now
+    (docs/operations.md "Where a run lives")."""
+    allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
+    if allocated is None:
+        return "- (not allocated)"
+    with RunDirs(factories().open_root) as dirs:
+        there = dirs.holding(allocated.run_id, allocated.run_dir) is not None
+    return allocated.run_dir + ("" if there else " (not there: never written, or removed)")
 
 
 def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
