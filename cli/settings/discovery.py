@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
-from runjournal.cli.settings.errors import SettingsError
-from runjournal.cli.settings.formatting import display_value, short
+from runjournal.cli.settings.errors import SettingsError, one_line
+from runjournal.cli.settings.formatting import display_value
 from runjournal.cli.settings.resolution import EffectiveConfig, resolve_settings
 from runjournal.cli.settings.table import ENV_PREFIX, SETTINGS_BY_NAME, Origin
 
@@ -26,7 +26,7 @@ CEILING_ENV_VAR: Final = ENV_PREFIX + "CEILING_DIRECTORIES"
 
 REPOSITORY_MARKERS: Final = (".git", ".hg", ".svn")
 LOCATING: Final = ("output_root", "journal")  # a table setting one of these is a marker
-LOCATIONS: Final = ("journal", "output_root", "cache_root", "debug_root")
+LOCATIONS: Final = ("output_root", "journal", "cache_root", "debug_root")
 MAX_PIPELINE_BYTES: Final = 1 << 20  # a bigger .toml file is not read (not a pipeline)
 
 
@@ -132,6 +132,14 @@ def find_project(
     return None
 
 
+def _shown(name: str, value: object, directory: str) -> str:
+    """A value for the error line: relative to the project directory when inside it."""
+    text = str(display_value(name, value))
+    if text.startswith(directory.rstrip(os.sep) + os.sep):
+        text = os.path.relpath(text, directory)
+    return one_line(text)
+
+
 def resolve_project_settings(
     *,
     flags: Mapping[str, object],
@@ -172,7 +180,7 @@ def resolve_project_settings(
             continue
         spec = SETTINGS_BY_NAME[name]
         listed = ", ".join(
-            f"{os.path.basename(p.path)} ({short(display_value(name, getattr(c, name)))})"
+            f"{os.path.basename(p.path)} ({_shown(name, getattr(c, name), project.directory)})"
             for p, c in configs
         )
         raise ProjectAmbiguous(
