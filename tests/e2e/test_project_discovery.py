@@ -75,6 +75,19 @@ def test_every_command_finds_the_pipelines_runs_without_flags(cli, project, wher
     assert doc["run_directory"]["status"] == "checked"
     assert doc["run_directory"]["path"].startswith(str(out.resolve()) + os.sep)
 
+    newest = os.readlink(out / "latest")  # the last run
+    proc = cli("runs", "show", "latest", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert f"  run directory {out.resolve() / newest}\n" in proc.stdout
+
+    proc, doc = cli.json("report", "latest", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["file"] == str(out.resolve() / newest / "report.html")
+
+    proc, doc = cli.json("recover", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["journal_found"] is True and doc["abandoned"] == []
+
     # A deleted manifest.json comes back where the journal says the run lives.
     victim = out / runs[0] / "manifest.json"
     original = victim.read_bytes()
@@ -86,7 +99,6 @@ def test_every_command_finds_the_pipelines_runs_without_flags(cli, project, wher
     assert victim.read_bytes() == original
     assert (out / ".runjournal" / "projections.json").is_file()  # beside the journal
 
-    newest = os.readlink(out / "latest")  # the last run
     proc, doc = cli.json("gc", "--keep", "1", cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     assert sorted(doc["removed"]) == sorted(str(out.resolve() / r) for r in runs if r != newest)
