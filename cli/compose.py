@@ -33,6 +33,7 @@ from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import ProfileRegistry
 from runjournal.adapters.projection_store import STATE_DIR, ProjectionStore, state_dir_for
+from runjournal.adapters.run_dirs import RunDirs
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
@@ -136,6 +137,12 @@ class Roots:
         for root in self._open.values():
             root.close()
         self._open.clear()
+
+
+def run_dirs() -> RunDirs:
+    """The directories holding run directories as the journal recorded them, opened
+    through the factories (docs/operations.md "Where a run lives"); close it after use."""
+    return RunDirs(factories().open_root)
 
 
 # --- the journal ------------------------------------------------------------------------

@@ -12,8 +12,7 @@ from runjournal.adapters.journal import (
     JournalStore,
     journal_event_to_json,
 )
-from runjournal.adapters.run_dirs import RunDirs
-from runjournal.cli.compose import factories, journal_for
+from runjournal.cli.compose import journal_for, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
@@ -178,7 +177,7 @@ def _where_it_lives(events: list[RunEvent]) -> str:
     allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
     if allocated is None:
         return "- (not allocated)"
-    with RunDirs(factories().open_root) as dirs:
+    with run_dirs() as dirs:
         there = dirs.holding(allocated.run_id, allocated.run_dir) is not None
     return allocated.run_dir + ("" if there else " (not there: never written, or removed)")
 

@@ -17,8 +17,7 @@ from typing import Any
 import click
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
-from runjournal.adapters.run_dirs import RunDirs
-from runjournal.cli.compose import factories
+from runjournal.cli.compose import factories, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
@@ -78,7 +77,7 @@ def _into_run_dir(run_id: str, run_dir: str | None, data: bytes) -> str:
     The run directory is where the journal recorded it (docs/operations.md "Where a run
     lives"), reached through its parent without following a symlink.
     """
-    with RunDirs(factories().open_root) as dirs:
+    with run_dirs() as dirs:
         parent = dirs.holding(run_id, run_dir) if run_dir else None
         if parent is None:
             raise CliError(f"run {run_id} has no run directory here ({run_dir}); use -o FILE")
