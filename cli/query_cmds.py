@@ -54,7 +54,8 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
 
 
 def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3.
+    """The journal named by --journal, env, the project's pipeline, user config, or
+    <output root>/journal.sqlite3.
 
     Commands that only read pass `read_only`: a SQLite journal is then opened without
     writing to it (a read-only file system or file works).
@@ -65,7 +66,10 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
             return journal_for(config, read_only=read_only)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
-    raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+    raise CliError(
+        f"no journal at {config.journal} (use --journal or --output-root, "
+        "or run the command in the pipeline's directory)"
+    )
 
 
 def journal_exists(url: str) -> bool:
