@@ -133,7 +133,10 @@ class RunSession:
     """The runner's `EventSink`: one in-memory `Run`, events committed in batches.
 
     `emit` does no I/O until `batch_size` events are pending; a failed commit keeps
-    its events for the next `flush`, so the journal never gets a gap.
+    its events for the next `flush`, so the journal never gets a gap. `before_commit`
+    runs before every commit: the checkpoint recorder's group sync, so a batch that
+    records checkpoints commits only after they are durable (docs/internals.md
+    "Group durability").
     """
 
     def __init__(
@@ -143,10 +146,12 @@ class RunSession:
         *,
         batch_size: int = 256,
         listeners: Sequence[Callable[[RunEvent], None]] = (),
+        before_commit: Callable[[], None] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._commit = commit
+        self._before_commit = before_commit
         self._run = run
         self._batch_size = batch_size
         self._listeners = tuple(listeners)
@@ -189,6 +194,8 @@ class RunSession:
         if not self._run.pending_count and not self._unsaved:
             return
         events = self._unsaved + self._run.collect_events()
+        if self._before_commit is not None:
+            self._before_commit()
         try:
             self._commit(events)
         except JournalError:
