@@ -355,19 +355,36 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, size: int = -1) -> bytes:
+    """The file's bytes; one read(2) when `size` (from fstat) is right, as it is unless the
+    file changes meanwhile (a short read of a regular file means end of file)."""
     chunks = []
+    if 0 <= size < _READ_CHUNK:
+        first = os.read(fd, size + 1)
+        if len(first) == size:
+            return first
+        chunks.append(first)  # the file changed size since fstat: read on to the end
     while chunk := os.read(fd, _READ_CHUNK):
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _require_regular(fd: int, name: str, *, single_link: bool) -> None:
+def _read_regular(dir_fd: int, leaf: str, name: str) -> bytes:
+    fd = _open_leaf(dir_fd, leaf, name, _READ_FLAGS)
+    try:
+        return _read_all(fd, _require_regular(fd, name, single_link=False))
+    finally:
+        os.close(fd)
+
+
+def _require_regular(fd: int, name: str, *, single_link: bool) -> int:
+    """Refuse anything but a regular file (with one link if asked); return its size."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise NotRegularFile(name, None, f"not a regular file ({_kind(info.st_mode)})")
     if single_link and info.st_nlink != 1:
         raise NotRegularFile(name, None, f"refused: the file has {info.st_nlink} hard links")
+    return info.st_size
 
 
 def _kind(mode: int) -> str:
@@ -795,13 +812,17 @@ class FsRoot:
     def read_bytes(self, name: str) -> bytes:
         """The content of regular file `name`; FsNotFound if it is missing."""
         parts = _split(name)
-        with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
-            fd = _open_leaf(dir_fd, parts[-1], name, _READ_FLAGS)
-            try:
-                _require_regular(fd, name, single_link=False)
-                return _read_all(fd)
-            finally:
-                os.close(fd)
+        if len(parts) > 1:
+            with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
+                return _read_regular(dir_fd, parts[-1], name)
+        # An entry of the root itself (a checkpoint read through a cached directory handle,
+        # docs/internals.md "Libraries and performance"): no context managers on this path.
+        try:
+            return _read_regular(self._root_fd(), name, name)
+        except FsError:
+            raise
+        except OSError as exc:
+            raise classify_os_error(exc, name) from exc
 
     def exists(self, name: str) -> bool:
         """Whether an entry of any type is at `name` (a symlink there counts as one).
