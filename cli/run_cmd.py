@@ -278,6 +278,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         batch_size=config.batch_size,
         listeners=listeners,
         before_commit=recorder.sync if recorder is not None else None,
+        behind=True,  # full batches commit on their own thread while the run goes on
     )
     _record_allocation(
         session, spec, parsed.pipeline_path, config, run_id, argv, journal.url, parsed.policy
