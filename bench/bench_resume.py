@@ -94,6 +94,26 @@ def run(root: Path, pipeline: str, *extra: str) -> tuple[float, float, dict]:
     return cpu, wall, json.loads(proc.stdout)
 
 
+def new_files(root: Path) -> tuple[int, int, int, list[str]]:
+    """(files, bytes, output files) a no-op resume creates under the output and cache roots:
+    regular files with an inode that was not there before (the journal's own aside)."""
+
+    def inodes() -> dict[int, tuple[int, str]]:
+        found = {}
+        for top in (root / "out", root / "cache"):
+            for path in top.rglob("*"):
+                info = path.lstat()
+                if path.is_file() and not path.name.startswith("journal.sqlite3"):
+                    found[info.st_ino] = (info.st_size, path.name)
+        return found
+
+    before = inodes()
+    _, _, doc = run(root, "big.toml", "--resume")
+    created = [entry for ino, entry in inodes().items() if ino not in before]
+    names = sorted(name for _, name in created)
+    return len(created), sum(size for size, _ in created), len(doc["outputs"]), names
+
+
 def floor(root: Path) -> tuple[float, float]:
     """(cpu s, wall s) of reading and hashing every checkpoint file, in this process."""
     paths = list((root / "cache" / "workspaces").rglob("*.ckpt"))
@@ -120,6 +140,7 @@ def main() -> None:
         decisions = sum(doc["decisions"].values())
         assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
         floors = [floor(root) for _ in range(args.repeat)]
+        files, size, outputs, names = new_files(root)
         print(
             f"corpus: {args.docs} docs x {args.paras} paragraphs, {decisions} decisions; "
             f"medians of {args.repeat}; load {os.getloadavg()[0]:.1f}"
@@ -136,6 +157,11 @@ def main() -> None:
                 f"floor {floor_ms:.4f} ms   ratio to floor {per_decision_ms / floor_ms:.1f}x"
                 + ("   target <= 3x" if i == 0 else "")
             )
+        shown = ", ".join(names) if files <= 4 else f"{names[0]}, ..."
+        print(
+            f"a no-op resume creates {files} new files ({size:,} bytes: {shown}) "
+            f"under the output and cache roots, for {outputs} outputs"
+        )
         print("peers: skipped (Snakemake and Hamilton are not measured by this script)")
 
 
