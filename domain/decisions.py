@@ -156,6 +156,16 @@ def recorded_differences(facts: StageFacts) -> dict[str, str]:
     return out
 
 
+def lane_only_digests(merge_recorded: StageDigests, dependencies: str) -> StageDigests:
+    """The recorded digests of an extract with no checkpoint, from its lane's merge record.
+
+    The merge records its own D, which is not the extract's when a module declares what
+    each stage reads; the decision never reaches D (`lane_only` is `input_changed`), so
+    the extract's current D stands in and no false "dependencies differ" is recorded.
+    """
+    return msgspec.structs.replace(merge_recorded, dependencies=dependencies)
+
+
 def with_differences(current: StageDigests, differences: dict[str, str]) -> StageDigests:
     """Rebuild the recorded digests from the current ones and the stored differences."""
     comp = {
