@@ -31,6 +31,7 @@ from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_j
 from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
 from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
 from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.profiles import ProfileRegistry
 from runjournal.adapters.projection_store import STATE_DIR, ProjectionStore, state_dir_for
 from runjournal.adapters.run_dirs import RunDirs
@@ -255,6 +256,12 @@ def build_collaborators(
         workspace=workspace,
         roots=roots if owned else None,
     )
+
+
+def output_objects(output_root: FsRoot) -> OutputObjects:
+    """The output root's object store: outputs enter run directories as links to it
+    (docs/internals.md "Run outputs as links")."""
+    return OutputObjects(output_root)
 
 
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:

@@ -16,7 +16,7 @@ from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.age import AGE_UNITS, parse_age
-from runjournal.cli.compose import factories
+from runjournal.cli.compose import factories, output_objects
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
@@ -160,16 +160,40 @@ def gc(opts: dict[str, Any]) -> int:
         for path in (summary.run_dir, bundles.get(summary.run_id)):
             if path and _delete_child(path, summary.run_id, dry_run):
                 removed.append(path)
-    doc = {"dry_run": dry_run, "runs": [r.run_id for r in doomed], "removed": removed}
+    # Objects live beside the run directories: in each output root a removed run was in.
+    output_roots = (recorded_run_parent(r.run_id, r.run_dir) for r in doomed)
+    objects_removed = sum(
+        _prune_output_objects(root, dry_run)
+        for root in dict.fromkeys((config.output_root, *filter(None, output_roots)))
+    )
+    doc = {
+        "dry_run": dry_run,
+        "runs": [r.run_id for r in doomed],
+        "removed": removed,
+        "objects_removed": objects_removed,
+    }
     if opts.get("as_json"):
         emit_json(doc)
         return 0
     verb = "would remove" if dry_run else "removed"
     for path in removed:
         click.echo(f"{verb} {path}")
-    if not removed:
+    if objects_removed:
+        click.echo(f"removed {objects_removed} output object(s) no run directory links")
+    if not removed and not objects_removed:
         click.echo("nothing to remove")
     return 0
+
+
+def _prune_output_objects(output_root: str, dry_run: bool) -> int:
+    """Objects no run directory links any more (docs/operations.md "Retention and cleanup")."""
+    if dry_run or not os.path.isdir(output_root):
+        return 0
+    try:
+        with factories().open_root(output_root) as fs:
+            return len(output_objects(fs).prune())
+    except FsError as exc:
+        raise CliError(f"cannot prune output objects: {exc}", ExitCode.FAILED) from None
 
 
 def _bundle_of(store: JournalStore, run_id: str) -> str | None:

@@ -134,9 +134,18 @@ class JournalStore:
         *,
         batch_size: int = 256,
         listeners: Sequence[Callable[[RunEvent], None]] = (),
+        before_commit: Callable[[], None] | None = None,
+        behind: bool = False,
     ) -> RunSession:
         """An `EventSink` for `run`; commits what the run already has pending at once."""
-        return RunSession(self._put, run, batch_size=batch_size, listeners=listeners)
+        return RunSession(
+            self._put,
+            run,
+            batch_size=batch_size,
+            listeners=listeners,
+            before_commit=before_commit,
+            behind=behind,
+        )
 
     def _put(self, events: Sequence[RunEvent]) -> None:
         """Store events of one run in one transaction, each linked to its predecessor.

@@ -29,6 +29,7 @@ CONSTRUCTORS: dict[str, str] = {
     "ChunkPlanFileStore": "adapters/chunkplans.py",
     "ChunkPlanFileStore.open_for_mode": "adapters/chunkplans.py",
     "ProjectionStore": "adapters/projection_store.py",
+    "OutputObjects": "adapters/objects.py",
     "RunDirs": "adapters/run_dirs.py",
     "DebugBundle": "adapters/debug_bundle/",
     "DebugBundle.allocate": "adapters/debug_bundle/",
