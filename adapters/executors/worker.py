@@ -26,6 +26,7 @@ from runjournal.domain.llm import FailureCause
 from runjournal.domain.modules import Module, StageContext
 from runjournal.domain.pipeline import ModuleShipment
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
+from runjournal.domain.runner.reads import declares_reads, stage_reads
 from runjournal.domain.runner.tasks import StageReply, StageTask, encode_stage_value
 
 __all__ = ["init_process_worker", "run_stage_task"]
@@ -154,6 +155,10 @@ def run_stage_task(task: StageTask) -> StageReply:
         **({"trace": trace} if trace is not None else {}),
     )
     try:
+        if declares_reads(module):  # the stage sees its part, cut as the coordinator cuts it
+            deps = [ref for data_of in context.consumed.values() for ref in data_of.refs.values()]
+            view = stage_reads(module, task.stage, ctx, deps).consumed
+            ctx = msgspec.structs.replace(ctx, consumed=view)
         if task.stage is Stage.EXTRACT:
             value = module.extract(task.chunk, ctx)
         elif task.stage is Stage.MERGE:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 from runjournal.domain.decisions import Stage
-from runjournal.domain.identity import canonical_bytes
+from runjournal.domain.identity import ArtifactRef, canonical_bytes
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.modules import Chunk, Normalized
 from runjournal.domain.pipeline import ModuleShipment
@@ -28,10 +28,13 @@ from runjournal.domain.runner.boundary import module_warnings
 
 
 class ConsumedData(msgspec.Struct, frozen=True):
-    """A producer step's artifacts as a consumer reads them: decoded by its module's codec."""
+    """A producer step's artifacts as a consumer reads them: decoded by its module's codec,
+    then, for a module that declares `reads`, cut to the stage's part as the coordinator
+    cuts it (`stage_reads`, the same module code on the same values)."""
 
     module: ModuleShipment
     artifacts: dict[str, bytes]  # lane -> the artifact's canonical bytes
+    refs: dict[str, ArtifactRef]  # lane -> the artifact's ref
 
 
 class TaskContext(msgspec.Struct, frozen=True):
