@@ -567,3 +567,39 @@ def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkp
         and e["data"]["code"] == "reused"
     ]
     assert len(reused) == checkpointed > 0  # every checkpointed result is reused
+
+
+def test_the_glossary_example_under_processes_is_byte_identical_to_threads(
+    example: Path, cli: CLI
+) -> None:
+    """Built-in modules loaded by name on the workers, a path plugin shipped, and stages
+    that declare what they read (the glossary's extract reads term keys only)."""
+    docs: dict[str, dict[str, Any]] = {}
+    trees: dict[str, dict[str, str]] = {}
+    for name in ("threads", "processes"):
+        out = example.parent / f"out-{name}"
+        proc, doc = cli.json(
+            "run",
+            str(example),
+            "--executor",
+            name,
+            "--jobs",
+            "2",
+            "--output-root",
+            str(out),
+            "--cache-root",
+            str(example.parent / f"cache-{name}"),
+        )
+        assert proc.returncode == 0, proc.stderr
+        shown, events = cli.json("journal", "show", doc["run_id"], "--output-root", str(out))
+        assert shown.returncode == 0, shown.stderr
+        docs[name] = {"doc": doc, "record": _record(events["events"])}
+        base = Path(doc["run_dir"])
+        trees[name] = {
+            str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(base.rglob("*"))
+            if p.is_file() and p.name not in OWN
+        }
+    assert docs["processes"]["record"] == docs["threads"]["record"]
+    assert docs["processes"]["doc"]["decisions"] == docs["threads"]["doc"]["decisions"]
+    assert trees["processes"] == trees["threads"] and "glossary.md" in trees["threads"]

@@ -41,10 +41,19 @@ class Words(Module):
     merged_type = list[str]
     artifact_type = Tally
 
+    def reads(self, stage, ctx):
+        # extract reads how many words each consumed lane has, not the words
+        if stage != "extract" or not ctx.consumed:
+            return None
+        return {
+            p: {ln: len(t.words) for ln, t in lanes.items()} for p, lanes in ctx.consumed.items()
+        }
+
     def extract(self, chunk, ctx):
         if "boom" in chunk.text:
             raise ValueError(f"boom in {ctx.lane}")
-        return sorted({w.strip(".,").lower() for w in chunk.text.split()})
+        seen = [f"{ln}={v!r}" for c in ctx.consumed.values() for ln, v in sorted(c.items())]
+        return sorted({w.strip(".,").lower() for w in chunk.text.split()} | set(seen))
 
     def merge(self, parts, ctx):
         return sorted({w for p in parts for w in p})
