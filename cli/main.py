@@ -143,6 +143,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
       runjournal run pipeline.toml --resume --json
       runjournal run pipeline.toml --recompute glossary
       runjournal run pipeline.toml --input 'notes/*.md' --jobs 4
+      runjournal run pipeline.toml --executor processes --jobs 2
       runjournal run pipeline.toml --set audience=ops --debug summary
       runjournal run pipeline.toml --llm-replay cassette.json --max-cost 0.50
     """
