@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.console import CLI
+from support.console import CLI, console_script
 
 PLUGIN = '''
 import os
@@ -180,12 +180,23 @@ class Project:
         return path
 
     def start(self, tag: str, executor: str, *args: str, pipeline: str = "pipeline.toml"):
+        """The run in a session of its own: a terminal's Ctrl-C (SIGINT to the process
+        group) reaches the run and its workers, and nothing else."""
         for old in self.probe.iterdir():
             old.unlink()
         argv = ["run", str(self.root / pipeline), "--executor", executor, "--jobs", "2"]
         argv += ["--output-root", str(self.root / f"out-{tag}")]
         argv += ["--cache-root", str(self.root / f"cache-{tag}"), "--no-progress", "--json"]
-        return self.cli.start(*argv, *args)
+        return subprocess.Popen(
+            [*console_script(), *argv, *args],
+            cwd=self.cli.cwd,
+            env=self.cli.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
 
     def finish(self, proc: subprocess.Popen[str], timeout: float = 180) -> Run:
         try:
@@ -524,12 +535,14 @@ def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkp
     psutil = pytest.importorskip("psutil")  # installed with distributed
     project.pipeline("slow.toml", delay=0.8)
     tag = f"crash-{name}"
+    out, cache = project.root / f"out-{tag}", project.root / f"cache-{tag}"
     proc = project.start(tag, name, pipeline="slow.toml")
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             done = [p for p in project.probe.glob("*.log") if "extract" in p.read_text()]
-            if len(done) >= 2:  # both workers finished a call
+            stored = list(cache.glob("workspaces/slow/steps/count/*/extract/*.ckpt"))
+            if len(done) >= 2 and stored:  # both workers finished a call, one is stored
                 break
             time.sleep(0.05)
         workers = {int(p.name.split("-")[1]) for p in project.probe.glob("start-*")}
@@ -552,10 +565,9 @@ def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkp
         time.sleep(0.1)
     assert not [pid for pid in workers if alive(pid)]  # no orphaned worker left computing
 
-    out, cache = project.root / f"out-{tag}", project.root / f"cache-{tag}"
     recovered = project.cli("recover", "--output-root", str(out))
     assert recovered.returncode == 0, recovered.stderr
-    checkpointed = len(list(cache.glob("workspaces/slow/steps/count/*/extract/*")))
+    checkpointed = len(list(cache.glob("workspaces/slow/steps/count/*/extract/*.ckpt")))
     run = project.run(tag, "threads", "--resume", pipeline="slow.toml")
     assert run.proc.returncode == 0, run.proc.stderr
     events = project.events(tag, run.doc["run_id"])
@@ -603,3 +615,43 @@ def test_the_glossary_example_under_processes_is_byte_identical_to_threads(
     assert docs["processes"]["record"] == docs["threads"]["record"]
     assert docs["processes"]["doc"]["decisions"] == docs["threads"]["doc"]["decisions"]
     assert trees["processes"] == trees["threads"] and "glossary.md" in trees["threads"]
+
+
+def test_an_interrupt_under_processes_lets_calls_in_flight_finish(project: Project) -> None:
+    """Ctrl-C (SIGINT to the run's process group, workers included) is the coordinator's:
+    workers ignore it, calls in flight finish and are checkpointed, the run ends
+    interrupted (130) and `--resume` does only the rest."""
+    project.pipeline("slow.toml", delay=0.8)
+    tag = "sigint"
+    proc = project.start(tag, "processes", pipeline="slow.toml")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list(project.probe.glob("start-*"))) < 2:
+            time.sleep(0.02)
+        started = {
+            p.name.split("-", 3)[3]
+            for p in project.probe.glob("start-*")
+            if p.name.split("-", 3)[2] == "count"
+        }
+        os.killpg(proc.pid, signal.SIGINT)
+        run = project.finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert run.proc.returncode == 130, run.proc.stderr
+    assert run.doc["status"] == "interrupted"
+    finished = {
+        what.split(" ", 1)[1]
+        for _, step, _, what in run.calls
+        if step == "count" and what.startswith("extract")
+    }
+    assert started <= finished  # every call that had started ran to its end
+    again = project.run(tag, "processes", "--resume", pipeline="slow.toml")
+    assert again.proc.returncode == 0, again.proc.stderr
+    redone = {
+        what.split(" ", 1)[1]
+        for _, step, _, what in again.calls
+        if step == "count" and what.startswith("extract")
+    }
+    assert not redone & finished  # what finished before the interrupt was kept
