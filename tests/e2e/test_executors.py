@@ -359,8 +359,13 @@ def _kill_one_worker_mid_call(project: Project, tag: str, executor: str) -> tupl
             started = sorted(p.name for p in project.probe.iterdir() if p.name.startswith("st"))
             for name in started:
                 _, pid, step, chunk = name.split("-", 3)
-                if int(pid) != proc.pid and step == "count":
-                    victim = (int(pid), chunk)
+                log = project.probe / f"{pid}.log"
+                lines = log.read_text().splitlines() if log.exists() else []
+                ended = any(
+                    ln.startswith("count\t") and ln.endswith(f"extract {chunk}") for ln in lines
+                )
+                if int(pid) != proc.pid and step == "count" and not ended:
+                    victim = (int(pid), chunk)  # started, not finished: mid-call
                     break
             time.sleep(0.02)
         assert victim is not None, "no call started on a worker"
