@@ -16,16 +16,20 @@ every process under it, its pool or a LocalCluster's nannies and workers, sample
 the floor, the speedup over `threads` (threads wall / wall) and the speedup of the work
 part alone ((wall - floor) of threads / (wall - floor); target >= 1.7x with 2 workers on
 2 cores: the floor, a cluster's start-up above all, is paid once per run).
-Then the Dask scheduling overhead per task: REPEAT rounds of CALLS zero-work `StageTask`s
-through the run's own `OffloadingExecutor` (capacity JOBS) on a LocalCluster of JOBS
-workers started in this process, against the same through a `processes` pool: the wall
-per task, and per task per worker slot (wall x JOBS / CALLS).
+The peer: the same calls of the same pure-Python function, once in one process and once
+over a pool of JOBS processes outside runjournal, measured between the runs: the speedup
+this machine offers at that moment (other users of the cores lower it), the most an
+executor can reach. Then the Dask scheduling overhead per task: REPEAT rounds of CALLS
+zero-work `StageTask`s through the run's own `OffloadingExecutor` (capacity JOBS) on a
+LocalCluster of JOBS workers started in this process, against the same through a
+`processes` pool: the wall per task, and per task per worker slot (wall x JOBS / CALLS).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -90,6 +94,29 @@ def calibrate(work_ms: float) -> tuple[int, float]:
         took = statistics.median(_time(burn, rounds) for _ in range(5))
         rounds = max(1, int(rounds * work_ms / 1000 / took))
     return rounds, statistics.median(_time(burn, rounds) for _ in range(7)) * 1000
+
+
+def _burn_module():
+    namespace: dict[str, object] = {}
+    exec(PLUGIN.split("class Burn")[0], namespace)
+    return namespace["burn"]
+
+
+def available_speedup(pool, rounds: int, calls: int, workers: int) -> float:
+    """What `workers` processes buy on this machine now: `calls` burns in this process,
+    against the same spread over an already started pool (the peer of the runs)."""
+    burn = _burn_module()
+    start = time.perf_counter()
+    for _ in range(calls):
+        burn(rounds)
+    serial = time.perf_counter() - start
+    start = time.perf_counter()
+    pool.map(_pool_burn, [rounds] * calls, chunksize=max(1, calls // (4 * workers)))
+    return serial / (time.perf_counter() - start)
+
+
+def _pool_burn(rounds: int) -> int:
+    return _burn_module()(rounds)
 
 
 def _time(fn, arg) -> float:
@@ -210,16 +237,23 @@ def main() -> int:
     rounds, per_call_ms = calibrate(args.work_ms)
     executors = ("threads", "processes", "dask")
     times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="rj-bench-exec-") as tmp:
+    available: list[float] = []
+    extracts = args.docs * args.chunks
+    context = multiprocessing.get_context("spawn")
+    with (
+        tempfile.TemporaryDirectory(prefix="rj-bench-exec-") as tmp,
+        context.Pool(args.jobs) as pool,
+    ):
         root = Path(tmp)
         make_project(root, args.docs, args.chunks)
+        pool.map(_pool_burn, [1] * args.jobs)  # started before anything is timed
         for _ in range(args.repeat):  # interleaved: a load change hits every executor alike
+            available.append(available_speedup(pool, rounds, extracts, args.jobs))
             for executor in executors:
                 for floor in (False, True):
                     key = (executor, floor)
                     result = run(root, executor, args.jobs, 0 if floor else rounds, executor)
                     times.setdefault(key, []).append(result)
-    extracts = args.docs * args.chunks
     print(
         f"{extracts} extracts ({args.docs} documents x {args.chunks} chunks) of "
         f"{per_call_ms:.1f} ms pure-Python work each (calibrated: {rounds} rounds), "
@@ -245,6 +279,11 @@ def main() -> int:
             f"{executor:>10} {wall:7.2f} {cpu:7.2f} {floor:7.2f} {threads_wall / wall:7.2f}x "
             f"{work_speedup}"
         )
+    print(
+        f"available: {args.jobs} processes burning the same {extracts} calls outside "
+        f"runjournal: {statistics.median(available):.2f}x one process (median of "
+        f"{args.repeat}, interleaved with the runs; the most any executor can reach now)"
+    )
     per_task = overhead(args.jobs, args.calls, args.repeat)
     print(
         f"scheduling overhead, {args.calls} zero-work tasks, {args.jobs} workers, medians of "
