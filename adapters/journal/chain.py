@@ -110,20 +110,22 @@ def verify_chain(
     from runjournal.adapters.journal.errors import JournalCorrupt
 
     parsed: list[tuple[StoredEvent, str, int, bytes, bytes | None, str]] = []
+    events = 0  # a packed row holds several (docs/internals.md "Packed rows")
     for row in rows:
         cls = event_type_for_topic(row.topic)
         name = cls.__name__ if cls is not None else f"unknown type {row.topic[:60]!r}"
         try:
-            class_version, body, link = mapper.split_state(bytes(row.state))
+            class_version, count, body, link = mapper.split_row(bytes(row.state))
             unreadable = ""
         except (JournalCorrupt, ValueError, TypeError, IndexError) as exc:
-            class_version, body, link = 0, b"", None
+            class_version, count, body, link = 0, 1, b"", None
             unreadable = f"its stored state cannot be read ({type(exc).__name__})"
+        events += count
         parsed.append((row, name, class_version, body, link, unreadable))
     if not parsed:
         return ChainReport(status=ChainStatus.EMPTY, events=0, head=None, breaks=[])
     if all(link is None for *_, link, _ in parsed):
-        return ChainReport(status=ChainStatus.UNCHAINED, events=len(parsed), head=None, breaks=[])
+        return ChainReport(status=ChainStatus.UNCHAINED, events=events, head=None, breaks=[])
 
     breaks: list[ChainBreak] = []
     stretch: list[Any] = []  # [version, event, message, rows after it]
@@ -154,7 +156,7 @@ def verify_chain(
     last_link = parsed[-1][4]
     return ChainReport(
         status=ChainStatus.BROKEN if breaks else ChainStatus.VERIFIED,
-        events=len(parsed),
+        events=events,
         head=last_link.hex() if last_link is not None else None,
         breaks=breaks,
     )

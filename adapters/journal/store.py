@@ -133,13 +133,7 @@ class JournalStore:
         first = events[0]
         previous = self._link_before(first.originator_id, first.originator_version)
         try:
-            rows = []
-            for event in events:
-                if previous is None:
-                    rows.append(self._mapper.to_stored_event(event))
-                else:
-                    row, previous = self._mapper.to_chained_stored_event(event, previous)
-                    rows.append(row)
+            rows, previous = self._mapper.to_stored_rows(events, previous)
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
@@ -222,7 +216,7 @@ class JournalStore:
         --jsonl`) holds one page at a time however long the run is.
         """
         select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
-        to_event = self._mapper.to_domain_event
+        to_events = self._mapper.to_domain_events
         after: int | None = None
         while True:
             page = self._storage(
@@ -230,7 +224,7 @@ class JournalStore:
                 functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
             )
             for row in page:
-                yield to_event(row)
+                yield from to_events(row)
             if len(page) < EVENT_PAGE:
                 return
             after = page[-1].originator_version
@@ -265,7 +259,8 @@ class JournalStore:
             )
             for row in page:
                 position = row.id
-                yield row.id, self._mapper.to_domain_event(row)
+                for event in self._mapper.to_domain_events(row):
+                    yield row.id, event
             if len(page) < _PAGE:
                 return
 
