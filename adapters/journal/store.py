@@ -15,7 +15,7 @@ from uuid import UUID
 
 import msgspec
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
 from runjournal.adapters.journal.codec import EventMapper
@@ -166,9 +166,21 @@ class JournalStore:
     def verify_chain(self, run_id: str) -> ChainReport:
         """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
         aggregate_id = run_aggregate_id(run_id)
-        select = self._app.recorder.select_events
-        rows = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
-        return verify_chain(rows, aggregate_id, self._mapper)
+        return verify_chain(self._rows(run_id), aggregate_id, self._mapper)
+
+    def _rows(self, run_id: str) -> Iterator[StoredEvent]:
+        """The run's stored rows in version order, read `EVENT_PAGE` at a time."""
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        after: int | None = None
+        while True:
+            page = self._storage(
+                f"cannot read run {run_id!r}",
+                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
+            )
+            yield from page
+            if len(page) < EVENT_PAGE:
+                return
+            after = page[-1].originator_version
 
     def append_events(
         self, run_id: str, events: Sequence[RunEvent], *, batch: int | None = None
@@ -215,19 +227,9 @@ class JournalStore:
         Read in pages of `EVENT_PAGE` rows, so a reader that streams (`journal show
         --jsonl`) holds one page at a time however long the run is.
         """
-        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
         to_events = self._mapper.to_domain_events
-        after: int | None = None
-        while True:
-            page = self._storage(
-                f"cannot read run {run_id!r}",
-                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
-            )
-            for row in page:
-                yield from to_events(row)
-            if len(page) < EVENT_PAGE:
-                return
-            after = page[-1].originator_version
+        for row in self._rows(run_id):
+            yield from to_events(row)
 
     def load_run(self, run_id: str, clock: Callable[[], datetime] | None = None) -> Run:
         """Replay a run into a `Run` that can record more events (e.g. `recover`)."""
