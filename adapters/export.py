@@ -20,8 +20,9 @@ file) and decodes each event with the journal mapper, so older class versions ar
 from __future__ import annotations
 
 import hashlib
+import io
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -165,12 +166,63 @@ def encode_export(
 def export_run(
     store: JournalStore, run_id: str, *, tool_version: str, created_by: str
 ) -> tuple[bytes, int]:
-    """Read `run_id` from the journal and encode it; returns (file bytes, event count)."""
-    events = list(store.events(run_id))
-    return (
-        encode_export(run_id, events, tool_version=tool_version, created_by=created_by),
-        len(events),
+    """Read `run_id` from the journal and encode it; returns (file bytes, event count).
+
+    Streamed in two passes over the run, holding no event list: the first measures the
+    body (the zstd frame records its content size, which readers require), the second
+    compresses it, so memory does not grow with the run (docs/performance.md "Reading
+    commands on a large run"). The bytes are the same format `encode_export` writes.
+    """
+    count = size = 0
+    for frame in _frames(store, run_id):
+        count += 1
+        size += _LEN.size + len(frame) + _HASH_BYTES
+    trailer_size = len(_encoder.encode(_Trailer(events=count, final_hash="0" * 64)))
+    size += _LEN.size + trailer_size
+    header = _encoder.encode(
+        ExportHeader(
+            format=EXPORT_FORMAT,
+            tool_version=tool_version,
+            run_id=run_id,
+            aggregate_id=str(run_aggregate_id(run_id)),
+            events=count,
+            created_by=created_by,
+        )
     )
+    prefix = _PREFIX.pack(MAGIC, EXPORT_FORMAT)
+    out = io.BytesIO()
+    out.write(b"".join((prefix, _LEN.pack(len(header)), header)))
+    digest = _chain_start(prefix, header)
+    compressor = zstandard.ZstdCompressor(
+        level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
+    )
+    written = 0
+    with compressor.stream_writer(out, size=size, closefd=False) as writer:
+        for frame in _frames(store, run_id):
+            written += 1
+            digest = hashlib.sha256(digest + frame).digest()
+            writer.write(b"".join((_LEN.pack(len(frame)), frame, digest)))
+        if written != count:
+            raise ExportError(f"run {run_id!r} changed while it was exported")
+        trailer = _encoder.encode(_Trailer(events=count, final_hash=digest.hex()))
+        writer.write(_LEN.pack(len(trailer)) + trailer)
+    content = out.getvalue()
+    return content + hashlib.sha256(content).digest(), count
+
+
+def _frames(store: JournalStore, run_id: str) -> Iterator[bytes]:
+    """The export frame of each of the run's events, in order; the first must be the
+    run's allocation (as `encode_export` requires)."""
+    mapper = EventMapper()
+    first = True
+    for event in store.events(run_id):
+        if first and (not isinstance(event, RunAllocated) or event.run_id != run_id):
+            break
+        first = False
+        stored = mapper.to_stored_event(event)
+        yield _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
+    if first:
+        raise ExportError(f"run {run_id!r} has no events that start with its allocation")
 
 
 # --- reading -----------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""Reading commands stream: their memory does not grow with the run's size.
+
+Measured with `tracemalloc` (allocated bytes, not time): the peak of exporting and
+chain-verifying a run ten times as long must stay within a small factor of the short
+run's, where holding the run's events grows with it (docs/performance.md "Reading
+commands on a large run").
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from runjournal.adapters.export import decode_export, export_run
+from runjournal.adapters.journal import JournalStore, open_journal
+from runjournal.adapters.run_directory_check import RunFacts
+from runjournal.domain.audit import audit_run
+from support import synthetic as syn
+
+
+def _peak(fn: Callable[[], object]) -> tuple[int, object]:
+    tracemalloc.start()
+    try:
+        result = fn()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()
+
+
+def _journal(tmp_path: Path, lanes: int) -> tuple[JournalStore, str]:
+    run = syn.synthetic_run(syn.run_id_for(lanes), lanes=lanes, chunks=150)
+    store = open_journal(str(tmp_path / f"j{lanes}.sqlite3"))
+    store.append_events(run.run_id, run.events, batch=256)
+    return store, run.run_id
+
+
+def test_export_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            peak, (data, count) = _peak(  # type: ignore[misc]
+                lambda: export_run(store, run_id, tool_version="t", created_by="t")
+            )
+            assert decode_export(data).header.events == count
+        peaks.append(peak - 2 * len(data))  # the file itself is returned whole
+    assert peaks[1] < 3 * peaks[0], peaks
+
+
+def test_audit_and_chain_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+
+            def audit() -> object:
+                facts = RunFacts()
+
+                def fed():  # type: ignore[no-untyped-def]
+                    for event in store.events(run_id):
+                        facts.feed(event)
+                        yield event
+
+                report = audit_run(fed())
+                assert report.ok and store.verify_chain(run_id).events == report.events
+                return report
+
+            peaks.append(_peak(audit)[0])
+    # Run.replay keeps the last decision of each stage scope (its ordering invariant),
+    # so a little grows with the run; the events themselves must not be held.
+    assert peaks[1] < 4 * peaks[0], peaks
