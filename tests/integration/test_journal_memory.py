@@ -9,13 +9,14 @@ commands on a large run").
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runjournal.adapters.export import decode_export, export_run
 from runjournal.adapters.journal import JournalStore, open_journal
 from runjournal.adapters.run_directory_check import RunFacts
 from runjournal.domain.audit import audit_run
+from runjournal.domain.events import RunEvent
 from support import synthetic as syn
 
 
@@ -35,13 +36,28 @@ def _journal(tmp_path: Path, lanes: int) -> tuple[JournalStore, str]:
     return store, run.run_id
 
 
+def _audit(store: JournalStore, run_id: str) -> object:
+    """What `journal audit` does: one pass feeding the audit and the run's facts, then
+    the chain."""
+    facts = RunFacts()
+
+    def fed() -> Iterator[RunEvent]:
+        for event in store.events(run_id):
+            facts.feed(event)
+            yield event
+
+    report = audit_run(fed())
+    assert report.ok and store.verify_chain(run_id).events == report.events
+    return report
+
+
 def test_export_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
     peaks = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
         with store:
             peak, (data, count) = _peak(  # type: ignore[misc]
-                lambda: export_run(store, run_id, tool_version="t", created_by="t")
+                lambda s=store, r=run_id: export_run(s, r, tool_version="t", created_by="t")
             )
             assert decode_export(data).header.events == count
         peaks.append(peak - 2 * len(data))  # the file itself is returned whole
@@ -53,20 +69,7 @@ def test_audit_and_chain_memory_does_not_grow_with_the_run(tmp_path: Path) -> No
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
         with store:
-
-            def audit() -> object:
-                facts = RunFacts()
-
-                def fed():  # type: ignore[no-untyped-def]
-                    for event in store.events(run_id):
-                        facts.feed(event)
-                        yield event
-
-                report = audit_run(fed())
-                assert report.ok and store.verify_chain(run_id).events == report.events
-                return report
-
-            peaks.append(_peak(audit)[0])
+            peaks.append(_peak(lambda s=store, r=run_id: _audit(s, r))[0])
     # Run.replay keeps the last decision of each stage scope (its ordering invariant),
     # so a little grows with the run; the events themselves must not be held.
     assert peaks[1] < 4 * peaks[0], peaks
