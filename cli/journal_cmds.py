@@ -22,9 +22,10 @@ from runjournal.adapters.export import (
     ExportError,
     ImportConflict,
     NotAnExport,
-    decode_export,
+    export_events,
     export_run,
-    import_run,
+    import_stream,
+    verify_export,
 )
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
@@ -268,16 +269,18 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
             data = fh.read()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        export = decode_export(data)
+    try:  # verified whole first, then streamed: memory holds one batch of events
+        header = verify_export(data)
     except NotAnExport as exc:
         raise CliError(f"{path}: {exc}") from None
     except ExportError as exc:
         raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
     store = _open_target_journal(opts)
     try:
-        result = import_run(store, export)
+        result = import_stream(store, header, lambda: export_events(data))
     except ImportConflict as exc:
+        raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
+    except ExportError as exc:
         raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
     except JournalError as exc:
         raise CliError(f"{path}: cannot import: {exc}", ExitCode.FAILED) from None

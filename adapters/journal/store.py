@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Final, TypeVar
 from uuid import UUID
@@ -218,6 +218,43 @@ class JournalStore:
         size = batch or len(events)
         for start in range(0, len(events), size):
             self._put(events[start : start + size])
+
+    def append_stream(self, run_id: str, events: Iterable[RunEvent], *, batch: int) -> None:
+        """`append_events` for events read one by one (a streamed import).
+
+        The stored run is replayed once; each batch is checked by the same replay and
+        committed before the next is read, so memory holds one batch. A stream that
+        fails part way leaves whole batches committed, which importing the same file
+        again completes.
+        """
+        aggregate_id = run_aggregate_id(run_id)
+        run = Run(aggregate_id)
+        pending: list[RunEvent] = []
+        try:
+            for event in self.events(run_id):
+                run.apply(event)
+            stored = run.version
+            for event in events:
+                if not pending and event.originator_version <= stored:
+                    raise RunAlreadyExists(
+                        one_line(f"run {run_id!r} already has events up to {stored}")
+                    )
+                if event.originator_id != aggregate_id:
+                    raise JournalError(
+                        one_line(f"event {event.originator_version} is not of run {run_id!r}")
+                    )
+                if isinstance(event, RunAllocated) and event.run_id != run_id:
+                    raise JournalError(one_line(f"RunAllocated names run {event.run_id!r}"))
+                run.apply(event)
+                pending.append(event)
+                if len(pending) >= batch:
+                    self._put(pending)
+                    stored, pending = pending[-1].originator_version, []
+        except JournalInvariantError as exc:
+            raise JournalError(
+                one_line(f"events of run {run_id!r} are not a valid sequence: {exc}")
+            ) from exc
+        self._put(pending)
 
     # -- reading --------------------------------------------------------------------
 
