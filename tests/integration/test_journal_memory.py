@@ -12,7 +12,13 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from runjournal.adapters.export import decode_export, export_run
+from runjournal.adapters.export import (
+    decode_export,
+    export_events,
+    export_run,
+    import_stream,
+    verify_export,
+)
 from runjournal.adapters.journal import JournalStore, open_journal
 from runjournal.adapters.run_directory_check import RunFacts
 from runjournal.domain.audit import audit_run
@@ -73,3 +79,25 @@ def test_audit_and_chain_memory_does_not_grow_with_the_run(tmp_path: Path) -> No
     # Run.replay keeps the last decision of each stage scope (its ordering invariant),
     # so a little grows with the run; the events themselves must not be held.
     assert peaks[1] < 4 * peaks[0], peaks
+
+
+def _import(data: bytes, target: Path) -> int:
+    """What `journal import` does: verify the whole file, then append it streamed."""
+    header = verify_export(data)
+    with open_journal(str(target)) as store:
+        result = import_stream(store, header, lambda: export_events(data), batch=500)
+        assert store.last_version(header.run_id) == header.events
+    return result.events
+
+
+def test_import_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            data, count = export_run(store, run_id, tool_version="t", created_by="t")
+        target = tmp_path / f"imported-{lanes}.sqlite3"
+        peak, events = _peak(lambda d=data, t=target: _import(d, t))
+        assert events == count
+        peaks.append(peak - len(data))
+    assert peaks[1] < 3 * peaks[0], peaks
