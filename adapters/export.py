@@ -452,7 +452,7 @@ def verify_export(data: bytes) -> ExportHeader:
     Each frame's topic must be a registered event type and its class version one this
     runjournal reads; the first event (decoded) must be the run's allocation. Decoding
     the rest is left to `export_events`, so a file refused here leaves the journal as
-    it was (docs/operations.md "Exporting and importing a run").
+    it was (docs/internals.md "Import").
     """
     header = _open_export(data)[0]
     aggregate = run_aggregate_id(header.run_id)
