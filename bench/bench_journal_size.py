@@ -7,7 +7,11 @@ after each. The peer, measured in the same run: the same resume's events stored 
 per event (the layout before packed rows, docs/internals.md "Packed rows") in a scratch
 journal, through the same mapper and chain.
 
-    python bench/bench_journal_size.py [--docs 20] [--paras 60] [--repeat 5]
+    python bench/bench_journal_size.py [--docs 20] [--paras 60] [--small-docs 300] [--repeat 5]
+
+A second corpus of SMALL_DOCS one-paragraph documents shows the other end: one chunk per
+lane, where the lane's own events (`LaneResolved`, `ArtifactGenerated`, `OutputWritten`)
+are most of what a decision costs.
 
 Target (issue 15): a reused decision costs <= 200 bytes in the journal.
 """
@@ -86,19 +90,15 @@ def one_row_per_event(journal: Path, run_id: str, scratch: Path) -> tuple[int, i
     return db_bytes(scratch) - before, len(events)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=20)
-    parser.add_argument("--paras", type=int, default=60)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+def measure(docs: int, paras: int, repeat: int) -> None:
+    """Print the figures of one corpus."""
     with tempfile.TemporaryDirectory(prefix="rj-bench-size-") as tmp:
         root = Path(tmp)
-        make_corpus(root, args.docs, args.paras)
+        make_corpus(root, docs, paras)
         journal = root / "out" / "journal.sqlite3"
         run(root)
         sizes, decisions, run_id = [], 0, ""
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             before = db_bytes(journal)
             doc = run(root, "--resume")
             if set(doc["decisions"]) != {"reused"}:
@@ -113,17 +113,29 @@ def main() -> None:
     per, peer_per = size / decisions, peer / decisions
     verdict = "meets" if per <= TARGET else "misses"
     print(
-        f"corpus: {args.docs} docs x {args.paras} paragraphs, {decisions} decisions "
-        f"({stage_decisions} StageDecided of {len(events)} events); medians of {args.repeat}"
+        f"corpus: {docs} docs x {paras} paragraphs, {decisions} decisions "
+        f"({stage_decisions} StageDecided of {len(events)} events); medians of {repeat}"
     )
     print(
-        f"resume adds {size:>10,.0f} bytes  {per:6.1f} bytes per reused decision  "
+        f"  resume adds       {size:>10,.0f} bytes  {per:7.1f} bytes per reused decision  "
         f"target <= {TARGET}: {verdict}"
     )
     print(
-        f"one row per event {peer:>5,.0f} bytes  {peer_per:6.1f} bytes per reused decision  "
+        f"  one row per event {peer:>10,.0f} bytes  {peer_per:7.1f} bytes per reused decision  "
         f"({peer_events} rows; ratio {peer_per / per:.1f}x)"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=20)
+    parser.add_argument("--paras", type=int, default=60)
+    parser.add_argument("--small-docs", type=int, default=300, help="one-paragraph documents")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    measure(args.docs, args.paras, args.repeat)
+    if args.small_docs:  # one chunk per lane: the lane's own events weigh on each decision
+        measure(args.small_docs, 1, args.repeat)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Packed rows: a run of alike `StageDecided` events stored as one journal row.
 
 A resume records one `StageDecided` per chunk, and consecutive decisions of a lane
-differ only in their chunk, their input digest and their timestamp. A packed row stores
-the first event's map once (the template) and, per further event, only those three
+differ only in their chunk, their input digest and their timestamp (and a lane's merge
+and normalize only in their stage). A packed row stores the first event's map once (the
+template) and, per further event, only those
 (docs/internals.md "Packed rows"), so a reused decision costs tens of bytes instead of a
 full row. Reading gives back exactly the events that were written.
 """
@@ -14,6 +15,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 import msgspec
+from runjournal.domain.decisions import Stage
 from runjournal.domain.events import RunEvent, StageDecided
 
 __all__ = ["MAX_PACK", "PACK_KEY", "groups", "pack_items", "unpack"]
@@ -23,11 +25,14 @@ PACK_KEY: Final = msgspec.msgpack.encode("~pack")
 MAX_PACK: Final = 4096
 """At most this many events in one row (the count is a uint16; rows stay small)."""
 
-_VARYING: Final = frozenset(("originator_version", "timestamp", "chunk", "input"))
+_VARYING: Final = frozenset(("originator_version", "timestamp", "stage", "chunk", "input"))
 _COMMON: Final = tuple(f for f in StageDecided.__struct_fields__ if f not in _VARYING)
 _CHUNK_HEX: Final = 1  # the chunk is a lowercase 64-hex digest, stored as its 32 bytes
 _INPUT_HEX: Final = 2  # the same for the input digest
 _INPUT_IS_CHUNK: Final = 4  # the input equals the chunk id (an extract's input): not stored
+_STAGE_SHIFT: Final = 3  # bits 3-4: the stage, 1 + its index here (never reorder)
+_STAGES: Final = (Stage.EXTRACT, Stage.MERGE, Stage.NORMALIZE)
+_STAGE_CODE: Final = {stage: i + 1 for i, stage in enumerate(_STAGES)}
 _ONE_US: Final = timedelta(microseconds=1)
 
 
@@ -41,7 +46,11 @@ _encoder = msgspec.msgpack.Encoder()
 
 def _key(event: RunEvent) -> tuple[Any, ...] | None:
     """What every event of one pack shares; None for an event that is never packed."""
-    if type(event) is not StageDecided or event.timestamp.tzinfo is None:
+    if (
+        type(event) is not StageDecided
+        or event.timestamp.tzinfo is None
+        or event.stage not in _STAGE_CODE
+    ):
         return None
     return (event.originator_id, *(getattr(event, name) for name in _COMMON))
 
@@ -76,11 +85,12 @@ def _digest_bytes(value: str) -> bytes | None:
 
 
 def pack_items(events: Sequence[StageDecided]) -> bytes:
-    """Every event after the first as [µs since the previous, flags, chunk, input]."""
+    """Every event after the first as [µs since the previous, flags, chunk, input]; the
+    flags also carry the stage."""
     out: list[tuple[int, int, bytes, bytes]] = []
     previous = events[0].timestamp
     for event in events[1:]:
-        flags = 0
+        flags = _STAGE_CODE[event.stage] << _STAGE_SHIFT
         chunk = _digest_bytes(event.chunk)
         if chunk is None:
             chunk = event.chunk.encode("utf-8", "surrogatepass")
@@ -111,6 +121,9 @@ def unpack(template: StageDecided, body: bytes, count: int) -> list[RunEvent]:
     replace = msgspec.structs.replace
     version, timestamp = template.originator_version, template.timestamp
     for step, flags, chunk_bytes, given in items:
+        stage_code = (flags >> _STAGE_SHIFT) & 3
+        if not stage_code:
+            raise ValueError("a packed item without its stage")
         version += 1
         timestamp += timedelta(microseconds=step)
         chunk = (
@@ -126,7 +139,12 @@ def unpack(template: StageDecided, body: bytes, count: int) -> list[RunEvent]:
             value = given.decode("utf-8", "surrogatepass")
         events.append(
             replace(
-                template, originator_version=version, timestamp=timestamp, chunk=chunk, input=value
+                template,
+                stage=_STAGES[stage_code - 1],
+                originator_version=version,
+                timestamp=timestamp,
+                chunk=chunk,
+                input=value,
             )
         )
     return events

@@ -104,7 +104,7 @@ def test_every_field_comes_back_exactly() -> None:
     events: list[RunEvent] = [
         _decision(2, t),
         _decision(3, t + timedelta(microseconds=7), input="A" * 64),  # not lowercase hex
-        _decision(4, t - timedelta(days=3), chunk="", input="\udc80 odd"),  # earlier clock
+        _decision(4, t - timedelta(days=3), chunk="", input="\udc80 odd", stage=Stage.MERGE),
         _decision(5, t, chunk="ABC", input=f"{9:064x}"),
         _decision(6, t, recorded={"input": "x"}, code=ReasonCode.INPUT_CHANGED),  # new pack
         _decision(7, t, recorded={"input": "x"}, code=ReasonCode.INPUT_CHANGED),
@@ -115,6 +115,7 @@ def test_every_field_comes_back_exactly() -> None:
     got, rows = _roundtrip(events)
     assert got == events
     assert [type(g) for g in got] == [StageDecided] * len(events)
+    assert got[2].stage is Stage.MERGE and got[2].timestamp < got[1].timestamp
     assert [r.originator_version for r in rows] == [5, 7, 8, 10]
 
 
