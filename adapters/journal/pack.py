@@ -30,7 +30,7 @@ _COMMON: Final = tuple(f for f in StageDecided.__struct_fields__ if f not in _VA
 _CHUNK_HEX: Final = 1  # the chunk is a lowercase 64-hex digest, stored as its 32 bytes
 _INPUT_HEX: Final = 2  # the same for the input digest
 _INPUT_IS_CHUNK: Final = 4  # the input equals the chunk id (an extract's input): not stored
-_STAGE_SHIFT: Final = 3  # bits 3-4: the stage, 1 + its index here (never reorder)
+_STAGE_SHIFT: Final = 3  # bits 3-4: 0 the first event's stage, else 1 + its index here
 _STAGES: Final = (Stage.EXTRACT, Stage.MERGE, Stage.NORMALIZE)
 _STAGE_CODE: Final = {stage: i + 1 for i, stage in enumerate(_STAGES)}
 _ONE_US: Final = timedelta(microseconds=1)
@@ -89,8 +89,9 @@ def pack_items(events: Sequence[StageDecided]) -> bytes:
     flags also carry the stage."""
     out: list[tuple[int, int, bytes, bytes]] = []
     previous = events[0].timestamp
+    stage = events[0].stage
     for event in events[1:]:
-        flags = _STAGE_CODE[event.stage] << _STAGE_SHIFT
+        flags = 0 if event.stage is stage else _STAGE_CODE[event.stage] << _STAGE_SHIFT
         chunk = _digest_bytes(event.chunk)
         if chunk is None:
             chunk = event.chunk.encode("utf-8", "surrogatepass")
@@ -122,8 +123,6 @@ def unpack(template: StageDecided, body: bytes, count: int) -> list[RunEvent]:
     version, timestamp = template.originator_version, template.timestamp
     for step, flags, chunk_bytes, given in items:
         stage_code = (flags >> _STAGE_SHIFT) & 3
-        if not stage_code:
-            raise ValueError("a packed item without its stage")
         version += 1
         timestamp += timedelta(microseconds=step)
         chunk = (
@@ -140,7 +139,7 @@ def unpack(template: StageDecided, body: bytes, count: int) -> list[RunEvent]:
         events.append(
             replace(
                 template,
-                stage=_STAGES[stage_code - 1],
+                stage=_STAGES[stage_code - 1] if stage_code else template.stage,
                 originator_version=version,
                 timestamp=timestamp,
                 chunk=chunk,
