@@ -37,6 +37,8 @@ from runjournal.domain.identity import (
     dependencies_digest,
     lane_identity,
     sequence_digest,
+    sha256_hex,
+    step_identity,
 )
 from runjournal.domain.llm import LLMUsage, total_usage
 from runjournal.domain.names import CORPUS_LANE
@@ -47,6 +49,8 @@ from runjournal.domain.ports import (
     CheckpointLoader,
     CheckpointRecord,
     ChunkPlanStore,
+    ScopeIndex,
+    StoreScope,
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
@@ -54,6 +58,8 @@ from runjournal.domain.runner import Artifact
 
 # A digest no stage ever produces: "this unknown output differs from the recorded one".
 _DIFFERENT = "\x00unknown"
+# The D a lookup uses for "a D no checkpoint is stored under" (a valid digest never stored).
+_UNSTORED = sha256_hex(_DIFFERENT.encode("utf-8"))
 
 
 class PredictionCode(enum.StrEnum):
@@ -182,7 +188,9 @@ class Planner:
 
     `loader` is what the run would consult (None without --resume or --recompute); `cache`
     is read for estimates whatever the flags (a plain run's checkpoints still say what a
-    stage cost). `prices` holds the LLM steps (step id -> its profile's prices).
+    stage cost). `prices` holds the LLM steps (step id -> its profile's prices). `scopes`
+    lists the D values a lane has checkpoints under, so a lane whose D is not known
+    before execution is predicted under each of them (docs/internals.md "Checkpoint store").
     """
 
     def __init__(
@@ -193,8 +201,10 @@ class Planner:
         plan_store: ChunkPlanStore | None,
         policy: RecomputePolicy,
         prices: Mapping[str, Prices],
+        scopes: ScopeIndex | None = None,
     ) -> None:
         self._loader = loader
+        self._scopes = scopes
         self._cache = cache
         self._plans = plan_store
         self._policy = policy
@@ -311,7 +321,53 @@ class Planner:
         lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
         deps = _dependencies(step, lane, known)
-        merge_state, merge_record = self._lookup(step, lane, Stage.MERGE, "", forced)
+        if deps.digest is not None or forced or self._loader is None:
+            return self._lane_under(step, lane, chunks, lid, forced, deps)
+        # D waits on a producer that may execute: the run looks its checkpoints up under
+        # the D it gets, so predict under every D stored for this step identity, and under
+        # one never stored; stages on which they disagree are pending on the producer.
+        passes: list[tuple[list[Prediction], _Known]] = []
+        for value in [*self._stored_dependencies(step, lane), _DIFFERENT]:
+            mark = len(self._out)
+            lane_known = self._lane_under(step, lane, chunks, lid, forced, _Output(value))
+            passes.append((self._out[mark:], lane_known))
+            del self._out[mark:]
+        for row in zip(*(p for p, _ in passes), strict=True):
+            self._out.append(_combine(list(row), deps.producer))
+        fingerprints = {k.fingerprint for _, k in passes}
+        if len(fingerprints) == 1 and None not in fingerprints:
+            return passes[0][1]
+        return _Known(None, StageRef(step.id, lane, Stage.NORMALIZE))
+
+    def _stored_dependencies(self, step: ResolvedStep, lane: str) -> list[str]:
+        """The D values this step identity has checkpoints under in the lane (and the one of
+        the old layout's merge checkpoint when it is of the same S)."""
+        values: list[str] = []
+        if self._scopes is not None:
+            values.extend(
+                self._scopes.stored_dependencies(step.id, lane, step_identity(step.components))
+            )
+        if self._loader is not None:
+            old = self._loader.load(
+                CheckpointKey(step.id, lane, Stage.MERGE), codec_id(step.module, Stage.MERGE)
+            ).record
+            if old is not None and old.digests.components == step.components:
+                values.append(old.digests.dependencies)
+        return list(dict.fromkeys(values))
+
+    def _lane_under(
+        self,
+        step: ResolvedStep,
+        lane: str,
+        chunks: list[_Chunk],
+        lid: str,
+        forced: bool,
+        deps: _Output,
+    ) -> _Known:
+        """The lane's predictions (appended) with D `deps` (known, or unknown and unused)."""
+        stored = deps.digest if deps.digest not in (None, _DIFFERENT) else _UNSTORED
+        scope = StoreScope(step_identity(step.components), stored or "", lid)
+        merge_state, merge_record = self._lookup(step, lane, Stage.MERGE, "", forced, scope)
         lane_record = (
             merge_record
             if merge_state is CheckpointState.PRESENT
@@ -321,13 +377,13 @@ class Planner:
         )
         results: list[_Output] = []
         for chunk in chunks:
-            state, record = self._lookup(step, lane, Stage.EXTRACT, chunk.id, forced)
+            state, record = self._lookup(step, lane, Stage.EXTRACT, chunk.id, forced, scope)
             own = record
             if state is CheckpointState.MISSING and lane_record is not None:
                 state, record = CheckpointState.LANE_ONLY, lane_record
             where = StageRef(step.id, lane, Stage.EXTRACT, chunk.id)
             pred = self._predict(
-                step, where, forced, state, record, _Output(chunk.id), deps, own, chunk
+                step, where, forced, state, record, _Output(chunk.id), deps, own, scope, chunk
             )
             results.append(_result(pred, record))
         pending = next((r for r in results if r.digest is None), None)
@@ -338,13 +394,13 @@ class Planner:
         )
         where = StageRef(step.id, lane, Stage.MERGE)
         pred = self._predict(
-            step, where, forced, merge_state, merge_record, extract_out, deps, merge_record
+            step, where, forced, merge_state, merge_record, extract_out, deps, merge_record, scope
         )
         merged = _result(pred, merge_record)
-        norm_state, norm_record = self._lookup(step, lane, Stage.NORMALIZE, "", forced)
+        norm_state, norm_record = self._lookup(step, lane, Stage.NORMALIZE, "", forced, scope)
         where = StageRef(step.id, lane, Stage.NORMALIZE)
         pred = self._predict(
-            step, where, forced, norm_state, norm_record, merged, deps, norm_record
+            step, where, forced, norm_state, norm_record, merged, deps, norm_record, scope
         )
         if pred.outcome is Outcome.REUSED and norm_record is not None:
             module = step.module
@@ -362,12 +418,18 @@ class Planner:
         return _Known(None, where)
 
     def _lookup(
-        self, step: ResolvedStep, lane: str, stage: Stage, chunk: str, forced: bool
+        self,
+        step: ResolvedStep,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        forced: bool,
+        scope: StoreScope,
     ) -> tuple[CheckpointState, CheckpointRecord | None]:
         if forced or self._loader is None:
             return CheckpointState.NOT_LOOKED_UP, None
         loaded = self._loader.load(
-            CheckpointKey(step.id, lane, stage, chunk), codec_id(step.module, stage)
+            CheckpointKey(step.id, lane, stage, chunk, scope), codec_id(step.module, stage)
         )
         return loaded.state, loaded.record
 
@@ -381,6 +443,7 @@ class Planner:
         stage_input: _Output,
         deps: _Output,
         own: CheckpointRecord | None,
+        scope: StoreScope,
         chunk: _Chunk | None = None,
     ) -> Prediction:
         """Decide under every value the unknown digests can take; one code is definite."""
@@ -403,7 +466,7 @@ class Planner:
                 if code not in codes:
                     codes.append(code)
         possible = tuple(sorted(codes, key=list(ReasonCode).index))
-        estimate = self._estimate(step, where, own, chunk)
+        estimate = self._estimate(step, where, own, scope, chunk)
         if len(possible) == 1:
             code = possible[0]
             reused = code in REUSE_CODES
@@ -434,13 +497,14 @@ class Planner:
         step: ResolvedStep,
         where: StageRef,
         own: CheckpointRecord | None,
+        scope: StoreScope,
         chunk: _Chunk | None,
     ) -> Estimate | None:
         """From what the scope's checkpoint cost before, else from the chunk's size."""
         record = own
         if record is None and self._cache is not None:
             loaded = self._cache.load(
-                CheckpointKey(where.step, where.lane, where.stage, where.chunk),
+                CheckpointKey(where.step, where.lane, where.stage, where.chunk, scope),
                 codec_id(step.module, where.stage),
             )
             record = loaded.record
@@ -461,6 +525,25 @@ def _usage_view(predictions: list[Prediction]) -> dict[str, Any]:
     estimates = [p.estimate for p in predictions if p.estimate is not None]
     basis = {b.value: sum(1 for e in estimates if e.basis is b) for b in Basis}
     return {**total_usage(e.usage for e in estimates).view(), "basis": basis}
+
+
+def _combine(row: list[Prediction], producer: StageRef | None) -> Prediction:
+    """One stage predicted under several D values: definite only when they all agree."""
+    order = list(ReasonCode)
+    possible = tuple(sorted({c for p in row for c in p.possible}, key=order.index))
+    first = row[0]
+    if len(possible) == 1:
+        return first
+    waits_on = next((p.waits_on for p in row if p.waits_on is not None), producer)
+    return Prediction(
+        first.where,
+        PredictionCode.UPSTREAM_PENDING,
+        Outcome.PENDING,
+        possible,
+        waits_on=waits_on,
+        estimate=next((p.estimate for p in row if p.estimate is not None), None),
+        saved=next((p.saved for p in row if p.saved is not None), None),
+    )
 
 
 def _values(current: str | None, recorded: str | None) -> tuple[str, ...]:

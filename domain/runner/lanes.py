@@ -15,7 +15,13 @@ from typing import Any
 import msgspec
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
-from runjournal.domain.identity import canonical_bytes, codec_id, sequence_digest, sha256_hex
+from runjournal.domain.identity import (
+    canonical_bytes,
+    codec_id,
+    sequence_digest,
+    sha256_hex,
+    step_identity,
+)
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
 from runjournal.domain.modules import Chunk, Normalized, StageContext
 from runjournal.domain.pipeline import ResolvedStep
@@ -24,6 +30,7 @@ from runjournal.domain.ports import (
     CheckpointLoader,
     CheckpointRecord,
     Provenance,
+    StoreScope,
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
@@ -90,9 +97,11 @@ class LaneRun:
         self.forced = forced
         self.ctx = ctx
         self.resumed = services.loader is not None
+        # Checkpoints are looked up by what the stage is (docs/internals.md "Checkpoint store").
+        self.scope = StoreScope(step_identity(step.components), deps, lid)
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
-        return CheckpointKey(self.step.id, self.lane, stage, chunk)
+        return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scope)
 
     def _digests(self, stage_input: str) -> StageDigests:
         return StageDigests(self.step.components, stage_input, self.deps)
