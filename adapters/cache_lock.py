@@ -1,0 +1,80 @@
+"""The cache root's lock: runs share it, `gc` holds it alone (docs/operations.md
+"Retention and cleanup").
+
+An `flock` on `<cache root>/.rj-cache.lock`, opened through the confined root's handle
+(`FsRoot.fd_path`), so a swapped path cannot redirect it. The kernel drops a lock when its
+process dies: a killed run never blocks a later `gc`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+
+from runjournal.adapters.fsroot import FILE_MODE, FsRoot
+
+LOCK_NAME = ".rj-cache.lock"
+_POLL = 0.05
+
+
+class CacheLockBusy(Exception):
+    """The lock is held in a conflicting mode (by a run, or by a `gc`)."""
+
+
+class CacheLock:
+    """One held lock; `close()` releases it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    @classmethod
+    def _open(cls, root: FsRoot, *, create: bool) -> int:
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        return os.open(root.fd_path(LOCK_NAME), flags, FILE_MODE)
+
+    @classmethod
+    def shared(
+        cls,
+        root: FsRoot,
+        *,
+        wait: float,
+        create: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> CacheLock:
+        """A run's lock: waits up to `wait` seconds for a `gc` to finish
+        (CacheLockBusy after that). OSError when the lock file cannot be opened."""
+        fd = cls._open(root, create=create)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return cls(fd)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise CacheLockBusy("the cache root is being collected by gc") from None
+                sleep(_POLL)
+
+    @classmethod
+    def exclusive(cls, root: FsRoot) -> CacheLock:
+        """`gc`'s lock, taken at once or not at all (CacheLockBusy)."""
+        fd = cls._open(root, create=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CacheLockBusy("the cache root is in use by a running run or another gc") from None
+        return cls(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the only descriptor releases the flock
+
+    def __enter__(self) -> CacheLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
