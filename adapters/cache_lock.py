@@ -1,9 +1,9 @@
 """The cache root's lock: runs share it, `gc` holds it alone (docs/operations.md
 "Retention and cleanup").
 
-An `flock` on `<cache root>/.rj-cache.lock`, opened through the confined root's handle
-(`FsRoot.fd_path`), so a swapped path cannot redirect it. The kernel drops a lock when its
-process dies: a killed run never blocks a later `gc`.
+An `flock` on `<cache root>/.rj-cache.lock`, opened through the confined root
+(`FsRoot.open_lock_file`: no symlink followed), so a swapped path cannot redirect it.
+The kernel drops a lock when its process dies: a killed run never blocks a later `gc`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 
-from runjournal.adapters.fsroot import FILE_MODE, FsRoot
+from runjournal.adapters.fsroot import FsRoot
 
 LOCK_NAME = ".rj-cache.lock"
 _POLL = 0.05
@@ -31,8 +31,7 @@ class CacheLock:
 
     @classmethod
     def _open(cls, root: FsRoot, *, create: bool) -> int:
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        return os.open(root.fd_path(LOCK_NAME), flags, FILE_MODE)
+        return root.open_lock_file(LOCK_NAME, create=create)
 
     @classmethod
     def shared(
@@ -44,7 +43,7 @@ class CacheLock:
         sleep: Callable[[float], None] = time.sleep,
     ) -> CacheLock:
         """A run's lock: waits up to `wait` seconds for a `gc` to finish
-        (CacheLockBusy after that). OSError when the lock file cannot be opened."""
+        (CacheLockBusy after that). FsError when the lock file cannot be opened."""
         fd = cls._open(root, create=create)
         deadline = time.monotonic() + wait
         while True:

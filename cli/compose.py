@@ -27,7 +27,7 @@ from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
-from runjournal.adapters.fsroot import FsRoot, classify_os_error
+from runjournal.adapters.fsroot import FsError, FsRoot, classify_os_error
 from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_journal
 from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
 from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
@@ -274,6 +274,8 @@ def _cache_lock(cache_root: FsRoot, *, creates: bool) -> CacheLock | None:
     except OSError as exc:
         if not creates:
             return None
+        if isinstance(exc, FsError):
+            raise
         raise classify_os_error(exc, LOCK_NAME) from None
 
 

@@ -9,7 +9,6 @@ a lane identity it restored under --recompute, and the chunk plans it resolved.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from uuid import UUID, uuid5
 
 import msgspec
@@ -22,6 +21,7 @@ from runjournal.domain.events import (
     RunAllocated,
     RunEvent,
     StageDecided,
+    Timestamp,
 )
 from runjournal.domain.identity import dependencies_digest, step_identity
 from runjournal.domain.ports import CheckpointKey, StoreScope
@@ -42,7 +42,7 @@ REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
 class RunReferences(msgspec.Struct, kw_only=True):
     run_id: str
     pipeline: str
-    started: datetime
+    started: Timestamp
     checkpoints: set[CheckpointKey] = msgspec.field(default_factory=set)
     # (step, lane, lane identity) of normalize artifacts restored under --recompute: any
     # stored normalize of that identity may have been the one (whatever its D)
@@ -91,12 +91,12 @@ def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> C
     return CheckpointKey(step, lane, stage, chunk, scope)
 
 
-def collection_id(started: datetime, token: str) -> str:
+def collection_id(started: Timestamp, token: str) -> str:
     """A collection's id: its UTC start and a random token, like a run id."""
     return f"gc-{started.strftime('%Y%m%dT%H%M%SZ')}-{token}"
 
 
-def collected(clock: Callable[[], datetime], collection: str, **fields: object) -> CacheCollected:
+def collected(clock: Callable[[], Timestamp], collection: str, **fields: object) -> CacheCollected:
     """The one event of a collection's own aggregate (uuid5 of its id, version 1)."""
     return CacheCollected(
         originator_id=uuid5(CACHE_NAMESPACE, collection),
