@@ -92,3 +92,44 @@ def test_two_pipelines_sharing_a_name_alternate_without_evicting_each_other(cli,
             assert project.plan("--resume")["decisions"] == {"reused": totals[project]}
             doc = project.run("--resume")
             assert doc["decisions"] == {"reused": totals[project]}, doc["decisions"]
+
+
+def _to_old_layout(workspace: Path) -> int:
+    """Move every checkpoint to where the layout before scopes kept it (a workspace
+    written by an older runjournal): `<lane>/extract/<chunk>.ckpt`, `<lane>/<stage>.ckpt`."""
+    moved = 0
+    for path in sorted(workspace.glob("steps/*/*/*/*/**/*.ckpt")):
+        lane = path.parents[len(path.relative_to(workspace).parts) - 4]
+        target = lane / "extract" / path.name if path.parent.name == "extract" else lane / path.name
+        target.parent.mkdir(exist_ok=True)
+        path.rename(target)
+        moved += 1
+    for pointer in workspace.glob("steps/*/*/latest"):
+        pointer.unlink()
+    for lane in workspace.glob("steps/*/*"):
+        for scope in lane.iterdir():
+            if scope.is_dir() and scope.name != "extract":
+                shutil.rmtree(scope)
+    return moved
+
+
+def test_a_workspace_of_the_old_layout_keeps_working(cli, tmp_path):
+    project = Project(cli, tmp_path, tmp_path)
+    first = project.run()
+    total = sum(first["decisions"].values())
+    workspace = tmp_path / "cache" / "workspaces" / "glossary"
+    assert _to_old_layout(workspace) > 0
+    assert not list(workspace.glob("steps/*/*/*/*/**/*.ckpt"))
+    assert project.plan("--resume")["decisions"] == {"reused": total}
+    doc = project.run("--resume")
+    assert doc["decisions"] == {"reused": total}
+    # a change is still named against the old files, and written in the new layout
+    project.set_min_count(3)
+    changed = project.run("--resume")
+    assert "config_changed" in changed["decisions"]
+    assert list(workspace.glob("steps/terms/*/*/0/extract/*.ckpt"))
+    # gc keeps the old files the kept runs reused; nothing is lost for them
+    proc, _doc = cli.json("gc", "--cache", *project.roots, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    project.set_min_count(2)
+    assert project.run("--resume")["decisions"] == {"reused": total}
