@@ -1,9 +1,10 @@
 """The cache root's lock: runs share it, `gc` holds it alone (docs/operations.md
 "Retention and cleanup").
 
-An `flock` on `<cache root>/.rj-cache.lock`, opened through the confined root
-(`FsRoot.open_lock_file`: no symlink followed), so a swapped path cannot redirect it.
-The kernel drops a lock when its process dies: a killed run never blocks a later `gc`.
+An `flock` on the cache root directory itself, through a descriptor of the confined root
+(`FsRoot.lock_handle`): no lock file, so a run leaves nothing under the cache root it did
+not mean to write, and a swapped path cannot redirect it. The kernel drops a lock when its
+process dies: a killed run never blocks a later `gc`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Callable
 
 from runjournal.adapters.fsroot import FsRoot
 
-LOCK_NAME = ".rj-cache.lock"
 _POLL = 0.05
 
 
@@ -30,8 +30,8 @@ class CacheLock:
         self._fd: int | None = fd
 
     @classmethod
-    def _open(cls, root: FsRoot, *, create: bool) -> int:
-        return root.open_lock_file(LOCK_NAME, create=create)
+    def _open(cls, root: FsRoot) -> int:
+        return root.lock_handle()
 
     @classmethod
     def shared(
@@ -39,12 +39,11 @@ class CacheLock:
         root: FsRoot,
         *,
         wait: float,
-        create: bool = True,
         sleep: Callable[[float], None] = time.sleep,
     ) -> CacheLock:
         """A run's lock: waits up to `wait` seconds for a `gc` to finish
-        (CacheLockBusy after that). FsError when the lock file cannot be opened."""
-        fd = cls._open(root, create=create)
+        (CacheLockBusy after that). FsError when the directory cannot be opened again."""
+        fd = cls._open(root)
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -59,7 +58,7 @@ class CacheLock:
     @classmethod
     def exclusive(cls, root: FsRoot) -> CacheLock:
         """`gc`'s lock, taken at once or not at all (CacheLockBusy)."""
-        fd = cls._open(root, create=True)
+        fd = cls._open(root)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -694,20 +694,13 @@ class FsRoot:
             return f"{proc}/{name}"
         return os.path.join(self._path, name)
 
-    def open_lock_file(self, name: str, *, create: bool = True) -> int:
-        """A read-write descriptor on the regular file `name`, for `flock` (the cache root's
-        lock, `adapters/cache_lock.py`); created empty and 0600 when absent and `create`.
-        Nothing is ever written through it. The caller closes it."""
-        parts = _split(name)
-        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
-            fd = _open_leaf(dir_fd, parts[-1], name, flags)
-            try:
-                _require_regular(fd, name, single_link=False)
-            except BaseException:
-                os.close(fd)
-                raise
-            return fd
+    def lock_handle(self) -> int:
+        """A new read-only descriptor of this directory itself, for `flock` (the cache
+        root's lock, `adapters/cache_lock.py`): its own open file description, so its lock
+        is independent of every other descriptor. The caller closes it."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        with _classified("."):
+            return os.open(".", flags, dir_fd=self._root_fd())
 
     # ----------------------------------------------------------------- reading
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
-from runjournal.adapters.cache_lock import LOCK_NAME, CacheLock, CacheLockBusy
+from runjournal.adapters.cache_lock import CacheLock
 from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
-from runjournal.adapters.fsroot import FsError, FsRoot, classify_os_error
+from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_journal
 from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
 from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
@@ -233,7 +233,7 @@ def build_collaborators(
         # Only a writer creates the cache root; readers work on what exists.
         creates = config.checkpoints or mode in (CacheMode.USE, CacheMode.REFRESH)
         cache_root = roots.cache(create=True) if creates else roots.existing_cache()
-    lock = _cache_lock(cache_root, creates=needs_cache and creates) if cache_root else None
+    lock = _cache_lock(cache_root) if cache_root is not None else None
     plan_store = None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
@@ -261,22 +261,12 @@ def build_collaborators(
 CACHE_LOCK_WAIT = 120.0
 
 
-def _cache_lock(cache_root: FsRoot, *, creates: bool) -> CacheLock | None:
+def _cache_lock(cache_root: FsRoot) -> CacheLock:
     """The run's shared lock on the cache root, so `gc` never collects under it.
 
-    Raises CacheLockBusy after CACHE_LOCK_WAIT; a reader that cannot create the lock file
-    (a read-only cache root) goes on without it: nothing can be collected there either.
+    Raises CacheLockBusy after CACHE_LOCK_WAIT (a `gc` holding it that long).
     """
-    try:
-        return CacheLock.shared(cache_root, wait=CACHE_LOCK_WAIT, create=creates)
-    except CacheLockBusy:
-        raise
-    except OSError as exc:
-        if not creates:
-            return None
-        if isinstance(exc, FsError):
-            raise
-        raise classify_os_error(exc, LOCK_NAME) from None
+    return CacheLock.shared(cache_root, wait=CACHE_LOCK_WAIT)
 
 
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
