@@ -294,9 +294,14 @@ class Workspace:
         while self._dirs:
             self._dirs.popitem()[1].close()
 
-    def write(self, name: str, data: bytes) -> None:
-        """Atomic, durable, 0600 in 0700 directories (the FsRoot guarantees)."""
-        self._root.write_bytes(self._prefix + name, data, overwrite=True)
+    def write(self, name: str, data: bytes, *, durable: bool = True) -> None:
+        """Atomic, 0600 in 0700 directories (the FsRoot guarantees); durable at once, or
+        at the next :meth:`sync` with ``durable=False``."""
+        self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)
+
+    def sync(self) -> None:
+        """One `syncfs` of the cache root's file system: the group barrier of the writes."""
+        self._root.sync()
 
 
 # --------------------------------------------------------------------------- envelope
@@ -638,7 +643,13 @@ def _scope(key: CheckpointKey) -> str:
 
 
 class CheckpointRecorder:
-    """Persists checkpoints atomically; the only writer under `workspaces/`."""
+    """Persists checkpoints atomically; the only writer under `workspaces/`.
+
+    Envelopes are written without an fsync each and made durable in groups: `sync` (the
+    journal session calls it before it commits a batch) is one `syncfs` for every
+    envelope written since the last one (docs/internals.md "Group durability"). A file a
+    crash loses or tears before that fails its digest and is recomputed.
+    """
 
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
@@ -646,6 +657,9 @@ class CheckpointRecorder:
         self._manifest_written = False
         self._lock = threading.Lock()
         self._pointed: dict[tuple[str, str], StoreScope] = {}
+        self._unsynced = 0
+        self._count_lock = threading.Lock()
+        self.sync_errors: list[str] = []
 
     def _ensure_manifest(self) -> None:
         """Write `workspace.json` before the first envelope unless it is already exact.
@@ -680,7 +694,7 @@ class CheckpointRecorder:
         data = self._codec.encode(key.position, record)
         try:
             self._ensure_manifest()
-            self._workspace.write(name, data)
+            self._workspace.write(name, data, durable=False)
             if key.scope is not None:
                 self._point(key.step, key.lane, key.scope)
         except OSError as exc:
@@ -688,6 +702,8 @@ class CheckpointRecorder:
             raise CheckpointWriteError(
                 f"checkpoint for {_scope(key)} was not written: {detail}"
             ) from exc
+        with self._count_lock:
+            self._unsynced += 1
         return hashlib.sha256(data).hexdigest(), len(data)
 
     def _point(self, step: str, lane: str, scope: StoreScope) -> None:
@@ -702,5 +718,21 @@ class CheckpointRecorder:
         except FsNotFound:
             current = None
         if current != text:
-            self._workspace.write(name, text)
+            self._workspace.write(name, text, durable=False)  # made durable with the envelopes
         self._pointed[where] = scope
+
+    def sync(self) -> None:
+        """Make every envelope written so far durable (one `syncfs`); never raises.
+
+        A failure is kept in `sync_errors` (the run reports it, exit 3): the envelopes may
+        then be lost by a crash, which their digests detect.
+        """
+        with self._count_lock:
+            pending, self._unsynced = self._unsynced, 0
+        if not pending:
+            return
+        try:
+            self._workspace.sync()
+        except OSError as exc:
+            detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
+            self.sync_errors.append(f"{pending} checkpoint(s) may not be durable: {detail}")

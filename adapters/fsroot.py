@@ -7,8 +7,11 @@ link, not even one swapped in while we work, can lead outside the root. Symbolic
 refused everywhere beneath the root, even those pointing inside it.
 
 Writes are atomic and durable: a temp file in the same directory, fsync, rename (or link
-for no-clobber), fsync of the directory. Directories are created 0700 and files 0600
-whatever the umask. Every failure is a typed :class:`FsError` whose str() is one line.
+for no-clobber), fsync of the directory. A caller that makes a whole group durable at once
+writes with ``durable=False`` and then calls :meth:`FsRoot.sync` (one ``syncfs``) before it
+relies on them (docs/internals.md "Group durability"). Directories are created 0700 and
+files 0600 whatever the umask. Every failure is a typed :class:`FsError` whose str() is one
+line.
 """
 
 from __future__ import annotations
@@ -281,7 +284,9 @@ def _openat2_dir(dir_fd: int, relative: str) -> int | None:
 # --------------------------------------------------------------------------- fd-level steps
 
 
-def _open_child_dir(dir_fd: int, part: str, name: str, *, create: bool) -> int:
+def _open_child_dir(
+    dir_fd: int, part: str, name: str, *, create: bool, durable: bool = True
+) -> int:
     """Open directory `part` inside `dir_fd` without following links, creating it if asked."""
     try:
         return os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
@@ -290,11 +295,13 @@ def _open_child_dir(dir_fd: int, part: str, name: str, *, create: bool) -> int:
             raise
     except OSError as exc:
         raise _classify_entry(exc, dir_fd, part, name) from exc
-    return _make_child_dir(dir_fd, part, name, exclusive=False)
+    return _make_child_dir(dir_fd, part, name, exclusive=False, durable=durable)
 
 
-def _make_child_dir(dir_fd: int, part: str, name: str, *, exclusive: bool) -> int:
-    """mkdir `part` 0700 inside `dir_fd` (fsync the parent) and return its open fd."""
+def _make_child_dir(
+    dir_fd: int, part: str, name: str, *, exclusive: bool, durable: bool = True
+) -> int:
+    """mkdir `part` 0700 inside `dir_fd` (fsync the parent when `durable`); return its fd."""
     try:
         os.mkdir(part, DIR_MODE, dir_fd=dir_fd)
         created = True
@@ -309,7 +316,8 @@ def _make_child_dir(dir_fd: int, part: str, name: str, *, exclusive: bool) -> in
     if created:
         try:
             os.fchmod(fd, DIR_MODE)
-            os.fsync(dir_fd)
+            if durable:
+                os.fsync(dir_fd)
         except BaseException:
             os.close(fd)
             raise
@@ -347,19 +355,36 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, size: int = -1) -> bytes:
+    """The file's bytes; one read(2) when `size` (from fstat) is right, as it is unless the
+    file changes meanwhile (a short read of a regular file means end of file)."""
     chunks = []
+    if 0 <= size < _READ_CHUNK:
+        first = os.read(fd, size + 1)
+        if len(first) == size:
+            return first
+        chunks.append(first)  # the file changed size since fstat: read on to the end
     while chunk := os.read(fd, _READ_CHUNK):
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _require_regular(fd: int, name: str, *, single_link: bool) -> None:
+def _read_regular(dir_fd: int, leaf: str, name: str) -> bytes:
+    fd = _open_leaf(dir_fd, leaf, name, _READ_FLAGS)
+    try:
+        return _read_all(fd, _require_regular(fd, name, single_link=False))
+    finally:
+        os.close(fd)
+
+
+def _require_regular(fd: int, name: str, *, single_link: bool) -> int:
+    """Refuse anything but a regular file (with one link if asked); return its size."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise NotRegularFile(name, None, f"not a regular file ({_kind(info.st_mode)})")
     if single_link and info.st_nlink != 1:
         raise NotRegularFile(name, None, f"refused: the file has {info.st_nlink} hard links")
+    return info.st_size
 
 
 def _kind(mode: int) -> str:
@@ -381,15 +406,16 @@ def _unlink_quietly(part: str, dir_fd: int) -> None:
         os.unlink(part, dir_fd=dir_fd)
 
 
-def _write_temp(dir_fd: int, data: bytes) -> str:
-    """Create, fill and fsync a private temp file in `dir_fd`; return its name."""
+def _write_temp(dir_fd: int, data: bytes, *, durable: bool = True, mode: int = FILE_MODE) -> str:
+    """Create and fill a private temp file in `dir_fd` (fsynced when `durable`); its name."""
     temp = TEMP_PREFIX + secrets.token_hex(8)
     fd = os.open(temp, _TEMP_FLAGS, FILE_MODE, dir_fd=dir_fd)
     try:
         try:
-            os.fchmod(fd, FILE_MODE)
+            os.fchmod(fd, mode)
             _write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
     except BaseException:
@@ -480,6 +506,32 @@ def make_trusted_dirs(path: str) -> None:
             os.close(parent_fd)
 
 
+def _load_syncfs() -> Callable[[int], int] | None:
+    """glibc's `syncfs(fd)` (Linux): flush one file system, not every one like `sync()`."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int,)
+    function.restype = ctypes.c_int
+    return function
+
+
+_syncfs = _load_syncfs()
+
+
+def _sync_fs(fd: int) -> None:
+    """Make everything written on `fd`'s file system durable; `sync()` where no syncfs."""
+    if _syncfs is None:
+        os.sync()
+        return
+    if _syncfs(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
 def _real_path(fd: int, fallback: str) -> str:
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
@@ -547,7 +599,9 @@ class FsRoot:
             raise ValueError("operation on a closed FsRoot")
         return self._fd
 
-    def _open_dir(self, parts: Sequence[str], name: str, *, create: bool) -> int:
+    def _open_dir(
+        self, parts: Sequence[str], name: str, *, create: bool, durable: bool = True
+    ) -> int:
         """Return a new fd for the directory `parts` beneath the root (caller closes it)."""
         root = self._root_fd()
         fd = _openat2_dir(root, "/".join(parts))
@@ -556,7 +610,7 @@ class FsRoot:
         current = root
         try:
             for part in parts:
-                child = _open_child_dir(current, part, name, create=create)
+                child = _open_child_dir(current, part, name, create=create, durable=durable)
                 if current != root:
                     os.close(current)
                 current = child
@@ -567,12 +621,14 @@ class FsRoot:
         return current
 
     @contextlib.contextmanager
-    def _dir(self, parts: Sequence[str], name: str, *, create: bool) -> Iterator[int]:
+    def _dir(
+        self, parts: Sequence[str], name: str, *, create: bool, durable: bool = True
+    ) -> Iterator[int]:
         """The open directory `parts`; the root's own fd is lent, never closed."""
         if not parts:
             yield self._root_fd()
             return
-        fd = self._open_dir(parts, name, create=create)
+        fd = self._open_dir(parts, name, create=create, durable=durable)
         try:
             yield fd
         finally:
@@ -580,23 +636,80 @@ class FsRoot:
 
     # ----------------------------------------------------------------- writing
 
-    def write_bytes(self, name: str, data: bytes, *, overwrite: bool = True) -> None:
+    def write_bytes(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        overwrite: bool = True,
+        durable: bool = True,
+        mode: int = FILE_MODE,
+    ) -> None:
         """Atomically and durably make `name` hold `data` (missing parents are created).
 
         With ``overwrite=False`` an existing entry raises AlreadyExists. If this raises,
         no temp file remains and `name` holds no new data: should the final directory
         fsync fail after the rename, the file is unlinked again because its durability
         is unknown (in overwrite mode the old content is then gone too).
+
+        ``durable=False`` skips every fsync (file, directory, created parents): the write
+        is still atomic for readers, but a crash may lose or tear it until a later
+        :meth:`sync` of this file system returns. `mode` is the file's permission bits.
         """
         parts = _split(name)
-        with _classified(name), self._dir(parts[:-1], name, create=True) as dir_fd:
-            temp = _write_temp(dir_fd, data)
+        with (
+            _classified(name),
+            self._dir(parts[:-1], name, create=True, durable=durable) as dir_fd,
+        ):
+            temp = _write_temp(dir_fd, data, durable=durable, mode=mode)
             _commit(dir_fd, temp, parts[-1], name, overwrite=overwrite)
+            if not durable:
+                return
             try:
                 os.fsync(dir_fd)
             except BaseException:
                 _unlink_quietly(parts[-1], dir_fd)
                 raise
+
+    def link(self, name: str, source: FsRoot, source_name: str, *, durable: bool = True) -> None:
+        """Make `name` a new hard link to the regular file `source_name` beneath `source`.
+
+        Both names are resolved through their roots' confined walks; missing parents of
+        `name` are created. Never replaces: an existing `name` is AlreadyExists. A file
+        system that cannot link (EXDEV across mounts, EPERM, EMLINK, ENOTSUP) raises its
+        typed error, and the caller copies instead (docs/internals.md "Run outputs as links").
+        """
+        parts = _split(name)
+        source_parts = _split(source_name)
+        with (
+            _classified(name),
+            source._dir(source_parts[:-1], source_name, create=False) as source_fd,
+            self._dir(parts[:-1], name, create=True, durable=durable) as dir_fd,
+        ):
+            info = os.stat(source_parts[-1], dir_fd=source_fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):  # never a link to a symlink, FIFO or device
+                raise SymlinkRefused(source_name, errno.ELOOP)
+            if not stat.S_ISREG(info.st_mode):
+                kind = _kind(info.st_mode)
+                raise NotRegularFile(source_name, None, f"not a regular file ({kind})")
+            os.link(
+                source_parts[-1],
+                parts[-1],
+                src_dir_fd=source_fd,
+                dst_dir_fd=dir_fd,
+                follow_symlinks=False,
+            )
+            if durable:
+                os.fsync(dir_fd)
+
+    def sync(self) -> None:
+        """Make every write on this root's file system durable: one ``syncfs(2)``.
+
+        The group barrier for writes made with ``durable=False`` (docs/internals.md
+        "Group durability"); ``sync()`` of every file system where there is no syncfs.
+        """
+        with _classified("."):
+            _sync_fs(self._root_fd())
 
     def append_line(self, name: str, data: bytes) -> None:
         """Append `data` (plus a newline if missing) to a private log file, creating it 0600.
@@ -707,13 +820,17 @@ class FsRoot:
     def read_bytes(self, name: str) -> bytes:
         """The content of regular file `name`; FsNotFound if it is missing."""
         parts = _split(name)
-        with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
-            fd = _open_leaf(dir_fd, parts[-1], name, _READ_FLAGS)
-            try:
-                _require_regular(fd, name, single_link=False)
-                return _read_all(fd)
-            finally:
-                os.close(fd)
+        if len(parts) > 1:
+            with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
+                return _read_regular(dir_fd, parts[-1], name)
+        # An entry of the root itself (a checkpoint read through a cached directory handle,
+        # docs/internals.md "Libraries and performance"): no context managers on this path.
+        try:
+            return _read_regular(self._root_fd(), name, name)
+        except FsError:
+            raise
+        except OSError as exc:
+            raise classify_os_error(exc, name) from exc
 
     def exists(self, name: str) -> bool:
         """Whether an entry of any type is at `name` (a symlink there counts as one).
@@ -728,6 +845,12 @@ class FsRoot:
             except (FileNotFoundError, FsNotFound):
                 return False
         return True
+
+    def link_count(self, name: str) -> int:
+        """The number of hard links of the entry `name` (never following a symlink)."""
+        parts = _split(name)
+        with _classified(name), self._dir(parts[:-1], name, create=False) as dir_fd:
+            return os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False).st_nlink
 
     def listdir(self, name: str = "") -> list[str]:
         """Sorted entry names of directory `name` (the root when empty), temp files included."""

@@ -2,21 +2,25 @@
 
 Views (all written atomically through `FsRoot`; see docs/internals.md "Projections"):
 
-- `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory is
-  in this output root; the file carries `projection: {name, version}` itself.
+- `manifest`: `<run dir>/manifest.json` of every terminated run whose run directory
+  exists where the journal recorded it (`RunDirs`); the file carries `projection: {name,
+  version}` itself.
 - `report`: `<run dir>/report.json` the same way, for succeeded runs only (a failed run
   has none, docs/operations.md "Layout").
 - `html_report`: `<run dir>/report.html`, rewritten only where a run directory already
   has one (`run --report`, `report RUN`); the page names its projection version, run
   status and event count in `<meta>` tags (docs/operations.md "The HTML run report").
 - per-run views (`reasons`, and `debug_summary` when that projection exists):
-  `<output root>/.runjournal/views/<name>.v<N>/<run id>.json`.
-- journal-wide views (`runs_index`): `<output root>/.runjournal/views/<name>.v<N>.json`.
+  `<views dir>/<state dir>/views/<name>.v<N>/<run id>.json`.
+- journal-wide views (`runs_index`): `<views dir>/<state dir>/views/<name>.v<N>.json`.
 
-`<output root>/.runjournal/projections.json` records which version of each non-manifest
-projection is materialised (the pointer). The version is part of every storage name, so
-a full rebuild after a version bump writes v2 beside v1, switches the pointer, then
-removes v1. Nothing is stored in the journal database itself.
+The views dir is where the views live with their journal: a SQLite journal's own
+directory, the state dir `.runjournal` (`.runjournal.<file name>` for a journal not named
+`journal.sqlite3`), so views never land in the current directory (docs/internals.md
+"Where views live"). `<state dir>/projections.json` records which version of each
+non-manifest projection is materialised (the pointer). The version is part of every
+storage name, so a full rebuild after a version bump writes v2 beside v1, switches the
+pointer, then removes v1. Nothing is stored in the journal database itself.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import msgspec
 from eventsourcing.utils import get_topic
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalStore, RunSummary
+from runjournal.adapters.run_dirs import RunDirs
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.names import is_valid_run_id
 from runjournal.projections.base import Projection, fold, storage_name
@@ -51,11 +56,21 @@ __all__ = [
     "RebuildResult",
     "UnknownProjection",
     "available_projections",
+    "state_dir_for",
 ]
 
 STATE_DIR: Final = ".runjournal"
 STATE_FILE: Final = f"{STATE_DIR}/projections.json"
-VIEWS_DIR: Final = f"{STATE_DIR}/views"
+DEFAULT_JOURNAL_FILE: Final = "journal.sqlite3"
+
+
+def state_dir_for(journal_file: str) -> str:
+    """The state dir of the views of a SQLite journal file, beside it: `.runjournal` for
+    the default name, `.runjournal.<name>` otherwise (two journals in one directory)."""
+    name = os.path.basename(journal_file)
+    return STATE_DIR if name == DEFAULT_JOURNAL_FILE else f"{STATE_DIR}.{name}"
+
+
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_FILE: Final = "report.json"
 STATE_FORMAT: Final = 1
@@ -126,12 +141,12 @@ class ProjectionSpec:
     def new(self) -> Projection:
         return self.cls()  # type: ignore[no-any-return]
 
-    def storage(self) -> str:
-        """Storage of the current code version, relative to the output root."""
+    def storage(self, state_dir: str = STATE_DIR) -> str:
+        """Storage of the current code version, relative to the views dir."""
         if self.run_file is not None:
             return f"<run dir>/{self.run_file}"
         suffix = "" if self.per_run else ".json"
-        return f"{VIEWS_DIR}/{storage_name(self.cls)}{suffix}"
+        return f"{state_dir}/views/{storage_name(self.cls)}{suffix}"
 
 
 def _debug_summary_spec() -> list[ProjectionSpec]:
@@ -227,22 +242,29 @@ _run_view_head = msgspec.json.Decoder(dict[str, Any])
 
 
 class ProjectionStore:
-    """Status and rebuild of the views of one output root, read from one journal."""
+    """Status and rebuild of the views of one journal: files in the run directories it
+    recorded, and the state dir in `views_dir`."""
 
     def __init__(
         self,
         store: JournalStore,
-        output_root: str,
+        views_dir: str,
         render: Render,
         *,
         open_root: Callable[..., FsRoot],
+        state_dir: str = STATE_DIR,
     ) -> None:
-        """`open_root(path, *, create)` opens the output root (the composition root's
-        factory, cli/compose.py); it is called once per status or rebuild."""
+        """`open_root(path, *, create)` opens `views_dir` and the directories holding run
+        directories (the composition root's factory, cli/compose.py), each once per
+        status or rebuild."""
         self._store = store
         self._open = open_root
-        self._output_root = os.path.abspath(output_root)
+        self._views_dir = os.path.abspath(views_dir)
+        self._state_dir = state_dir
         self._render = render
+
+    def _storage(self, spec: ProjectionSpec) -> str:
+        return spec.storage(self._state_dir)
 
     # --- selection -------------------------------------------------------------------
 
@@ -264,22 +286,23 @@ class ProjectionStore:
         runs = self._store.list_runs()
         root = self._open_root(create=False)
         try:
-            state = self._load_state(root)
-            out = []
-            for spec in specs:
-                if spec.run_file is not None:
-                    out.append(self._run_file_status(spec, runs, root))
-                elif spec.per_run:
-                    out.append(self._per_run_status(spec, runs, root, state))
-                else:
-                    out.append(self._journal_status(spec, root, state))
-            return out
+            with RunDirs(self._open) as dirs:
+                state = self._load_state(root)
+                out = []
+                for spec in specs:
+                    if spec.run_file is not None:
+                        out.append(self._run_file_status(spec, runs, dirs))
+                    elif spec.per_run:
+                        out.append(self._per_run_status(spec, runs, root, state))
+                    else:
+                        out.append(self._journal_status(spec, root, state))
+                return out
         finally:
             if root is not None:
                 root.close()
 
     def _run_file_status(
-        self, spec: ProjectionSpec, runs: Sequence[RunSummary], root: FsRoot | None
+        self, spec: ProjectionSpec, runs: Sequence[RunSummary], dirs: RunDirs
     ) -> ProjectionStatus:
         """Each run directory's file, against this code's version and the journal."""
         assert spec.run_file is not None and spec.head is not None
@@ -287,7 +310,8 @@ class ProjectionStore:
         versions: set[int] = set()
         views = old = missing = behind = 0
         for run in runs:
-            if not self._run_file_target(root, run, spec):
+            root = self._run_file_target(dirs, run, spec)
+            if root is None:
                 continue
             views += 1
             try:
@@ -317,7 +341,7 @@ class ProjectionStore:
             name=spec.name,
             version=spec.version,
             scope="run",
-            storage=spec.storage(),
+            storage=self._storage(spec),
             materialised=sorted(versions),
             views=views,
             stale_views=stale_views,
@@ -401,13 +425,12 @@ class ProjectionStore:
             reasons=reasons,
         )
 
-    @staticmethod
-    def _not_materialised(spec: ProjectionSpec, scope: str, views: int) -> ProjectionStatus:
+    def _not_materialised(self, spec: ProjectionSpec, scope: str, views: int) -> ProjectionStatus:
         return ProjectionStatus(
             name=spec.name,
             version=spec.version,
             scope=scope,
-            storage=spec.storage(),
+            storage=self._storage(spec),
             materialised=[],
             views=0,
             stale_views=views,
@@ -430,9 +453,10 @@ class ProjectionStore:
         try:
             state = self._load_state(root)
             per_run = [s for s in specs if s.per_run]
-            builders = {s.name: _Builder(s, s.storage()) for s in per_run}
-            for run in runs:
-                self._rebuild_run(run, per_run, builders, root)
+            builders = {s.name: _Builder(s, self._storage(s)) for s in per_run}
+            with RunDirs(self._open) as dirs:
+                for run in runs:
+                    self._rebuild_run(run, per_run, builders, root, dirs)
             results = []
             for spec in per_run:
                 builder = builders[spec.name]
@@ -453,12 +477,17 @@ class ProjectionStore:
         specs: Sequence[ProjectionSpec],
         builders: dict[str, _Builder],
         root: FsRoot,
+        dirs: RunDirs,
     ) -> None:
+        """`root` holds the state dir; a run-directory file goes where the run lives."""
+        targets = {
+            s.name: self._run_file_target(dirs, run, s) for s in specs if s.run_file is not None
+        }
         wanted = [
             s
             for s in specs
             if (
-                self._run_file_target(root, run, s)
+                targets[s.name] is not None
                 if s.run_file is not None
                 else is_valid_run_id(run.run_id)
             )
@@ -472,7 +501,9 @@ class ProjectionStore:
         for spec in wanted:
             builder = builders[spec.name]
             view = fold(spec.new(), events).view()
+            into = root
             if spec.run_file is not None:
+                into = targets[spec.name] or root
                 target = f"{run.run_id}/{spec.run_file}"
                 data = (spec.render or self._render)(view)
             else:
@@ -486,7 +517,7 @@ class ProjectionStore:
                     )
                 )
             try:
-                root.write_bytes(target, data, overwrite=True)
+                into.write_bytes(target, data, overwrite=True)
             except FsError as exc:
                 builder.failures.append(f"{spec.name} of run {run.run_id}: {exc}")
             else:
@@ -499,8 +530,8 @@ class ProjectionStore:
         previous = state.projections.get(spec.name)
         if previous is not None and previous.version != spec.version and not full:
             return None  # a one-run rebuild never replaces a whole older view
-        state.projections[spec.name] = _Pointer(version=spec.version, storage=spec.storage())
-        if previous is None or previous.storage == spec.storage():
+        state.projections[spec.name] = _Pointer(version=spec.version, storage=self._storage(spec))
+        if previous is None or previous.storage == self._storage(spec):
             return None
         self._save_state(root, state)  # the pointer moves before v1 is removed
         # An orphaned old view is harmless: nothing points at it any more.
@@ -517,13 +548,13 @@ class ProjectionStore:
         )
         failures = []
         try:
-            root.write_bytes(spec.storage(), data, overwrite=True)
+            root.write_bytes(self._storage(spec), data, overwrite=True)
         except FsError as exc:
             failures.append(f"{spec.name}: {exc}")
             return RebuildResult(
                 name=spec.name,
                 version=spec.version,
-                storage=spec.storage(),
+                storage=self._storage(spec),
                 written=0,
                 skipped=0,
                 failures=failures,
@@ -532,7 +563,7 @@ class ProjectionStore:
         return RebuildResult(
             name=spec.name,
             version=spec.version,
-            storage=spec.storage(),
+            storage=self._storage(spec),
             written=1,
             skipped=0,
             replaced=replaced,
@@ -548,54 +579,48 @@ class ProjectionStore:
     def _last_version(self, run_id: str) -> int:
         return self._store.last_version(run_id)
 
-    def _run_file_target(self, root: FsRoot | None, run: RunSummary, spec: ProjectionSpec) -> bool:
-        """A run-directory view is terminal: only terminated runs with a local run dir have
-        one; an `existing_only` view only where its file is already there."""
-        if (
-            root is None
-            or run.status is RunStatus.RUNNING
-            or (spec.statuses is not None and run.status not in spec.statuses)
-            or not self._has_local_run_dir(root, run)
-        ):
-            return False
-        if not spec.existing_only:
-            return True
-        try:
-            return root.exists(f"{run.run_id}/{spec.run_file}")
-        except FsError:
-            return False
+    def _run_file_target(
+        self, dirs: RunDirs, run: RunSummary, spec: ProjectionSpec
+    ) -> FsRoot | None:
+        """The directory holding the run's directory, when the run gets this view there.
 
-    def _has_local_run_dir(self, root: FsRoot, run: RunSummary) -> bool:
-        """The run's directory is `<this output root>/<run id>` and exists."""
-        if not is_valid_run_id(run.run_id) or os.path.basename(run.run_dir) != run.run_id:
-            return False
-        parent = os.path.realpath(os.path.dirname(run.run_dir))
-        if parent != os.path.realpath(self._output_root):
-            return False
+        A run-directory view is terminal: only terminated runs whose directory exists
+        where the journal recorded it have one; an `existing_only` view only where its
+        file is already there.
+        """
+        if run.status is RunStatus.RUNNING or (
+            spec.statuses is not None and run.status not in spec.statuses
+        ):
+            return None
+        root = dirs.holding(run.run_id, run.run_dir)
+        if root is None or not spec.existing_only:
+            return root
         try:
-            root.subroot(run.run_id).close()  # a real directory, reached without symlinks
+            return root if root.exists(f"{run.run_id}/{spec.run_file}") else None
         except FsError:
-            return False
-        return True
+            return None
 
     def _open_root(self, *, create: bool) -> FsRoot | None:
-        if not create and not os.path.isdir(self._output_root):
+        if not create and not os.path.isdir(self._views_dir):
             return None
-        return self._open(self._output_root, create=create)
+        return self._open(self._views_dir, create=create)
 
-    @staticmethod
-    def _load_state(root: FsRoot | None) -> _State:
+    def _load_state(self, root: FsRoot | None) -> _State:
         if root is None:
             return _State()
         try:
-            return _state_decoder.decode(root.read_bytes(STATE_FILE))
+            return _state_decoder.decode(root.read_bytes(self._state_file))
         except FsNotFound:
             return _State()
         except (FsError, msgspec.DecodeError, msgspec.ValidationError):
             return _State()  # unreadable state: everything shows as not materialised
 
+    @property
+    def _state_file(self) -> str:
+        return f"{self._state_dir}/projections.json"
+
     def _save_state(self, root: FsRoot, state: _State) -> None:
-        root.write_bytes(STATE_FILE, self._render(msgspec.to_builtins(state)), overwrite=True)
+        root.write_bytes(self._state_file, self._render(msgspec.to_builtins(state)), overwrite=True)
 
 
 @dataclass

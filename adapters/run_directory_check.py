@@ -4,21 +4,22 @@ The hash chain (adapters/journal/chain.py) shows edits that did not recompute it
 check anchors the journal in what the run left on disk, which a journal writer cannot
 change: every `OutputWritten` digest against the file, every `ArtifactGenerated` digest
 against its `artifacts/<step>/<safe lane>.json`, and `manifest.json`'s status, outputs
-and decision counts against the journal (a deleted terminal event shows here). Only a
-run directory that is `<this output root>/<run id>` is read, through the confined
-`FsRoot`. See docs/internals.md "The journal's hash chain".
+and decision counts against the journal (a deleted terminal event shows here). The run
+directory is the one the run's `RunAllocated` recorded (`<dir>/<run id>`, whatever output
+root the audit was started with), read through the confined `FsRoot` of its parent
+(adapters/run_dirs.py). See docs/internals.md "The journal's hash chain".
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.adapters.run_dirs import RunDirs
 from runjournal.domain.events import (
     ArtifactGenerated,
     OutputWritten,
@@ -27,7 +28,7 @@ from runjournal.domain.events import (
     RunTerminated,
     StageDecided,
 )
-from runjournal.domain.names import is_valid_run_id, safe_lane_id
+from runjournal.domain.names import recorded_run_parent, safe_lane_id
 
 __all__ = ["RunDirectoryCheck", "RunDirectoryProblem", "RunDirectoryStatus", "check_run_directory"]
 
@@ -37,7 +38,7 @@ _MANIFEST = "manifest.json"
 class RunDirectoryStatus(enum.StrEnum):
     CHECKED = "checked"
     ABSENT = "absent"  # no run directory (never created, or removed by gc)
-    ELSEWHERE = "elsewhere"  # recorded under another output root: not read
+    ELSEWHERE = "elsewhere"  # the record is not `<absolute dir>/<run id>`: not read
 
 
 class RunDirectoryProblem(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,11 +59,12 @@ def _short(digest: str) -> str:
 
 
 def check_run_directory(
-    events: Sequence[RunEvent], output_root: str, *, open_root: Callable[[str], FsRoot]
+    events: Sequence[RunEvent], *, open_root: Callable[..., FsRoot]
 ) -> RunDirectoryCheck:
     """Compare the run's recorded outputs, artifacts and terminal state with its directory.
 
-    `open_root` opens the output root (the composition root's factory, cli/compose.py).
+    `open_root` opens the directory holding the run directory (the composition root's
+    factory, cli/compose.py).
     """
     allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
     if allocated is None:
@@ -70,23 +72,15 @@ def check_run_directory(
             status=RunDirectoryStatus.ABSENT, path=None, files_checked=0, problems=[]
         )
     run_id, run_dir = allocated.run_id, allocated.run_dir
-    local = (
-        is_valid_run_id(run_id)
-        and os.path.basename(run_dir) == run_id
-        and os.path.realpath(os.path.dirname(run_dir)) == os.path.realpath(output_root)
-    )
-    if not local:
+    if recorded_run_parent(run_id, run_dir) is None:
         return RunDirectoryCheck(
             status=RunDirectoryStatus.ELSEWHERE, path=run_dir, files_checked=0, problems=[]
         )
-    try:
-        root = open_root(output_root)
-    except FsError:
-        return RunDirectoryCheck(
-            status=RunDirectoryStatus.ABSENT, path=run_dir, files_checked=0, problems=[]
-        )
-    with root:
+    with RunDirs(open_root) as dirs:
+        root = dirs.parent_of(run_id, run_dir)
         try:
+            if root is None:
+                raise FsNotFound(run_dir)
             run_root = root.subroot(run_id)
         except FsError:
             return RunDirectoryCheck(
@@ -206,6 +200,11 @@ def _check_manifest(
                 )
     counted = manifest.get("decisions")
     if isinstance(counted, dict):
+        # Since manifest v2 the decisions whose stage never started are counted apart
+        # (docs/operations.md "`explain`"): together they are every decision journaled.
+        never = manifest.get("not_started")
+        if isinstance(never, dict):
+            counted = {k: counted.get(k, 0) + never.get(k, 0) for k in {*counted, *never}}
         journal: dict[str, int] = {}
         for event in events:
             if isinstance(event, StageDecided):

@@ -32,8 +32,10 @@ from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_j
 from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
 from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
 from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.profiles import ProfileRegistry
-from runjournal.adapters.projection_store import ProjectionStore
+from runjournal.adapters.projection_store import STATE_DIR, ProjectionStore, state_dir_for
+from runjournal.adapters.run_dirs import RunDirs
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
@@ -137,6 +139,12 @@ class Roots:
         for root in self._open.values():
             root.close()
         self._open.clear()
+
+
+def run_dirs() -> RunDirs:
+    """The directories holding run directories as the journal recorded them, opened
+    through the factories (docs/operations.md "Where a run lives"); close it after use."""
+    return RunDirs(factories().open_root)
 
 
 # --- the journal ------------------------------------------------------------------------
@@ -269,6 +277,12 @@ def _cache_lock(cache_root: FsRoot) -> CacheLock:
     return CacheLock.shared(cache_root, wait=CACHE_LOCK_WAIT)
 
 
+def output_objects(output_root: FsRoot) -> OutputObjects:
+    """The output root's object store: outputs enter run directories as links to it
+    (docs/internals.md "Run outputs as links")."""
+    return OutputObjects(output_root)
+
+
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
     """`plan`'s read-only view of the cache: nothing is created (no cache root, no
     workspace, no plan store directory); raises FsError for a root that cannot be opened."""
@@ -330,8 +344,17 @@ def live_views(config: EffectiveConfig) -> LiveViews:
 
 
 def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
-    """The materialised views of the output root, opened through the factories."""
-    return ProjectionStore(store, config.output_root, render, open_root=factories().open_root)
+    """The materialised views of the journal, opened through the factories: beside a
+    SQLite journal's file, under the output root for PostgreSQL (docs/internals.md
+    "Where views live")."""
+    location = parse_journal_url(config.journal, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    if isinstance(location, SqliteLocation):
+        views_dir, state_dir = os.path.dirname(location.path), state_dir_for(location.path)
+    else:
+        views_dir, state_dir = config.output_root, STATE_DIR
+    return ProjectionStore(
+        store, views_dir, render, open_root=factories().open_root, state_dir=state_dir
+    )
 
 
 class _EmptyLoader:

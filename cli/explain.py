@@ -1,10 +1,12 @@
 """`explain RUN`: a summary by step and reason first, then the decisions asked for.
 
-Works on the reasons view (`projections/reasons_report.py`, unchanged): the summary has
-one line per step and reason code with its count (and the components that differed),
-and each reason's description once at the end. `--lane`, `--code`, `--executed`,
-`--changed` and `--step` select decisions; with any of them the matching decisions are
-listed too, at most `--limit` (docs/operations.md "Resuming and explaining").
+Works on the reasons view (`projections/reasons_report.py`): the header says how the run
+ended and what became of its stages; the summary has one line per step and reason code
+with its count (and the components that differed), counting only decisions that took
+effect, then the decisions whose stage never started, and each reason's description once
+at the end. A run of at most `LIST_UP_TO` decisions lists them all; a larger one only
+with `--lane`, `--code`, `--executed`, `--changed` or `--step`, at most `--limit`
+(docs/operations.md "`explain`").
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from runjournal.cli.errors import CliError
 from runjournal.cli.style import Styler
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.llm_usage import usage_line
+from runjournal.projections.stage_outcomes import Outcome
 
 DEFAULT_LIMIT = 50
+LIST_UP_TO = 20  # a run with this many decisions or fewer lists them without a selection
 # Categories whose decisions did not run the stage: reused, or refused before running.
 _NOT_EXECUTED = frozenset({Category.REUSE, Category.PREDECESSOR_FAILURE})
 
@@ -44,7 +48,9 @@ class Selection:
         category = CATEGORY_OF[ReasonCode(decision["code"])]
         if self.code is not None and decision["code"] != self.code:
             return False
-        if self.executed and category in _NOT_EXECUTED:
+        if self.executed and (
+            category in _NOT_EXECUTED or decision["outcome"] == Outcome.NOT_STARTED
+        ):
             return False
         return not (self.changed and category is not Category.INVALID)
 
@@ -69,6 +75,8 @@ def select(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
     """The view with only the selected decisions (same shape; counts recomputed)."""
     steps = []
     totals: dict[str, int] = {}
+    not_started: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
     for s in view["steps"]:
         lanes = []
         for lane in s["lanes"]:
@@ -79,6 +87,11 @@ def select(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
                 continue
             stages: dict[str, dict[str, int]] = {}
             for d in decisions:
+                if d["category"] != Category.FAILURE:  # a failed stage counts once
+                    outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
+                if d["outcome"] == Outcome.NOT_STARTED:
+                    not_started[d["code"]] = not_started.get(d["code"], 0) + 1
+                    continue
                 codes = stages.setdefault(d["stage"], {})
                 codes[d["code"]] = codes.get(d["code"], 0) + 1
                 totals[d["code"]] = totals.get(d["code"], 0) + 1
@@ -91,16 +104,26 @@ def select(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
         if (selection.lane is None or f["lane"] == selection.lane)
         and (selection.code is None or f["reason_code"] == selection.code)
     ]
-    return {**view, "totals": dict(sorted(totals.items())), "steps": steps, "failures": failures}
+    return {
+        **view,
+        "totals": dict(sorted(totals.items())),
+        "not_started": dict(sorted(not_started.items())),
+        "outcomes": dict(sorted(outcomes.items())),
+        "steps": steps,
+        "failures": failures,
+    }
 
 
-def summary(view: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per step and reason code: count, lanes, stages and what differed."""
+def summary(view: dict[str, Any], *, started: bool = True) -> list[dict[str, Any]]:
+    """One row per step and reason code: count, lanes, stages and what differed; of the
+    decisions that took effect (`started=False`: of those whose stage never started)."""
     rows: list[dict[str, Any]] = []
     for s in view["steps"]:
         by_code: dict[str, dict[str, Any]] = {}
         for lane in s["lanes"]:
             for d in lane["decisions"]:
+                if (d["outcome"] != Outcome.NOT_STARTED) is not started:
+                    continue
                 row = by_code.setdefault(
                     d["code"],
                     {
@@ -139,7 +162,7 @@ def json_document(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
         return view
     chosen = select(view, selection)
     limit = selection.limit or DEFAULT_LIMIT
-    matched = sum(chosen["totals"].values())
+    matched = sum(chosen["totals"].values()) + sum(chosen["not_started"].values())
     left = limit
     for s in chosen["steps"]:
         for lane in s["lanes"]:
@@ -152,19 +175,33 @@ def _stages(stages: dict[str, int]) -> str:
     return ", ".join(f"{stage} {n}" for stage, n in stages.items())
 
 
-def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: Styler) -> list[str]:
-    chosen = select(view, selection) if selection.any else view
-    totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in chosen["totals"].items()) or "none"
-    count = sum(chosen["totals"].values())
-    head = f"run {run_id}: {totals}"
-    if selection.any:
-        head = f"run {run_id}: {count} of {sum(view['totals'].values())} decisions match: {totals}"
-    lines = [head]
-    llm = view["llm"]
-    if llm["spent"]["attempts"] or llm["saved"]["calls"]:
-        lines.append(f"llm: {usage_line(llm)}")
-    rows = summary(chosen)
+# What the header adds for a run that did not finish (docs/operations.md "`explain`").
+_ENDED = {
+    "interrupted": "stopped by a signal",
+    "abandoned": "its process died; `recover` recorded it abandoned",
+    "running": "no terminal event: still running, or killed (`recover` marks it abandoned)",
+    "failed": "a stage failed",
+}
+_OUTCOME_ORDER = (
+    Outcome.EXECUTED,
+    Outcome.REUSED,
+    Outcome.REFUSED,
+    Outcome.FAILED,
+    Outcome.NOT_STARTED,
+)
+
+
+def outcome_line(outcomes: dict[str, int]) -> str:
+    """`7 executed, 5 not started`: the stages by what became of them, in a fixed order."""
+    parts = [
+        f"{outcomes[o]} {o.value.replace('_', ' ')}" for o in _OUTCOME_ORDER if outcomes.get(o)
+    ]
+    return ", ".join(parts) or "none"
+
+
+def _summary_lines(rows: list[dict[str, Any]], paint: Styler) -> list[str]:
     width = max((len(r["step"]) for r in rows), default=4)
+    lines = []
     for row in rows:
         lanes = f"{row['lanes']} lane{'s' if row['lanes'] != 1 else ''}"
         note = f"  (differs: {', '.join(row['differs'])})" if row["differs"] else ""
@@ -173,21 +210,57 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
             f"  {row['step']:<{width}}  {code} "
             f"x{row['count']:<5} {lanes}; {_stages(row['stages'])}{note}"
         )
+    return lines
+
+
+def _header(
+    run_id: str, view: dict[str, Any], chosen: dict[str, Any], selection: Selection, paint: Styler
+) -> list[str]:
+    status = str(view["status"])
+    shown = paint.status(status, status)
+    totals = ", ".join(f"{paint.code(k, k)} {v}" for k, v in chosen["totals"].items()) or "none"
+    head = f"run {run_id} ({shown}): {totals}"
     if selection.any:
-        flat = decisions(chosen)
+        count = sum(chosen["totals"].values()) + sum(chosen["not_started"].values())
+        every = sum(view["totals"].values()) + sum(view["not_started"].values())
+        head = f"run {run_id} ({shown}): {count} of {every} decisions match: {totals}"
+    lines = [head]
+    ended = _ENDED.get(status)
+    stages = f"stages: {outcome_line(chosen['outcomes'])}"
+    lines.append(f"{stages} ({status}: {ended})" if ended else stages)
+    return lines
+
+
+def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: Styler) -> list[str]:
+    chosen = select(view, selection) if selection.any else view
+    lines = _header(run_id, view, chosen, selection, paint)
+    llm = view["llm"]
+    if llm["spent"]["attempts"] or llm["saved"]["calls"]:
+        lines.append(f"llm: {usage_line(llm)}")
+    rows = summary(chosen)
+    lines += _summary_lines(rows, paint)
+    never = summary(chosen, started=False)
+    if never:
+        lines.append("not started (decided, never executed: the run stopped before them):")
+        lines += _summary_lines(never, paint)
+    flat = decisions(chosen)
+    listing = selection.any or len(flat) <= LIST_UP_TO
+    if listing:
         limit = selection.limit or DEFAULT_LIMIT
         if flat:
             lines.append("decisions:")
         for d in flat[:limit]:
             chunk = f" {d['chunk'][:12]}" if d["chunk"] else ""
             note = f"  (differs: {', '.join(d['differs'])})" if d["differs"] else ""
+            if d["outcome"] == Outcome.NOT_STARTED:
+                note += "  (not started)"
             lines.append(
                 f"  {d['step']} · {d['lane']} · {d['stage']}{chunk}  "
                 f"{paint.code(d['code'], d['code'])}{note}"
             )
         if len(flat) > limit:
             lines.append(f"  … and {len(flat) - limit} more (--limit N shows more)")
-    codes = [r["code"] for r in rows]
+    codes = [r["code"] for r in rows + never]
     if codes:
         lines.append("reasons:")
         for code in dict.fromkeys(codes):
@@ -198,8 +271,9 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
             f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}{cause}: "
             f"{f['message']}"
         )
-    if not selection.any and rows:
+    if not listing:
         lines.append(
-            "drill down: --step STEP, --lane LANE, --code CODE, --executed, --changed, --limit N"
+            "drill down: --step STEP, --lane LANE, --code CODE, --executed, --changed, "
+            f"--limit N ({len(flat)} decisions: more than {LIST_UP_TO} are summarised)"
         )
     return lines

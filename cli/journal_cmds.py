@@ -58,7 +58,6 @@ def _where(d: Difference) -> str:
 
 
 def audit(opts: dict[str, Any], *, run: str) -> int:
-    config = resolve_cli_settings(opts)
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
@@ -70,7 +69,7 @@ def audit(opts: dict[str, Any], *, run: str) -> int:
     finally:
         store.close()
     report = audit_run(events)
-    run_dir = check_run_directory(events, config.output_root, open_root=factories().open_root)
+    run_dir = check_run_directory(events, open_root=factories().open_root)
     tampering = _tampering(chain, run_dir)
     clean = report.ok and not tampering
     if opts.get("as_json"):

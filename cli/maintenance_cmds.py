@@ -17,7 +17,7 @@ from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.age import AGE_UNITS, parse_age
 from runjournal.cli.cache_gc import collect_cache, echo_cache, parse_size
-from runjournal.cli.compose import factories
+from runjournal.cli.compose import factories, output_objects
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
@@ -30,13 +30,14 @@ from runjournal.cli.settings import (
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.terminal import Terminalizer
 from runjournal.domain.events import RunStatus
-from runjournal.domain.names import is_valid_run_id
+from runjournal.domain.names import is_valid_run_id, recorded_run_parent
 
 # --- recover ---------------------------------------------------------------------
 
 
 def recover(opts: dict[str, Any]) -> int:
-    """Terminalize dead runs as abandoned; sweep leftover temp files under both roots."""
+    """Terminalize dead runs as abandoned; sweep leftover temp files under the roots and
+    the output roots the journal's runs recorded."""
     dry_run = bool(opts.get("dry_run"))
     config = resolve_cli_settings(opts)
     abandoned: list[dict[str, Any]] = []
@@ -44,8 +45,10 @@ def recover(opts: dict[str, Any]) -> int:
     # A run killed before its journal existed left no run to abandon, but maybe temp files.
     found = journal_exists(config.journal)
     store = open_cli_journal(opts) if found else None
+    recorded: list[str] = []  # where the journal's runs put their run directories
     try:
         for summary in store.list_runs() if store is not None else ():
+            recorded.append(recorded_run_parent(summary.run_id, summary.run_dir) or "")
             if summary.status is not RunStatus.RUNNING:
                 continue
             alive = is_alive(summary.pid, summary.host, summary.process_start)
@@ -62,11 +65,15 @@ def recover(opts: dict[str, Any]) -> int:
     # A live writer's temp file must not vanish under it: sweep only when no run that may
     # still be writing (live here, or on another host) is in the journal.
     swept: dict[str, list[str]] = {}
-    roots = (
+    roots = [
         ("output", config.output_root),
         ("cache", config.cache_root),
         ("debug", config.debug_root),
-    )
+    ]
+    known = {os.path.realpath(path) for _, path in roots}
+    for home in dict.fromkeys(filter(None, recorded)):
+        if os.path.realpath(home) not in known:
+            roots.append((f"output:{home}", home))  # an output root the journal recorded
     for label, path in roots if not skipped else ():
         if os.path.isdir(path):
             try:
@@ -129,7 +136,8 @@ def gc(opts: dict[str, Any]) -> int:
     config = resolve_cli_settings(opts)
     store = open_cli_journal(opts, read_only=True)
     try:
-        runs = [r for r in store.list_runs() if r.status is not RunStatus.RUNNING]
+        every_run = store.list_runs()
+        runs = [r for r in every_run if r.status is not RunStatus.RUNNING]
         bundles = {r.run_id: _bundle_of(store, r.run_id) for r in runs}
     finally:
         store.close()
@@ -143,24 +151,31 @@ def gc(opts: dict[str, Any]) -> int:
             continue  # --cache alone: every run is kept
         if (keep is None or beyond_keep) and (older is None or too_old):
             doomed.append(summary)
-    # A gc killed mid-way left its run directories renamed to tombstones: finish them.
+    # A gc killed mid-way left its run directories renamed to tombstones: finish them, in
+    # the roots and wherever the journal recorded a run directory or bundle.
+    recorded = [(r.run_id, r.run_dir) for r in every_run]
+    recorded += [(run_id, path) for run_id, path in bundles.items() if path]
+    homes = (recorded_run_parent(run_id, path) for run_id, path in recorded)
     removed = [
         path
-        for root in dict.fromkeys((config.output_root, config.debug_root))
+        for root in dict.fromkeys((config.output_root, config.debug_root, *filter(None, homes)))
         for path in _finish_tombstones(root, dry_run)
     ]
     for summary in doomed:
-        paths = [
-            (config.output_root, summary.run_dir),
-            (config.debug_root, bundles.get(summary.run_id)),
-        ]
-        for root, path in paths:
-            if path and _delete_child(root, path, summary.run_id, dry_run):
+        for path in (summary.run_dir, bundles.get(summary.run_id)):
+            if path and _delete_child(path, summary.run_id, dry_run):
                 removed.append(path)
+    # Objects live beside the run directories: in each output root a removed run was in.
+    output_roots = (recorded_run_parent(r.run_id, r.run_dir) for r in doomed)
+    objects_removed = sum(
+        _prune_output_objects(root, dry_run)
+        for root in dict.fromkeys((config.output_root, *filter(None, output_roots)))
+    )
     doc: dict[str, Any] = {
         "dry_run": dry_run,
         "runs": [r.run_id for r in doomed],
         "removed": removed,
+        "objects_removed": objects_removed,
     }
     if cache:
         with open_cli_journal(opts, read_only=dry_run) as store:
@@ -172,11 +187,24 @@ def gc(opts: dict[str, Any]) -> int:
     verb = "would remove" if dry_run else "removed"
     for path in removed:
         click.echo(f"{verb} {path}")
-    if not removed and not cache:
+    if objects_removed:
+        click.echo(f"removed {objects_removed} output object(s) no run directory links")
+    if not removed and not objects_removed and not cache:
         click.echo("nothing to remove")
     if cache:
         echo_cache(doc["cache"])
     return 0
+
+
+def _prune_output_objects(output_root: str, dry_run: bool) -> int:
+    """Objects no run directory links any more (docs/operations.md "Retention and cleanup")."""
+    if dry_run or not os.path.isdir(output_root):
+        return 0
+    try:
+        with factories().open_root(output_root) as fs:
+            return len(output_objects(fs).prune())
+    except FsError as exc:
+        raise CliError(f"cannot prune output objects: {exc}", ExitCode.FAILED) from None
 
 
 def _bundle_of(store: JournalStore, run_id: str) -> str | None:
@@ -192,17 +220,17 @@ TOMBSTONE_PREFIX = ".rj-gc-"
 """A run directory being removed by `gc` is first renamed `<root>/.rj-gc-<run id>`."""
 
 
-def _delete_child(root: str, path: str, run_id: str, dry_run: bool) -> bool:
-    """Delete `path` only if it is exactly `<root>/<run id>` as the journal recorded it.
+def _delete_child(path: str, run_id: str, dry_run: bool) -> bool:
+    """Delete `path` only if the journal recorded it as `<dir>/<run id>` (docs/operations.md
+    "Where a run lives"), wherever that is: the command's roots do not matter.
 
     The directory is renamed to its tombstone first (atomic), then the tombstone is
     removed: a gc killed in between leaves the run directory either whole or gone, and the
     next gc finishes the tombstone. A directory another gc removed meanwhile counts as
     removed.
     """
-    if os.path.dirname(os.path.normpath(path)) != os.path.normpath(root):
-        return False
-    if os.path.basename(path) != run_id or not os.path.isdir(path):
+    root = recorded_run_parent(run_id, path)
+    if root is None or not os.path.isdir(path):
         return False
     if dry_run:
         return True

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from runjournal.adapters.fsroot import FsError
+from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.profiles import ProfileError
 from runjournal.cli.compose import cache_view, factories
@@ -70,14 +71,15 @@ def _predict(
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
     try:
         resumed = config.resume or policy.active
-        plan = Planner(
-            loader=view if resumed else None,
-            cache=view,
-            plan_store=view.plans,
-            policy=policy,
-            prices=prices,
-            scopes=view,
-        ).plan(resolved)
+        with module_stdout_to_stderr():  # a module's `reads` may print: never on stdout
+            plan = Planner(
+                loader=view if resumed else None,
+                cache=view,
+                plan_store=view.plans,
+                policy=policy,
+                prices=prices,
+                scopes=view,
+            ).plan(resolved)
     finally:
         view.close()
     return plan, {

@@ -12,7 +12,7 @@ from runjournal.adapters.journal import (
     JournalStore,
     journal_event_to_json,
 )
-from runjournal.cli.compose import journal_for
+from runjournal.cli.compose import journal_for, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
@@ -22,11 +22,11 @@ from runjournal.cli.settings import (
     format_table,
     is_postgres_url,
     load_user_config,
-    resolve_settings,
+    resolve_project_settings,
 )
 from runjournal.cli.settings.options import settings_flags
 from runjournal.cli.style import stdout_styler
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
@@ -36,26 +36,26 @@ from runjournal.projections.reasons_report import ReasonReportProjection
 
 
 def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
-    """Settings for commands without a pipeline: flags, env, user config, defaults."""
+    """Settings for commands without a pipeline: flags, env, the project's pipeline table
+    (docs/configuration.md "Finding the project"), user config, defaults."""
     flags = {k: v for k, v in settings_flags(opts).items() if v is not None}
-    cwd = os.getcwd()
     try:
         user_config, user_path = load_user_config()
-        return resolve_settings(
+        return resolve_project_settings(
             flags=flags,
             env=os.environ,
-            pipeline_table=None,
-            pipeline_dir=cwd,
             user_config=user_config,
             user_config_path=user_path,
-            cwd=cwd,
+            cwd=os.getcwd(),
+            home=os.path.expanduser("~"),
         )
     except SettingsError as exc:
         raise CliError(str(exc)) from None
 
 
 def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> JournalStore:
-    """The journal named by --journal, env, user config, or <output root>/journal.sqlite3.
+    """The journal named by --journal, env, the project's pipeline, user config, or
+    <output root>/journal.sqlite3.
 
     Commands that only read pass `read_only`: a SQLite journal is then opened without
     writing to it (a read-only file system or file works).
@@ -66,7 +66,10 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
             return journal_for(config, read_only=read_only)
         except JournalError as exc:
             raise CliError(str(exc), ExitCode.FAILED) from None
-    raise CliError(f"no journal at {config.journal} (use --journal or --output-root)")
+    raise CliError(
+        f"no journal at {config.journal} (use --journal or --output-root, "
+        "or run the command in the pipeline's directory)"
+    )
 
 
 def journal_exists(url: str) -> bool:
@@ -153,11 +156,15 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     status = paint.status(str(view["status"]), str(view["status"]))
     click.echo(f"run {view['run_id']}  {status}  pipeline {view['pipeline']}")
     click.echo(f"  started {view['started']}  ended {view['ended']}")
+    click.echo(f"  run directory {_where_it_lives(events)}")
     click.echo(
         f"  lanes {view['lanes']}  artifacts {view['artifacts']}  outputs {len(view['outputs'])}"
     )
     decisions = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["decisions"].items()) or "none"
     click.echo(f"  decisions: {decisions}")
+    if view.get("not_started"):  # docs/operations.md "`explain`": decided, never executed
+        never = ", ".join(f"{paint.code(k, k)} {v}" for k, v in view["not_started"].items())
+        click.echo(f"  not started: {never} (decided, never executed: the run stopped first)")
     if view.get("llm"):  # docs/operations.md "LLM usage: spent and saved"
         click.echo(f"  llm: {usage_line(view['llm'])}")
     if view["error"]:
@@ -169,6 +176,17 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
         click.echo("  outputs (produced by: step · lane: its decisions):")
         click.echo("\n".join(output_lines(facts["outputs"], paint)))
     return 0
+
+
+def _where_it_lives(events: list[RunEvent]) -> str:
+    """The run directory the journal recorded, and whether it is there now
+    (docs/operations.md "Where a run lives")."""
+    allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
+    if allocated is None:
+        return "- (not allocated)"
+    with run_dirs() as dirs:
+        there = dirs.holding(allocated.run_id, allocated.run_dir) is not None
+    return allocated.run_dir + ("" if there else " (not there: never written, or removed)")
 
 
 def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:

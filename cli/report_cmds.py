@@ -17,7 +17,7 @@ from typing import Any
 import click
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
-from runjournal.cli.compose import factories
+from runjournal.cli.compose import factories, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
@@ -72,15 +72,22 @@ def report(opts: dict[str, Any], *, run: str, output: str | None, force: bool) -
 
 
 def _into_run_dir(run_id: str, run_dir: str | None, data: bytes) -> str:
-    """`<run dir>/report.html`, replaced atomically: it is a view, like manifest.json."""
-    if not run_dir or not os.path.isdir(run_dir):
-        raise CliError(f"run {run_id} has no run directory here ({run_dir}); use -o FILE")
-    try:
-        with factories().open_root(run_dir) as root:
-            root.write_bytes(REPORT_HTML, data, overwrite=True)
-    except FsError as exc:
-        raise CliError(f"cannot write {run_dir}/{REPORT_HTML}: {exc}", ExitCode.FAILED) from None
-    return os.path.join(run_dir, REPORT_HTML)
+    """`<run dir>/report.html`, replaced atomically: it is a view, like manifest.json.
+
+    The run directory is where the journal recorded it (docs/operations.md "Where a run
+    lives"), reached through its parent without following a symlink.
+    """
+    with run_dirs() as dirs:
+        parent = dirs.holding(run_id, run_dir) if run_dir else None
+        if parent is None:
+            raise CliError(f"run {run_id} has no run directory here ({run_dir}); use -o FILE")
+        try:
+            parent.write_bytes(f"{run_id}/{REPORT_HTML}", data, overwrite=True)
+        except FsError as exc:
+            raise CliError(
+                f"cannot write {run_dir}/{REPORT_HTML}: {exc}", ExitCode.FAILED
+            ) from None
+    return os.path.join(str(run_dir), REPORT_HTML)
 
 
 def _into_file(output: str, data: bytes, *, force: bool) -> str:

@@ -45,6 +45,7 @@ from runjournal.cli.compose import (
     factories,
     journal_for,
     live_views,
+    output_objects,
     workspace_dir,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
@@ -274,7 +275,16 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
     # strict_order: the runner's decisions, checkpoints and executions are checked as they
     # are recorded (domain/run.py), not only by `journal audit` afterwards.
     run = Run(run_aggregate_id(run_id), _now, strict_order=True)
-    session = journal.session(run, batch_size=config.batch_size, listeners=listeners)
+    # Checkpoints are durable in groups: one sync before each batch that records them
+    # commits (docs/internals.md "Group durability").
+    recorder = collab.recorder
+    session = journal.session(
+        run,
+        batch_size=config.batch_size,
+        listeners=listeners,
+        before_commit=recorder.sync if recorder is not None else None,
+        behind=True,  # full batches commit on their own thread while the run goes on
+    )
     _record_allocation(
         session, spec, parsed.pipeline_path, config, run_id, argv, journal.url, parsed.policy
     )
@@ -284,6 +294,7 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         report=report,
         output_root=config.output_root,
         output_fs=roots.output,
+        objects=output_objects,
         run_id=run_id,
     )
     # The bundle: after a safe run id and RunAllocated, before resolution
@@ -485,6 +496,8 @@ def _execute_and_terminalize(
             writes.close()
         inv.collab.close()
     terminal.not_persisted(inv.llm.close())  # saves the --llm-record cassette
+    if recorder is not None:
+        terminal.not_persisted(recorder.sync_errors)  # a failed group sync of checkpoints
     terminal.finish_bundle()
     report_html = None
     try:

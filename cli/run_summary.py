@@ -231,8 +231,11 @@ def summary_lines(doc: dict[str, Any], notes: RunNotes, paint: Styler) -> list[s
     lines = [
         f"run {doc['run_id']} {paint.status(doc['status'], doc['status'])}",
         f"  decisions: {decisions}",
-        f"  outputs:   {len(doc['outputs'])}",
     ]
+    if doc.get("not_started"):  # decided, never executed: the run stopped first
+        never = ", ".join(f"{paint.code(k, k)} {v}" for k, v in doc["not_started"].items())
+        lines.append(f"  not started: {never} (decided, never executed)")
+    lines.append(f"  outputs:   {len(doc['outputs'])}")
     main = main_outputs(doc["outputs"], notes.sinks)
     for i, path in enumerate(main[:SHOWN_OUTPUTS]):
         lines.append(f"  {'main:' if i == 0 else '':<10} {path}")

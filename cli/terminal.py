@@ -29,6 +29,7 @@ from runjournal.adapters.chunkplans import ChunkMapEncoder
 from runjournal.adapters.debug_bundle import FAILURE as BUNDLE_FAILURE
 from runjournal.adapters.debug_bundle import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
 from runjournal.cli.output import json_bytes
 from runjournal.domain.events import (
     OutputsValidated,
@@ -87,6 +88,7 @@ class Terminalizer:
         report: ReportProjection | None = None,
         output_root: str | None = None,
         output_fs: Callable[[], FsRoot] | None = None,
+        objects: Callable[[FsRoot], OutputObjects] | None = None,
         bundle: Any = None,
         summary: Any = None,
     ) -> None:
@@ -95,6 +97,7 @@ class Terminalizer:
         self._report = report
         self._output_root = output_root
         self._output_fs = output_fs  # the invocation's one output-root handle (cli/compose.py)
+        self._objects = objects  # the output root's object store (cli/compose.py)
         self._bundle = bundle  # the run's DebugBundle, if one was allocated
         self._summary = summary  # its live DebugSummaryProjection
         run_dir = os.path.join(output_root, run_id) if output_root is not None else ""
@@ -146,9 +149,9 @@ class Terminalizer:
         if refused:
             raise OutputsRefused(refused)
         run_dir = self._create_run_dir()
+        digests = [hashlib.sha256(data).hexdigest() for _, data in files]
         try:
-            for name, data in files:
-                run_dir.write_bytes(name, data, overwrite=False)
+            self._place_outputs(run_dir, files, digests)
         except FsError:
             # A failed run keeps no outputs: the directory is ours alone (created
             # exclusively just above), so everything in it goes.
@@ -156,8 +159,7 @@ class Terminalizer:
                 with contextlib.suppress(FsError):
                     run_dir.remove_tree(entry)
             raise
-        for name, data in files:
-            digest = hashlib.sha256(data).hexdigest()
+        for (name, data), digest in zip(files, digests, strict=True):
             step, lane = (attribution or {}).get(name, (None, None))
             self._session.emit(
                 OutputWritten, name=name, sha256=digest, size=len(data), step=step, lane=lane
@@ -180,6 +182,22 @@ class Terminalizer:
             self.state.report = os.path.join(self.state.run_dir, REPORT)
         run_dir.close()
         return self.state
+
+    def _place_outputs(
+        self, run_dir: FsRoot, files: list[tuple[str, bytes]], digests: list[str]
+    ) -> None:
+        """Every output as a read-only link to its object (a copy where linking fails),
+        then one sync of the output root before any event names them (docs/internals.md
+        "Run outputs as links")."""
+        assert self._output_fs is not None
+        root = self._output_fs()
+        objects = self._objects(root) if self._objects is not None else None
+        for (name, data), digest in zip(files, digests, strict=True):
+            if objects is not None:
+                objects.place(run_dir, name, data, digest)
+            else:
+                run_dir.write_bytes(name, data, overwrite=False, durable=False, mode=OUTPUT_MODE)
+        root.sync()
 
     # --- failure ---------------------------------------------------------------
 

@@ -16,9 +16,9 @@ import enum
 from collections.abc import Iterable, Iterator
 
 import msgspec
-from runjournal.domain.decisions import StageDigests, decide_stage
+from runjournal.domain.decisions import Stage, StageDigests, decide_stage
 from runjournal.domain.events import LaneResolved, RunEvent, StageDecided
-from runjournal.domain.identity import COMPONENT_ORDER, dependencies_digest
+from runjournal.domain.identity import COMPONENT_ORDER, ArtifactRef, dependencies_digest
 from runjournal.domain.reasons import ReasonCode, category_of
 from runjournal.domain.run import Run, Violation
 
@@ -48,7 +48,7 @@ class Problem(enum.StrEnum):
     RECORDED_EQUALS_CURRENT = "recorded_equals_current"  # a "difference" that is none
     UNKNOWN_DIGEST = "unknown_digest"  # a recorded key that names no compared digest
     RECORDED_WITHOUT_CHECKPOINT = "recorded_without_checkpoint"
-    DEPENDENCIES = "dependencies"  # the stage's D is not the lane's D
+    DEPENDENCIES = "dependencies"  # the stage's D is not its lane's (whole, or the parts it reads)
     FORCED = "forced"  # the decision's `forced` is not its lane's
 
 
@@ -89,12 +89,29 @@ class _Auditor:
         self.decisions = 0
         self.lanes: dict[tuple[str, str], LaneResolved] = {}
         self.differences: list[Difference] = []
+        # (step, lane, stage) -> (the stage's D, a read naming no consumed artifact)
+        self._stage_d: dict[tuple[str, str, str], tuple[str, str | None]] = {}
 
     def feed(self, event: RunEvent) -> None:
         if isinstance(event, StageDecided):
             self._decision(event)
         elif isinstance(event, LaneResolved):
             self.lanes[(event.step, event.lane)] = event
+            for stage in Stage:
+                self._stage_d.pop((event.step, event.lane, stage.value), None)
+
+    def _lane_d(self, lane: LaneResolved, stage: Stage) -> tuple[str, str | None]:
+        """A stage's D from its lane's recorded reads (else every dependency), once per lane."""
+        key = (lane.step, lane.lane, stage.value)
+        found = self._stage_d.get(key)
+        if found is None:
+            deps = lane.stage_dependencies(stage)
+            consumed = {_named(d) for d in lane.dependencies}
+            stray = next((d for d in deps if _named(d) not in consumed), None)
+            stray_text = f"{stray.step}/{stray.lane}" if stray is not None else None
+            found = (dependencies_digest(deps), stray_text)
+            self._stage_d[key] = found
+        return found
 
     def _decision(self, event: StageDecided) -> None:
         self.decisions += 1
@@ -146,11 +163,21 @@ class _Auditor:
                     f"recorded {key} equals the current one, so it is no difference",
                 )
         if event.predecessor is None:
-            lane_d = dependencies_digest(lane.dependencies)
+            lane_d, stray = self._lane_d(lane, event.stage)
             if event.dependencies != lane_d:
                 differ(Problem.DEPENDENCIES, "the stage's dependencies are not the lane's")
+            if stray is not None:
+                differ(
+                    Problem.DEPENDENCIES,
+                    f"the stage reads {stray}, which its lane does not consume",
+                )
             if event.forced != lane.forced:
                 differ(Problem.FORCED, f"forced={event.forced} in a lane with forced={lane.forced}")
+
+
+def _named(ref: ArtifactRef) -> tuple[str, str, str, str, str]:
+    """What a part's ref shares with its artifact's: everything but the digest and size."""
+    return (ref.step, ref.lane, ref.kind, ref.schema, ref.media_type)
 
 
 def _current_value(current: StageDigests, key: str) -> str:

@@ -54,7 +54,7 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
     """Each run's references, by aggregate id, from its events in order (any interleaving
     of runs; events of a run without its `RunAllocated` are ignored)."""
     runs: dict[UUID, RunReferences] = {}
-    scopes: dict[tuple[UUID, str, str], StoreScope] = {}
+    scopes: dict[tuple[UUID, str, str], dict[Stage, StoreScope]] = {}
     for event in events:
         owner = event.originator_id
         if isinstance(event, RunAllocated):
@@ -66,17 +66,20 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
         if refs is None:
             continue
         if isinstance(event, LaneResolved):
-            scopes[(owner, event.step, event.lane)] = StoreScope(
-                step_identity(event.components),
-                dependencies_digest(event.dependencies),
-                event.lane_identity,
-            )
+            sid = step_identity(event.components)
+            scopes[(owner, event.step, event.lane)] = {
+                stage: StoreScope(
+                    sid, dependencies_digest(event.stage_dependencies(stage)), event.lane_identity
+                )
+                for stage in Stage
+            }
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
         elif isinstance(event, StageDecided | CheckpointWritten):
-            scope = scopes.get((owner, event.step, event.lane))
-            if scope is None:
+            lane_scopes = scopes.get((owner, event.step, event.lane))
+            if lane_scopes is None:
                 continue
+            scope = lane_scopes[event.stage]
             if isinstance(event, StageDecided):
                 if event.code is ReasonCode.PREDECESSOR_REUSED:
                     refs.restored.add((event.step, event.lane, scope.lane_identity))

@@ -125,9 +125,10 @@ def decide_stage(facts: StageFacts) -> ReasonCode:
     if recorded is None:
         return ReasonCode.CHECKPOINT_MISSING
     current = facts.current
-    for name in COMPONENT_ORDER:
-        if getattr(recorded.components, name) != getattr(current.components, name):
-            return _COMPONENT_CODES[name]
+    if recorded.components != current.components:  # one C-level comparison when equal
+        for name in COMPONENT_ORDER:
+            if getattr(recorded.components, name) != getattr(current.components, name):
+                return _COMPONENT_CODES[name]
     if facts.checkpoint is CheckpointState.LANE_ONLY or recorded.input != current.input:
         if facts.stage is Stage.EXTRACT:
             return ReasonCode.INPUT_CHANGED
@@ -140,7 +141,7 @@ def decide_stage(facts: StageFacts) -> ReasonCode:
 def recorded_differences(facts: StageFacts) -> dict[str, str]:
     """The recorded digests that differ from the current ones (what an event stores)."""
     rec = facts.recorded
-    if rec is None:
+    if rec is None or rec == facts.current:  # a reused stage: nothing differs
         return {}
     cur = facts.current
     out: dict[str, str] = {}
@@ -153,6 +154,16 @@ def recorded_differences(facts: StageFacts) -> dict[str, str]:
     if rec.dependencies != cur.dependencies:
         out["dependencies"] = rec.dependencies
     return out
+
+
+def lane_only_digests(merge_recorded: StageDigests, dependencies: str) -> StageDigests:
+    """The recorded digests of an extract with no checkpoint, from its lane's merge record.
+
+    The merge records its own D, which is not the extract's when a module declares what
+    each stage reads; the decision never reaches D (`lane_only` is `input_changed`), so
+    the extract's current D stands in and no false "dependencies differ" is recorded.
+    """
+    return msgspec.structs.replace(merge_recorded, dependencies=dependencies)
 
 
 def with_differences(current: StageDigests, differences: dict[str, str]) -> StageDigests:

@@ -186,8 +186,16 @@ class LaneResolved(RunEvent, frozen=True, kw_only=True):
     dependencies: list[ArtifactRef]
     chunks: int
     forced: bool
+    # Stage -> the refs of the parts of `dependencies` it reads, for the stages whose
+    # module declares a part (`Module.reads`); a stage not here reads them all. Empty
+    # in rows written before it existed (docs/internals.md "Event versions").
+    reads: dict[Stage, list[ArtifactRef]] = msgspec.field(default_factory=dict)
 
     class_version: ClassVar[int] = 2
+
+    def stage_dependencies(self, stage: Stage) -> list[ArtifactRef]:
+        """What a stage of this lane depends on: the parts it reads, else every artifact."""
+        return self.reads.get(stage, self.dependencies)
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:

@@ -150,6 +150,16 @@ class Module:
     def outputs(self, artifact: Any, ctx: StageContext) -> list[OutputFile]:
         return []
 
+    def reads(self, stage: str, ctx: StageContext) -> Mapping[str, Mapping[str, Any]] | None:
+        """What `stage` reads of `ctx.consumed`: None, all of it (the default).
+
+        Otherwise the same shape (step -> lane -> value) holding only what the stage
+        reads, each value a part of that lane's artifact. The stage then sees only
+        these parts, and only they are its dependencies: an artifact whose part did not
+        change keeps the stage's checkpoints (docs/modules.md "Declaring what a stage reads").
+        """
+        return None
+
 
 class Validator:
     """An optional per-step check of a lane's artifact, with its own fingerprint.

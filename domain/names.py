@@ -55,6 +55,24 @@ def is_valid_run_id(s: object) -> bool:
     return isinstance(s, str) and RUN_ID_RE.fullmatch(s) is not None
 
 
+def recorded_run_parent(run_id: str, run_dir: str) -> str | None:
+    """The directory holding a run's directory, as its `RunAllocated` recorded it.
+
+    Only a record of the form `<absolute, normalized dir>/<run id>` for a valid run id
+    names one; anything else (a relative or `..` path, another last name) is None, so a
+    command never acts on a path the record does not pin down (docs/operations.md
+    "Where a run lives").
+    """
+    if not is_valid_run_id(run_id) or not isinstance(run_dir, str):
+        return None
+    parent, sep, last = run_dir.rpartition("/")
+    if not sep or last != run_id or not parent.startswith("/"):
+        return None
+    if any(part in ("", ".", "..") for part in parent.split("/")[1:]):
+        return None
+    return parent
+
+
 def _hash8(text: str) -> str:
     # surrogateescape keeps undecodable file-name bytes (os.fsdecode) hashable as themselves.
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]

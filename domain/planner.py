@@ -28,6 +28,7 @@ from runjournal.domain.decisions import (
     StageDigests,
     StageFacts,
     decide_stage,
+    lane_only_digests,
 )
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import (
@@ -41,6 +42,7 @@ from runjournal.domain.identity import (
     step_identity,
 )
 from runjournal.domain.llm import LLMUsage, total_usage
+from runjournal.domain.modules import StageContext
 from runjournal.domain.names import CORPUS_LANE
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.plan_keys import PlanFacts
@@ -55,6 +57,7 @@ from runjournal.domain.ports import (
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.runner import Artifact
+from runjournal.domain.runner.reads import declares_reads, stage_reads
 
 # A digest no stage ever produces: "this unknown output differs from the recorded one".
 _DIFFERENT = "\x00unknown"
@@ -172,10 +175,19 @@ class _Output(msgspec.Struct, frozen=True):
 
 
 class _Known(msgspec.Struct, frozen=True):
-    """A lane's artifact fingerprint, or None with the normalize stage that decides it."""
+    """A lane's artifact fingerprint, or None with the normalize stage that decides it.
+
+    `payload` and `artifact_type` give the artifact's value to a consumer that declares
+    what its stages read (decoded only then).
+    """
 
     fingerprint: ArtifactRef | None
     producer: StageRef | None = None
+    payload: bytes = b""
+    artifact_type: Any = None
+
+    def value(self) -> Any:
+        return msgspec.json.decode(self.payload, type=self.artifact_type)
 
 
 class _Chunk(msgspec.Struct, frozen=True):
@@ -224,7 +236,8 @@ class Planner:
             if step.id not in self._policy.required:
                 known[step.id] = {}
                 for lane, lane_chunks, digests in _lanes(step, pipeline, chunks):
-                    known[step.id][lane] = self._lane(step, lane, lane_chunks, digests, known)
+                    deps = _stage_dependencies(step, lane, known, pipeline)
+                    known[step.id][lane] = self._lane(step, lane, lane_chunks, digests, deps)
         return Plan(pipeline.name, self._out, None)
 
     # --- chunk plans (read, never published) -------------------------------------
@@ -283,7 +296,9 @@ class Planner:
             self._out.append(prediction)
             if not restored:
                 return prediction
-            known[step.id][lane] = _Known(fingerprint)
+            known[step.id][lane] = _Known(
+                fingerprint, payload=record.payload, artifact_type=step.module.artifact_type
+            )
         return None
 
     def _restored(
@@ -316,24 +331,25 @@ class Planner:
         lane: str,
         chunks: list[_Chunk],
         source_digests: list[str],
-        known: dict[str, dict[str, _Known]],
+        deps: dict[Stage, _Output],
     ) -> _Known:
         lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
-        deps = _dependencies(step, lane, known)
-        if deps.digest is not None or forced or self._loader is None:
+        unknown = [d for d in deps.values() if d.digest is None]
+        if not unknown or forced or self._loader is None:
             return self._lane_under(step, lane, chunks, lid, forced, deps)
-        # D waits on a producer that may execute: the run looks its checkpoints up under
-        # the D it gets, so predict under every D stored for this step identity, and under
-        # one never stored; stages on which they disagree are pending on the producer.
+        # A D waits on a producer that may execute: the run looks the stage's checkpoints
+        # up under the D it gets, so predict under every D stored for this step identity,
+        # and under one never stored; stages on which they disagree are pending on it.
         passes: list[tuple[list[Prediction], _Known]] = []
         for value in [*self._stored_dependencies(step, lane), _DIFFERENT]:
             mark = len(self._out)
-            lane_known = self._lane_under(step, lane, chunks, lid, forced, _Output(value))
+            under = {st: d if d.digest is not None else _Output(value) for st, d in deps.items()}
+            lane_known = self._lane_under(step, lane, chunks, lid, forced, under)
             passes.append((self._out[mark:], lane_known))
             del self._out[mark:]
         for row in zip(*(p for p, _ in passes), strict=True):
-            self._out.append(_combine(list(row), deps.producer))
+            self._out.append(_combine(list(row), unknown[0].producer))
         fingerprints = {k.fingerprint for _, k in passes}
         if len(fingerprints) == 1 and None not in fingerprints:
             return passes[0][1]
@@ -362,12 +378,20 @@ class Planner:
         chunks: list[_Chunk],
         lid: str,
         forced: bool,
-        deps: _Output,
+        deps: dict[Stage, _Output],
     ) -> _Known:
-        """The lane's predictions (appended) with D `deps` (known, or unknown and unused)."""
-        stored = deps.digest if deps.digest not in (None, _DIFFERENT) else _UNSTORED
-        scope = StoreScope(step_identity(step.components), stored or "", lid)
-        merge_state, merge_record = self._lookup(step, lane, Stage.MERGE, "", forced, scope)
+        """The lane's predictions (appended) with each stage's D `deps` (an unknown one is
+        looked up under a D never stored)."""
+        sid = step_identity(step.components)
+        scopes = {
+            stage: StoreScope(
+                sid, d.digest if d.digest not in (None, _DIFFERENT) else _UNSTORED, lid
+            )
+            for stage, d in deps.items()
+        }
+        merge_state, merge_record = self._lookup(
+            step, lane, Stage.MERGE, "", forced, scopes[Stage.MERGE]
+        )
         lane_record = (
             merge_record
             if merge_state is CheckpointState.PRESENT
@@ -377,13 +401,25 @@ class Planner:
         )
         results: list[_Output] = []
         for chunk in chunks:
-            state, record = self._lookup(step, lane, Stage.EXTRACT, chunk.id, forced, scope)
+            state, record = self._lookup(
+                step, lane, Stage.EXTRACT, chunk.id, forced, scopes[Stage.EXTRACT]
+            )
             own = record
             if state is CheckpointState.MISSING and lane_record is not None:
                 state, record = CheckpointState.LANE_ONLY, lane_record
             where = StageRef(step.id, lane, Stage.EXTRACT, chunk.id)
+            extract_deps = deps[Stage.EXTRACT]
             pred = self._predict(
-                step, where, forced, state, record, _Output(chunk.id), deps, own, scope, chunk
+                step,
+                where,
+                forced,
+                state,
+                record,
+                _Output(chunk.id),
+                extract_deps,
+                own,
+                scopes[Stage.EXTRACT],
+                chunk,
             )
             results.append(_result(pred, record))
         pending = next((r for r in results if r.digest is None), None)
@@ -394,13 +430,31 @@ class Planner:
         )
         where = StageRef(step.id, lane, Stage.MERGE)
         pred = self._predict(
-            step, where, forced, merge_state, merge_record, extract_out, deps, merge_record, scope
+            step,
+            where,
+            forced,
+            merge_state,
+            merge_record,
+            extract_out,
+            deps[Stage.MERGE],
+            merge_record,
+            scopes[Stage.MERGE],
         )
         merged = _result(pred, merge_record)
-        norm_state, norm_record = self._lookup(step, lane, Stage.NORMALIZE, "", forced, scope)
+        norm_state, norm_record = self._lookup(
+            step, lane, Stage.NORMALIZE, "", forced, scopes[Stage.NORMALIZE]
+        )
         where = StageRef(step.id, lane, Stage.NORMALIZE)
         pred = self._predict(
-            step, where, forced, norm_state, norm_record, merged, deps, norm_record, scope
+            step,
+            where,
+            forced,
+            norm_state,
+            norm_record,
+            merged,
+            deps[Stage.NORMALIZE],
+            norm_record,
+            scopes[Stage.NORMALIZE],
         )
         if pred.outcome is Outcome.REUSED and norm_record is not None:
             module = step.module
@@ -413,7 +467,9 @@ class Planner:
                     media_type=module.media_type,
                     sha256=norm_record.output_sha256,
                     size=len(norm_record.payload),
-                )
+                ),
+                payload=norm_record.payload,
+                artifact_type=module.artifact_type,
             )
         return _Known(None, where)
 
@@ -448,6 +504,8 @@ class Planner:
     ) -> Prediction:
         """Decide under every value the unknown digests can take; one code is definite."""
         recorded = record.digests if record is not None else None
+        if state is CheckpointState.LANE_ONLY and recorded is not None and deps.digest is not None:
+            recorded = lane_only_digests(recorded, deps.digest)
         inputs = _values(stage_input.digest, recorded.input if recorded else None)
         dep_values = _values(deps.digest, recorded.dependencies if recorded else None)
         codes: list[ReasonCode] = []
@@ -569,19 +627,45 @@ def _lanes(
     return [(s.name, chunks[s.name], [s.sha256]) for s in pipeline.sources]
 
 
-def _dependencies(step: ResolvedStep, lane: str, known: dict[str, dict[str, _Known]]) -> _Output:
-    """D of a lane, when every producer artifact it consumes is known before execution."""
-    fingerprints: list[ArtifactRef] = []
+def _stage_dependencies(
+    step: ResolvedStep,
+    lane: str,
+    known: dict[str, dict[str, _Known]],
+    pipeline: ResolvedPipeline,
+) -> dict[Stage, _Output]:
+    """Each stage's D, when every producer artifact the lane consumes is known before
+    execution: over the parts a stage declares it reads, else over every artifact."""
+    consumed: dict[str, dict[str, _Known]] = {}
     for producer in step.consumes:
         lanes = known[producer]
         if step.scope is Scope.CORPUS:
-            consumed = list(lanes.values())
+            names = list(lanes)
         elif CORPUS_LANE in lanes and len(lanes) == 1 and lane not in lanes:
-            consumed = [lanes[CORPUS_LANE]]
+            names = [CORPUS_LANE]
         else:
-            consumed = [lanes[lane]] if lane in lanes else []
-        for item in consumed:
+            names = [lane] if lane in lanes else []
+        consumed[producer] = {name: lanes[name] for name in names}
+    refs: list[ArtifactRef] = []
+    for lanes in consumed.values():
+        for item in lanes.values():
             if item.fingerprint is None:
-                return _Output(None, item.producer)
-            fingerprints.append(item.fingerprint)
-    return _Output(dependencies_digest(fingerprints))
+                return dict.fromkeys(Stage, _Output(None, item.producer))
+            refs.append(item.fingerprint)
+    lane_d = _Output(dependencies_digest(refs))
+    if not declares_reads(step.module):
+        return dict.fromkeys(Stage, lane_d)
+    ctx = StageContext(
+        step=step.id,
+        lane=lane,
+        params=dict(step.params),
+        references=dict(pipeline.references),
+        consumed={p: {ln: k.value() for ln, k in lanes.items()} for p, lanes in consumed.items()},
+        overrides=step.overrides_seen(pipeline.overrides),
+    )
+    out: dict[Stage, _Output] = {}
+    for stage in Stage:
+        try:
+            out[stage] = _Output(stage_reads(step.module, stage, ctx, refs).digest)
+        except Exception:  # the run fails this stage: predict it from the whole artifacts
+            out[stage] = lane_d
+    return out

@@ -27,8 +27,8 @@ class EventSink(Protocol):
 class StoreScope(msgspec.Struct, frozen=True):
     """What a stage's checkpoint is, beyond its step, lane and stage: where it is stored.
 
-    `step_identity` is `identity.step_identity(S)`, `dependencies` the lane's D (empty when
-    it consumes nothing) and `lane_identity` the lane identity (docs/internals.md
+    `step_identity` is `identity.step_identity(S)`, `dependencies` the stage's D (empty
+    when it consumes nothing) and `lane_identity` the lane identity (docs/internals.md
     "Checkpoint store").
     """
 

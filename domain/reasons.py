@@ -109,8 +109,8 @@ DESCRIPTIONS: dict[ReasonCode, str] = {
     _R.INPUT_CHANGED: "The chunk's content changed: no checkpoint exists for these bytes.",
     _R.STAGE_INPUT_CHANGED: "The stage's input (the previous stage's result) changed.",
     _R.DEPENDENCY_INVALIDATED: (
-        "A consumed producer artifact (kind, schema, media type, digest or size) differs "
-        "from the one recorded."
+        "A consumed producer artifact (kind, schema, media type, digest or size), or the "
+        "part of it the stage reads, differs from the one recorded."
     ),
     _R.FORCED_RECOMPUTE: ("Selected by --recompute, or a transitive consumer of a selected step."),
     _R.PREDECESSOR_MISSING: "A required producer artifact is missing from the workspace.",

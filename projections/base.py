@@ -18,8 +18,11 @@ from runjournal.domain.events import (
     RunStatus,
     RunTerminated,
     StageDecided,
+    StageExecuted,
+    StageFailed,
     TerminalPersistenceFailed,
 )
+from runjournal.projections.stage_outcomes import PendingStages, immediate
 
 
 class Projection(Protocol):
@@ -62,7 +65,12 @@ def error_view(error: RunError | None) -> dict[str, Any] | None:
 
 class RunOutline:
     """What every per-run view folds the same way: who the run is, how it ended, and its
-    decision, plan and output counts. Views subclass it and add their own events."""
+    decision, plan and output counts. Views subclass it and add their own events.
+
+    `decisions` counts the decisions that took effect: reused or refused, or whose stage
+    ran (executed or failed); a decision whose stage never started (the run stopped
+    first) is counted in `not_started` instead (projections/stage_outcomes.py).
+    """
 
     def __init__(self) -> None:
         self.run_id = ""
@@ -74,14 +82,18 @@ class RunOutline:
         self.phase: str | None = None
         self.error: dict[str, Any] | None = None
         self.decisions: dict[str, int] = {}
+        self._pending = PendingStages()
         self.plans: dict[str, int] = {}
         self.outputs: list[dict[str, Any]] = []
         self.persistence_failures: list[dict[str, str]] = []
 
     def apply(self, event: RunEvent) -> None:
-        if isinstance(event, StageDecided):
-            code = event.code.value
-            self.decisions[code] = self.decisions.get(code, 0) + 1
+        if isinstance(event, StageDecided | StageExecuted | StageFailed):
+            if isinstance(event, StageDecided) and immediate(event) is not None:
+                self._count(event.code.value)
+            settled = self._pending.apply(event, getattr(event, "code", None))
+            if settled is not None:
+                self._count(str(settled[0]))
         elif isinstance(event, ChunkPlanResolved):
             for outcome in event.outcomes:
                 self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
@@ -99,3 +111,14 @@ class RunOutline:
             self.error = error_view(event.error)
         elif isinstance(event, TerminalPersistenceFailed):
             self.persistence_failures.append({"target": event.target, "message": event.message})
+
+    def _count(self, code: str) -> None:
+        self.decisions[code] = self.decisions.get(code, 0) + 1
+
+    @property
+    def not_started(self) -> dict[str, int]:
+        """Decisions whose stage never ran, by reason code (empty for a finished run)."""
+        counts: dict[str, int] = {}
+        for code in self._pending.never_started():
+            counts[str(code)] = counts.get(str(code), 0) + 1
+        return dict(sorted(counts.items()))

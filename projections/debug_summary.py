@@ -35,7 +35,8 @@ class DebugSummaryProjection(RunOutline):
     """Folds a run's events into `{"run": …, "warnings": …, "failure": … | None}`."""
 
     NAME: ClassVar[str] = "debug_summary"
-    VERSION: ClassVar[int] = 1
+    # 2: `decisions` counts only decisions that took effect (projections/base.py)
+    VERSION: ClassVar[int] = 2
 
     def __init__(self) -> None:
         super().__init__()

@@ -149,7 +149,8 @@ class HtmlReportProjection(RunOutline):
     """Folds a run's events into the view `render_report_html` draws."""
 
     NAME: ClassVar[str] = "html_report"
-    VERSION: ClassVar[int] = 1
+    # 2: `decisions` counts only decisions that took effect (projections/base.py)
+    VERSION: ClassVar[int] = 2
 
     def __init__(self) -> None:
         super().__init__()

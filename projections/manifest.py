@@ -31,7 +31,8 @@ WORKSPACE_SCHEMA_VERSION = 3
 
 class ManifestProjection(RunOutline):
     NAME: ClassVar[str] = "manifest"
-    VERSION: ClassVar[int] = 1
+    # 2: `decisions` counts only decisions that took effect; `not_started` the others
+    VERSION: ClassVar[int] = 2
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +84,7 @@ class ManifestProjection(RunOutline):
             "warnings": self.warnings,
             "outputs": sorted(self.outputs, key=lambda o: o["name"]),
             "decisions": dict(sorted(self.decisions.items())),
+            "not_started": self.not_started,
             "plans": dict(sorted(self.plans.items())),
             "validation": self.validation,
             "error": self.error,

@@ -35,7 +35,8 @@ _BEFORE_REPORT = frozenset({"run_dir", "manifest"})
 
 class ReportProjection(RunOutline):
     NAME: ClassVar[str] = "report"
-    VERSION: ClassVar[int] = 1
+    # 2: `decisions` counts only decisions that took effect; `not_started` the others
+    VERSION: ClassVar[int] = 2
 
     def __init__(self) -> None:
         super().__init__()
@@ -90,6 +91,7 @@ class ReportProjection(RunOutline):
             "manifest": self._path(MANIFEST_NAME) if has_manifest else None,
             "outputs": [{**o, "path": self._path(o["name"])} for o in self.outputs],
             "decisions": dict(sorted(self.decisions.items())),
+            "not_started": self.not_started,
             "plans": dict(sorted(self.plans.items())),
             "module_calls": self.module_calls,
             "warnings": list(self.warnings),

@@ -10,9 +10,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.console import CLI
+from support.console import CEILING, CLI
 from support.inprocess import InProcess
 from support.paths import EXAMPLE
+
+
+@pytest.fixture(autouse=True)
+def _discovery_ceiling(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Project discovery (docs/configuration.md "Finding the project") walks up from the
+    current directory: never above this session's temp dir, so no pipeline file outside
+    the test's own directories can steer a command."""
+    monkeypatch.setenv(CEILING, str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture

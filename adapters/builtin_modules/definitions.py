@@ -33,6 +33,7 @@ __all__ = [
     "DefinitionHit",
     "DefinitionsChunk",
     "DefinitionsModule",
+    "TermTexts",
     "consumed_step",
     "definition_keys",
     "field_of",
@@ -75,6 +76,12 @@ class Definition(msgspec.Struct, frozen=True):
     section: str | None
     text: str
     markdown: str
+
+
+class TermTexts(msgspec.Struct, frozen=True):
+    """What the extract reads of one lane of the terms step: term key -> display text."""
+
+    terms: dict[str, str]
 
 
 # How much a definition is trusted: a glossary entry over a definition list over a
@@ -140,6 +147,10 @@ def term_entries(artifacts: Iterable[Any]) -> dict[str, str]:
     """
     entries: dict[str, str] = {}
     for artifact in artifacts:
+        if isinstance(artifact, TermTexts):  # the part an extract reads (`reads`)
+            for key, text in artifact.terms.items():
+                entries.setdefault(key, text)
+            continue
         for item in artifact if isinstance(artifact, list) else []:
             text = item if isinstance(item, str) else field_of(item, "text")
             if not isinstance(text, str) or not text.strip():
@@ -271,6 +282,17 @@ class DefinitionsModule(Module):
     merged_type = list[Definition]
     artifact_type = list[Definition]
     override_keys = ()  # reads no --set key
+
+    def reads(self, stage: str, ctx: StageContext) -> dict[str, dict[str, Any]]:
+        """Extract reads the terms' keys and texts of the lanes `lane_terms` reads; merge
+        and normalize read no consumed artifact (docs/modules.md "Declaring what a stage
+        reads"), so a term count that changed keeps the document's other extracts."""
+        if stage != "extract":
+            return {}
+        step = require_step(ctx, "terms_step", "terms", module=_NAME)
+        lanes = ctx.consumed.get(step, {})
+        read = [ctx.lane] if ctx.lane in lanes else sorted(lanes)
+        return {step: {lane: TermTexts(term_entries([lanes[lane]])) for lane in read}}
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> DefinitionsChunk:
         step = require_step(ctx, "terms_step", "terms", module=_NAME)

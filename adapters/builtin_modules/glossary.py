@@ -47,6 +47,7 @@ __all__ = [
     "GlossaryCounts",
     "GlossaryEntry",
     "GlossaryModule",
+    "TermKeys",
     "render_markdown",
 ]
 
@@ -68,6 +69,12 @@ class GlossaryChunk(msgspec.Struct, frozen=True):
 
     source: str
     counts: dict[str, int]
+
+
+class TermKeys(msgspec.Struct, frozen=True):
+    """What the extract reads of one lane of the terms step: its sorted term keys."""
+
+    keys: list[str]
 
 
 class GlossaryCounts(msgspec.Struct, frozen=True):
@@ -205,8 +212,15 @@ class _KeyPlan:
         self.max_n = max((len(k.split(" ")) for k in self.by_ngram), default=1)
 
 
+def _lane_keys(artifact: Any) -> list[str]:
+    """A terms lane's keys: from its artifact, or from the `TermKeys` part already taken."""
+    if isinstance(artifact, TermKeys):
+        return artifact.keys
+    return sorted(term_entries([artifact]))
+
+
 def _key_plan(lanes: Mapping[str, Any]) -> _KeyPlan:
-    return _KeyPlan(sorted({k for lane in sorted(lanes) for k in term_entries([lanes[lane]])}))
+    return _KeyPlan(sorted({k for lane in sorted(lanes) for k in _lane_keys(lanes[lane])}))
 
 
 def _kind(value: Any) -> TermKind | None:
@@ -320,6 +334,21 @@ class GlossaryModule(Module):
         plan = _key_plan(lanes)
         self._plan = (lanes, plan)
         return plan
+
+    def reads(self, stage: str, ctx: StageContext) -> dict[str, dict[str, Any]] | None:
+        """Extract reads the term keys only, merge no consumed artifact, normalize all.
+
+        So a document whose term counts or definitions changed, but not its term keys,
+        keeps every extract of the corpus lane (docs/modules.md "Declaring what a stage
+        reads").
+        """
+        if stage == "merge":
+            return {}
+        if stage != "extract":
+            return None
+        step = require_step(ctx, "terms_step", "terms", module=_NAME)
+        lanes = ctx.consumed.get(step, {})
+        return {step: {lane: TermKeys(_lane_keys(lanes[lane])) for lane in lanes}}
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> GlossaryChunk:
         step = require_step(ctx, "terms_step", "terms", module=_NAME)

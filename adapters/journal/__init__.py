@@ -8,6 +8,7 @@ One module per job (docs/internals.md "Run journal adapter"):
 - `application`: `RunJournalApp` (settings only from what we pass, never `os.environ`)
   and `open_journal`;
 - `store`: `JournalStore`, the facade the CLI uses;
+- `runs_table`: the runs index table `list_runs` starts from;
 - `session`: `RunSession`, the runner's `EventSink`, committing in bounded batches;
 - `json_view`: the event view of `journal show --json`.
 

@@ -177,7 +177,7 @@ def _open_sqlite_read_only(
         raise JournalUnavailable(
             one_line(f"cannot open journal {url} read-only: {describe(exc)}")
         ) from exc
-    return JournalStore(app, url)
+    return JournalStore(app, url, read_only=True)
 
 
 def _is_journal(uri: str, lock_timeout: int) -> bool:

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Final
 
 import msgspec
+from runjournal.adapters.journal.behind import CommitBehind
 from runjournal.adapters.journal.errors import JournalError
 from runjournal.domain.events import (
     ArtifactGenerated,
@@ -133,7 +134,11 @@ class RunSession:
     """The runner's `EventSink`: one in-memory `Run`, events committed in batches.
 
     `emit` does no I/O until `batch_size` events are pending; a failed commit keeps
-    its events for the next `flush`, so the journal never gets a gap.
+    its events for the next `flush`, so the journal never gets a gap. `before_commit`
+    runs before every commit: the checkpoint recorder's group sync, so a batch that
+    records checkpoints commits only after they are durable (docs/internals.md
+    "Group durability"). With `behind`, a full batch is committed on a thread of its own
+    while the run goes on (`CommitBehind`); `flush` is always synchronous.
     """
 
     def __init__(
@@ -143,10 +148,15 @@ class RunSession:
         *,
         batch_size: int = 256,
         listeners: Sequence[Callable[[RunEvent], None]] = (),
+        before_commit: Callable[[], None] | None = None,
+        behind: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._commit = commit
+        self._before_commit = before_commit
+        self._behind = behind
+        self._inflight: CommitBehind | None = None
         self._run = run
         self._batch_size = batch_size
         self._listeners = tuple(listeners)
@@ -159,7 +169,8 @@ class RunSession:
 
     @property
     def pending(self) -> int:
-        return self._run.pending_count + len(self._unsaved)
+        inflight = len(self._inflight.events) if self._inflight is not None else 0
+        return self._run.pending_count + len(self._unsaved) + inflight
 
     def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
         """Record one event; its free-text fields are redacted first (`_FREE_TEXT`)."""
@@ -182,13 +193,40 @@ class RunSession:
         for listener in self._listeners:
             listener(event)
         if self._run.pending_count + len(self._unsaved) >= self._batch_size:
-            self.flush()
+            if self._behind:
+                self._commit_behind()
+            else:
+                self.flush()
+
+    def _commit_behind(self) -> None:
+        """Hand the batch to a committer thread, once the one before it is in."""
+        self._wait_behind()
+        events = self._unsaved + self._run.collect_events()
+        self._unsaved = []
+        self._inflight = CommitBehind(events, self._commit, self._before_commit)
+
+    def _wait_behind(self) -> None:
+        """Wait for the batch in flight; a failed one's events go back first, no gap."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        try:
+            inflight.wait()
+        except BaseException:
+            if inflight.done:  # the commit failed (not our wait interrupted): retry later
+                self._inflight = None
+                self._unsaved = inflight.events + self._unsaved
+            raise
+        self._inflight = None
 
     def flush(self) -> None:
         """Commit pending events in one transaction; a no-op when nothing is pending."""
+        self._wait_behind()
         if not self._run.pending_count and not self._unsaved:
             return
         events = self._unsaved + self._run.collect_events()
+        if self._before_commit is not None:
+            self._before_commit()
         try:
             self._commit(events)
         except JournalError:

@@ -29,6 +29,7 @@ from runjournal.adapters.journal.errors import (
     describe,
     one_line,
 )
+from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
 from runjournal.adapters.journal.session import RunSession
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
@@ -67,8 +68,10 @@ class JournalStore:
         *,
         secrets: Sequence[str] = (),
         timeout: float | None = None,
+        read_only: bool = False,
     ) -> None:
         self._app = app
+        self._read_only = read_only  # a SQLite journal opened mode=ro: the index is not saved
         self._timeout = timeout  # PostgreSQL: journal_timeout; None runs calls inline
         self._dead: str | None = None  # set once a call timed out: later calls fail at once
         self._url = url
@@ -80,6 +83,19 @@ class JournalStore:
             self._mapper.codec_for(RunTerminated).topic,
         ]
         self._runs: dict[UUID, RunSummary] = {}
+        # The runs index table (docs/internals.md "The runs index table"): loaded once,
+        # `_index_base` is the position it was at, `_dirty` the runs changed since.
+        datastore = getattr(app.recorder, "datastore", None)
+        self._table: RunsTable | None = (
+            RunsTable(datastore, schema=getattr(datastore, "schema", None))
+            if datastore is not None
+            else None
+        )
+        self._index_loaded = False
+        self._index_base = 0
+        self._allocated: dict[UUID, int] = {}
+        self._dirty: set[UUID] = set()
+        self.runs_index_reads = 0  # events `list_runs` read from the log (tests count them)
         self._heads: dict[UUID, tuple[int, bytes | None]] = {}  # last link written per run
         self._position = 0
         self._closed = False
@@ -118,9 +134,18 @@ class JournalStore:
         *,
         batch_size: int = 256,
         listeners: Sequence[Callable[[RunEvent], None]] = (),
+        before_commit: Callable[[], None] | None = None,
+        behind: bool = False,
     ) -> RunSession:
         """An `EventSink` for `run`; commits what the run already has pending at once."""
-        return RunSession(self._put, run, batch_size=batch_size, listeners=listeners)
+        return RunSession(
+            self._put,
+            run,
+            batch_size=batch_size,
+            listeners=listeners,
+            before_commit=before_commit,
+            behind=behind,
+        )
 
     def _put(self, events: Sequence[RunEvent]) -> None:
         """Store events of one run in one transaction, each linked to its predecessor.
@@ -147,6 +172,14 @@ class JournalStore:
         insert = self._app.recorder.insert_events
         self._storage(f"cannot record {len(events)} event(s)", lambda: insert(rows))
         self._heads[first.originator_id] = (events[-1].originator_version, previous)
+        if any(isinstance(e, RunAllocated | RunTerminated) for e in events):
+            self._index_new_events()
+
+    def _index_new_events(self) -> None:
+        """After a run's allocation or termination is committed, bring the runs index up
+        to date, so readers find nothing new to read; never fails the write."""
+        with contextlib.suppress(JournalError):
+            self.list_runs()
 
     def _link_before(self, aggregate_id: UUID, version: int) -> bytes | None:
         """The link the event at `version` chains to; None for a run recorded unchained."""
@@ -277,9 +310,16 @@ class JournalStore:
                 return
 
     def list_runs(self) -> list[RunSummary]:
-        """Every run in allocation-commit order (only two event types are decoded)."""
+        """Every run in allocation-commit order, from the runs index table and the events
+        after its position (only two event types are read and decoded)."""
+        if not self._index_loaded:
+            self._index_loaded = True
+            self._load_index()
         for position, event in self.notifications(self._position, self._summary_topics):
+            self.runs_index_reads += 1
             if isinstance(event, RunAllocated):
+                self._allocated[event.originator_id] = position
+                self._dirty.add(event.originator_id)
                 self._runs[event.originator_id] = RunSummary(
                     run_id=event.run_id,
                     pipeline=event.pipeline,
@@ -293,11 +333,53 @@ class JournalStore:
             elif isinstance(event, RunTerminated):
                 summary = self._runs.get(event.originator_id)
                 if summary is not None and summary.ended is None:
+                    self._dirty.add(event.originator_id)
                     self._runs[event.originator_id] = msgspec.structs.replace(
                         summary, status=event.status, ended=event.timestamp
                     )
             self._position = position
+        if not self._read_only and self._position != self._index_base:
+            self._save_index()
         return list(self._runs.values())
+
+    def _index_call(self, doing: str, call: Callable[[], _T]) -> _T | None:
+        """A call on the runs index table; None when it fails (the table is a cache)."""
+        if self._table is None:
+            return None
+        try:
+            return self._storage(doing, call)
+        except Exception:  # any driver's error: the journal is folded as before
+            self._table = None  # not tried again by this store
+            return None
+
+    def _load_index(self) -> None:
+        table = self._table
+        loaded = self._index_call("cannot read the runs index", lambda: table.load())  # type: ignore[union-attr]
+        if loaded is None:
+            return
+        position, rows = loaded
+        try:
+            runs = {UUID(a): msgspec.json.decode(s, type=RunSummary) for a, s in rows}
+        except (ValueError, msgspec.DecodeError):
+            self._table = None  # a damaged row: this store folds the journal from the start
+            return
+        self._runs, self._dirty, self._allocated = runs, set(), {}
+        self._position = self._index_base = position
+
+    def _save_index(self) -> None:
+        table, base, position = self._table, self._index_base, self._position
+        rows = [
+            (str(a), self._allocated.get(a, 0), msgspec.json.encode(self._runs[a]))
+            for a in self._dirty
+        ]
+        saved = self._index_call(
+            "cannot write the runs index",
+            lambda: save_if_current(table, base, position, rows),  # type: ignore[arg-type]
+        )
+        if saved:
+            self._index_base, self._dirty = position, set()
+        elif saved is False:  # another process moved it: reload its rows next time
+            self._index_loaded = False
 
     def resolve_run(self, ref: str) -> str:
         """A full run id, a unique prefix of one, or `latest` (most recently allocated)."""

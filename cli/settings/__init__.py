@@ -7,12 +7,20 @@ default, and each value remembers where it came from (docs/configuration.md).
 
 Modules: `table` (the settings, origins, enums), `parsing` (value parsers, journal
 redaction), `errors`, `resolution` (`resolve_settings`, `EffectiveConfig`),
-`user_config` (the user config file), `roots` (the roots rule), `formatting` (`config
+`user_config` (the user config file), `discovery` (finding the project of a command
+without a pipeline), `roots` (the roots rule), `formatting` (`config
 show` and error wording), `options` (click option bundles; imported on its own).
 """
 
 from __future__ import annotations
 
+from runjournal.cli.settings.discovery import (
+    CEILING_ENV_VAR,
+    Project,
+    ProjectAmbiguous,
+    find_project,
+    resolve_project_settings,
+)
 from runjournal.cli.settings.errors import (
     InvalidSettingValue,
     RootsConflict,
@@ -44,6 +52,7 @@ from runjournal.cli.settings.user_config import default_user_config_path, load_u
 
 __all__ = [
     "APP_NAME",
+    "CEILING_ENV_VAR",
     "CONFIG_ENV_VAR",
     "ENV_PREFIX",
     "MAX_JOBS",
@@ -57,6 +66,8 @@ __all__ = [
     "EffectiveConfig",
     "InvalidSettingValue",
     "Origin",
+    "Project",
+    "ProjectAmbiguous",
     "ResolvedSetting",
     "RootsConflict",
     "SettingSpec",
@@ -66,9 +77,11 @@ __all__ = [
     "ValueKind",
     "check_roots",
     "default_user_config_path",
+    "find_project",
     "format_table",
     "is_postgres_url",
     "load_user_config",
     "redact_journal",
+    "resolve_project_settings",
     "resolve_settings",
 ]

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
+from runjournal.domain.decisions import (
+    CheckpointState,
+    Stage,
+    StageDigests,
+    StageFacts,
+    lane_only_digests,
+)
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
 from runjournal.domain.identity import (
     canonical_bytes,
@@ -38,6 +44,7 @@ from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.failures import StageError
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.reads import StageReads
 from runjournal.domain.runner.scheduler import Batch, LaneWork
 
 Progress = Callable[[str, str, int, int], None]
@@ -83,7 +90,7 @@ class LaneRun:
         step: ResolvedStep,
         lane: str,
         lid: str,
-        deps: str,
+        reads: dict[Stage, StageReads],
         forced: bool,
         ctx: StageContext,
     ) -> None:
@@ -93,18 +100,25 @@ class LaneRun:
         self.module = step.module
         self.lane = lane
         self.lid = lid
-        self.deps = deps
+        self.reads = reads
         self.forced = forced
         self.ctx = ctx
+        # Each stage sees only what it reads of the consumed artifacts (reads.py).
+        self.ctxs = {
+            stage: ctx if r.parts is None else msgspec.structs.replace(ctx, consumed=r.consumed)
+            for stage, r in reads.items()
+        }
         self.resumed = services.loader is not None
-        # Checkpoints are looked up by what the stage is (docs/internals.md "Checkpoint store").
-        self.scope = StoreScope(step_identity(step.components), deps, lid)
+        # Checkpoints are looked up by what the stage is, under the D of what the stage
+        # reads (docs/internals.md "Checkpoint store").
+        sid = step_identity(step.components)
+        self.scopes = {stage: StoreScope(sid, r.digest, lid) for stage, r in reads.items()}
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
-        return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scope)
+        return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scopes[stage])
 
-    def _digests(self, stage_input: str) -> StageDigests:
-        return StageDigests(self.step.components, stage_input, self.deps)
+    def _digests(self, stage: Stage, stage_input: str) -> StageDigests:
+        return StageDigests(self.step.components, stage_input, self.reads[stage].digest)
 
     def _lookup(self, stage: Stage, chunk: str = ""):
         loader = self.services.loader
@@ -116,13 +130,17 @@ class LaneRun:
     def _facts(
         self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
     ) -> StageFacts:
+        current = self._digests(stage, stage_input)
+        recorded = record.digests if record is not None else None
+        if state is CheckpointState.LANE_ONLY and recorded is not None:
+            recorded = lane_only_digests(recorded, current.dependencies)
         return StageFacts(
             stage=stage,
             forced=self.forced,
             resumed=self.resumed,
             checkpoint=state,
-            current=self._digests(stage_input),
-            recorded=record.digests if record is not None else None,
+            current=current,
+            recorded=recorded,
         )
 
     def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
@@ -131,7 +149,7 @@ class LaneRun:
             forced=self.forced,
             resumed=self.resumed,
             failed=True,
-            current=self._digests(""),
+            current=self._digests(stage, ""),
         )
         self.ledger.decide(self.step.id, self.lane, chunk, facts, cause)
 
@@ -139,12 +157,13 @@ class LaneRun:
 
     def _stage_ctx(self, stage: Stage, chunk: str) -> tuple[StageContext, list[LLMAttempt]]:
         """The stage's context with its own metered LLM call scope (attempts collected)."""
+        ctx = self.ctxs[stage]
         if self.step.llm is None:
-            return self.ctx, []
-        llm, attempts = bind_call(self.ctx.llm, CallScope(self.step.id, self.lane, stage, chunk))
-        if llm is self.ctx.llm:
-            return self.ctx, attempts
-        return msgspec.structs.replace(self.ctx, llm=llm), attempts
+            return ctx, []
+        llm, attempts = bind_call(ctx.llm, CallScope(self.step.id, self.lane, stage, chunk))
+        if llm is ctx.llm:
+            return ctx, attempts
+        return msgspec.structs.replace(ctx, llm=llm), attempts
 
     def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
         """Journal a stage's LLM attempts, on the calling thread, in the stage's order."""
@@ -236,7 +255,7 @@ class LaneRun:
             CheckpointRecord(
                 codec_id=codec_id(self.module, stage),
                 lane_identity=self.lid,
-                digests=self._digests(stage_input),
+                digests=self._digests(stage, stage_input),
                 output_sha256=result.digest,
                 payload=result.data,
                 warnings=warnings or [],
@@ -389,7 +408,9 @@ class LaneRun:
             try:
                 warnings = module_warnings(holder["n"].warnings)
                 for validator in self.step.validators:
-                    warnings.extend(module_warnings(validator.check(value, self.ctx)))
+                    warnings.extend(
+                        module_warnings(validator.check(value, self.ctxs[Stage.NORMALIZE]))
+                    )
             except BaseException as exc:
                 if is_interrupt(exc):
                     raise

@@ -7,8 +7,9 @@ is decided by `decide_stage` from facts that go into the `StageDecided` event.
 
 from __future__ import annotations
 
+from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint, InputsFingerprinted, LaneResolved, StageFailed
-from runjournal.domain.identity import dependencies_digest, lane_identity
+from runjournal.domain.identity import lane_identity
 from runjournal.domain.llm import failure_cause
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.names import CORPUS_LANE
@@ -25,7 +26,7 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
-from runjournal.domain.runner.boundary import exception_text, guarded
+from runjournal.domain.runner.boundary import exception_text, guarded, is_interrupt
 from runjournal.domain.runner.failures import (
     ERROR_MESSAGE_LIMIT,
     RunStopped,
@@ -37,6 +38,7 @@ from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import resolve_plans, settle_plans
+from runjournal.domain.runner.reads import declares_reads, recorded_reads, stage_reads, whole
 from runjournal.domain.runner.restore import restore_lane
 from runjournal.domain.runner.scheduler import (
     Executor,
@@ -217,16 +219,6 @@ class PipelineRunner:
     ) -> LaneWork:
         deps = [a.ref for lanes in consumed.values() for a in lanes.values()]
         forced = step.id in self._policy.forced
-        ledger.sink.emit(
-            LaneResolved,
-            step=step.id,
-            lane=lane,
-            components=step.components,
-            lane_identity=lid,
-            dependencies=sorted(deps, key=lambda d: (d.step, d.lane)),
-            chunks=len(chunks),
-            forced=forced,
-        )
         ctx = StageContext(
             step=step.id,
             lane=lane,
@@ -237,12 +229,41 @@ class PipelineRunner:
             **({"llm": step.llm} if step.llm is not None else {}),
             **({"trace": ModuleTrace(self._trace, step.id, lane)} if self._trace else {}),
         )
-        if step.id in self._policy.required:
+        required = step.id in self._policy.required
+        # What each stage reads of the consumed artifacts; a module whose `reads`
+        # raises fails that stage.
+        # docs/modules.md "Declaring what a stage reads"
+        reads = dict.fromkeys(Stage, whole(ctx, deps))
+        reads_error: StageError | None = None
+        if not required and declares_reads(step.module):
+            for stage in Stage:
+                try:
+                    reads[stage] = stage_reads(step.module, stage, ctx, deps)
+                except BaseException as exc:
+                    if is_interrupt(exc):
+                        raise
+                    first = chunks[0].id if chunks and stage is Stage.EXTRACT else ""
+                    reads_error = StageError(stage, first, exc)
+                    break
+        ledger.sink.emit(
+            LaneResolved,
+            step=step.id,
+            lane=lane,
+            components=step.components,
+            lane_identity=lid,
+            dependencies=sorted(deps, key=lambda d: (d.step, d.lane)),
+            chunks=len(chunks),
+            forced=forced,
+            reads=recorded_reads(reads),
+        )
+        if required:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
         services = LaneServices(ledger=ledger, loader=loader, progress=progress)
-        lane_run = LaneRun(services, step, lane, lid, dependencies_digest(deps), forced, ctx)
+        lane_run = LaneRun(services, step, lane, lid, reads, forced, ctx)
         try:
+            if reads_error is not None:
+                raise reads_error
             return (yield from lane_run.run(chunks))
         except StageError as err:
             module_exc = err.exc

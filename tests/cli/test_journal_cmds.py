@@ -34,15 +34,19 @@ def test_a_version_bump_is_stale_until_rebuilt(
         return {p["name"]: p for p in json.loads(result.stdout)["projections"]}["manifest"]
 
     assert manifest_status()["stale"] is False
-    monkeypatch.setattr(ManifestProjection, "VERSION", 2)
+    now, bumped = ManifestProjection.VERSION, ManifestProjection.VERSION + 1
+    monkeypatch.setattr(ManifestProjection, "VERSION", bumped)
     status = manifest_status()
-    assert status["stale"] is True and status["materialised"] == [1] and status["version"] == 2
-    assert "built with another version than v2" in invoke("projections", "status", *where).stdout
+    assert status["stale"] is True and status["materialised"] == [now]
+    assert status["version"] == bumped
+    stdout = invoke("projections", "status", *where).stdout
+    assert f"built with another version than v{bumped}" in stdout
     result = invoke("projections", "rebuild", *where)
     assert result.exit_code == 0, result.output
-    assert json.loads(manifest.read_text())["projection"] == {"name": "manifest", "version": 2}
+    projection = json.loads(manifest.read_text())["projection"]
+    assert projection == {"name": "manifest", "version": bumped}
     status = manifest_status()
-    assert status["stale"] is False and status["materialised"] == [2]
+    assert status["stale"] is False and status["materialised"] == [bumped]
 
 
 def test_projection_usage_errors(tmp_path: Path, invoke: InProcess) -> None:

@@ -332,7 +332,9 @@ def check_explain(doc: dict[str, Any], w: World) -> None:
         "category",
         "detail",
         "differs",
+        "outcome",
     }
+    assert doc["not_started"] == {} and "not_started" not in doc["outcomes"]
 
 
 def check_explain_failed(doc: dict[str, Any], w: World) -> None:

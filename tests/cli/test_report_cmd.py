@@ -20,6 +20,7 @@ from click.testing import CliRunner, Result
 from runjournal.adapters.fsroot import FsIOError
 from runjournal.cli.compose import Factories
 from runjournal.cli.main import cli
+from runjournal.projections.html_report import HtmlReportProjection
 from support.faulty_fs import Fault, faulty_factories
 from support.paths import EXAMPLE
 
@@ -118,7 +119,8 @@ class TestRunReport:
         assert page.read_bytes() == live
         rebuilt = invoke(monkeypatch, "projections", "rebuild", "html_report", *out(base))
         assert rebuilt.exit_code == 0, rebuilt.stderr
-        assert "html_report    v1: wrote 1" in rebuilt.stdout
+        version = HtmlReportProjection.VERSION
+        assert f"html_report    v{version}: wrote 1" in rebuilt.stdout
         assert page.read_bytes() == live
 
     def test_without_report_no_page_and_the_document_says_so(

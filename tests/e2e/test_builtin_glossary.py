@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from e2e.test_plan import assert_predicted, recorded
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_DOCS = REPO / "examples" / "real-docs"
@@ -179,3 +180,45 @@ def test_an_edit_in_one_document_keeps_the_corpus_glossary(cli, example, tmp_pat
     old = Path(cold["run_dir"]) / "glossary.md"
     new = Path(warm["run_dir"]) / "glossary.md"
     assert old.read_bytes() == new.read_bytes()
+
+
+def test_a_new_mention_of_a_term_keeps_the_glossary_extracts(cli, example, tmp_path):
+    """A term count changes in one document, its term keys do not: the glossary extract
+    reads only the keys (docs/modules.md "Declaring what a stage reads"), so every
+    extract of an unedited chunk is reused; `plan` predicts the run, the audit holds."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    roots = ("--output-root", str(out), "--cache-root", str(cache))
+    proc, cold = cli.json("run", str(example), *roots)
+    assert proc.returncode == 0, proc.stderr
+    # an unchanged resume: the planner takes the same parts as the run, so it is definite
+    proc, plan = cli.json("plan", str(example), *roots, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert plan["decisions"] == {"reused": sum(cold["decisions"].values())}
+
+    target = sorted((example.parent / "docs").glob("*.md"))[2]
+    name = f"docs__{target.name}-"
+    [before_terms] = [v for k, v in _artifacts(Path(cold["run_dir"]), "terms").items() if name in k]
+    term = before_terms[0]
+    target.write_text(
+        target.read_text(encoding="utf-8") + f"\nOne more {term['text']} here.\n", "utf-8"
+    )
+    proc, plan = cli.json("plan", str(example), *roots, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    proc, warm = cli.json("run", str(example), *roots, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    [after_terms] = [v for k, v in _artifacts(Path(warm["run_dir"]), "terms").items() if name in k]
+    assert after_terms != before_terms  # the document's terms artifact changed ...
+    assert [t["key"] for t in after_terms] == [t["key"] for t in before_terms]  # ... not its keys
+
+    glossary = _decisions(cli, out, "glossary")
+    extracts = sum(n for (stage, _), n in glossary.items() if stage == "extract")
+    assert extracts >= 10
+    assert ("extract", "dependency_invalidated") not in glossary
+    assert glossary[("extract", "reused")] >= extracts - 2, glossary
+    assert glossary[("normalize", "reused")] == 0  # normalize reads the counts: it runs
+    glossary_md = (Path(warm["run_dir"]) / "glossary.md").read_text(encoding="utf-8")
+    assert glossary_md != (Path(cold["run_dir"]) / "glossary.md").read_text(encoding="utf-8")
+
+    assert_predicted(plan, warm, recorded(cli, out, warm["run_id"]))
+    proc = cli("journal", "audit", warm["run_id"], "--output-root", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr

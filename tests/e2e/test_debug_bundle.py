@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 
 import pytest
+from runjournal.projections.debug_summary import DebugSummaryProjection
 
 TRACER_PLUGIN = """
 from runjournal.domain.modules import Module, Normalized
@@ -336,11 +337,14 @@ class TestRebuiltSummaryEqualsLive:
         out = tmp_path / "out"
         rebuilt = cli("projections", "rebuild", "debug_summary", "--output-root", str(out))
         assert rebuilt.returncode == 0, rebuilt.stderr
-        views = out / ".runjournal" / "views" / "debug_summary.v1"
+        views = out / ".runjournal" / "views" / f"debug_summary.v{DebugSummaryProjection.VERSION}"
         for doc in (ok, bad):
             bundle = Path(doc["debug_bundle"])
             stored = json.loads((views / f"{doc['run_id']}.json").read_text())
-            assert stored["projection"] == {"name": "debug_summary", "version": 1}
+            assert stored["projection"] == {
+                "name": "debug_summary",
+                "version": DebugSummaryProjection.VERSION,
+            }
             view = stored["view"]
             assert view["run"] == live_summary(bundle, "run.json")
             assert view["warnings"] == live_summary(bundle, "warnings.json")

@@ -74,7 +74,7 @@ def test_a_rebuilt_report_equals_the_live_one_byte_for_byte(tmp_path: Path) -> N
     report = Path(doc["report"])
     live = report.read_bytes()
     written = json.loads(live)
-    assert written["projection"] == {"name": "report", "version": 1}
+    assert written["projection"] == {"name": "report", "version": ReportProjection.VERSION}
     # The file and the --json document carry the same fold.
     for key in ("decisions", "plans", "module_calls", "warnings", "hints", "outputs"):
         assert written[key] == doc[key], key

@@ -84,8 +84,10 @@ class TestExample:
         assert proc.returncode == 0, proc.stderr
         run_dir = Path(doc["run_dir"])
         assert run_dir.stat().st_mode & 0o777 == 0o700
+        outputs = {run_dir / o["name"] for o in doc["outputs"]}
         for path in run_dir.rglob("*"):
-            expected = 0o700 if path.is_dir() else 0o600
+            # outputs are read-only links to shared objects (docs/operations.md "Layout")
+            expected = 0o700 if path.is_dir() else 0o400 if path in outputs else 0o600
             assert path.stat().st_mode & 0o777 == expected, path
         journal = tmp_path / "o" / "journal.sqlite3"
         assert journal.stat().st_mode & 0o077 == 0

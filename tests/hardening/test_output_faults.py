@@ -40,11 +40,15 @@ def run_in_process(args: list[str], capsys, factories=None) -> tuple[int, str, s
 def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, capsys, err, needle):
     example = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, example)
-    failing = Fault(
-        "write_bytes",
-        lambda root, name: name == "glossary.md",
-        lambda name: fsroot.classify_os_error(OSError(err, "injected"), name),
-    )
+    # An output is linked to its object, or copied when the link fails: both fail here.
+    failing = [
+        Fault(
+            method,
+            lambda root, name: name == "glossary.md",
+            lambda name: fsroot.classify_os_error(OSError(err, "injected"), name),
+        )
+        for method in ("link", "write_bytes")
+    ]
     out = tmp_path / "out"
     code, stdout, stderr = run_in_process(
         [
@@ -57,7 +61,7 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
             "--json",
         ],
         capsys,
-        faulty_factories(failing),
+        faulty_factories(*failing),
     )
     assert code == 1
     assert "Traceback" not in stderr

@@ -22,13 +22,29 @@ from runjournal.adapters.projection_store import (
 from runjournal.cli.output import json_bytes
 from runjournal.domain.events import RunEvent, TerminalPersistenceFailed
 from runjournal.projections.base import fold
+from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.html_render import render_report_html
 from runjournal.projections.html_report import HtmlReportProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
+from runjournal.projections.report import ReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
 from support import synthetic as syn
 from support.faulty_fs import Fault, faulty_root_class
+
+
+@pytest.fixture(autouse=True)
+def _versions_at_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about how versions are stored and bumped, not about the projections'
+    current versions: every projection starts at v1 here (a test bumps one to v2)."""
+    for cls in (
+        ManifestProjection,
+        ReportProjection,
+        ReasonReportProjection,
+        DebugSummaryProjection,
+        HtmlReportProjection,
+    ):
+        monkeypatch.setattr(cls, "VERSION", 1)
 
 
 class World:
@@ -370,3 +386,43 @@ def test_status_of_an_output_root_that_does_not_exist(tmp_path: Path) -> None:
         status = {s.name: s for s in views.status()}
     assert not status["manifest"].stale and status["manifest"].views == 0
     assert not (tmp_path / "missing").exists()
+
+
+def test_views_live_beside_the_journal_and_manifests_where_each_run_lives(
+    tmp_path: Path,
+) -> None:
+    """A journal `state/j.sqlite3` whose runs live in two other directories: the state
+    dir is `state/.runjournal.j.sqlite3`, each manifest goes into its recorded run dir,
+    and a run whose record does not pin a directory (a `..` path) gets nothing."""
+    from runjournal.adapters.projection_store import state_dir_for
+
+    state = tmp_path / "state"
+    state.mkdir()
+    journal = state / "j.sqlite3"
+    homes = [tmp_path / "out-a", tmp_path / "out-b", tmp_path / "out-b" / "x" / ".."]
+    with open_journal(str(journal)) as store:
+        runs = []
+        for n, home in enumerate(homes, 1):
+            run = syn.synthetic_run(syn.run_id_for(n), output_root=str(home))
+            store.append_events(run.run_id, run.events)
+            (home / run.run_id).mkdir(parents=True, exist_ok=True)
+            runs.append(run)
+        views = ProjectionStore(
+            store,
+            str(state),
+            json_bytes,
+            open_root=FsRoot.open,
+            state_dir=state_dir_for(str(journal)),
+        )
+        results = {r.name: r for r in views.rebuild()}
+    assert state_dir_for(str(journal)) == ".runjournal.j.sqlite3"
+    assert state_dir_for(str(state / "journal.sqlite3")) == ".runjournal"
+    assert (results["manifest"].written, results["manifest"].skipped) == (2, 1)
+    for run, home in zip(runs[:2], homes[:2], strict=True):
+        built = json.loads((home / run.run_id / "manifest.json").read_text())
+        assert built["run_id"] == run.run_id
+    assert not (homes[2] / runs[2].run_id / "manifest.json").exists()
+    assert (state / ".runjournal.j.sqlite3" / "projections.json").is_file()
+    assert results["reasons"].storage == ".runjournal.j.sqlite3/views/reasons.v1"
+    assert sorted(p.name for p in state.iterdir()) == [".runjournal.j.sqlite3", "j.sqlite3"]
+    assert not (tmp_path / "out-a" / ".runjournal").exists()

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+CEILING = "RUNJOURNAL_CEILING_DIRECTORIES"
+"""Set by tests/conftest.py: project discovery never looks above the suite's temp dir."""
+
 
 def console_script() -> list[str]:
     """The console script beside this interpreter (the venv's), else `python -m`."""
@@ -20,7 +23,11 @@ def console_script() -> list[str]:
 
 def isolated_env(home: Path) -> dict[str, str]:
     """This process's environment without our own settings, with a private HOME and XDG dirs."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNJOURNAL_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RUNJOURNAL_") or k == CEILING  # the suite's walk limit
+    }
     env.update(
         {
             "HOME": str(home),

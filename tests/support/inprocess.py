@@ -8,6 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 from runjournal.cli.main import cli
 
+from support.console import CEILING
+
 
 class InProcess:
     """The click group in this process (so a test can monkeypatch the product), isolated."""
@@ -16,7 +18,9 @@ class InProcess:
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         unset: dict[str, str | None] = {
-            name: None for name in os.environ if name.startswith("RUNJOURNAL_")
+            name: None
+            for name in os.environ
+            if name.startswith("RUNJOURNAL_") and name != CEILING  # the suite's walk limit
         }
         self.runner = CliRunner(
             env={

@@ -31,7 +31,7 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
     WarningRecorded,
 )
-from runjournal.domain.identity import LaneComponents
+from runjournal.domain.identity import ArtifactRef, LaneComponents, dependencies_digest
 from runjournal.domain.reasons import Category, ReasonCode
 from support import synthetic as syn
 
@@ -294,3 +294,52 @@ def test_a_run_without_termination_audits_clean() -> None:
     assert isinstance(running[0], RunAllocated)
     assert any(isinstance(e, CheckpointWritten) for e in running)
     assert any(isinstance(e, StageExecuted) for e in running)
+
+
+def with_reads(run: syn.SyntheticRun, reads_of: dict[Stage, list[ArtifactRef]] | None = None):
+    """The cold run with its first lane consuming one artifact whose part the extract reads
+    (docs/modules.md "Declaring what a stage reads"), every D as the runner records it."""
+    whole = ArtifactRef("producer", "docs/p.md", "k", "s/v1", "application/json", "a" * 64, 90)
+    part = msgspec.structs.replace(whole, sha256="b" * 64, size=12)
+    reads = {Stage.EXTRACT: [part], Stage.MERGE: []} if reads_of is None else reads_of
+    out: list[RunEvent] = []
+    first = None
+    for event in run.events:
+        if isinstance(event, LaneResolved) and first is None:
+            first = event.lane
+            event = msgspec.structs.replace(event, dependencies=[whole], reads=reads)
+        elif isinstance(event, StageDecided) and event.lane == first:
+            deps = reads.get(event.stage, [whole])
+            event = msgspec.structs.replace(event, dependencies=dependencies_digest(deps))
+        out.append(event)
+    return out, whole, part
+
+
+def test_each_stage_d_is_re_derived_from_the_parts_its_lane_records(cold) -> None:
+    events, whole, _ = with_reads(cold)
+    assert audit_run(events).ok
+    # an extract decided against the whole artifact, not the part it declared
+    index = next(
+        i
+        for i, e in enumerate(e for e in events if isinstance(e, StageDecided))
+        if e.stage is Stage.EXTRACT
+    )
+    wrong = replace_decision(events, index, dependencies=dependencies_digest([whole]))
+    assert [d.problem for d in audit_run(wrong).differences] == [Problem.DEPENDENCIES]
+    # the lane says the merge reads nothing: a merge D over the whole artifact is wrong
+    index = next(
+        i
+        for i, e in enumerate(e for e in events if isinstance(e, StageDecided))
+        if e.stage is Stage.MERGE
+    )
+    wrong = replace_decision(events, index, dependencies=dependencies_digest([whole]))
+    assert [d.problem for d in audit_run(wrong).differences] == [Problem.DEPENDENCIES]
+
+
+def test_a_part_of_an_artifact_the_lane_does_not_consume_is_a_difference(cold) -> None:
+    stray = ArtifactRef("elsewhere", "docs/x.md", "k", "s/v1", "application/json", "c" * 64, 3)
+    events, _, _ = with_reads(cold, {Stage.EXTRACT: [stray]})
+    report = audit_run(events)
+    assert {d.problem for d in report.differences} == {Problem.DEPENDENCIES}
+    assert all("elsewhere/docs/x.md" in d.detail for d in report.differences)
+    assert {d.stage for d in report.differences} == {"extract"}

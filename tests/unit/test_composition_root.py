@@ -29,6 +29,8 @@ CONSTRUCTORS: dict[str, str] = {
     "ChunkPlanFileStore": "adapters/chunkplans.py",
     "ChunkPlanFileStore.open_for_mode": "adapters/chunkplans.py",
     "ProjectionStore": "adapters/projection_store.py",
+    "OutputObjects": "adapters/objects.py",
+    "RunDirs": "adapters/run_dirs.py",
     "DebugBundle": "adapters/debug_bundle/",
     "DebugBundle.allocate": "adapters/debug_bundle/",
     "JournalSpans": "adapters/debug_bundle/",
@@ -51,6 +53,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cli/llm_wiring.py", "Cassette.load"): "P1 reads the cassette files named on the command line",
     # The standalone path form (tests, bench); the CLI passes the cache root's handle.
     ("adapters/chunkplans.py", "FsRoot.open"): "open_for_mode(path) for standalone use",
+    # Both receive the `open_root` factory and reach run directories through it per call.
+    ("adapters/projection_store.py", "RunDirs"): "built from the open_root it was given",
+    ("adapters/run_directory_check.py", "RunDirs"): "built from the open_root it was given",
     # Shell completion runs outside any command (no journal, no roots): it only reads.
     ("cli/completion.py", "ProfileRegistry.load"): "completion reads the profiles file",
 }

@@ -172,12 +172,12 @@ def busy_run(journal: Journal) -> None:
 
 def test_it_is_a_named_versioned_projection_the_store_finds() -> None:
     assert DebugSummaryProjection.NAME == "debug_summary"
-    assert DebugSummaryProjection.VERSION == 1
-    assert storage_name(DebugSummaryProjection) == "debug_summary.v1"
+    assert DebugSummaryProjection.VERSION == 2
+    assert storage_name(DebugSummaryProjection) == "debug_summary.v2"
     specs = {s.name: s for s in available_projections()}
     assert specs["debug_summary"].cls is DebugSummaryProjection
     assert specs["debug_summary"].per_run
-    assert specs["debug_summary"].storage() == ".runjournal/views/debug_summary.v1"
+    assert specs["debug_summary"].storage() == ".runjournal/views/debug_summary.v2"
 
 
 def test_successful_run() -> None:
@@ -215,7 +215,7 @@ def test_successful_run() -> None:
         {"target": "report", "message": "could not write report: x"}
     ]
     assert run["error"] is None
-    assert run["projection"] == {"name": "debug_summary", "version": 1}
+    assert run["projection"] == {"name": "debug_summary", "version": 2}
 
     assert view["warnings"] == {
         "count": 5,

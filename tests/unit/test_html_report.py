@@ -350,7 +350,7 @@ class TestPage:
     def test_the_head_names_projection_status_and_events(self) -> None:
         j = two_step_run()
         data = render_report_html(view_of(j)).encode()
-        assert read_report_head(data) == (1, "succeeded", len(j.events))
+        assert read_report_head(data) == (HtmlReportProjection.VERSION, "succeeded", len(j.events))
         assert read_report_head(b"<html>nothing</html>") is None
 
     def test_an_empty_run_renders(self) -> None:

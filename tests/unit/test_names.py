@@ -22,6 +22,7 @@ from runjournal.domain.names import (
     is_valid_run_id,
     is_valid_step_id,
     make_run_id,
+    recorded_run_parent,
     safe_lane_id,
     source_logical_name,
 )
@@ -249,3 +250,36 @@ class TestSafeLaneIdInjective:
         pool |= {safe_lane_id(lane) for lane in data.draw(st.lists(st.sampled_from(lanes)))}
         pool = sorted(pool)
         assert len({safe_lane_id(lane) for lane in pool}) == len(pool)
+
+
+# --- recorded_run_parent: which records pin down a run directory ------------------------
+
+RUN = "20261130T150405Z-1a2b3c4d"
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(["a", "out", ".", "..", "", "runs x", RUN]), max_size=4),
+    st.sampled_from([RUN, "20261130T150405Z-00000000", "latest", RUN + "/"]),
+    st.booleans(),
+)
+def test_recorded_run_parent_only_for_an_absolute_normal_dir_and_the_run_id(
+    parts: list[str], last: str, absolute: bool
+) -> None:
+    parent = ("/" if absolute else "") + "/".join(parts)
+    run_dir = f"{parent}/{last}"
+    path = PurePosixPath(parent)
+    normal = (  # the model: PurePosixPath keeps it as is; absolute, not "/" nor "//…", no ".."
+        path.is_absolute()
+        and str(path) == parent
+        and ".." not in path.parts
+        and parent != "/"
+        and not parent.startswith("//")
+    )
+    expected = parent if normal and last == RUN else None
+    assert recorded_run_parent(RUN, run_dir) == expected
+
+
+def test_recorded_run_parent_needs_a_valid_run_id() -> None:
+    assert recorded_run_parent("latest", "/out/latest") is None
+    assert recorded_run_parent(RUN, f"/out/{RUN}") == "/out"

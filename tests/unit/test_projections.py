@@ -18,6 +18,7 @@ from runjournal.domain.events import (
     RunStatus,
     RunTerminated,
     StageDecided,
+    StageExecuted,
 )
 from runjournal.domain.identity import LaneComponents, invocation_identity
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
@@ -97,6 +98,16 @@ def build_run(status=RunStatus.SUCCEEDED):
                 dependencies="",
                 recorded={"input": "old"} if code is ReasonCode.STAGE_INPUT_CHANGED else {},
             )
+            if code is not ReasonCode.REUSED:  # the stage ran
+                run.trigger(
+                    StageExecuted,
+                    step="s",
+                    lane=lane,
+                    stage=stage,
+                    chunk="",
+                    sha256="e" * 64,
+                    size=1,
+                )
     run.trigger(OutputsValidated, checked=1, refused=[])
     run.trigger(OutputWritten, name="out.md", sha256="d" * 64, size=3)
     error = (

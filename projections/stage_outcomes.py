@@ -1,0 +1,73 @@
+"""What became of each stage decision: executed, reused, refused, failed, or not started.
+
+A decision to execute is journaled before the stage runs (docs/internals.md "The
+scheduler (`scheduler.py`)"), so a run that stops (interrupted, abandoned, or failed and
+no longer scheduling) can hold decisions whose stage never ran. Their stage's
+`StageExecuted` or `StageFailed` is what says it ran; until one is seen the decision is
+pending, and what is still pending when the events end was never started
+(docs/operations.md "Stages that were decided but never started").
+"""
+
+from __future__ import annotations
+
+import enum
+
+from runjournal.domain.events import RunEvent, StageDecided, StageExecuted, StageFailed
+from runjournal.domain.reasons import Category
+
+# (step, lane, stage, chunk): one stage of one run.
+StageKey = tuple[str, str, str, str]
+
+
+class Outcome(enum.StrEnum):
+    EXECUTED = "executed"  # the stage ran and its result was recorded
+    REUSED = "reused"  # a checkpoint or an accepted artifact was used: nothing to run
+    REFUSED = "refused"  # a required predecessor could not be restored: never runs
+    FAILED = "failed"  # the stage ran and failed (its decision and its `stage_failed`)
+    NOT_STARTED = "not_started"  # decided to run, never ran: the run stopped first
+
+
+# Decisions that take effect when they are made: nothing runs after them.
+_AT_ONCE = {
+    Category.REUSE: Outcome.REUSED,
+    Category.PREDECESSOR_FAILURE: Outcome.REFUSED,
+    Category.FAILURE: Outcome.FAILED,
+}
+
+
+def key_of(event: StageDecided | StageExecuted | StageFailed) -> StageKey:
+    return (event.step, event.lane, event.stage.value, event.chunk)
+
+
+def immediate(event: StageDecided) -> Outcome | None:
+    """The outcome of a decision that needs no execution; None while it waits for one."""
+    return _AT_ONCE.get(event.category)
+
+
+class PendingStages:
+    """Decisions to execute whose stage has not been seen running yet, by stage.
+
+    Holds only those: a lane's events are journaled together, so this stays as small as
+    one lane, plus whatever a stopped run never started.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[StageKey, object] = {}
+
+    def apply(self, event: RunEvent, token: object = None) -> tuple[object, Outcome] | None:
+        """Fold one event; when it settles a pending decision, that decision's token and
+        outcome. A decision to execute is remembered with `token` (the caller's handle)."""
+        if isinstance(event, StageDecided):
+            if immediate(event) is None:
+                self._pending[key_of(event)] = token
+            return None
+        if isinstance(event, StageExecuted | StageFailed):
+            key = key_of(event)
+            if key in self._pending:
+                outcome = Outcome.EXECUTED if isinstance(event, StageExecuted) else Outcome.FAILED
+                return self._pending.pop(key), outcome
+        return None
+
+    def never_started(self) -> list[object]:
+        """The tokens of the decisions whose stage never ran, in decision order."""
+        return list(self._pending.values())
