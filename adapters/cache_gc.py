@@ -18,6 +18,7 @@ import msgspec
 from runjournal.adapters.checkpoints import LATEST, Workspace
 from runjournal.adapters.fsroot import FsNotFound, FsRoot
 from runjournal.domain.cache_refs import RunReferences
+from runjournal.domain.decisions import Stage
 from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
 
 WORKSPACES = "workspaces"
@@ -99,7 +100,7 @@ def _restored(kept: Iterable[RunReferences]) -> dict[tuple[str, str], datetime]:
     for refs in kept:
         for step, lane, lid in refs.restored:
             try:
-                lane_dir = Workspace.pointer_name(step, lane).rpartition("/")[0]
+                lane_dir = Workspace.pointer_name(step, lane, Stage.NORMALIZE).rpartition("/")[0]
             except ValueError:
                 continue
             where = (f"{WORKSPACES}/{refs.pipeline}/{lane_dir}/", lid)
@@ -156,7 +157,8 @@ def collect(
 def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:
     """Remove directories below `base` holding no file; True when `base` is now empty.
 
-    A lane directory left with only its `latest` pointer goes too (it points at nothing).
+    A lane directory left with only its `latest.<stage>` pointers goes too (they point at
+    nothing).
     `workspace.json` keeps its workspace.
     """
     try:
@@ -176,4 +178,5 @@ def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:
             left.append(name)
         else:
             root.remove_tree(child, missing_ok=True)
-    return not left or (left == [LATEST] and depth > 0)
+    pointers_only = all(name.startswith(f"{LATEST}.") for name in left)
+    return not left or (pointers_only and depth > 0)

@@ -68,7 +68,8 @@ _OVERHEAD = _PREFIX.size + _DIGEST_SIZE
 _CHUNK_ID = re.compile(r"[0-9a-f]{64}")
 _STEP_IDENTITY = re.compile(r"[0-9a-f]{32}")
 _SUFFIX = ".ckpt"
-# The lane's most recently written scope, `<step identity>/<D dir>/<lane identity>`.
+# `latest.<stage>`: the scope the lane's stage was last written under,
+# `<step identity>/<D dir>/<lane identity>`.
 LATEST = "latest"
 _NO_DEPENDENCIES = "0"  # the D directory of a lane that consumes nothing
 
@@ -103,6 +104,16 @@ def scope_of(record: CheckpointRecord) -> StoreScope:
     )
 
 
+def _record_of(record: CheckpointRecord, scope: StoreScope, stage: Stage) -> bool:
+    """`_matches` for a record about to be written."""
+    own = scope_of(record)
+    if own.step_identity != scope.step_identity:
+        return False
+    if stage is Stage.EXTRACT:
+        return own.dependencies == scope.dependencies
+    return own.lane_identity == scope.lane_identity
+
+
 def _pointer_scope(text: str) -> StoreScope | None:
     """A `latest` pointer's scope; None for anything that is not one."""
     parts = text.split("/")
@@ -121,12 +132,14 @@ def _pointer_text(scope: StoreScope) -> str:
 
 
 def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
-    """Whether an envelope is of `scope` (the lane identity counts for merge and normalize)."""
+    """Whether an envelope is of `scope`: the step identity; for extract its own D (the
+    scope's D); for merge and normalize the lane identity (their scope's D also covers the
+    stages before them, which the header does not carry: the runner compares their input)."""
     if step_identity(header.digests.components) != scope.step_identity:
         return False
-    if header.digests.dependencies != scope.dependencies:
-        return False
-    return stage is Stage.EXTRACT or header.lane_identity == scope.lane_identity
+    if stage is Stage.EXTRACT:
+        return header.digests.dependencies == scope.dependencies
+    return header.lane_identity == scope.lane_identity
 
 
 class WorkspaceState(enum.Enum):
@@ -198,14 +211,14 @@ class Workspace:
         return f"{base}/{stage.value}{_SUFFIX}"
 
     @staticmethod
-    def pointer_name(step: str, lane: str) -> str:
-        """The lane's `latest` pointer: the scope it was last written under."""
-        return f"{_lane_dir(step, lane)}/{LATEST}"
+    def pointer_name(step: str, lane: str, stage: Stage) -> str:
+        """The lane's `latest.<stage>` pointer: the scope the stage was last written under."""
+        return f"{_lane_dir(step, lane)}/{LATEST}.{Stage(stage).value}"
 
-    def latest_scope(self, step: str, lane: str) -> StoreScope | None:
-        """The scope the lane's checkpoints were last written under (None: none or unreadable)."""
+    def latest_scope(self, step: str, lane: str, stage: Stage) -> StoreScope | None:
+        """The scope the lane's stage was last written under (None: none or unreadable)."""
         try:
-            data = self.read(self.pointer_name(step, lane))
+            data = self.read(self.pointer_name(step, lane, stage))
         except FsError:
             return None
         try:
@@ -462,7 +475,7 @@ class CheckpointLoader:
         self._workspace = workspace
         self._codec = EnvelopeCodec()
         self._manifest: WorkspaceState | None = None
-        self._pointers: dict[tuple[str, str], StoreScope | None] = {}
+        self._pointers: dict[tuple[str, str, Stage], StoreScope | None] = {}
 
     def _manifest_state(self) -> WorkspaceState:
         # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
@@ -511,7 +524,7 @@ class CheckpointLoader:
         legacy = self._load_at(Workspace.checkpoint_name(position), position, codec_id, manifest)
         if legacy is not None and legacy[1] is not None and _matches(legacy[1], scope, key.stage):
             return legacy[0]
-        latest = self._latest(key.step, key.lane)
+        latest = self._latest(key.step, key.lane, Stage(key.stage))
         if latest is not None and latest != scope:
             other = msgspec.structs.replace(key, scope=latest)
             try:
@@ -523,12 +536,12 @@ class CheckpointLoader:
                 return found[0]
         return legacy[0] if legacy is not None else LoadedCheckpoint(state=CheckpointState.MISSING)
 
-    def _latest(self, step: str, lane: str) -> StoreScope | None:
-        """The lane's `latest` pointer as it was when this loader first asked (so the
+    def _latest(self, step: str, lane: str, stage: Stage) -> StoreScope | None:
+        """The stage's `latest` pointer as it was when this loader first asked (so the
         run's own writes do not move what it compares with, and `plan` reads the same)."""
-        where = (step, lane)
+        where = (step, lane, stage)
         if where not in self._pointers:
-            self._pointers[where] = self._workspace.latest_scope(step, lane)
+            self._pointers[where] = self._workspace.latest_scope(step, lane, stage)
         return self._pointers[where]
 
     def _load_at(
@@ -580,7 +593,7 @@ class CheckpointLoader:
         if manifest in (WorkspaceState.UNSUPPORTED, WorkspaceState.CORRUPT):
             return RestoredArtifact(state=PredecessorState.CORRUPT)
         names = self._workspace.normalize_candidates(step, lane, lane_identity)
-        latest = self._latest(step, lane)
+        latest = self._latest(step, lane, Stage.NORMALIZE)
         if latest is not None:
             latest_name = Workspace.checkpoint_name(msgspec.structs.replace(key, scope=latest))
             if latest_name in names:
@@ -656,7 +669,7 @@ class CheckpointRecorder:
         self._codec = EnvelopeCodec()
         self._manifest_written = False
         self._lock = threading.Lock()
-        self._pointed: dict[tuple[str, str], StoreScope] = {}
+        self._pointed: dict[tuple[str, str, Stage], StoreScope] = {}
         self._unsynced = 0
         self._count_lock = threading.Lock()
         self.sync_errors: list[str] = []
@@ -688,7 +701,7 @@ class CheckpointRecorder:
         lands where a lookup of what the stage is finds it, and the lane's `latest` pointer
         names that scope (docs/internals.md "Checkpoint store").
         """
-        if key.scope is not None and key.scope != scope_of(record):
+        if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
             raise ValueError("a checkpoint key's scope is not the record's own")
         name = Workspace.checkpoint_name(key)
         data = self._codec.encode(key.position, record)
@@ -696,7 +709,7 @@ class CheckpointRecorder:
             self._ensure_manifest()
             self._workspace.write(name, data, durable=False)
             if key.scope is not None:
-                self._point(key.step, key.lane, key.scope)
+                self._point(key.step, key.lane, Stage(key.stage), key.scope)
         except OSError as exc:
             detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
             raise CheckpointWriteError(
@@ -706,13 +719,13 @@ class CheckpointRecorder:
             self._unsynced += 1
         return hashlib.sha256(data).hexdigest(), len(data)
 
-    def _point(self, step: str, lane: str, scope: StoreScope) -> None:
-        """Make the lane's `latest` pointer name `scope` (written only when it changes)."""
-        where = (step, lane)
+    def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
+        """Make the stage's `latest` pointer name `scope` (written only when it changes)."""
+        where = (step, lane, stage)
         if self._pointed.get(where) == scope:
             return
         text = _pointer_text(scope).encode("ascii")
-        name = Workspace.pointer_name(step, lane)
+        name = Workspace.pointer_name(step, lane, stage)
         try:
             current: bytes | None = self._workspace.read(name)
         except FsNotFound:

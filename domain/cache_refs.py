@@ -23,7 +23,7 @@ from runjournal.domain.events import (
     StageDecided,
     Timestamp,
 )
-from runjournal.domain.identity import dependencies_digest, step_identity
+from runjournal.domain.identity import dependencies_digest, scope_dependencies, step_identity
 from runjournal.domain.ports import CheckpointKey, StoreScope
 from runjournal.domain.reasons import ReasonCode
 
@@ -67,11 +67,10 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             continue
         if isinstance(event, LaneResolved):
             sid = step_identity(event.components)
+            own = [dependencies_digest(event.stage_dependencies(stage)) for stage in Stage]
             scopes[(owner, event.step, event.lane)] = {
-                stage: StoreScope(
-                    sid, dependencies_digest(event.stage_dependencies(stage)), event.lane_identity
-                )
-                for stage in Stage
+                stage: StoreScope(sid, scope_dependencies(own[: i + 1]), event.lane_identity)
+                for i, stage in enumerate(Stage)
             }
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)

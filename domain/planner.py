@@ -37,6 +37,7 @@ from runjournal.domain.identity import (
     codec_id,
     dependencies_digest,
     lane_identity,
+    scope_dependencies,
     sequence_digest,
     sha256_hex,
     step_identity,
@@ -342,10 +343,9 @@ class Planner:
         # up under the D it gets, so predict under every D stored for this step identity,
         # and under one never stored; stages on which they disagree are pending on it.
         passes: list[tuple[list[Prediction], _Known]] = []
-        for value in [*self._stored_dependencies(step, lane), _DIFFERENT]:
+        for value in [*self._stored_dependencies(step, lane), _UNSTORED]:
             mark = len(self._out)
-            under = {st: d if d.digest is not None else _Output(value) for st, d in deps.items()}
-            lane_known = self._lane_under(step, lane, chunks, lid, forced, under)
+            lane_known = self._lane_under(step, lane, chunks, lid, forced, deps, value)
             passes.append((self._out[mark:], lane_known))
             del self._out[mark:]
         for row in zip(*(p for p, _ in passes), strict=True):
@@ -379,16 +379,21 @@ class Planner:
         lid: str,
         forced: bool,
         deps: dict[Stage, _Output],
+        unknown_dir: str = _UNSTORED,
     ) -> _Known:
-        """The lane's predictions (appended) with each stage's D `deps` (an unknown one is
-        looked up under a D never stored)."""
+        """The lane's predictions (appended) with each stage's D `deps`; a stage whose
+        stored D is not known (its own or an earlier stage's D waits on a producer) is
+        looked up under the D directory `unknown_dir`, its D decided both ways."""
         sid = step_identity(step.components)
-        scopes = {
-            stage: StoreScope(
-                sid, d.digest if d.digest not in (None, _DIFFERENT) else _UNSTORED, lid
-            )
-            for stage, d in deps.items()
-        }
+        scopes: dict[Stage, StoreScope] = {}
+        known: list[str] = []
+        for stage in Stage:
+            digest = deps[stage].digest
+            if digest is None or len(known) < list(Stage).index(stage):
+                scopes[stage] = StoreScope(sid, unknown_dir, lid)
+                continue
+            known.append(digest)
+            scopes[stage] = StoreScope(sid, scope_dependencies(known), lid)
         merge_state, merge_record = self._lookup(
             step, lane, Stage.MERGE, "", forced, scopes[Stage.MERGE]
         )

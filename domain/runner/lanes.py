@@ -24,6 +24,7 @@ from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExec
 from runjournal.domain.identity import (
     canonical_bytes,
     codec_id,
+    scope_dependencies,
     sequence_digest,
     sha256_hex,
     step_identity,
@@ -112,7 +113,11 @@ class LaneRun:
         # Checkpoints are looked up by what the stage is, under the D of what the stage
         # reads (docs/internals.md "Checkpoint store").
         sid = step_identity(step.components)
-        self.scopes = {stage: StoreScope(sid, r.digest, lid) for stage, r in reads.items()}
+        order = list(Stage)
+        self.scopes = {
+            stage: StoreScope(sid, scope_dependencies(reads[s].digest for s in order[: i + 1]), lid)
+            for i, stage in enumerate(order)
+        }
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
         return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scopes[stage])

@@ -104,7 +104,7 @@ def _to_old_layout(workspace: Path) -> int:
         target.parent.mkdir(exist_ok=True)
         path.rename(target)
         moved += 1
-    for pointer in workspace.glob("steps/*/*/latest"):
+    for pointer in workspace.glob("steps/*/*/latest.*"):
         pointer.unlink()
     for lane in workspace.glob("steps/*/*"):
         for scope in lane.iterdir():

@@ -92,12 +92,13 @@ class Spy:
             record = found.record
             if found.state is CheckpointState.PRESENT and record is not None:
                 own = scope_of(record)
-                if key.stage is not Stage.EXTRACT:
-                    own_scope = own == key.scope
+                # extract: its own D is its scope's; merge and normalize: their scope's D
+                # also covers the stages before them, the lane identity names their input
+                same = own.step_identity == key.scope.step_identity
+                if key.stage is Stage.EXTRACT:
+                    own_scope = same and own.dependencies == key.scope.dependencies
                 else:
-                    own_scope = own.step_identity == key.scope.step_identity and (
-                        own.dependencies == key.scope.dependencies
-                    )
+                    own_scope = same and own.lane_identity == key.scope.lane_identity
                 if own_scope:  # found by what it is, not the lane's latest of another scope
                     spy.used.add(WORKSPACE + Workspace.checkpoint_name(key))
             return found

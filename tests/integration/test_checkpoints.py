@@ -697,7 +697,7 @@ class TestLoadAcceptedArtifact:
         assert restored.record.provenance == provenance_for(payload)
         # the lane's `latest` pointer names which normalize file to try first; no extract
         # or merge file is read
-        pointer = Workspace.pointer_name(STEP, LANE)
+        pointer = Workspace.pointer_name(STEP, LANE, Stage.NORMALIZE)
         assert set(read) - {pointer} == {WORKSPACE_MANIFEST, Workspace.checkpoint_name(NORMALIZE)}
 
     def test_dependency_fingerprints_are_not_compared(
