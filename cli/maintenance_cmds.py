@@ -176,6 +176,7 @@ def gc(opts: dict[str, Any]) -> int:
         "runs": [r.run_id for r in doomed],
         "removed": removed,
         "objects_removed": objects_removed,
+        "cache": None,  # the cache root's collection, with --cache
     }
     if cache:
         with open_cli_journal(opts, read_only=dry_run) as store:
