@@ -22,7 +22,7 @@ from eventsourcing.utils import get_topic
 from runjournal.adapters.journal.chain import TAG, type_part
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
 from runjournal.adapters.journal.pack import PACK_KEY, groups, pack_items, unpack
-from runjournal.domain.events import EVENT_TYPES, RunEvent, StageDecided
+from runjournal.domain.events import EVENT_TYPES, MAINTENANCE_EVENT_TYPES, RunEvent, StageDecided
 
 __all__ = [
     "COMPRESS_THRESHOLD",
@@ -439,5 +439,5 @@ def event_type_for_topic(topic: str) -> type[RunEvent] | None:
     return _EVENT_TYPES_BY_TOPIC.get(topic)
 
 
-for _cls in EVENT_TYPES:
+for _cls in (*EVENT_TYPES, *MAINTENANCE_EVENT_TYPES):
     register_event_type(_cls)

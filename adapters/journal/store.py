@@ -196,6 +196,13 @@ class JournalStore:
                 one_line(f"event {version - 1} of {aggregate_id} does not decode: {exc}")
             ) from exc
 
+    def record_maintenance(self, event: RunEvent) -> None:
+        """Store the one event of a maintenance aggregate (a `gc`'s `CacheCollected`):
+        version 1, chained from its genesis, outside every run."""
+        if event.originator_version != 1:
+            raise JournalError("a maintenance event is the first and only one of its aggregate")
+        self._put([event])
+
     def verify_chain(self, run_id: str) -> ChainReport:
         """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
         aggregate_id = run_aggregate_id(run_id)
