@@ -48,6 +48,12 @@ class CacheView:
             return RestoredArtifact(state=PredecessorState.MISSING)
         return self._loader.load_accepted_artifact(step, lane, lane_identity, codec_id)
 
+    def stored_dependencies(self, step: str, lane: str, identity: str) -> list[str]:
+        """The D values the lane has checkpoints under (the `ScopeIndex` port)."""
+        if self._loader is None:
+            return []
+        return self._loader.stored_dependencies(step, lane, identity)
+
     def close(self) -> None:
         if self.plans is not None:
             self.plans.close()

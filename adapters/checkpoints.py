@@ -2,10 +2,12 @@
 (docs/internals.md "Checkpoint store").
 
 One workspace per pipeline under the cache root holds `workspace.json` and one envelope
-file per checkpoint scope. The loader turns every file into a typed verdict and never
-raises for bad content; the recorder persists envelopes atomically through the confined
-filesystem. They are separate collaborators: a resume without recording builds only the
-loader, a run without resume only the recorder.
+file per checkpoint, stored under what the stage is (its step identity, D and lane
+identity), so results of another configuration are kept beside the current ones.
+The loader turns every file into a typed verdict and never raises for bad content; the
+recorder persists envelopes atomically through the confined filesystem. They are separate
+collaborators: a resume without recording builds only the loader, a run without resume
+only the recorder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
+from runjournal.domain.identity import step_identity
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
 from runjournal.domain.ports import (
@@ -31,6 +34,7 @@ from runjournal.domain.ports import (
     LoadedCheckpoint,
     Provenance,
     RestoredArtifact,
+    StoreScope,
 )
 
 __all__ = [
@@ -62,7 +66,12 @@ _VERSION_END = 6
 _DIGEST_SIZE = 32
 _OVERHEAD = _PREFIX.size + _DIGEST_SIZE
 _CHUNK_ID = re.compile(r"[0-9a-f]{64}")
+_STEP_IDENTITY = re.compile(r"[0-9a-f]{32}")
 _SUFFIX = ".ckpt"
+# `latest.<stage>`: the scope the lane's stage was last written under,
+# `<step identity>/<D dir>/<lane identity>`.
+LATEST = "latest"
+_NO_DEPENDENCIES = "0"  # the D directory of a lane that consumes nothing
 
 
 # --------------------------------------------------------------------------- workspace
@@ -76,6 +85,61 @@ def _lane_dir(step: str, lane: str) -> str:
     if not isinstance(lane, str) or not lane:
         raise ValueError("a checkpoint lane id must be a non-empty string")
     return f"steps/{step}/{safe_lane_id(lane)}"
+
+
+def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
+    """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path."""
+    if not _STEP_IDENTITY.fullmatch(scope.step_identity):
+        raise ValueError("a checkpoint scope needs a 32-hex step identity")
+    deps = scope.dependencies
+    if deps and not _CHUNK_ID.fullmatch(deps):
+        raise ValueError("a checkpoint scope's dependencies digest must be 64 hex or empty")
+    return f"{_lane_dir(step, lane)}/{scope.step_identity}/{deps or _NO_DEPENDENCIES}"
+
+
+def scope_of(record: CheckpointRecord) -> StoreScope:
+    """The scope a record is stored under: the facts its own header carries."""
+    return StoreScope(
+        step_identity(record.digests.components), record.digests.dependencies, record.lane_identity
+    )
+
+
+def _record_of(record: CheckpointRecord, scope: StoreScope, stage: Stage) -> bool:
+    """`_matches` for a record about to be written."""
+    own = scope_of(record)
+    if own.step_identity != scope.step_identity:
+        return False
+    if stage is Stage.EXTRACT:
+        return own.dependencies == scope.dependencies
+    return own.lane_identity == scope.lane_identity
+
+
+def _pointer_scope(text: str) -> StoreScope | None:
+    """A `latest` pointer's scope; None for anything that is not one."""
+    parts = text.split("/")
+    if len(parts) != 3:
+        return None
+    sid, ddir, lid = parts
+    if not _STEP_IDENTITY.fullmatch(sid) or not _CHUNK_ID.fullmatch(lid):
+        return None
+    if ddir != _NO_DEPENDENCIES and not _CHUNK_ID.fullmatch(ddir):
+        return None
+    return StoreScope(sid, "" if ddir == _NO_DEPENDENCIES else ddir, lid)
+
+
+def _pointer_text(scope: StoreScope) -> str:
+    return f"{scope.step_identity}/{scope.dependencies or _NO_DEPENDENCIES}/{scope.lane_identity}"
+
+
+def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
+    """Whether an envelope is of `scope`: the step identity; for extract its own D (the
+    scope's D); for merge and normalize the lane identity (their scope's D also covers the
+    stages before them, which the header does not carry: the runner compares their input)."""
+    if step_identity(header.digests.components) != scope.step_identity:
+        return False
+    if stage is Stage.EXTRACT:
+        return header.digests.dependencies == scope.dependencies
+    return header.lane_identity == scope.lane_identity
 
 
 class WorkspaceState(enum.Enum):
@@ -122,16 +186,79 @@ class Workspace:
 
     @staticmethod
     def checkpoint_name(key: CheckpointKey) -> str:
-        """The file of `key` relative to the workspace; refuses a key unfit for a path."""
-        lane_dir = _lane_dir(key.step, key.lane)
+        """The file of `key` relative to the workspace; refuses a key unfit for a path.
+
+        With a scope: `<scope dir>/extract/<chunk>.ckpt` or `<scope dir>/<lane
+        identity>/<stage>.ckpt`; without one, the position of the layout before scopes
+        (`<lane dir>/extract/<chunk>.ckpt`, `<lane dir>/<stage>.ckpt`), still read.
+        """
         stage = Stage(key.stage)
         if stage is Stage.EXTRACT:
             if not isinstance(key.chunk, str) or not _CHUNK_ID.fullmatch(key.chunk):
                 raise ValueError("an extract checkpoint needs a 64-hex chunk id")
-            return f"{lane_dir}/extract/{key.chunk}{_SUFFIX}"
-        if key.chunk:
+        elif key.chunk:
             raise ValueError(f"a {stage.value} checkpoint has no chunk id")
-        return f"{lane_dir}/{stage.value}{_SUFFIX}"
+        if key.scope is None:
+            base = _lane_dir(key.step, key.lane)
+        else:
+            base = scope_dir(key.step, key.lane, key.scope)
+            if stage is not Stage.EXTRACT:
+                if not _CHUNK_ID.fullmatch(key.scope.lane_identity):
+                    raise ValueError("a checkpoint scope needs a 64-hex lane identity")
+                base += f"/{key.scope.lane_identity}"
+        if stage is Stage.EXTRACT:
+            return f"{base}/extract/{key.chunk}{_SUFFIX}"
+        return f"{base}/{stage.value}{_SUFFIX}"
+
+    @staticmethod
+    def pointer_name(step: str, lane: str, stage: Stage) -> str:
+        """The lane's `latest.<stage>` pointer: the scope the stage was last written under."""
+        return f"{_lane_dir(step, lane)}/{LATEST}.{Stage(stage).value}"
+
+    def latest_scope(self, step: str, lane: str, stage: Stage) -> StoreScope | None:
+        """The scope the lane's stage was last written under (None: none or unreadable)."""
+        try:
+            data = self.read(self.pointer_name(step, lane, stage))
+        except FsError:
+            return None
+        try:
+            return _pointer_scope(data.decode("ascii"))
+        except UnicodeDecodeError:
+            return None
+
+    def listdir(self, name: str) -> list[str]:
+        """Entry names of a workspace directory; empty when it does not exist."""
+        try:
+            return self._root.listdir(self._prefix + name)
+        except FsNotFound:
+            return []
+
+    def stored_dependencies(self, step: str, lane: str, identity: str) -> list[str]:
+        """The D values the lane has checkpoints under for step identity `identity`."""
+        if not _STEP_IDENTITY.fullmatch(identity):
+            return []
+        out = []
+        for name in self.listdir(f"{_lane_dir(step, lane)}/{identity}"):
+            if name == _NO_DEPENDENCIES:
+                out.append("")
+            elif _CHUNK_ID.fullmatch(name):
+                out.append(name)
+        return out
+
+    def normalize_candidates(self, step: str, lane: str, lane_identity: str) -> list[str]:
+        """Every stored normalize file of `lane_identity` (any step identity or D), sorted."""
+        if not _CHUNK_ID.fullmatch(lane_identity):
+            return []
+        lane_dir = _lane_dir(step, lane)
+        out = []
+        for sid in self.listdir(lane_dir):
+            if not _STEP_IDENTITY.fullmatch(sid):
+                continue
+            for ddir in self.listdir(f"{lane_dir}/{sid}"):
+                name = f"{lane_dir}/{sid}/{ddir}/{lane_identity}/normalize{_SUFFIX}"
+                if ddir == _NO_DEPENDENCIES or _CHUNK_ID.fullmatch(ddir):
+                    out.append(name)
+        return out
 
     def manifest_bytes(self) -> bytes:
         """Canonical `workspace.json`: no timestamps, so rewriting it changes nothing."""
@@ -348,6 +475,7 @@ class CheckpointLoader:
         self._workspace = workspace
         self._codec = EnvelopeCodec()
         self._manifest: WorkspaceState | None = None
+        self._pointers: dict[tuple[str, str, Stage], StoreScope | None] = {}
 
     def _manifest_state(self) -> WorkspaceState:
         # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
@@ -370,25 +498,81 @@ class CheckpointLoader:
             raise _corrupt("unreadable") from exc
 
     def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint:
-        """MISSING, PRESENT (with the record), CORRUPT, SCHEMA_UNSUPPORTED or CODEC_MISMATCH."""
-        name = Workspace.checkpoint_name(key)
+        """MISSING, PRESENT (with the record), CORRUPT, SCHEMA_UNSUPPORTED or CODEC_MISMATCH.
+
+        A scoped key is found by what it is: its own file, else a file of the old layout
+        of the same scope. When neither exists, the verdict on the lane's most recently
+        written checkpoint at that position is returned instead (its `latest` pointer, then
+        the old layout), so the runner can name what changed: that record is of another
+        scope and is never reused (docs/internals.md "Checkpoint store").
+        """
         manifest = self._manifest_state()
         if manifest is WorkspaceState.UNSUPPORTED:
+            Workspace.checkpoint_name(key)  # an unfit key still raises
             return LoadedCheckpoint(state=CheckpointState.SCHEMA_UNSUPPORTED)
         if manifest is WorkspaceState.CORRUPT:
+            Workspace.checkpoint_name(key)
             return LoadedCheckpoint(state=CheckpointState.CORRUPT)
+        scope = key.scope
+        if scope is None:
+            found = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest)
+            return found[0] if found else LoadedCheckpoint(state=CheckpointState.MISSING)
+        own = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest, scope)
+        if own is not None:
+            return own[0]
+        position = key.position
+        legacy = self._load_at(Workspace.checkpoint_name(position), position, codec_id, manifest)
+        if legacy is not None and legacy[1] is not None and _matches(legacy[1], scope, key.stage):
+            return legacy[0]
+        latest = self._latest(key.step, key.lane, Stage(key.stage))
+        if latest is not None and latest != scope:
+            other = msgspec.structs.replace(key, scope=latest)
+            try:
+                name = Workspace.checkpoint_name(other)
+            except ValueError:
+                name = None
+            found = self._load_at(name, other, codec_id, manifest, latest) if name else None
+            if found is not None:
+                return found[0]
+        return legacy[0] if legacy is not None else LoadedCheckpoint(state=CheckpointState.MISSING)
+
+    def _latest(self, step: str, lane: str, stage: Stage) -> StoreScope | None:
+        """The stage's `latest` pointer as it was when this loader first asked (so the
+        run's own writes do not move what it compares with, and `plan` reads the same)."""
+        where = (step, lane, stage)
+        if where not in self._pointers:
+            self._pointers[where] = self._workspace.latest_scope(step, lane, stage)
+        return self._pointers[where]
+
+    def _load_at(
+        self,
+        name: str,
+        key: CheckpointKey,
+        codec_id: str,
+        manifest: WorkspaceState,
+        scope: StoreScope | None = None,
+    ) -> tuple[LoadedCheckpoint, EnvelopeHeader | None] | None:
+        """The verdict on one file and its header; None when there is no file.
+
+        With `scope`, an envelope that is not of that scope is CORRUPT: a file copied or
+        moved to another scope's place is never taken for it.
+        """
+        position = key.position
         try:
             data = self._read(name)
             if data is None:
-                return LoadedCheckpoint(state=CheckpointState.MISSING)
+                return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
-            header, payload = self._codec.open(data, key)
+            header, payload = self._codec.open(data, position)
+            if scope is not None and not _matches(header, scope, key.stage):
+                raise _corrupt("scope mismatch")
         except EnvelopeRejected as rejected:
-            return LoadedCheckpoint(state=rejected.state)
+            return LoadedCheckpoint(state=rejected.state), None
         if header.codec_id != codec_id:
-            return LoadedCheckpoint(state=CheckpointState.CODEC_MISMATCH)
-        return LoadedCheckpoint(state=CheckpointState.PRESENT, record=_record(header, payload))
+            return LoadedCheckpoint(state=CheckpointState.CODEC_MISMATCH), header
+        record = _record(header, payload)
+        return LoadedCheckpoint(state=CheckpointState.PRESENT, record=record), header
 
     def load_accepted_artifact(
         self, step: str, lane: str, lane_identity: str, codec_id: str
@@ -396,19 +580,50 @@ class CheckpointLoader:
         """A required producer's normalize artifact for --recompute
         (docs/operations.md "Selective recomputation").
 
-        Reads only the normalize file (never extract or merge, never dependency
+        Reads only normalize files (never extract or merge, never dependency
         fingerprints); requires a schema-v3 workspace and the exact, non-empty lane
-        identity. Provenance is returned, not judged: the runner checks it.
+        identity. Every stored normalize of that lane identity is a candidate, whatever
+        its D (the lane's latest first), then the latest of another identity and the old
+        layout's file (which give IDENTITY_MISMATCH). Provenance is returned, not judged:
+        the runner checks it.
         """
         key = CheckpointKey(step, lane, Stage.NORMALIZE)
-        name = Workspace.checkpoint_name(key)
+        legacy = Workspace.checkpoint_name(key)
         manifest = self._manifest_state()
         if manifest in (WorkspaceState.UNSUPPORTED, WorkspaceState.CORRUPT):
             return RestoredArtifact(state=PredecessorState.CORRUPT)
+        names = self._workspace.normalize_candidates(step, lane, lane_identity)
+        latest = self._latest(step, lane, Stage.NORMALIZE)
+        if latest is not None:
+            latest_name = Workspace.checkpoint_name(msgspec.structs.replace(key, scope=latest))
+            if latest_name in names:
+                names.remove(latest_name)
+                names.insert(0, latest_name)
+            else:
+                names.append(latest_name)
+        names.append(legacy)
+        first: RestoredArtifact | None = None
+        for name in names:
+            verdict = self._accepted_at(name, key, lane_identity, codec_id, manifest)
+            if verdict is None:
+                continue
+            if verdict.state is PredecessorState.RESTORED:
+                return verdict
+            first = first or verdict
+        return first or RestoredArtifact(state=PredecessorState.MISSING)
+
+    def _accepted_at(
+        self,
+        name: str,
+        key: CheckpointKey,
+        lane_identity: str,
+        codec_id: str,
+        manifest: WorkspaceState,
+    ) -> RestoredArtifact | None:
         try:
             data = self._read(name)
             if data is None:
-                return RestoredArtifact(state=PredecessorState.MISSING)
+                return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
             header, payload = self._codec.open(data, key)
@@ -421,6 +636,10 @@ class CheckpointLoader:
         if header.codec_id != codec_id:
             return RestoredArtifact(state=PredecessorState.CORRUPT)
         return RestoredArtifact(state=PredecessorState.RESTORED, record=_record(header, payload))
+
+    def stored_dependencies(self, step: str, lane: str, identity: str) -> list[str]:
+        """The D values the lane has checkpoints under for a step identity (for `plan`)."""
+        return self._workspace.stored_dependencies(step, lane, identity)
 
 
 # --------------------------------------------------------------------------- recorder
@@ -450,6 +669,7 @@ class CheckpointRecorder:
         self._codec = EnvelopeCodec()
         self._manifest_written = False
         self._lock = threading.Lock()
+        self._pointed: dict[tuple[str, str, Stage], StoreScope] = {}
         self._unsynced = 0
         self._count_lock = threading.Lock()
         self.sync_errors: list[str] = []
@@ -475,12 +695,21 @@ class CheckpointRecorder:
             self._manifest_written = True
 
     def write(self, key: CheckpointKey, record: CheckpointRecord) -> tuple[str, int]:
-        """Persist `record` for `key`; returns (sha256, size) of the file written."""
+        """Persist `record` for `key`; returns (sha256, size) of the file written.
+
+        A scoped key must be the record's own scope (a caller bug otherwise): the file then
+        lands where a lookup of what the stage is finds it, and the lane's `latest` pointer
+        names that scope (docs/internals.md "Checkpoint store").
+        """
+        if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
+            raise ValueError("a checkpoint key's scope is not the record's own")
         name = Workspace.checkpoint_name(key)
-        data = self._codec.encode(key, record)
+        data = self._codec.encode(key.position, record)
         try:
             self._ensure_manifest()
             self._workspace.write(name, data, durable=False)
+            if key.scope is not None:
+                self._point(key.step, key.lane, Stage(key.stage), key.scope)
         except OSError as exc:
             detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
             raise CheckpointWriteError(
@@ -489,6 +718,21 @@ class CheckpointRecorder:
         with self._count_lock:
             self._unsynced += 1
         return hashlib.sha256(data).hexdigest(), len(data)
+
+    def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
+        """Make the stage's `latest` pointer name `scope` (written only when it changes)."""
+        where = (step, lane, stage)
+        if self._pointed.get(where) == scope:
+            return
+        text = _pointer_text(scope).encode("ascii")
+        name = Workspace.pointer_name(step, lane, stage)
+        try:
+            current: bytes | None = self._workspace.read(name)
+        except FsNotFound:
+            current = None
+        if current != text:
+            self._workspace.write(name, text, durable=False)  # made durable with the envelopes
+        self._pointed[where] = scope
 
     def sync(self) -> None:
         """Make every envelope written so far durable (one `syncfs`); never raises.

@@ -20,8 +20,9 @@ file) and decodes each event with the journal mapper, so older class versions ar
 from __future__ import annotations
 
 import hashlib
+import io
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -45,8 +46,11 @@ __all__ = [
     "VerificationFailed",
     "decode_export",
     "encode_export",
+    "export_events",
     "export_run",
     "import_run",
+    "import_stream",
+    "verify_export",
 ]
 
 MAGIC: Final = b"RJEXPORT"
@@ -165,12 +169,63 @@ def encode_export(
 def export_run(
     store: JournalStore, run_id: str, *, tool_version: str, created_by: str
 ) -> tuple[bytes, int]:
-    """Read `run_id` from the journal and encode it; returns (file bytes, event count)."""
-    events = list(store.events(run_id))
-    return (
-        encode_export(run_id, events, tool_version=tool_version, created_by=created_by),
-        len(events),
+    """Read `run_id` from the journal and encode it; returns (file bytes, event count).
+
+    Streamed in two passes over the run, holding no event list: the first measures the
+    body (the zstd frame records its content size, which readers require), the second
+    compresses it, so memory does not grow with the run (docs/performance.md "Reading
+    commands on a large run"). The bytes are the same format `encode_export` writes.
+    """
+    count = size = 0
+    for frame in _frames(store, run_id):
+        count += 1
+        size += _LEN.size + len(frame) + _HASH_BYTES
+    trailer_size = len(_encoder.encode(_Trailer(events=count, final_hash="0" * 64)))
+    size += _LEN.size + trailer_size
+    header = _encoder.encode(
+        ExportHeader(
+            format=EXPORT_FORMAT,
+            tool_version=tool_version,
+            run_id=run_id,
+            aggregate_id=str(run_aggregate_id(run_id)),
+            events=count,
+            created_by=created_by,
+        )
     )
+    prefix = _PREFIX.pack(MAGIC, EXPORT_FORMAT)
+    out = io.BytesIO()
+    out.write(b"".join((prefix, _LEN.pack(len(header)), header)))
+    digest = _chain_start(prefix, header)
+    compressor = zstandard.ZstdCompressor(
+        level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
+    )
+    written = 0
+    with compressor.stream_writer(out, size=size, closefd=False) as writer:
+        for frame in _frames(store, run_id):
+            written += 1
+            digest = hashlib.sha256(digest + frame).digest()
+            writer.write(b"".join((_LEN.pack(len(frame)), frame, digest)))
+        if written != count:
+            raise ExportError(f"run {run_id!r} changed while it was exported")
+        trailer = _encoder.encode(_Trailer(events=count, final_hash=digest.hex()))
+        writer.write(_LEN.pack(len(trailer)) + trailer)
+    content = out.getvalue()
+    return content + hashlib.sha256(content).digest(), count
+
+
+def _frames(store: JournalStore, run_id: str) -> Iterator[bytes]:
+    """The export frame of each of the run's events, in order; the first must be the
+    run's allocation (as `encode_export` requires)."""
+    mapper = EventMapper()
+    first = True
+    for event in store.events(run_id):
+        if first and (not isinstance(event, RunAllocated) or event.run_id != run_id):
+            break
+        first = False
+        stored = mapper.to_stored_event(event)
+        yield _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
+    if first:
+        raise ExportError(f"run {run_id!r} has no events that start with its allocation")
 
 
 # --- reading -----------------------------------------------------------------------
@@ -196,8 +251,8 @@ class _Reader:
         return self.take(size, what)
 
 
-def decode_export(data: bytes) -> RunExport:
-    """Verify and decode an export file; raises `NotAnExport` or `VerificationFailed`."""
+def _open_export(data: bytes) -> tuple[ExportHeader, bytes, bytes, memoryview]:
+    """(header, prefix, header bytes, compressed body) of a file whose digest holds."""
     if len(data) < _PREFIX.size or data[: len(MAGIC)] != MAGIC:
         raise NotAnExport("not a runjournal export (no RJEXPORT magic at the start)")
     _, fmt = _PREFIX.unpack(data[: _PREFIX.size])
@@ -207,10 +262,11 @@ def decode_export(data: bytes) -> RunExport:
         )
     if len(data) < _PREFIX.size + _HASH_BYTES:
         raise VerificationFailed("truncated: no file digest")
-    data, file_digest = data[:-_HASH_BYTES], data[-_HASH_BYTES:]
-    if hashlib.sha256(data).digest() != file_digest:
+    view = memoryview(data)
+    content, file_digest = view[:-_HASH_BYTES], bytes(view[-_HASH_BYTES:])
+    if hashlib.sha256(content).digest() != file_digest:
         raise VerificationFailed("corrupt or truncated: the file digest does not match")
-    outer = _Reader(data)
+    outer = _Reader(content)  # type: ignore[arg-type]
     prefix = outer.take(_PREFIX.size, "prefix")
     header_bytes = outer.record("header", _MAX_HEADER)
     try:
@@ -219,10 +275,16 @@ def decode_export(data: bytes) -> RunExport:
         raise VerificationFailed(f"corrupt header: {exc}") from None
     if header.format != fmt or header.chain != "sha256":
         raise VerificationFailed("corrupt header: format or chain does not match the file")
-    aggregate = run_aggregate_id(header.run_id)
-    if header.aggregate_id != str(aggregate):
+    if header.aggregate_id != str(run_aggregate_id(header.run_id)):
         raise VerificationFailed("corrupt header: aggregate id is not the run's")
-    body = _decompress(bytes(outer.data[outer.pos :]))
+    return header, prefix, header_bytes, content[outer.pos :]
+
+
+def decode_export(data: bytes) -> RunExport:
+    """Verify and decode an export file; raises `NotAnExport` or `VerificationFailed`."""
+    header, prefix, header_bytes, compressed = _open_export(data)
+    aggregate = run_aggregate_id(header.run_id)
+    body = _decompress(bytes(compressed))
     digest = _chain_start(prefix, header_bytes)
     reader = _Reader(body)
     mapper = EventMapper()
@@ -310,4 +372,157 @@ def import_run(
         events=len(export.events),
         already_imported=False,
         resumed_after=len(existing),
+    )
+
+
+# --- streaming import ----------------------------------------------------------------
+
+
+class _BodyStream:
+    """The decompressed body read record by record, never whole."""
+
+    def __init__(self, compressed: memoryview) -> None:
+        try:
+            size = zstandard.frame_content_size(compressed)
+        except zstandard.ZstdError:
+            raise VerificationFailed("truncated or corrupt: no readable zstd frame") from None
+        if not 0 <= size <= _MAX_BODY:
+            raise VerificationFailed("corrupt: the compressed body has no or an excessive size")
+        self.size = size
+        self.pos = 0
+        self._reader = zstandard.ZstdDecompressor().stream_reader(
+            compressed, read_across_frames=False
+        )
+
+    def take(self, size: int, what: str) -> bytes:
+        parts, left = [], size
+        try:
+            while left:
+                part = self._reader.read(left)
+                if not part:
+                    raise VerificationFailed(f"truncated: the file ends inside the {what}")
+                parts.append(part)
+                left -= len(part)
+        except zstandard.ZstdError as exc:
+            raise VerificationFailed(
+                f"corrupt: compressed body does not decompress ({exc})"
+            ) from None
+        self.pos += size
+        return b"".join(parts)
+
+    def record(self, what: str, limit: int) -> bytes:
+        (size,) = _LEN.unpack(self.take(_LEN.size, what))
+        if size > limit:
+            raise VerificationFailed(f"corrupt: {what} of {size} bytes is larger than allowed")
+        return self.take(size, what)
+
+    def at_end(self) -> bool:
+        try:
+            return self.pos == self.size and not self._reader.read(1)
+        except zstandard.ZstdError:
+            return False
+
+
+def _records(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(version, frame bytes) of each event, the hash chain and trailer checked as read."""
+    header, prefix, header_bytes, compressed = _open_export(data)
+    body = _BodyStream(compressed)
+    digest = _chain_start(prefix, header_bytes)
+    for version in range(1, header.events + 1):
+        frame_bytes = body.record(f"event frame {version}", _MAX_FRAME)
+        carried = body.take(_HASH_BYTES, f"hash of event frame {version}")
+        digest = hashlib.sha256(digest + frame_bytes).digest()
+        if carried != digest:
+            raise VerificationFailed(f"hash chain broken at event {version}")
+        yield version, frame_bytes
+    trailer_bytes = body.record("trailer", _MAX_HEADER)
+    try:
+        trailer = _trailer_decoder.decode(trailer_bytes)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise VerificationFailed(f"corrupt trailer: {exc}") from None
+    if trailer.events != header.events or trailer.final_hash != digest.hex():
+        raise VerificationFailed("the trailer does not match the events (count or final hash)")
+    if not body.at_end():
+        raise VerificationFailed("corrupt: data after the trailer")
+
+
+def verify_export(data: bytes) -> ExportHeader:
+    """Check a whole export without holding its events: digest, chain, trailer, topics.
+
+    Each frame's topic must be a registered event type and its class version one this
+    runjournal reads; the first event (decoded) must be the run's allocation. Decoding
+    the rest is left to `export_events`, so a file refused here leaves the journal as
+    it was (docs/internals.md "Import").
+    """
+    header = _open_export(data)[0]
+    aggregate = run_aggregate_id(header.run_id)
+    mapper = EventMapper()
+    for version, frame_bytes in _records(data):
+        try:
+            frame = _frame_decoder.decode(frame_bytes)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise VerificationFailed(f"event frame {version} does not decode: {exc}") from None
+        if frame.version != version:
+            raise VerificationFailed(f"event frame {version} carries version {frame.version}")
+        cls = event_type_for_topic(frame.topic)
+        if cls is None:
+            raise VerificationFailed(f"event {version} has an unknown type {frame.topic[:80]!r}")
+        if version == 1:
+            first = _decode_frame(mapper, frame_bytes, aggregate, 1)
+            if not isinstance(first, RunAllocated) or first.run_id != header.run_id:
+                raise VerificationFailed(
+                    f"the events do not start with the allocation of {header.run_id}"
+                )
+        elif _class_version(frame.state) > int(getattr(cls, "class_version", 1)):
+            raise VerificationFailed(
+                f"event {version} was written by a newer {cls.__name__}: upgrade runjournal"
+            )
+    if header.events == 0:
+        raise VerificationFailed(f"the events do not start with the allocation of {header.run_id}")
+    return header
+
+
+def _class_version(state: bytes) -> int:
+    if not state:
+        raise VerificationFailed("an event frame has an empty state")
+    return int.from_bytes(state[1:3], "big") if state[0] & 0x10 else 1
+
+
+def export_events(data: bytes) -> Iterator[RunEvent]:
+    """The events of an export (verified with `verify_export` first), decoded one by one."""
+    header = _open_export(data)[0]
+    aggregate = run_aggregate_id(header.run_id)
+    mapper = EventMapper()
+    for version, frame_bytes in _records(data):
+        yield _decode_frame(mapper, frame_bytes, aggregate, version)
+
+
+def import_stream(
+    store: JournalStore,
+    header: ExportHeader,
+    events: Callable[[], Iterator[RunEvent]],
+    *,
+    batch: int = IMPORT_BATCH,
+) -> ImportResult:
+    """`import_run` for a verified export read as a stream (`events()` starts it afresh).
+
+    The run's stored events are compared with the file's first ones as both are read,
+    then the rest is appended in transactions of `batch`: memory holds one batch, not
+    the run (docs/performance.md "Reading commands on a large run").
+    """
+    run_id = header.run_id
+    incoming = events()
+    existing = 0
+    for stored in store.events(run_id):
+        if next(incoming, None) != stored:
+            raise ImportConflict(
+                f"run {run_id} is already in the journal with other events "
+                f"({store.last_version(run_id)} there, {header.events} in the file)"
+            )
+        existing += 1
+    if existing == header.events:
+        return ImportResult(run_id=run_id, events=existing, already_imported=True, resumed_after=0)
+    store.append_stream(run_id, incoming, batch=batch)
+    return ImportResult(
+        run_id=run_id, events=header.events, already_imported=False, resumed_after=existing
     )

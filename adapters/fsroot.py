@@ -807,6 +807,14 @@ class FsRoot:
             return f"{proc}/{name}"
         return os.path.join(self._path, name)
 
+    def lock_handle(self) -> int:
+        """A new read-only descriptor of this directory itself, for `flock` (the cache
+        root's lock, `adapters/cache_lock.py`): its own open file description, so its lock
+        is independent of every other descriptor. The caller closes it."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        with _classified("."):
+            return os.open(".", flags, dir_fd=self._root_fd())
+
     # ----------------------------------------------------------------- reading
 
     def read_bytes(self, name: str) -> bytes:

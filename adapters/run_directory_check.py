@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -30,7 +30,13 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.names import recorded_run_parent, safe_lane_id
 
-__all__ = ["RunDirectoryCheck", "RunDirectoryProblem", "RunDirectoryStatus", "check_run_directory"]
+__all__ = [
+    "RunDirectoryCheck",
+    "RunDirectoryProblem",
+    "RunDirectoryStatus",
+    "RunFacts",
+    "check_run_directory",
+]
 
 _MANIFEST = "manifest.json"
 
@@ -58,15 +64,53 @@ def _short(digest: str) -> str:
     return digest[:12]
 
 
+class RunFacts:
+    """What the check needs of a run's events, gathered in one pass.
+
+    Only the allocation, outputs, artifacts, terminal event, last version and decision
+    counts are kept, so `journal audit` streams the run (docs/performance.md "Reading
+    commands on a large run") and feeds this beside the audit.
+    """
+
+    def __init__(self) -> None:
+        self.allocated: RunAllocated | None = None
+        self.outputs: list[OutputWritten] = []
+        self.artifacts: list[ArtifactGenerated] = []
+        self.terminal: RunTerminated | None = None
+        self.last = 0
+        self.decisions: dict[str, int] = {}
+
+    def feed(self, event: RunEvent) -> None:
+        self.last = event.originator_version
+        if isinstance(event, StageDecided):
+            self.decisions[event.code.value] = self.decisions.get(event.code.value, 0) + 1
+        elif isinstance(event, OutputWritten):
+            self.outputs.append(event)
+        elif isinstance(event, ArtifactGenerated):
+            self.artifacts.append(event)
+        elif isinstance(event, RunAllocated):
+            self.allocated = self.allocated or event
+        elif isinstance(event, RunTerminated):
+            self.terminal = self.terminal or event
+
+    @classmethod
+    def of(cls, events: Iterable[RunEvent]) -> RunFacts:
+        facts = cls()
+        for event in events:
+            facts.feed(event)
+        return facts
+
+
 def check_run_directory(
-    events: Sequence[RunEvent], *, open_root: Callable[..., FsRoot]
+    events: Iterable[RunEvent] | RunFacts, *, open_root: Callable[..., FsRoot]
 ) -> RunDirectoryCheck:
     """Compare the run's recorded outputs, artifacts and terminal state with its directory.
 
     `open_root` opens the directory holding the run directory (the composition root's
     factory, cli/compose.py).
     """
-    allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
+    facts = events if isinstance(events, RunFacts) else RunFacts.of(events)
+    allocated = facts.allocated
     if allocated is None:
         return RunDirectoryCheck(
             status=RunDirectoryStatus.ABSENT, path=None, files_checked=0, problems=[]
@@ -87,10 +131,10 @@ def check_run_directory(
                 status=RunDirectoryStatus.ABSENT, path=run_dir, files_checked=0, problems=[]
             )
         with run_root:
-            return _check(events, run_root, run_dir)
+            return _check(facts, run_root, run_dir)
 
 
-def _check(events: Sequence[RunEvent], run_root: FsRoot, run_dir: str) -> RunDirectoryCheck:
+def _check(facts: RunFacts, run_root: FsRoot, run_dir: str) -> RunDirectoryCheck:
     problems: list[RunDirectoryProblem] = []
     files = 0
 
@@ -99,49 +143,45 @@ def _check(events: Sequence[RunEvent], run_root: FsRoot, run_dir: str) -> RunDir
         problems.append(RunDirectoryProblem(version=version, event=kind, message=message))
 
     written: dict[str, OutputWritten] = {}
-    for event in events:
-        if isinstance(event, OutputWritten):
-            written[event.name] = event
-            files += 1
-            try:
-                data = run_root.read_bytes(event.name)
-            except FsNotFound:
-                problem(
-                    event, "OutputWritten", f"output {event.name!r} is not in the run directory"
-                )
-                continue
-            except (FsError, ValueError) as exc:
-                problem(event, "OutputWritten", f"output {event.name!r} cannot be read: {exc}")
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != event.sha256 or len(data) != event.size:
-                problem(
-                    event,
-                    "OutputWritten",
-                    f"output {event.name!r} in the run directory has sha256 {_short(digest)}… "
-                    f"({len(data)} bytes), the journal records {_short(event.sha256)}… "
-                    f"({event.size} bytes)",
-                )
-    for event in events:
-        if isinstance(event, ArtifactGenerated):
-            name = f"artifacts/{event.step}/{safe_lane_id(event.lane)}.json"
-            output = written.get(name)
-            if output is not None and output.sha256 != event.sha256:
-                problem(
-                    event,
-                    "ArtifactGenerated",
-                    f"artifact of step {event.step!r} lane {event.lane!r} is recorded as sha256 "
-                    f"{_short(event.sha256)}…, but {name} in the run directory is "
-                    f"{_short(output.sha256)}…",
-                )
-    problems += _check_manifest(events, run_root, written)
+    for event in facts.outputs:
+        written[event.name] = event
+        files += 1
+        try:
+            data = run_root.read_bytes(event.name)
+        except FsNotFound:
+            problem(event, "OutputWritten", f"output {event.name!r} is not in the run directory")
+            continue
+        except (FsError, ValueError) as exc:
+            problem(event, "OutputWritten", f"output {event.name!r} cannot be read: {exc}")
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != event.sha256 or len(data) != event.size:
+            problem(
+                event,
+                "OutputWritten",
+                f"output {event.name!r} in the run directory has sha256 {_short(digest)}… "
+                f"({len(data)} bytes), the journal records {_short(event.sha256)}… "
+                f"({event.size} bytes)",
+            )
+    for event in facts.artifacts:
+        name = f"artifacts/{event.step}/{safe_lane_id(event.lane)}.json"
+        output = written.get(name)
+        if output is not None and output.sha256 != event.sha256:
+            problem(
+                event,
+                "ArtifactGenerated",
+                f"artifact of step {event.step!r} lane {event.lane!r} is recorded as sha256 "
+                f"{_short(event.sha256)}…, but {name} in the run directory is "
+                f"{_short(output.sha256)}…",
+            )
+    problems += _check_manifest(facts, run_root, written)
     return RunDirectoryCheck(
         status=RunDirectoryStatus.CHECKED, path=run_dir, files_checked=files, problems=problems
     )
 
 
 def _check_manifest(
-    events: Sequence[RunEvent], run_root: FsRoot, written: dict[str, OutputWritten]
+    facts: RunFacts, run_root: FsRoot, written: dict[str, OutputWritten]
 ) -> list[RunDirectoryProblem]:
     """`manifest.json` was written from the journal at terminalization: it must still agree."""
     try:
@@ -151,9 +191,9 @@ def _check_manifest(
     if not isinstance(manifest, dict):
         return []
     out: list[RunDirectoryProblem] = []
-    terminal = next((e for e in events if isinstance(e, RunTerminated)), None)
+    terminal = facts.terminal
     recorded = manifest.get("status")
-    last = events[-1].originator_version if events else 0
+    last = facts.last
     if terminal is None and recorded not in (None, "running", "pending"):
         out.append(
             RunDirectoryProblem(
@@ -205,10 +245,7 @@ def _check_manifest(
         never = manifest.get("not_started")
         if isinstance(never, dict):
             counted = {k: counted.get(k, 0) + never.get(k, 0) for k in {*counted, *never}}
-        journal: dict[str, int] = {}
-        for event in events:
-            if isinstance(event, StageDecided):
-                journal[event.code.value] = journal.get(event.code.value, 0) + 1
+        journal = facts.decisions
         if dict(sorted(journal.items())) != dict(sorted(counted.items())):
             out.append(
                 RunDirectoryProblem(

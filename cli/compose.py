@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import click
+from runjournal.adapters.cache_lock import CacheLock
 from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
@@ -221,10 +222,13 @@ class Collaborators:
     cache_root: FsRoot | None
     workspace: Workspace | None = None
     roots: Roots | None = None  # closed with the collaborators when they own them
+    lock: CacheLock | None = None  # the run's share of the cache root's lock
 
     def close(self) -> None:
         if self.workspace is not None:
             self.workspace.close()
+        if self.lock is not None:
+            self.lock.close()
         if self.roots is not None:
             self.roots.close()
 
@@ -255,6 +259,7 @@ def build_collaborators(
         # Only a writer creates the cache root; readers work on what exists.
         creates = config.checkpoints or mode in (CacheMode.USE, CacheMode.REFRESH)
         cache_root = roots.cache(create=True) if creates else roots.existing_cache()
+    lock = _cache_lock(cache_root) if cache_root is not None else None
     plan_store = None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
@@ -273,7 +278,21 @@ def build_collaborators(
         cache_root=cache_root,
         workspace=workspace,
         roots=roots if owned else None,
+        lock=lock,
     )
+
+
+# How long a run waits for a `gc` that holds the cache root's lock (docs/operations.md
+# "Retention and cleanup").
+CACHE_LOCK_WAIT = 120.0
+
+
+def _cache_lock(cache_root: FsRoot) -> CacheLock:
+    """The run's shared lock on the cache root, so `gc` never collects under it.
+
+    Raises CacheLockBusy after CACHE_LOCK_WAIT (a `gc` holding it that long).
+    """
+    return CacheLock.shared(cache_root, wait=CACHE_LOCK_WAIT)
 
 
 def output_objects(output_root: FsRoot) -> OutputObjects:

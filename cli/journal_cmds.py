@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import os
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import click
@@ -21,9 +22,10 @@ from runjournal.adapters.export import (
     ExportError,
     ImportConflict,
     NotAnExport,
-    decode_export,
+    export_events,
     export_run,
-    import_run,
+    import_stream,
+    verify_export,
 )
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
@@ -31,6 +33,7 @@ from runjournal.adapters.journal.chain import ChainReport, ChainStatus
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunDirectoryStatus,
+    RunFacts,
     check_run_directory,
 )
 from runjournal.cli.compose import factories, journal_for
@@ -38,6 +41,7 @@ from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 from runjournal.domain.audit import AuditReport, Difference, Problem, audit_run
+from runjournal.domain.events import RunEvent
 
 # --- shared ----------------------------------------------------------------------
 
@@ -47,6 +51,12 @@ def _resolve(store: JournalStore, ref: str) -> str:
         return store.resolve_run(ref)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
+
+
+def _fed(events: Iterator[RunEvent], facts: RunFacts) -> Iterator[RunEvent]:
+    for event in events:
+        facts.feed(event)
+        yield event
 
 
 def _where(d: Difference) -> str:
@@ -59,17 +69,17 @@ def _where(d: Difference) -> str:
 
 def audit(opts: dict[str, Any], *, run: str) -> int:
     store = open_cli_journal(opts, read_only=True)
+    facts = RunFacts()
     try:
         run_id = _resolve(store, run)
-        try:
-            events = list(store.events(run_id))
+        try:  # streamed: the audit and the run directory's facts see each event once
+            report = audit_run(_fed(store.events(run_id), facts))
             chain = store.verify_chain(run_id)
         except JournalError as exc:
             raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
     finally:
         store.close()
-    report = audit_run(events)
-    run_dir = check_run_directory(events, open_root=factories().open_root)
+    run_dir = check_run_directory(facts, open_root=factories().open_root)
     tampering = _tampering(chain, run_dir)
     clean = report.ok and not tampering
     if opts.get("as_json"):
@@ -258,16 +268,18 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
             data = fh.read()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        export = decode_export(data)
+    try:  # verified whole first, then streamed: memory holds one batch of events
+        header = verify_export(data)
     except NotAnExport as exc:
         raise CliError(f"{path}: {exc}") from None
     except ExportError as exc:
         raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
     store = _open_target_journal(opts)
     try:
-        result = import_run(store, export)
+        result = import_stream(store, header, lambda: export_events(data))
     except ImportConflict as exc:
+        raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
+    except ExportError as exc:
         raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
     except JournalError as exc:
         raise CliError(f"{path}: cannot import: {exc}", ExitCode.FAILED) from None

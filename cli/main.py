@@ -573,22 +573,37 @@ def recover(**opts: Any) -> None:
     help="Only runs started more than AGE ago: a number and a unit, "
     f"{', '.join(AGE_UNITS)} (90m, 12h, 30d, 2w).",
 )
+@click.option(
+    "--cache",
+    is_flag=True,
+    help="Also remove checkpoints and chunk plans that no kept run references.",
+)
+@click.option(
+    "--max-cache-size",
+    default=None,
+    metavar="SIZE",
+    help="With --cache (implied): then remove the least recently used until the cache "
+    "fits in SIZE (500M, 2G; K, M, G, T are powers of 1024).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
-@setting_options("output_root", "debug_root", "journal")
+@setting_options("output_root", "cache_root", "debug_root", "journal")
 @json_option
 @verbose_option
 def gc(**opts: Any) -> None:
     """Remove run directories and debug bundles of finished runs beyond the retention.
 
-    One of --keep or --older-than is required; with both, only runs beyond the N newest
-    that are also older than AGE are removed. AGE units: s (seconds), m (minutes),
-    h (hours), d (days), w (weeks). Journal events are kept.
+    One of --keep, --older-than or --cache is required; with both --keep and
+    --older-than, only runs beyond the N newest that are also older than AGE are removed.
+    AGE units: s (seconds), m (minutes), h (hours), d (days), w (weeks). Journal events
+    are kept. --cache also removes the checkpoints and chunk plans no kept run references
+    (nothing while a run holds the cache root); the removal is a journal event.
 
     \b
     Examples:
       runjournal gc --keep 10 --dry-run
       runjournal gc --older-than 30d
       runjournal gc --keep 5 --older-than 2w
+      runjournal gc --keep 5 --cache --max-cache-size 2G --dry-run
     """
     _call("maintenance_cmds.gc", opts)
 

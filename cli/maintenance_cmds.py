@@ -16,6 +16,7 @@ from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.processes import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.cli.age import AGE_UNITS, parse_age
+from runjournal.cli.cache_gc import collect_cache, echo_cache, parse_size
 from runjournal.cli.compose import factories, output_objects
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
@@ -124,9 +125,11 @@ def gc(opts: dict[str, Any]) -> int:
     """Delete run directories (and debug bundles) of finished runs beyond the retention."""
     keep = opts.get("keep")
     older = parse_age(opts["older_than"]) if opts.get("older_than") else None
-    if keep is None and older is None:
+    max_size = parse_size(opts["max_cache_size"]) if opts.get("max_cache_size") else None
+    cache = bool(opts.get("cache")) or max_size is not None
+    if keep is None and older is None and not cache:
         raise CliError(
-            "gc needs --keep N and/or --older-than AGE "
+            "gc needs --keep N and/or --older-than AGE, or --cache "
             f"(AGE: a number and a unit, {', '.join(AGE_UNITS)}; e.g. 30d)"
         )
     dry_run = bool(opts.get("dry_run"))
@@ -144,6 +147,8 @@ def gc(opts: dict[str, Any]) -> int:
     for index, summary in enumerate(runs):
         beyond_keep = keep is not None and index >= keep
         too_old = older is not None and now - summary.started > older
+        if keep is None and older is None:
+            continue  # --cache alone: every run is kept
         if (keep is None or beyond_keep) and (older is None or too_old):
             doomed.append(summary)
     # A gc killed mid-way left its run directories renamed to tombstones: finish them, in
@@ -166,12 +171,17 @@ def gc(opts: dict[str, Any]) -> int:
         _prune_output_objects(root, dry_run)
         for root in dict.fromkeys((config.output_root, *filter(None, output_roots)))
     )
-    doc = {
+    doc: dict[str, Any] = {
         "dry_run": dry_run,
         "runs": [r.run_id for r in doomed],
         "removed": removed,
         "objects_removed": objects_removed,
+        "cache": None,  # the cache root's collection, with --cache
     }
+    if cache:
+        with open_cli_journal(opts, read_only=dry_run) as store:
+            dropped = {r.run_id for r in doomed}
+            doc["cache"] = collect_cache(store, config, dropped, max_size=max_size, dry_run=dry_run)
     if opts.get("as_json"):
         emit_json(doc)
         return 0
@@ -180,8 +190,10 @@ def gc(opts: dict[str, Any]) -> int:
         click.echo(f"{verb} {path}")
     if objects_removed:
         click.echo(f"removed {objects_removed} output object(s) no run directory links")
-    if not removed and not objects_removed:
+    if not removed and not objects_removed and not cache:
         click.echo("nothing to remove")
+    if cache:
+        echo_cache(doc["cache"])
     return 0
 
 

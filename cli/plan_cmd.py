@@ -78,6 +78,7 @@ def _predict(
                 plan_store=view.plans,
                 policy=policy,
                 prices=prices,
+                scopes=view,
             ).plan(resolved)
     finally:
         view.close()

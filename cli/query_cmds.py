@@ -14,7 +14,7 @@ from runjournal.adapters.journal import (
 )
 from runjournal.cli.compose import journal_for, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
-from runjournal.cli.output import emit_json, jsonl_line
+from runjournal.cli.output import emit_json, emit_json_streamed, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.settings import (
     EffectiveConfig,
@@ -210,11 +210,12 @@ def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
 
 
 def journal_show(opts: dict[str, Any], *, run: str, jsonl: bool = False) -> int:
-    """RUN's events: text lines or `--jsonl` streamed as they are read; `--json` whole.
+    """RUN's events: text lines or `--jsonl` streamed as they are read; `--json` too.
 
-    `--json` is one document, so it is built in memory; the text and `--jsonl` forms
-    print each event as it is decoded and hold one page of rows at a time
-    (docs/operations.md "Reading a journal").
+    The text and `--jsonl` forms print each event as it is decoded and hold one page of
+    rows at a time (docs/operations.md "Reading a journal"). `--json` is one document:
+    the run is read twice, once to know every row decodes (a row that does not is one
+    error line and nothing else on stdout, as before), then printed event by event.
     """
     if jsonl and opts.get("as_json"):
         raise CliError("--json and --jsonl cannot be combined: choose one")
@@ -222,8 +223,13 @@ def journal_show(opts: dict[str, Any], *, run: str, jsonl: bool = False) -> int:
     try:
         run_id = _resolve(store, run)
         if opts.get("as_json"):
-            events = [journal_event_to_json(e) for e in read_events(store, run_id)]
-            emit_json({"run_id": run_id, "events": events})
+            try:
+                for _ in store.events(run_id):
+                    pass
+            except JournalError as exc:
+                raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+            events = (journal_event_to_json(e) for e in store.events(run_id))
+            emit_json_streamed({"run_id": run_id}, "events", events)
             return 0
         return _stream_events(store, run_id, jsonl)
     finally:

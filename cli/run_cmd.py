@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 from runjournal import __version__
+from runjournal.adapters.cache_lock import CacheLockBusy
 from runjournal.adapters.debug_bundle import (
     COMMAND,
     RESOLUTION,
@@ -269,6 +270,10 @@ def _allocate(req: RunRequest, argv: list[str], parsed: _Parsed) -> _Invocation:
         journal.close()
         roots.close()
         raise CliError(f"cache root {config.cache_root}: {exc}") from None
+    except CacheLockBusy as exc:  # a gc held the lock for longer than CACHE_LOCK_WAIT
+        journal.close()
+        roots.close()
+        raise CliError(f"cache root {config.cache_root}: {exc}", ExitCode.FAILED) from None
     try:
         roots.output()  # opened (and created) now: the run directory is made under this handle
     except FsError as exc:

@@ -407,6 +407,46 @@ class TerminalPersistenceFailed(RunEvent, frozen=True, kw_only=True):
     message: str
 
 
+class CacheEntryKind(enum.StrEnum):
+    CHECKPOINT = "checkpoint"
+    CHUNK_PLAN = "chunk_plan"
+
+
+class RemovalReason(enum.StrEnum):
+    """Why `gc` removed a cache entry (docs/operations.md "Retention and cleanup")."""
+
+    UNREFERENCED = "unreferenced"  # no kept run's events reference it
+    OVER_SIZE = "over_size"  # referenced, but least recently used beyond --max-cache-size
+
+
+class CacheRemoval(msgspec.Struct, frozen=True):
+    kind: CacheEntryKind
+    name: str  # relative to the cache root
+    size: int
+    reason: RemovalReason
+
+
+class CacheCollected(RunEvent, frozen=True, kw_only=True):
+    """What one `gc` removed from the cache root, recorded after removing it.
+
+    Not a run's event: each collection is its own one-event aggregate
+    (`domain/cache_refs.py` `collection_id`), so `runs list` never shows it.
+    """
+
+    collection: str
+    cache_root: str
+    removed: list[CacheRemoval]
+    freed: int  # bytes removed
+    size_before: int
+    size_after: int
+    kept_runs: int
+    max_size: int | None = None
+
+
+# Events recorded outside any run (registered with the journal's codec like EVENT_TYPES).
+MAINTENANCE_EVENT_TYPES: tuple[type[RunEvent], ...] = (CacheCollected,)
+
+
 EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunAllocated,
     ConfigurationResolved,

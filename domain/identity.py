@@ -129,6 +129,31 @@ def lane_identity(components: LaneComponents, source_digests: Iterable[str]) -> 
     )
 
 
+def step_identity(components: LaneComponents) -> str:
+    """What a step's checkpoints are stored under: a digest of S alone (32 hex).
+
+    docs/internals.md "Checkpoint store": with the consumed artifacts' D and the lane
+    identity it names where a stage's checkpoint lives, so a parameter switched back finds
+    its earlier results instead of overwriting them.
+    """
+    return digest_of([getattr(components, name) for name in COMPONENT_ORDER])[:32]
+
+
+def scope_dependencies(stage_digests: Iterable[str]) -> str:
+    """The D a stage's checkpoint is stored under: its own D and those of the stages before
+    it in the lane (extract, merge, normalize), since its input came from them.
+
+    Empty when the lane consumes nothing; the extract stage's own D when it is the only one
+    (docs/internals.md "Checkpoint store").
+    """
+    digests = list(stage_digests)
+    if not any(digests):
+        return EMPTY
+    if len(digests) == 1:
+        return digests[0]
+    return digest_of(digests)
+
+
 def invocation_identity(lane_identities: Iterable[str]) -> str:
     """The run's invocation identity: sha256 over the sorted lane identities."""
     return digest_of(sorted(lane_identities))

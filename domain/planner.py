@@ -37,7 +37,10 @@ from runjournal.domain.identity import (
     codec_id,
     dependencies_digest,
     lane_identity,
+    scope_dependencies,
     sequence_digest,
+    sha256_hex,
+    step_identity,
 )
 from runjournal.domain.llm import LLMUsage, total_usage
 from runjournal.domain.modules import StageContext
@@ -49,6 +52,8 @@ from runjournal.domain.ports import (
     CheckpointLoader,
     CheckpointRecord,
     ChunkPlanStore,
+    ScopeIndex,
+    StoreScope,
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
@@ -57,6 +62,8 @@ from runjournal.domain.runner.reads import declares_reads, stage_reads
 
 # A digest no stage ever produces: "this unknown output differs from the recorded one".
 _DIFFERENT = "\x00unknown"
+# The D a lookup uses for "a D no checkpoint is stored under" (a valid digest never stored).
+_UNSTORED = sha256_hex(_DIFFERENT.encode("utf-8"))
 
 
 class PredictionCode(enum.StrEnum):
@@ -194,7 +201,9 @@ class Planner:
 
     `loader` is what the run would consult (None without --resume or --recompute); `cache`
     is read for estimates whatever the flags (a plain run's checkpoints still say what a
-    stage cost). `prices` holds the LLM steps (step id -> its profile's prices).
+    stage cost). `prices` holds the LLM steps (step id -> its profile's prices). `scopes`
+    lists the D values a lane has checkpoints under, so a lane whose D is not known
+    before execution is predicted under each of them (docs/internals.md "Checkpoint store").
     """
 
     def __init__(
@@ -205,8 +214,10 @@ class Planner:
         plan_store: ChunkPlanStore | None,
         policy: RecomputePolicy,
         prices: Mapping[str, Prices],
+        scopes: ScopeIndex | None = None,
     ) -> None:
         self._loader = loader
+        self._scopes = scopes
         self._cache = cache
         self._plans = plan_store
         self._policy = policy
@@ -325,7 +336,67 @@ class Planner:
     ) -> _Known:
         lid = lane_identity(step.components, source_digests)
         forced = step.id in self._policy.forced
-        merge_state, merge_record = self._lookup(step, lane, Stage.MERGE, "", forced)
+        unknown = [d for d in deps.values() if d.digest is None]
+        if not unknown or forced or self._loader is None:
+            return self._lane_under(step, lane, chunks, lid, forced, deps)
+        # A D waits on a producer that may execute: the run looks the stage's checkpoints
+        # up under the D it gets, so predict under every D stored for this step identity,
+        # and under one never stored; stages on which they disagree are pending on it.
+        passes: list[tuple[list[Prediction], _Known]] = []
+        for value in [*self._stored_dependencies(step, lane), _UNSTORED]:
+            mark = len(self._out)
+            lane_known = self._lane_under(step, lane, chunks, lid, forced, deps, value)
+            passes.append((self._out[mark:], lane_known))
+            del self._out[mark:]
+        for row in zip(*(p for p, _ in passes), strict=True):
+            self._out.append(_combine(list(row), unknown[0].producer))
+        fingerprints = {k.fingerprint for _, k in passes}
+        if len(fingerprints) == 1 and None not in fingerprints:
+            return passes[0][1]
+        return _Known(None, StageRef(step.id, lane, Stage.NORMALIZE))
+
+    def _stored_dependencies(self, step: ResolvedStep, lane: str) -> list[str]:
+        """The D values this step identity has checkpoints under in the lane (and the one of
+        the old layout's merge checkpoint when it is of the same S)."""
+        values: list[str] = []
+        if self._scopes is not None:
+            values.extend(
+                self._scopes.stored_dependencies(step.id, lane, step_identity(step.components))
+            )
+        if self._loader is not None:
+            old = self._loader.load(
+                CheckpointKey(step.id, lane, Stage.MERGE), codec_id(step.module, Stage.MERGE)
+            ).record
+            if old is not None and old.digests.components == step.components:
+                values.append(old.digests.dependencies)
+        return list(dict.fromkeys(values))
+
+    def _lane_under(
+        self,
+        step: ResolvedStep,
+        lane: str,
+        chunks: list[_Chunk],
+        lid: str,
+        forced: bool,
+        deps: dict[Stage, _Output],
+        unknown_dir: str = _UNSTORED,
+    ) -> _Known:
+        """The lane's predictions (appended) with each stage's D `deps`; a stage whose
+        stored D is not known (its own or an earlier stage's D waits on a producer) is
+        looked up under the D directory `unknown_dir`, its D decided both ways."""
+        sid = step_identity(step.components)
+        scopes: dict[Stage, StoreScope] = {}
+        known: list[str] = []
+        for stage in Stage:
+            digest = deps[stage].digest
+            if digest is None or len(known) < list(Stage).index(stage):
+                scopes[stage] = StoreScope(sid, unknown_dir, lid)
+                continue
+            known.append(digest)
+            scopes[stage] = StoreScope(sid, scope_dependencies(known), lid)
+        merge_state, merge_record = self._lookup(
+            step, lane, Stage.MERGE, "", forced, scopes[Stage.MERGE]
+        )
         lane_record = (
             merge_record
             if merge_state is CheckpointState.PRESENT
@@ -335,14 +406,25 @@ class Planner:
         )
         results: list[_Output] = []
         for chunk in chunks:
-            state, record = self._lookup(step, lane, Stage.EXTRACT, chunk.id, forced)
+            state, record = self._lookup(
+                step, lane, Stage.EXTRACT, chunk.id, forced, scopes[Stage.EXTRACT]
+            )
             own = record
             if state is CheckpointState.MISSING and lane_record is not None:
                 state, record = CheckpointState.LANE_ONLY, lane_record
             where = StageRef(step.id, lane, Stage.EXTRACT, chunk.id)
             extract_deps = deps[Stage.EXTRACT]
             pred = self._predict(
-                step, where, forced, state, record, _Output(chunk.id), extract_deps, own, chunk
+                step,
+                where,
+                forced,
+                state,
+                record,
+                _Output(chunk.id),
+                extract_deps,
+                own,
+                scopes[Stage.EXTRACT],
+                chunk,
             )
             results.append(_result(pred, record))
         pending = next((r for r in results if r.digest is None), None)
@@ -361,12 +443,23 @@ class Planner:
             extract_out,
             deps[Stage.MERGE],
             merge_record,
+            scopes[Stage.MERGE],
         )
         merged = _result(pred, merge_record)
-        norm_state, norm_record = self._lookup(step, lane, Stage.NORMALIZE, "", forced)
+        norm_state, norm_record = self._lookup(
+            step, lane, Stage.NORMALIZE, "", forced, scopes[Stage.NORMALIZE]
+        )
         where = StageRef(step.id, lane, Stage.NORMALIZE)
         pred = self._predict(
-            step, where, forced, norm_state, norm_record, merged, deps[Stage.NORMALIZE], norm_record
+            step,
+            where,
+            forced,
+            norm_state,
+            norm_record,
+            merged,
+            deps[Stage.NORMALIZE],
+            norm_record,
+            scopes[Stage.NORMALIZE],
         )
         if pred.outcome is Outcome.REUSED and norm_record is not None:
             module = step.module
@@ -386,12 +479,18 @@ class Planner:
         return _Known(None, where)
 
     def _lookup(
-        self, step: ResolvedStep, lane: str, stage: Stage, chunk: str, forced: bool
+        self,
+        step: ResolvedStep,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        forced: bool,
+        scope: StoreScope,
     ) -> tuple[CheckpointState, CheckpointRecord | None]:
         if forced or self._loader is None:
             return CheckpointState.NOT_LOOKED_UP, None
         loaded = self._loader.load(
-            CheckpointKey(step.id, lane, stage, chunk), codec_id(step.module, stage)
+            CheckpointKey(step.id, lane, stage, chunk, scope), codec_id(step.module, stage)
         )
         return loaded.state, loaded.record
 
@@ -405,6 +504,7 @@ class Planner:
         stage_input: _Output,
         deps: _Output,
         own: CheckpointRecord | None,
+        scope: StoreScope,
         chunk: _Chunk | None = None,
     ) -> Prediction:
         """Decide under every value the unknown digests can take; one code is definite."""
@@ -429,7 +529,7 @@ class Planner:
                 if code not in codes:
                     codes.append(code)
         possible = tuple(sorted(codes, key=list(ReasonCode).index))
-        estimate = self._estimate(step, where, own, chunk)
+        estimate = self._estimate(step, where, own, scope, chunk)
         if len(possible) == 1:
             code = possible[0]
             reused = code in REUSE_CODES
@@ -460,13 +560,14 @@ class Planner:
         step: ResolvedStep,
         where: StageRef,
         own: CheckpointRecord | None,
+        scope: StoreScope,
         chunk: _Chunk | None,
     ) -> Estimate | None:
         """From what the scope's checkpoint cost before, else from the chunk's size."""
         record = own
         if record is None and self._cache is not None:
             loaded = self._cache.load(
-                CheckpointKey(where.step, where.lane, where.stage, where.chunk),
+                CheckpointKey(where.step, where.lane, where.stage, where.chunk, scope),
                 codec_id(step.module, where.stage),
             )
             record = loaded.record
@@ -487,6 +588,25 @@ def _usage_view(predictions: list[Prediction]) -> dict[str, Any]:
     estimates = [p.estimate for p in predictions if p.estimate is not None]
     basis = {b.value: sum(1 for e in estimates if e.basis is b) for b in Basis}
     return {**total_usage(e.usage for e in estimates).view(), "basis": basis}
+
+
+def _combine(row: list[Prediction], producer: StageRef | None) -> Prediction:
+    """One stage predicted under several D values: definite only when they all agree."""
+    order = list(ReasonCode)
+    possible = tuple(sorted({c for p in row for c in p.possible}, key=order.index))
+    first = row[0]
+    if len(possible) == 1:
+        return first
+    waits_on = next((p.waits_on for p in row if p.waits_on is not None), producer)
+    return Prediction(
+        first.where,
+        PredictionCode.UPSTREAM_PENDING,
+        Outcome.PENDING,
+        possible,
+        waits_on=waits_on,
+        estimate=next((p.estimate for p in row if p.estimate is not None), None),
+        saved=next((p.saved for p in row if p.saved is not None), None),
+    )
 
 
 def _values(current: str | None, recorded: str | None) -> tuple[str, ...]:

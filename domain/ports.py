@@ -24,11 +24,36 @@ class EventSink(Protocol):
     def emit(self, event_type: type[RunEvent], **fields: Any) -> None: ...
 
 
+class StoreScope(msgspec.Struct, frozen=True):
+    """What a stage's checkpoint is, beyond its step, lane and stage: where it is stored.
+
+    `step_identity` is `identity.step_identity(S)`, `dependencies` the stage's D (empty
+    when it consumes nothing) and `lane_identity` the lane identity (docs/internals.md
+    "Checkpoint store").
+    """
+
+    step_identity: str
+    dependencies: str
+    lane_identity: str
+
+
 class CheckpointKey(msgspec.Struct, frozen=True):
+    """A stage's position (step, lane, stage, chunk) and, for lookups, its `scope`.
+
+    Without a scope a lookup finds the lane's most recently written checkpoint at that
+    position (the layout before the scope existed behaves so too).
+    """
+
     step: str
     lane: str
     stage: Stage
     chunk: str = ""
+    scope: StoreScope | None = None
+
+    @property
+    def position(self) -> CheckpointKey:
+        """The same key without its scope."""
+        return CheckpointKey(self.step, self.lane, self.stage, self.chunk)
 
 
 class Provenance(msgspec.Struct, frozen=True):
@@ -90,6 +115,12 @@ class CheckpointLoader(Protocol):
     def load_accepted_artifact(
         self, step: str, lane: str, lane_identity: str, codec_id: str
     ) -> RestoredArtifact: ...
+
+
+class ScopeIndex(Protocol):
+    """What `plan` asks the cache beyond lookups: the D values a lane has checkpoints under."""
+
+    def stored_dependencies(self, step: str, lane: str, identity: str) -> list[str]: ...
 
 
 class CheckpointWriteError(Exception):

@@ -109,30 +109,27 @@ def verify_chain(
     from runjournal.adapters.journal.codec import event_type_for_topic
     from runjournal.adapters.journal.errors import JournalCorrupt
 
-    parsed: list[tuple[StoredEvent, str, int, bytes, bytes | None, str]] = []
-    for row in rows:
-        cls = event_type_for_topic(row.topic)
-        name = cls.__name__ if cls is not None else f"unknown type {row.topic[:60]!r}"
-        try:
-            class_version, body, link = mapper.split_state(bytes(row.state))
-            unreadable = ""
-        except (JournalCorrupt, ValueError, TypeError, IndexError) as exc:
-            class_version, body, link = 0, b"", None
-            unreadable = f"its stored state cannot be read ({type(exc).__name__})"
-        parsed.append((row, name, class_version, body, link, unreadable))
-    if not parsed:
-        return ChainReport(status=ChainStatus.EMPTY, events=0, head=None, breaks=[])
-    if all(link is None for *_, link, _ in parsed):
-        return ChainReport(status=ChainStatus.UNCHAINED, events=len(parsed), head=None, breaks=[])
-
+    # One pass, holding no row: a run whose rows carry no link at all is unchained, which
+    # is known only at the end, so breaks are gathered as if chained and dropped then.
+    events = rows_seen = linked = 0  # a packed row holds several events ("Packed rows")
     breaks: list[ChainBreak] = []
     stretch: list[Any] = []  # [version, event, message, rows after it]
     previous = genesis(aggregate_id)
-    for row, name, class_version, body, link, unreadable in parsed:
-        problem = unreadable
+    last_link: bytes | None = None
+    for row in rows:
+        rows_seen += 1
+        try:
+            class_version, count, body, link = mapper.split_row(bytes(row.state))
+            problem = ""
+        except (JournalCorrupt, ValueError, TypeError, IndexError) as exc:
+            class_version, count, body, link = 0, 1, b"", None
+            problem = f"its stored state cannot be read ({type(exc).__name__})"
+        events += count
+        last_link = link
         if link is None and not problem:
             problem = "carries no chain link in a chained run (it was inserted or rewritten)"
         elif link is not None:
+            linked += 1
             expected = link_digest(
                 previous, row.originator_id, row.originator_version, row.topic, class_version, body
             )
@@ -145,16 +142,21 @@ def verify_chain(
         if problem and stretch:
             stretch[3] += 1
         elif problem:
+            cls = event_type_for_topic(row.topic)
+            name = cls.__name__ if cls is not None else f"unknown type {row.topic[:60]!r}"
             stretch = [row.originator_version, name, problem, 0]
         elif stretch:
             breaks.append(_break(*stretch))
             stretch = []
+    if not rows_seen:
+        return ChainReport(status=ChainStatus.EMPTY, events=0, head=None, breaks=[])
+    if not linked:
+        return ChainReport(status=ChainStatus.UNCHAINED, events=events, head=None, breaks=[])
     if stretch:
         breaks.append(_break(*stretch))
-    last_link = parsed[-1][4]
     return ChainReport(
         status=ChainStatus.BROKEN if breaks else ChainStatus.VERIFIED,
-        events=len(parsed),
+        events=events,
         head=last_link.hex() if last_link is not None else None,
         breaks=breaks,
     )

@@ -1,14 +1,16 @@
 """The journal's storage format: `EventMapper` between `RunEvent` Structs and stored rows.
 
 The state bytes are one format byte (msgpack, or zstd-compressed msgpack when large),
-an optional class version, then the event's fields minus the two origin fields.
-Decoding is typed and upcasts old class versions. See docs/internals.md "Storage
-format" and "Decoding and upcasting".
+an optional class version, then the event's fields minus the two origin fields; a
+packed row holds a run of alike decisions (pack.py). Decoding is typed and upcasts old
+class versions. See docs/internals.md "Storage format", "Packed rows" and "Decoding and
+upcasting".
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from hashlib import sha256
 from typing import Any, Final
 from uuid import UUID
@@ -19,7 +21,8 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 from runjournal.adapters.journal.chain import TAG, type_part
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
-from runjournal.domain.events import EVENT_TYPES, RunEvent
+from runjournal.adapters.journal.pack import PACK_KEY, groups, pack_items, unpack
+from runjournal.domain.events import EVENT_TYPES, MAINTENANCE_EVENT_TYPES, RunEvent, StageDecided
 
 __all__ = [
     "COMPRESS_THRESHOLD",
@@ -36,6 +39,8 @@ __all__ = [
 FORMAT_MSGPACK: Final = 0x01
 FORMAT_ZSTD_MSGPACK: Final = 0x02
 _FLAG_CLASS_VERSION: Final = 0x10  # header is followed by class_version as uint16 BE
+_FLAG_PACKED: Final = 0x20  # then by the row's event count as uint16 BE (pack.py)
+_KNOWN_BITS: Final = 0x0F | _FLAG_CLASS_VERSION | _FLAG_PACKED
 COMPRESS_THRESHOLD: Final = 1024
 """Encoded states larger than this many bytes are zstd-compressed (when that helps)."""
 _ZSTD_LEVEL: Final = 3
@@ -110,11 +115,16 @@ def _map_count(body: bytes) -> tuple[int, int]:
 
 
 def _with_link(body: bytes, link: bytes) -> bytes:
+    return _with_entry(body, _LINK_TAIL + link)
+
+
+def _with_entry(body: bytes, entry: bytes) -> bytes:
+    """The map with one more entry (its key and value bytes) appended last."""
     head = body[0] if body else -1
     if 0x80 <= head < 0x8F:  # fixmap with room for one more entry: the common case
-        return bytes((head + 1,)) + body[1:] + _LINK_TAIL + link
+        return bytes((head + 1,)) + body[1:] + entry
     count, skip = _map_count(body)
-    return b"".join((_map_header(count + 1), memoryview(body)[skip:], _LINK_TAIL, link))
+    return b"".join((_map_header(count + 1), memoryview(body)[skip:], entry))
 
 
 def _without_link(body: bytes) -> tuple[bytes, bytes | None]:
@@ -198,6 +208,65 @@ class EventMapper(Mapper[UUID]):
         ).digest()  # = chain.link_digest(...), with the class's part computed once
         return self._stored(event, codec, _with_link(body, digest)), digest
 
+    def to_stored_rows(
+        self, events: Sequence[RunEvent], previous: bytes | None
+    ) -> tuple[list[StoredEvent], bytes | None]:
+        """The rows of consecutive events of one run, alike decisions packed (pack.py).
+
+        Each row is chained to `previous` (None: the run is recorded unchained); returns
+        the rows and the last link.
+        """
+        rows: list[StoredEvent] = []
+        for group in groups(events):
+            if len(group) == 1:
+                if previous is None:
+                    rows.append(self.to_stored_event(group[0]))
+                else:
+                    row, previous = self.to_chained_stored_event(group[0], previous)
+                    rows.append(row)
+                continue
+            row, link = self._packed_row(group, previous)  # type: ignore[arg-type]
+            rows.append(row)
+            previous = link if previous is not None else None
+        return rows, previous
+
+    def _packed_row(
+        self, events: Sequence[StageDecided], previous: bytes | None
+    ) -> tuple[StoredEvent, bytes | None]:
+        """One row for a pack: the first event's map plus `~pack`, linked as one entry."""
+        first, last = events[0], events[-1]
+        codec = self.codec_for(StageDecided)
+        body = _with_entry(self._body(first), PACK_KEY + pack_items(events))
+        link = None
+        if previous is not None:
+            link = sha256(
+                b"".join(
+                    (
+                        TAG,
+                        previous,
+                        last.originator_id.bytes,
+                        last.originator_version.to_bytes(8, "big"),
+                        codec.type_part,
+                        body,
+                    )
+                )
+            ).digest()
+            body = _with_link(body, link)
+        row = self._stored(last, codec, body)
+        count = len(events).to_bytes(2, "big")
+        state = row.state
+        head = len(codec.headers[FORMAT_MSGPACK])
+        packed_state = bytes((state[0] | _FLAG_PACKED,)) + state[1:head] + count + state[head:]
+        return (
+            StoredEvent(
+                originator_id=row.originator_id,
+                originator_version=row.originator_version,
+                topic=row.topic,
+                state=packed_state,
+            ),
+            link,
+        )
+
     def _body(self, event: RunEvent) -> bytes:
         state = msgspec.structs.asdict(event)
         del state["originator_id"], state["originator_version"]
@@ -220,6 +289,16 @@ class EventMapper(Mapper[UUID]):
     # -- read -----------------------------------------------------------------------
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        """The event of a row that holds one (a packed row: `to_domain_events`)."""
+        events = self.to_domain_events(stored_event)
+        if len(events) != 1:
+            raise JournalCorrupt(
+                one_line(f"{_where(stored_event)} holds {len(events)} events, not one")
+            )
+        return events[0]
+
+    def to_domain_events(self, stored_event: StoredEvent) -> list[RunEvent]:
+        """The events of one row, in version order: one, or the events of a packed row."""
         try:
             return self._decode(self._codec_for_topic(stored_event.topic), stored_event)
         except JournalCorrupt as exc:
@@ -240,12 +319,32 @@ class EventMapper(Mapper[UUID]):
 
     def split_state(self, state: bytes) -> tuple[int, bytes, bytes | None]:
         """(class_version, the msgpack map without its chain link, the link or None)."""
+        version, _, body, link = self.split_row(state)
+        return version, body, link
+
+    def event_count(self, state: bytes) -> int:
+        """How many events a row's state holds (1 unless packed); from the header only."""
+        head = state[0] if state else 0
+        if not head & _FLAG_PACKED:
+            return 1
+        at = 3 if head & _FLAG_CLASS_VERSION else 1
+        return int.from_bytes(state[at : at + 2], "big")
+
+    def split_row(self, state: bytes) -> tuple[int, int, bytes, bytes | None]:
+        """(class_version, events in the row, the map without its chain link, the link)."""
         head = state[0]
-        fmt = head & ~_FLAG_CLASS_VERSION
+        fmt = head & 0x0F
+        if head & ~_KNOWN_BITS:
+            raise JournalCorrupt(f"unknown state format 0x{head:02x}")
         if head & _FLAG_CLASS_VERSION:
             version, offset = int.from_bytes(state[1:3], "big"), 3
         else:
             version, offset = 1, 1
+        count = 1
+        if head & _FLAG_PACKED:
+            count, offset = int.from_bytes(state[offset : offset + 2], "big"), offset + 2
+            if count < 2:
+                raise JournalCorrupt(f"a packed row of {count} event(s)")
         body = bytes(state[offset:])
         if fmt == FORMAT_ZSTD_MSGPACK:
             size = zstandard.frame_content_size(body)
@@ -256,12 +355,27 @@ class EventMapper(Mapper[UUID]):
         elif fmt != FORMAT_MSGPACK:
             raise JournalCorrupt(f"unknown state format 0x{head:02x}")
         body, link = _without_link(body)
-        return version, body, link
+        return version, count, body, link
 
-    def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> RunEvent:
-        version, body, _ = self.split_state(stored.state)
+    def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> list[RunEvent]:
+        version, count, body, _ = self.split_row(stored.state)
+        if count == 1:
+            return [self._decode_one(codec, stored, version, body, stored.originator_version)]
+        if codec.cls is not StageDecided:
+            raise JournalCorrupt(f"{codec.cls.__name__} rows are never packed")
+        first = stored.originator_version - count + 1
+        if first < 1:
+            raise JournalCorrupt(
+                f"a packed row of {count} events ending at version {first + count - 1}"
+            )
+        template = self._decode_one(codec, stored, version, body, first)
+        return unpack(template, body, count)  # type: ignore[arg-type]
+
+    def _decode_one(
+        self, codec: _ClassCodec, stored: StoredEvent, version: int, body: bytes, at: int
+    ) -> RunEvent:
         if version == codec.version:
-            origin = self._origin(stored.originator_id, stored.originator_version)
+            origin = self._origin(stored.originator_id, at)
             return codec.decoder.decode(_with_origin(body, origin))
         if version > codec.version:
             raise JournalCorrupt(
@@ -278,8 +392,9 @@ class EventMapper(Mapper[UUID]):
             result = upcast(data)
             if result is not None:
                 data = result
+        data.pop("~pack", None)
         data["originator_id"] = stored.originator_id
-        data["originator_version"] = stored.originator_version
+        data["originator_version"] = at
         return msgspec.convert(data, codec.cls)
 
     def _origin(self, originator_id: Any, originator_version: int) -> bytes:
@@ -324,5 +439,5 @@ def event_type_for_topic(topic: str) -> type[RunEvent] | None:
     return _EVENT_TYPES_BY_TOPIC.get(topic)
 
 
-for _cls in EVENT_TYPES:
+for _cls in (*EVENT_TYPES, *MAINTENANCE_EVENT_TYPES):
     register_event_type(_cls)

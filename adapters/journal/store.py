@@ -8,14 +8,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Final, TypeVar
 from uuid import UUID
 
 import msgspec
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
 from runjournal.adapters.journal.codec import EventMapper
@@ -158,13 +158,7 @@ class JournalStore:
         first = events[0]
         previous = self._link_before(first.originator_id, first.originator_version)
         try:
-            rows = []
-            for event in events:
-                if previous is None:
-                    rows.append(self._mapper.to_stored_event(event))
-                else:
-                    row, previous = self._mapper.to_chained_stored_event(event, previous)
-                    rows.append(row)
+            rows, previous = self._mapper.to_stored_rows(events, previous)
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
@@ -202,12 +196,31 @@ class JournalStore:
                 one_line(f"event {version - 1} of {aggregate_id} does not decode: {exc}")
             ) from exc
 
+    def record_maintenance(self, event: RunEvent) -> None:
+        """Store the one event of a maintenance aggregate (a `gc`'s `CacheCollected`):
+        version 1, chained from its genesis, outside every run."""
+        if event.originator_version != 1:
+            raise JournalError("a maintenance event is the first and only one of its aggregate")
+        self._put([event])
+
     def verify_chain(self, run_id: str) -> ChainReport:
         """Recompute the hash chain of the run's stored rows (docs/internals.md)."""
         aggregate_id = run_aggregate_id(run_id)
-        select = self._app.recorder.select_events
-        rows = self._storage(f"cannot read run {run_id!r}", lambda: select(aggregate_id))
-        return verify_chain(rows, aggregate_id, self._mapper)
+        return verify_chain(self._rows(run_id), aggregate_id, self._mapper)
+
+    def _rows(self, run_id: str) -> Iterator[StoredEvent]:
+        """The run's stored rows in version order, read `EVENT_PAGE` at a time."""
+        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
+        after: int | None = None
+        while True:
+            page = self._storage(
+                f"cannot read run {run_id!r}",
+                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
+            )
+            yield from page
+            if len(page) < EVENT_PAGE:
+                return
+            after = page[-1].originator_version
 
     def append_events(
         self, run_id: str, events: Sequence[RunEvent], *, batch: int | None = None
@@ -246,6 +259,43 @@ class JournalStore:
         for start in range(0, len(events), size):
             self._put(events[start : start + size])
 
+    def append_stream(self, run_id: str, events: Iterable[RunEvent], *, batch: int) -> None:
+        """`append_events` for events read one by one (a streamed import).
+
+        The stored run is replayed once; each batch is checked by the same replay and
+        committed before the next is read, so memory holds one batch. A stream that
+        fails part way leaves whole batches committed, which importing the same file
+        again completes.
+        """
+        aggregate_id = run_aggregate_id(run_id)
+        run = Run(aggregate_id)
+        pending: list[RunEvent] = []
+        try:
+            for event in self.events(run_id):
+                run.apply(event)
+            stored = run.version
+            for event in events:
+                if not pending and event.originator_version <= stored:
+                    raise RunAlreadyExists(
+                        one_line(f"run {run_id!r} already has events up to {stored}")
+                    )
+                if event.originator_id != aggregate_id:
+                    raise JournalError(
+                        one_line(f"event {event.originator_version} is not of run {run_id!r}")
+                    )
+                if isinstance(event, RunAllocated) and event.run_id != run_id:
+                    raise JournalError(one_line(f"RunAllocated names run {event.run_id!r}"))
+                run.apply(event)
+                pending.append(event)
+                if len(pending) >= batch:
+                    self._put(pending)
+                    stored, pending = pending[-1].originator_version, []
+        except JournalInvariantError as exc:
+            raise JournalError(
+                one_line(f"events of run {run_id!r} are not a valid sequence: {exc}")
+            ) from exc
+        self._put(pending)
+
     # -- reading --------------------------------------------------------------------
 
     def events(self, run_id: str) -> Iterator[RunEvent]:
@@ -254,19 +304,9 @@ class JournalStore:
         Read in pages of `EVENT_PAGE` rows, so a reader that streams (`journal show
         --jsonl`) holds one page at a time however long the run is.
         """
-        select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
-        to_event = self._mapper.to_domain_event
-        after: int | None = None
-        while True:
-            page = self._storage(
-                f"cannot read run {run_id!r}",
-                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
-            )
-            for row in page:
-                yield to_event(row)
-            if len(page) < EVENT_PAGE:
-                return
-            after = page[-1].originator_version
+        to_events = self._mapper.to_domain_events
+        for row in self._rows(run_id):
+            yield from to_events(row)
 
     def load_run(self, run_id: str, clock: Callable[[], datetime] | None = None) -> Run:
         """Replay a run into a `Run` that can record more events (e.g. `recover`)."""
@@ -298,7 +338,8 @@ class JournalStore:
             )
             for row in page:
                 position = row.id
-                yield row.id, self._mapper.to_domain_event(row)
+                for event in self._mapper.to_domain_events(row):
+                    yield row.id, event
             if len(page) < _PAGE:
                 return
 

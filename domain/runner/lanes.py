@@ -21,7 +21,13 @@ from runjournal.domain.decisions import (
     lane_only_digests,
 )
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
-from runjournal.domain.identity import codec_id, sequence_digest, sha256_hex
+from runjournal.domain.identity import (
+    codec_id,
+    scope_dependencies,
+    sequence_digest,
+    sha256_hex,
+    step_identity,
+)
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.pipeline import ResolvedStep
@@ -30,6 +36,7 @@ from runjournal.domain.ports import (
     CheckpointLoader,
     CheckpointRecord,
     Provenance,
+    StoreScope,
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
@@ -113,9 +120,17 @@ class LaneRun:
         self.resumed = services.loader is not None
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
+        # Checkpoints are looked up by what the stage is, under the D of what the stage
+        # reads (docs/internals.md "Checkpoint store").
+        sid = step_identity(step.components)
+        order = list(Stage)
+        self.scopes = {
+            stage: StoreScope(sid, scope_dependencies(reads[s].digest for s in order[: i + 1]), lid)
+            for i, stage in enumerate(order)
+        }
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
-        return CheckpointKey(self.step.id, self.lane, stage, chunk)
+        return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scopes[stage])
 
     def _digests(self, stage: Stage, stage_input: str) -> StageDigests:
         return StageDigests(self.step.components, stage_input, self.reads[stage].digest)

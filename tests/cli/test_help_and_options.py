@@ -148,21 +148,21 @@ def test_setting_options_come_from_the_table(path) -> None:
     elif path == ("plan",):  # the settings that change a run's decisions, and the roots
         assert set(options) == set(PLAN_SETTINGS)
         assert {"resume", "cache_mode", "profile", "cache_root"} <= set(options)
-    elif path == ("gc",):
-        assert set(options) == {"output_root", "debug_root", "journal"}
+    elif path == ("gc",):  # the cache root for --cache
+        assert set(options) == {"output_root", "cache_root", "debug_root", "journal"}
     else:
         assert set(options) == {"output_root", "journal"}
 
 
 def test_gc_help_names_the_requirement_and_age_units(runner: CliRunner) -> None:
     text = _flat(runner.invoke(cli, ["gc", "--help"]).stdout)
-    assert "One of --keep or --older-than is required" in text
+    assert "One of --keep, --older-than or --cache is required" in text
     for unit in ("s (seconds)", "m (minutes)", "h (hours)", "d (days)", "w (weeks)"):
         assert unit in text
     result = runner.invoke(cli, ["gc"])
     assert result.exit_code == 2
     assert result.stderr.strip() == (
-        "runjournal: error: gc needs --keep N and/or --older-than AGE "
+        "runjournal: error: gc needs --keep N and/or --older-than AGE, or --cache "
         "(AGE: a number and a unit, s, m, h, d, w; e.g. 30d)"
     )
     bad = runner.invoke(cli, ["gc", "--older-than", "3 days"])

@@ -222,17 +222,24 @@ def tamper(copy: Path, run_id: str) -> StageDecided:
             (aggregate.hex,),
         ).fetchall()
         for version, topic, state in rows:
-            event = mapper.to_domain_event(StoredEvent(aggregate, version, topic, state))
-            if isinstance(event, StageDecided) and event.code is ReasonCode.REUSED:
-                forged = msgspec.structs.replace(
-                    event, code=ReasonCode.NOT_RESUMED, category=Category.EXECUTION
-                )
-                db.execute(
-                    "UPDATE stored_events SET state = ? "
-                    "WHERE originator_id = ? AND originator_version = ?",
-                    (mapper.to_stored_event(forged).state, aggregate.hex, version),
-                )
-                return event
+            # A packed row holds several decisions (docs/internals.md "Packed rows").
+            events = mapper.to_domain_events(StoredEvent(aggregate, version, topic, state))
+            for i, event in enumerate(events):
+                if isinstance(event, StageDecided) and event.code is ReasonCode.REUSED:
+                    events[i] = msgspec.structs.replace(
+                        event, code=ReasonCode.NOT_RESUMED, category=Category.EXECUTION
+                    )
+                    db.execute(
+                        "DELETE FROM stored_events "
+                        "WHERE originator_id = ? AND originator_version = ?",
+                        (aggregate.hex, version),
+                    )
+                    for row in mapper.to_stored_rows(events, None)[0]:
+                        db.execute(
+                            "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+                            (aggregate.hex, row.originator_version, row.topic, row.state),
+                        )
+                    return event
     raise AssertionError("no reused decision to tamper with")
 
 

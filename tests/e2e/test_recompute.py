@@ -195,6 +195,11 @@ class Probe:
     def lane_dir(self, step: str, lane: str) -> Path:
         return self.workspace() / "steps" / step / safe_lane_id(lane)
 
+    def normalize_file(self, step: str, lane: str) -> Path:
+        """The lane's one normalize checkpoint, wherever its scope put it."""
+        [path] = self.lane_dir(step, lane).rglob("normalize.ckpt")
+        return path
+
     def events(self, run_id: str) -> list[dict]:
         proc, doc = self.cli.json("journal", "show", run_id, "--output-root", str(self.out))
         assert proc.returncode == 0, proc.stderr
@@ -394,7 +399,7 @@ class TestRecomputeSuccess:
 
 
 def _flip_byte(probe: Probe) -> tuple[str, str, str]:
-    path = probe.lane_dir("words", "docs/b.md") / "normalize.ckpt"
+    path = probe.normalize_file("words", "docs/b.md")
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
@@ -403,7 +408,7 @@ def _flip_byte(probe: Probe) -> tuple[str, str, str]:
 
 def _delete(step: str, lane: str) -> Callable[[Probe], tuple[str, str, str]]:
     def mutate(probe: Probe) -> tuple[str, str, str]:
-        (probe.lane_dir(step, lane) / "normalize.ckpt").unlink()
+        probe.normalize_file(step, lane).unlink()
         return step, lane, "predecessor_missing"
 
     return mutate
@@ -423,7 +428,7 @@ def _change_source(probe: Probe) -> tuple[str, str, str]:
 def _rewrite_envelope(
     probe: Probe, step: str, lane: str, change: Callable[[CheckpointRecord], CheckpointRecord]
 ) -> None:
-    path = probe.lane_dir(step, lane) / "normalize.ckpt"
+    path = probe.normalize_file(step, lane)
     key = CheckpointKey(step, lane, Stage.NORMALIZE)
     codec = EnvelopeCodec()
     header, payload = codec.open(path.read_bytes(), key)

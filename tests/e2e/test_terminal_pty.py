@@ -95,7 +95,7 @@ def test_progress_counts_the_whole_run_on_a_terminal(project) -> None:
     """A run long enough to be shown: the counts of the whole run, redrawn, then cleared."""
     root, env = project
     for page in sorted((root / "docs").glob("*.md")):
-        for i in range(4):
+        for i in range(16):  # long enough to be drawn (DELAY_S) on a fast machine
             shutil.copy(page, page.with_name(f"{page.stem}-copy{i}.md"))
     wide = {**env, "TERM": "xterm", "COLUMNS": "200"}  # room for the current step too
     code, out = on_pty(["run", "pipeline.toml", "--jobs", "2"], wide, root)

@@ -95,12 +95,16 @@ def _rows(db: sqlite3.Connection, run_id: str) -> list[tuple[int, str, bytes]]:
     ).fetchall()
 
 
-def _decode(run_id: str, version: int, topic: str, state: bytes) -> RunEvent:
-    return MAPPER.to_domain_event(StoredEvent(run_aggregate_id(run_id), version, topic, state))
+def _decode(run_id: str, version: int, topic: str, state: bytes) -> list[RunEvent]:
+    """The events of one row: one, or several for a packed row of alike decisions."""
+    return MAPPER.to_domain_events(StoredEvent(run_aggregate_id(run_id), version, topic, state))
 
 
 def _version_of(db: sqlite3.Connection, run_id: str, cls: type[RunEvent], nth: int = 0) -> int:
-    found = [v for v, t, s in _rows(db, run_id) if isinstance(_decode(run_id, v, t, s), cls)]
+    """The version of the row that holds the `nth` `cls` event (a packed row: its last)."""
+    found = [
+        v for v, t, s in _rows(db, run_id) for e in _decode(run_id, v, t, s) if isinstance(e, cls)
+    ]
     return found[nth]
 
 
@@ -115,7 +119,7 @@ def edit_in_place(
             (run_aggregate_id(run_id).hex, version),
         ).fetchone()
         head = state[0]
-        prefix = 3 if head & 0x10 else 1
+        prefix = (3 if head & 0x10 else 1) + (2 if head & 0x20 else 0)  # + a pack's count
         body = state[prefix:]
         compressed = head & 0x0F == 0x02
         if compressed:
@@ -137,17 +141,24 @@ def rechain(journal: Path, run_id: str, forge: Callable[[list[RunEvent]], list[R
     """Rewrite the run with a consistent chain over forged events (a careful attacker)."""
     aggregate = run_aggregate_id(run_id)
     with sqlite3.connect(journal) as db:
-        events = [_decode(run_id, v, t, s) for v, t, s in _rows(db, run_id)]
-        events = forge(events)
+        per_row = [_decode(run_id, v, t, s) for v, t, s in _rows(db, run_id)]
+        sizes = [len(events) for events in per_row]
+        events = forge([e for events in per_row for e in events])
         db.execute("DELETE FROM stored_events WHERE originator_id = ?", (aggregate.hex,))
-        previous = genesis(aggregate)
-        for version, event in enumerate(events, 1):
-            event = msgspec.structs.replace(event, originator_version=version)
-            row, previous = MAPPER.to_chained_stored_event(event, previous)
-            db.execute(
-                "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
-                (aggregate.hex, version, row.topic, row.state),
-            )
+        previous: bytes | None = genesis(aggregate)
+        version = 0
+        for size in sizes:  # the rows as runjournal wrote them (one commit, one pack)
+            group = [
+                msgspec.structs.replace(event, originator_version=version + i + 1)
+                for i, event in enumerate(events[version : version + size])
+            ]
+            version += size
+            stored, previous = MAPPER.to_stored_rows(group, previous)
+            for row in stored:
+                db.execute(
+                    "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
+                    (aggregate.hex, row.originator_version, row.topic, row.state),
+                )
 
 
 def _renumber(db: sqlite3.Connection, run_id: str, start: int, delta: int) -> None:
@@ -278,8 +289,9 @@ def test_an_inserted_event(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first)
     with sqlite3.connect(copy) as db:
         version = _version_of(db, recorded.first, OutputWritten)
-        rows = _rows(db, recorded.first)
-        event = _decode(recorded.first, *rows[version - 1])
+        (event,) = _decode(
+            recorded.first, *next(r for r in _rows(db, recorded.first) if r[0] == version)
+        )
         forged = msgspec.structs.replace(event, name="extra.md", sha256="1" * 64)
         _renumber(db, recorded.first, version, +1)
         stored = MAPPER.to_stored_event(forged)
@@ -294,7 +306,8 @@ def test_reordered_events(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first).hex
     with sqlite3.connect(copy) as db:
         version = _version_of(db, recorded.first, StageDecided, nth=1)
-        for a, b in ((version, -1), (version + 1, version), (-1, version + 1)):
+        after = next(v for v, _, _ in _rows(db, recorded.first) if v > version)  # the next row
+        for a, b in ((version, -1), (after, version), (-1, after)):
             db.execute(
                 "UPDATE stored_events SET originator_version = ? "
                 "WHERE originator_id = ? AND originator_version = ?",

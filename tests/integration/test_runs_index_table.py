@@ -68,8 +68,7 @@ def test_a_new_reader_reads_no_event_of_runs_already_indexed(
     big = syn.synthetic_run(syn.run_id_for(2), lanes=lanes, chunks=20)
     _append(url, small)
     _append(url, big)
-    end = _last_position(url)
-    assert end == len(small.events) + len(big.events)
+    end = _last_position(url)  # the log's last row (a packed row holds several events)
     reader = _reader(url)
     spy = Spy(reader, monkeypatch)
     try:

@@ -51,3 +51,41 @@ def test_importing_the_command_group_loads_nothing_heavy() -> None:
 def test_the_probe_sees_a_heavy_import_when_there_is_one() -> None:
     # The check can fail: importing a command module drags the journal in.
     assert "runjournal.cli.run_cmd" in heavy_in(loaded_after("import runjournal.cli.run_cmd"))
+
+
+def _entry(*args: str) -> subprocess.CompletedProcess[str]:
+    """The console script's entry point, as `runjournal ARGS` runs it."""
+    code = "import sys; from runjournal.cli.entry import main; sys.argv[0] = 'runjournal'; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_version_is_answered_before_click_loads() -> None:
+    probe = (
+        "import sys\nsys.argv = ['runjournal', '--version']\n"
+        "from runjournal.cli.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    loaded = loaded_after(probe)
+    assert "click" not in loaded and "runjournal.cli.main" not in loaded
+
+
+def test_the_early_version_is_what_click_prints() -> None:
+    early = _entry("--version")
+    group = subprocess.run(
+        [sys.executable, "-m", "runjournal.cli.main", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert early.returncode == group.returncode == 0
+    assert early.stdout == group.stdout.replace("main.py", "runjournal") and early.stderr == ""
+    assert early.stdout.startswith("runjournal, version ")
+
+
+def test_other_command_lines_reach_the_command_group() -> None:
+    proc = _entry("--versio")  # click's own error and exit code, not the early answer
+    assert proc.returncode == 2 and "No such option '--versio'" in proc.stderr
+    assert proc.stdout == ""
+    assert _entry("reasons", "--json").returncode == 0

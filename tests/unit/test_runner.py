@@ -35,17 +35,19 @@ class FakeSink:
 
 
 class FakeStore:
-    """Loader and recorder over one dict, like a workspace."""
+    """Loader and recorder over one dict, like a workspace before checkpoint scopes: one
+    record per position, whatever its scope (tests/integration/test_checkpoints.py and
+    the e2e tests cover the scoped store)."""
 
     def __init__(self):
         self.files = {}
 
     def write(self, key, record):
-        self.files[key] = record
+        self.files[key.position] = record
         return hashlib.sha256(record.payload).hexdigest(), len(record.payload)
 
     def load(self, key, codec_id):
-        record = self.files.get(key)
+        record = self.files.get(key.position)
         if record is None:
             return LoadedCheckpoint(state=CheckpointState.MISSING)
         if record.codec_id != codec_id:

@@ -1,0 +1,182 @@
+"""Cache retention: which checkpoints and chunk plans under a cache root `gc` removes.
+
+Every `.ckpt` under `workspaces/<pipeline>/steps/` and every `.plan` under `chunkplans/`
+is an entry; an entry is kept when a kept run references it (`domain/cache_refs.py`),
+then, with a size bound, the least recently used referenced entries go until the rest fit
+(docs/operations.md "Retention and cleanup"). Only called with the cache root's exclusive
+lock held (`adapters/cache_lock.py`), so no run is reading or writing meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+
+import msgspec
+from runjournal.adapters.checkpoints import LATEST, Workspace
+from runjournal.adapters.fsroot import FsNotFound, FsRoot
+from runjournal.domain.cache_refs import RunReferences
+from runjournal.domain.decisions import Stage
+from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
+
+WORKSPACES = "workspaces"
+CHUNKPLANS = "chunkplans"
+
+
+class CacheEntry(msgspec.Struct, frozen=True):
+    kind: CacheEntryKind
+    name: str  # relative to the cache root
+    size: int
+
+
+class Collection(msgspec.Struct, frozen=True):
+    removed: list[CacheRemoval]
+    size_before: int
+    size_after: int
+
+    @property
+    def freed(self) -> int:
+        return sum(r.size for r in self.removed)
+
+
+def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int]]:
+    """(name, size) of the regular files ending in `suffix` below `base`; symlinks skipped."""
+    try:
+        handle = root.subroot(base)
+    except FsNotFound:
+        return
+    with handle:
+        for name in handle.listdir():
+            try:
+                info = os.stat(handle.fd_path(name), follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                yield from _walk(root, f"{base}/{name}", suffix)
+            elif stat.S_ISREG(info.st_mode) and name.endswith(suffix):
+                yield f"{base}/{name}", info.st_size
+
+
+def scan(root: FsRoot) -> list[CacheEntry]:
+    """Every checkpoint and chunk plan under the cache root, sorted by name."""
+    entries = [
+        CacheEntry(CacheEntryKind.CHECKPOINT, name, size)
+        for name, size in _walk(root, WORKSPACES, ".ckpt")
+    ]
+    entries += [
+        CacheEntry(CacheEntryKind.CHUNK_PLAN, name, size)
+        for name, size in _walk(root, CHUNKPLANS, ".plan")
+    ]
+    return sorted(entries, key=lambda e: e.name)
+
+
+def last_uses(kept: Iterable[RunReferences]) -> dict[str, datetime]:
+    """Each referenced entry name and the start of the newest kept run referencing it."""
+    uses: dict[str, datetime] = {}
+
+    def use(name: str, when: datetime) -> None:
+        if name not in uses or uses[name] < when:
+            uses[name] = when
+
+    for refs in kept:
+        prefix = f"{WORKSPACES}/{refs.pipeline}/"
+        for key in refs.checkpoints:
+            try:
+                use(prefix + Workspace.checkpoint_name(key), refs.started)
+                # the layout before scopes: the file at the stage's position (still read)
+                use(prefix + Workspace.checkpoint_name(key.position), refs.started)
+            except ValueError:
+                continue
+        for key in refs.plans:
+            use(f"{CHUNKPLANS}/{key[:2]}/{key}.plan", refs.started)
+    return uses
+
+
+def _restored(kept: Iterable[RunReferences]) -> dict[tuple[str, str], datetime]:
+    """(lane directory, lane identity) of normalize artifacts restored under --recompute."""
+    out: dict[tuple[str, str], datetime] = {}
+    for refs in kept:
+        for step, lane, lid in refs.restored:
+            try:
+                lane_dir = Workspace.pointer_name(step, lane, Stage.NORMALIZE).rpartition("/")[0]
+            except ValueError:
+                continue
+            where = (f"{WORKSPACES}/{refs.pipeline}/{lane_dir}/", lid)
+            if where not in out or out[where] < refs.started:
+                out[where] = refs.started
+    return out
+
+
+def select(
+    entries: list[CacheEntry], kept: list[RunReferences], max_size: int | None
+) -> list[CacheRemoval]:
+    """What to remove: unreferenced entries, then least recently used ones over `max_size`."""
+    uses = last_uses(kept)
+    for (lane_dir, lid), when in _restored(kept).items():
+        for entry in entries:
+            name = entry.name
+            restored = name.startswith(lane_dir) and name.endswith(f"/{lid}/normalize.ckpt")
+            if restored and (name not in uses or uses[name] < when):
+                uses[name] = when
+    removed = [
+        CacheRemoval(e.kind, e.name, e.size, RemovalReason.UNREFERENCED)
+        for e in entries
+        if e.name not in uses
+    ]
+    if max_size is not None:
+        rest = [e for e in entries if e.name in uses]
+        total = sum(e.size for e in rest)
+        for entry in sorted(rest, key=lambda e: (uses[e.name], e.name)):
+            if total <= max_size:
+                break
+            over = CacheRemoval(entry.kind, entry.name, entry.size, RemovalReason.OVER_SIZE)
+            removed.append(over)
+            total -= entry.size
+    return sorted(removed, key=lambda r: r.name)
+
+
+def collect(
+    root: FsRoot, kept: list[RunReferences], max_size: int | None, *, dry_run: bool
+) -> Collection:
+    """Remove (unless `dry_run`) what `select` chose; prune the directories left empty."""
+    entries = scan(root)
+    removed = select(entries, kept, max_size)
+    before = sum(e.size for e in entries)
+    if not dry_run:
+        for removal in removed:
+            root.remove(removal.name, missing_ok=True)
+        _prune(root, WORKSPACES)
+        _prune(root, CHUNKPLANS)
+    return Collection(
+        removed=removed, size_before=before, size_after=before - sum(r.size for r in removed)
+    )
+
+
+def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:
+    """Remove directories below `base` holding no file; True when `base` is now empty.
+
+    A lane directory left with only its `latest.<stage>` pointers goes too (they point at
+    nothing).
+    `workspace.json` keeps its workspace.
+    """
+    try:
+        names = root.listdir(base)
+    except FsNotFound:
+        return True
+    left = []
+    for name in names:
+        child = f"{base}/{name}"
+        try:
+            is_dir = root.subroot(child)
+        except (FsNotFound, OSError):
+            left.append(name)
+            continue
+        is_dir.close()
+        if not _prune(root, child, depth + 1):
+            left.append(name)
+        else:
+            root.remove_tree(child, missing_ok=True)
+    pointers_only = all(name.startswith(f"{LATEST}.") for name in left)
+    return not left or (pointers_only and depth > 0)

@@ -1,0 +1,142 @@
+"""Journal bytes per reused decision: what a fully cached `run --resume` adds to the journal.
+
+Builds a corpus of DOCS documents x PARAS paragraphs (the `builtin.terms` pipeline of
+bench_resume.py), runs it cold, then REPEAT fully cached `--resume`s through the console
+script, measuring the SQLite journal's size (pages, with the WAL folded in) before and
+after each. The peer, measured in the same run: the same resume's events stored one row
+per event (the layout before packed rows, docs/internals.md "Packed rows") in a scratch
+journal, through the same mapper and chain.
+
+    python bench/bench_journal_size.py [--docs 20] [--paras 60] [--small-docs 300] [--repeat 5]
+
+A second corpus of SMALL_DOCS one-paragraph documents shows the other end: one chunk per
+lane, where the lane's own events (`LaneResolved`, `ArtifactGenerated`, `OutputWritten`)
+are most of what a decision costs.
+
+Target (issue 15): a reused decision costs <= 200 bytes in the journal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from runjournal.adapters.journal import open_journal
+from runjournal.adapters.journal.chain import genesis
+from runjournal.domain.events import StageDecided
+from runjournal.domain.run import run_aggregate_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_resume import make_corpus  # the same corpus as the resume benchmark
+
+TARGET = 200
+
+
+def console() -> list[str]:
+    script = Path(sys.executable).parent / "runjournal"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "runjournal.cli.main"]
+
+
+def db_bytes(path: Path) -> int:
+    """The database's size with its WAL folded in (what the journal occupies on disk)."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        return int(pages * db.execute("PRAGMA page_size").fetchone()[0])
+
+
+def run(root: Path, *extra: str) -> dict:
+    proc = subprocess.run(
+        [
+            *console(),
+            "run",
+            str(root / "big.toml"),
+            "--output-root",
+            str(root / "out"),
+            "--cache-root",
+            str(root / "cache"),
+            "--json",
+            "-q",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"bench_journal_size: run failed: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def one_row_per_event(journal: Path, run_id: str, scratch: Path) -> tuple[int, int]:
+    """(bytes, events) of the run re-stored one row per event in a fresh journal."""
+    with open_journal(str(journal), read_only=True) as source:
+        events = list(source.events(run_id))
+    with open_journal(str(scratch)) as target:
+        mapper, insert = target._mapper, target._app.recorder.insert_events
+        previous = genesis(run_aggregate_id(run_id))
+        rows = []
+        for event in events:
+            row, previous = mapper.to_chained_stored_event(event, previous)
+            rows.append(row)
+        before = db_bytes(scratch)
+        for start in range(0, len(rows), 256):  # the session's batch
+            insert(rows[start : start + 256])
+    return db_bytes(scratch) - before, len(events)
+
+
+def measure(docs: int, paras: int, repeat: int) -> None:
+    """Print the figures of one corpus."""
+    with tempfile.TemporaryDirectory(prefix="rj-bench-size-") as tmp:
+        root = Path(tmp)
+        make_corpus(root, docs, paras)
+        journal = root / "out" / "journal.sqlite3"
+        run(root)
+        sizes, decisions, run_id = [], 0, ""
+        for _ in range(repeat):
+            before = db_bytes(journal)
+            doc = run(root, "--resume")
+            if set(doc["decisions"]) != {"reused"}:
+                sys.exit(f"bench_journal_size: the resume was not fully cached: {doc['decisions']}")
+            decisions, run_id = sum(doc["decisions"].values()), doc["run_id"]
+            sizes.append(db_bytes(journal) - before)
+        with open_journal(str(journal), read_only=True) as store:
+            events = list(store.events(run_id))
+        stage_decisions = sum(isinstance(e, StageDecided) for e in events)
+        peer, peer_events = one_row_per_event(journal, run_id, root / "scratch.sqlite3")
+    size = statistics.median(sizes)
+    per, peer_per = size / decisions, peer / decisions
+    verdict = "meets" if per <= TARGET else "misses"
+    print(
+        f"corpus: {docs} docs x {paras} paragraphs, {decisions} decisions "
+        f"({stage_decisions} StageDecided of {len(events)} events); medians of {repeat}"
+    )
+    print(
+        f"  resume adds       {size:>10,.0f} bytes  {per:7.1f} bytes per reused decision  "
+        f"target <= {TARGET}: {verdict}"
+    )
+    print(
+        f"  one row per event {peer:>10,.0f} bytes  {peer_per:7.1f} bytes per reused decision  "
+        f"({peer_events} rows; ratio {peer_per / per:.1f}x)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=20)
+    parser.add_argument("--paras", type=int, default=60)
+    parser.add_argument("--small-docs", type=int, default=300, help="one-paragraph documents")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    measure(args.docs, args.paras, args.repeat)
+    if args.small_docs:  # one chunk per lane: the lane's own events weigh on each decision
+        measure(args.small_docs, 1, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""What a run references in the cache root, read from its events (for `gc`).
+
+Pure: the journal's events in, the checkpoint keys (with their scopes) and plan keys out
+(docs/operations.md "Retention and cleanup"). A run references every checkpoint it wrote
+and every one it reused, each under the scope its `LaneResolved` gives, every normalize of
+a lane identity it restored under --recompute, and the chunk plans it resolved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from uuid import UUID, uuid5
+
+import msgspec
+from runjournal.domain.decisions import REUSE_CODES, Stage
+from runjournal.domain.events import (
+    CacheCollected,
+    CheckpointWritten,
+    ChunkPlanResolved,
+    LaneResolved,
+    RunAllocated,
+    RunEvent,
+    StageDecided,
+    Timestamp,
+)
+from runjournal.domain.identity import dependencies_digest, scope_dependencies, step_identity
+from runjournal.domain.ports import CheckpointKey, StoreScope
+from runjournal.domain.reasons import ReasonCode
+
+CACHE_NAMESPACE = UUID("1f0b6a52-3c1d-5e7a-9b40-6a2d8e9c4f17")
+
+# The event classes `references` reads (the journal is asked for these topics only).
+REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
+    RunAllocated,
+    LaneResolved,
+    StageDecided,
+    CheckpointWritten,
+    ChunkPlanResolved,
+)
+
+
+class RunReferences(msgspec.Struct, kw_only=True):
+    run_id: str
+    pipeline: str
+    started: Timestamp
+    checkpoints: set[CheckpointKey] = msgspec.field(default_factory=set)
+    # (step, lane, lane identity) of normalize artifacts restored under --recompute: any
+    # stored normalize of that identity may have been the one (whatever its D)
+    restored: set[tuple[str, str, str]] = msgspec.field(default_factory=set)
+    plans: set[str] = msgspec.field(default_factory=set)
+
+
+def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
+    """Each run's references, by aggregate id, from its events in order (any interleaving
+    of runs; events of a run without its `RunAllocated` are ignored)."""
+    runs: dict[UUID, RunReferences] = {}
+    scopes: dict[tuple[UUID, str, str], dict[Stage, StoreScope]] = {}
+    for event in events:
+        owner = event.originator_id
+        if isinstance(event, RunAllocated):
+            runs[owner] = RunReferences(
+                run_id=event.run_id, pipeline=event.pipeline, started=event.timestamp
+            )
+            continue
+        refs = runs.get(owner)
+        if refs is None:
+            continue
+        if isinstance(event, LaneResolved):
+            sid = step_identity(event.components)
+            own = [dependencies_digest(event.stage_dependencies(stage)) for stage in Stage]
+            scopes[(owner, event.step, event.lane)] = {
+                stage: StoreScope(sid, scope_dependencies(own[: i + 1]), event.lane_identity)
+                for i, stage in enumerate(Stage)
+            }
+        elif isinstance(event, ChunkPlanResolved):
+            refs.plans.add(event.plan_key)
+        elif isinstance(event, StageDecided | CheckpointWritten):
+            lane_scopes = scopes.get((owner, event.step, event.lane))
+            if lane_scopes is None:
+                continue
+            scope = lane_scopes[event.stage]
+            if isinstance(event, StageDecided):
+                if event.code is ReasonCode.PREDECESSOR_REUSED:
+                    refs.restored.add((event.step, event.lane, scope.lane_identity))
+                    continue
+                if event.code not in REUSE_CODES:
+                    continue
+            refs.checkpoints.add(_key(event.step, event.lane, event.stage, event.chunk, scope))
+    return runs
+
+
+def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:
+    return CheckpointKey(step, lane, stage, chunk, scope)
+
+
+def collection_id(started: Timestamp, token: str) -> str:
+    """A collection's id: its UTC start and a random token, like a run id."""
+    return f"gc-{started.strftime('%Y%m%dT%H%M%SZ')}-{token}"
+
+
+def collected(clock: Callable[[], Timestamp], collection: str, **fields: object) -> CacheCollected:
+    """The one event of a collection's own aggregate (uuid5 of its id, version 1)."""
+    return CacheCollected(
+        originator_id=uuid5(CACHE_NAMESPACE, collection),
+        originator_version=1,
+        timestamp=clock(),
+        collection=collection,
+        **fields,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,135 @@
+"""A cache that remembers: checkpoints are found by what the stage is, not where it is.
+
+The glossary example (terms -> definitions -> glossary, so a switched producer parameter
+changes its consumers' D) run through the console script: a parameter switched A -> B -> A
+reuses every stage the third time, with the reasons of the second run still honest and
+`runs diff` still naming what changed; `plan` predicts the third run exactly; two pipeline
+files that share a `name` alternate without evicting each other's checkpoints.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from support.paths import EXAMPLE
+
+
+class Project:
+    def __init__(self, cli, root: Path, shared: Path, name: str = "p") -> None:
+        self.cli = cli
+        self.dir = root / name
+        shutil.copytree(EXAMPLE, self.dir)
+        self.pipeline = self.dir / "pipeline.toml"
+        self.roots = ("--output-root", str(shared / "out"), "--cache-root", str(shared / "cache"))
+
+    def set_min_count(self, value: int) -> None:
+        text = self.pipeline.read_text()
+        start = text.index("min_count = ") + len("min_count = ")
+        end = text.index(",", start)
+        self.pipeline.write_text(text[:start] + str(value) + text[end:])
+
+    def run(self, *extra: str) -> dict:
+        proc, doc = self.cli.json("run", str(self.pipeline), *self.roots, *extra, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        return doc
+
+    def plan(self, *extra: str) -> dict:
+        proc, doc = self.cli.json("plan", str(self.pipeline), *self.roots, *extra, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+        return doc
+
+
+def _codes_by_step(cli, roots: tuple[str, ...], run_id: str) -> dict[str, set[str]]:
+    proc, doc = cli.json("journal", "show", run_id, *roots[:2])
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, set[str]] = {}
+    for event in doc["events"]:
+        if event["type"] == "StageDecided":
+            data = event["data"]
+            out.setdefault(data["step"], set()).add(data["code"])
+    return out
+
+
+def test_a_b_a_parameter_switch_reuses_every_stage_the_third_time(cli, tmp_path):
+    project = Project(cli, tmp_path, tmp_path)
+    first = project.run()
+    total = sum(first["decisions"].values())
+    project.set_min_count(3)
+    second = project.run("--resume")
+    codes = _codes_by_step(cli, project.roots, second["run_id"])
+    # the second run's reasons are what changed: the switched step's config, its consumers' D
+    assert codes["terms"] == {"config_changed"}
+    assert "dependency_invalidated" in codes["definitions"]
+    assert codes["headings"] == {"reused"}
+    project.set_min_count(2)
+    plan = project.plan("--resume")
+    third = project.run("--resume")
+    assert third["decisions"] == {"reused": total}
+    assert plan["decisions"] == third["decisions"]
+    assert {o["name"]: o["sha256"] for o in third["outputs"]} == {
+        o["name"]: o["sha256"] for o in first["outputs"]
+    }
+    # and what changed between the second and third runs is still visible
+    proc, diff = cli.json("runs", "diff", second["run_id"], third["run_id"], *project.roots[:2])
+    assert proc.returncode == 0, proc.stderr
+    changed = {s["step"]: s["components"] for s in diff["steps"] if s["components"]}
+    assert changed == {"terms": ["config"]}, diff["steps"]
+
+
+def test_two_pipelines_sharing_a_name_alternate_without_evicting_each_other(cli, tmp_path):
+    one = Project(cli, tmp_path, tmp_path, "one")
+    two = Project(cli, tmp_path, tmp_path, "two")
+    two.set_min_count(3)
+    # the same lane names, different bytes in one of them: merge and normalize differ too
+    doc = two.dir / "docs" / "01-overview.md"
+    doc.write_text(doc.read_text() + "\nAn appended paragraph about the **Journal**.\n")
+    totals = {}
+    for project in (one, two):
+        totals[project] = sum(project.run().get("decisions", {}).values())
+    for _ in range(2):
+        for project in (one, two):
+            assert project.plan("--resume")["decisions"] == {"reused": totals[project]}
+            doc = project.run("--resume")
+            assert doc["decisions"] == {"reused": totals[project]}, doc["decisions"]
+
+
+def _to_old_layout(workspace: Path) -> int:
+    """Move every checkpoint to where the layout before scopes kept it (a workspace
+    written by an older runjournal): `<lane>/extract/<chunk>.ckpt`, `<lane>/<stage>.ckpt`."""
+    moved = 0
+    for path in sorted(workspace.glob("steps/*/*/*/*/**/*.ckpt")):
+        lane = path.parents[len(path.relative_to(workspace).parts) - 4]
+        target = lane / "extract" / path.name if path.parent.name == "extract" else lane / path.name
+        target.parent.mkdir(exist_ok=True)
+        path.rename(target)
+        moved += 1
+    for pointer in workspace.glob("steps/*/*/latest.*"):
+        pointer.unlink()
+    for lane in workspace.glob("steps/*/*"):
+        for scope in lane.iterdir():
+            if scope.is_dir() and scope.name != "extract":
+                shutil.rmtree(scope)
+    return moved
+
+
+def test_a_workspace_of_the_old_layout_keeps_working(cli, tmp_path):
+    project = Project(cli, tmp_path, tmp_path)
+    first = project.run()
+    total = sum(first["decisions"].values())
+    workspace = tmp_path / "cache" / "workspaces" / "glossary"
+    assert _to_old_layout(workspace) > 0
+    assert not list(workspace.glob("steps/*/*/*/*/**/*.ckpt"))
+    assert project.plan("--resume")["decisions"] == {"reused": total}
+    doc = project.run("--resume")
+    assert doc["decisions"] == {"reused": total}
+    # a change is still named against the old files, and written in the new layout
+    project.set_min_count(3)
+    changed = project.run("--resume")
+    assert "config_changed" in changed["decisions"]
+    assert list(workspace.glob("steps/terms/*/*/0/extract/*.ckpt"))
+    # gc keeps the old files the kept runs reused; nothing is lost for them
+    proc, _doc = cli.json("gc", "--cache", *project.roots, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    project.set_min_count(2)
+    assert project.run("--resume")["decisions"] == {"reused": total}

@@ -1,0 +1,103 @@
+"""Reading commands stream: their memory does not grow with the run's size.
+
+Measured with `tracemalloc` (allocated bytes, not time): the peak of exporting and
+chain-verifying a run ten times as long must stay within a small factor of the short
+run's, where holding the run's events grows with it (docs/performance.md "Reading
+commands on a large run").
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from runjournal.adapters.export import (
+    decode_export,
+    export_events,
+    export_run,
+    import_stream,
+    verify_export,
+)
+from runjournal.adapters.journal import JournalStore, open_journal
+from runjournal.adapters.run_directory_check import RunFacts
+from runjournal.domain.audit import audit_run
+from runjournal.domain.events import RunEvent
+from support import synthetic as syn
+
+
+def _peak(fn: Callable[[], object]) -> tuple[int, object]:
+    tracemalloc.start()
+    try:
+        result = fn()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()
+
+
+def _journal(tmp_path: Path, lanes: int) -> tuple[JournalStore, str]:
+    run = syn.synthetic_run(syn.run_id_for(lanes), lanes=lanes, chunks=150)
+    store = open_journal(str(tmp_path / f"j{lanes}.sqlite3"))
+    store.append_events(run.run_id, run.events, batch=256)
+    return store, run.run_id
+
+
+def _audit(store: JournalStore, run_id: str) -> object:
+    """What `journal audit` does: one pass feeding the audit and the run's facts, then
+    the chain."""
+    facts = RunFacts()
+
+    def fed() -> Iterator[RunEvent]:
+        for event in store.events(run_id):
+            facts.feed(event)
+            yield event
+
+    report = audit_run(fed())
+    assert report.ok and store.verify_chain(run_id).events == report.events
+    return report
+
+
+def test_export_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            peak, (data, count) = _peak(  # type: ignore[misc]
+                lambda s=store, r=run_id: export_run(s, r, tool_version="t", created_by="t")
+            )
+            assert decode_export(data).header.events == count
+        peaks.append(peak - 2 * len(data))  # the file itself is returned whole
+    assert peaks[1] < 3 * peaks[0], peaks
+
+
+def test_audit_and_chain_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            peaks.append(_peak(lambda s=store, r=run_id: _audit(s, r))[0])
+    # Run.replay keeps the last decision of each stage scope (its ordering invariant),
+    # so a little grows with the run; the events themselves must not be held.
+    assert peaks[1] < 4 * peaks[0], peaks
+
+
+def _import(data: bytes, target: Path) -> int:
+    """What `journal import` does: verify the whole file, then append it streamed."""
+    header = verify_export(data)
+    with open_journal(str(target)) as store:
+        result = import_stream(store, header, lambda: export_events(data), batch=500)
+        assert store.last_version(header.run_id) == header.events
+    return result.events
+
+
+def test_import_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            data, count = export_run(store, run_id, tool_version="t", created_by="t")
+        target = tmp_path / f"imported-{lanes}.sqlite3"
+        peak, events = _peak(lambda d=data, t=target: _import(d, t))
+        assert events == count
+        peaks.append(peak - len(data))
+    assert peaks[1] < 3 * peaks[0], peaks
