@@ -42,6 +42,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("startup", ("bench/bench_startup.py", "--repeat", "9")),
     Script("concurrency", ("bench/bench_concurrency.py", "--repeat", "5")),
     Script("journal_stream", ("bench/bench_journal_stream.py", "--repeat", "5")),
+    Script("executors", ("bench/bench_executors.py", "--repeat", "5")),
 )
 
 
