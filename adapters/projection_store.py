@@ -17,10 +17,11 @@ Views (all written atomically through `FsRoot`; see docs/internals.md "Projectio
 The views dir is where the views live with their journal: a SQLite journal's own
 directory, the state dir `.runjournal` (`.runjournal.<file name>` for a journal not named
 `journal.sqlite3`), so views never land in the current directory (docs/internals.md
-"Where views live"). `<state dir>/projections.json` records which version of each
-non-manifest projection is materialised (the pointer). The version is part of every
-storage name, so a full rebuild after a version bump writes v2 beside v1, switches the
-pointer, then removes v1. Nothing is stored in the journal database itself.
+"Where views live"); a PostgreSQL journal's views are rows of its own database with the
+same names (`adapters/journal/views_table.py`). `<state dir>/projections.json` records
+which version of each non-manifest projection is materialised (the pointer). The
+version is part of every storage name, so a full rebuild after a version bump writes v2
+beside v1, switches the pointer, then removes v1.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import msgspec
 from eventsourcing.utils import get_topic
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalStore, RunSummary
+from runjournal.adapters.journal.views_table import ViewsTable
 from runjournal.adapters.run_dirs import RunDirs
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.names import is_valid_run_id
@@ -253,10 +255,13 @@ class ProjectionStore:
         *,
         open_root: Callable[..., FsRoot],
         state_dir: str = STATE_DIR,
+        views_table: ViewsTable | None = None,
     ) -> None:
         """`open_root(path, *, create)` opens `views_dir` and the directories holding run
         directories (the composition root's factory, cli/compose.py), each once per
-        status or rebuild."""
+        status or rebuild. With `views_table` (a PostgreSQL journal) the state dir is
+        rows of the journal's database instead, and `views_dir` is not used."""
+        self._table = views_table
         self._store = store
         self._open = open_root
         self._views_dir = os.path.abspath(views_dir)
@@ -600,7 +605,16 @@ class ProjectionStore:
         except FsError:
             return None
 
-    def _open_root(self, *, create: bool) -> FsRoot | None:
+    def _open_root(self, *, create: bool) -> Any:
+        """The views dir (an `FsRoot`), or the journal's views table; None when a read
+        finds neither (a read never creates one)."""
+        if self._table is not None:
+            if create:
+                return self._table
+            try:
+                return self._table if self._table.exists_table() else None
+            except FsError:
+                return None
         if not create and not os.path.isdir(self._views_dir):
             return None
         return self._open(self._views_dir, create=create)

@@ -363,15 +363,27 @@ def live_views(config: EffectiveConfig) -> LiveViews:
 
 def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
     """The materialised views of the journal, opened through the factories: beside a
-    SQLite journal's file, under the output root for PostgreSQL (docs/internals.md
-    "Where views live")."""
+    SQLite journal's file, in a PostgreSQL journal's own database (docs/internals.md
+    "Where views live"); never in the current directory."""
     location = parse_journal_url(config.journal, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
     if isinstance(location, SqliteLocation):
-        views_dir, state_dir = os.path.dirname(location.path), state_dir_for(location.path)
-    else:
-        views_dir, state_dir = config.output_root, STATE_DIR
+        return ProjectionStore(
+            store,
+            os.path.dirname(location.path),
+            render,
+            open_root=factories().open_root,
+            state_dir=state_dir_for(location.path),
+        )
+    table = store.views_table()
+    if table is None:  # not a database with a schema: cannot happen for PostgreSQL
+        raise RuntimeError(f"journal {store.url}: no database to keep its views in")
     return ProjectionStore(
-        store, views_dir, render, open_root=factories().open_root, state_dir=state_dir
+        store,
+        config.output_root,
+        render,
+        open_root=factories().open_root,
+        state_dir=STATE_DIR,
+        views_table=table,
     )
 
 

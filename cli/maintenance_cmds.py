@@ -282,6 +282,11 @@ def init(opts: dict[str, Any], *, directory: str) -> int:
     first, exactly as `run` checks a flag), so they take effect for every run of it.
     """
     settings = _init_settings(opts, directory)
+    if "output_root" not in settings:
+        # Relative to the pipeline's directory: `runs list`, `explain` and the rest find
+        # the project from there or below without flags (docs/configuration.md
+        # "Finding the project").
+        settings = {"output_root": DEFAULT_INIT_OUTPUT_ROOT, **settings}
     files = dict(STARTER_FILES)
     files["pipeline.toml"] = starter_pipeline(settings)
     try:
@@ -300,6 +305,10 @@ def init(opts: dict[str, Any], *, directory: str) -> int:
         written = "".join(f"; {k} = {v}" for k, v in settings.items())
         click.echo(f"wrote {pipeline}{written}; run it with: runjournal run {pipeline}")
     return 0
+
+
+# What `init` writes as `output_root` when --output-root is not given.
+DEFAULT_INIT_OUTPUT_ROOT = "runs"
 
 
 def _init_settings(opts: dict[str, Any], directory: str) -> dict[str, str]:

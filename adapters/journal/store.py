@@ -31,6 +31,7 @@ from runjournal.adapters.journal.errors import (
 )
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
 from runjournal.adapters.journal.session import RunSession
+from runjournal.adapters.journal.views_table import ViewsTable
 from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 
@@ -99,6 +100,13 @@ class JournalStore:
         self._heads: dict[UUID, tuple[int, bytes | None]] = {}  # last link written per run
         self._position = 0
         self._closed = False
+
+    def views_table(self) -> ViewsTable | None:
+        """A PostgreSQL journal's views table, in its schema (docs/internals.md "Where
+        views live"); None for SQLite, whose views live beside its file."""
+        datastore = getattr(self._app.recorder, "datastore", None)
+        schema = getattr(datastore, "schema", None)
+        return ViewsTable(datastore, schema=schema) if schema else None
 
     @property
     def url(self) -> str:

@@ -63,18 +63,18 @@ CASES = {
     ),
     "journal-path": (
         ["--journal", "j/journal.sqlite3"],
-        {"journal": "../j/journal.sqlite3"},
-        {"journal": "work/j/journal.sqlite3"},
+        {"output_root": "runs", "journal": "../j/journal.sqlite3"},
+        {"output_root": "work/demo/runs", "journal": "work/j/journal.sqlite3"},
     ),
     "journal-sqlite-url": (
         ["--journal", "sqlite:///{root}/db/rj.sqlite3"],
-        {"journal": "{root}/db/rj.sqlite3"},
-        {"journal": "db/rj.sqlite3"},
+        {"output_root": "runs", "journal": "{root}/db/rj.sqlite3"},
+        {"output_root": "work/demo/runs", "journal": "db/rj.sqlite3"},
     ),
     "journal-postgres": (
         ["--journal", "postgresql://rj@db.example/runjournal"],
-        {"journal": "postgresql://rj@db.example/runjournal"},
-        {},
+        {"output_root": "runs", "journal": "postgresql://rj@db.example/runjournal"},
+        {"output_root": "work/demo/runs"},
     ),
     "both": (
         ["--output-root", "o", "--journal", "o/j.sqlite3"],
@@ -105,9 +105,30 @@ def test_init_writes_its_settings_and_they_take_effect(home: Path, case: str) ->
             assert rows[name]["value"] == table[name]
 
 
-def test_init_without_settings_writes_the_plain_starter(home: Path) -> None:
+def test_init_without_settings_writes_output_root_runs(home: Path) -> None:
     assert invoke("init", "demo").exit_code == 0
-    assert (home / "work" / "demo" / "pipeline.toml").read_text() == PIPELINE
+    text = (home / "work" / "demo" / "pipeline.toml").read_text()
+    assert tomllib.loads(text)["runjournal"] == {"output_root": "runs"}
+    assert tomllib.loads(text)["steps"] == tomllib.loads(PIPELINE)["steps"]
+    os.chdir(home)  # relative to the pipeline's directory, not the current one
+    assert effective(home / "work" / "demo" / "pipeline.toml")["output_root"]["value"] == str(
+        home / "work" / "demo" / "runs"
+    )
+
+
+def test_a_default_starter_is_found_from_a_subdirectory_without_flags(home: Path) -> None:
+    """Issue 16: discovery works for every starter project, `init` with no flags too."""
+    assert invoke("init", "demo").exit_code == 0
+    os.chdir(home / "work" / "demo")
+    result = invoke("run", "pipeline.toml", "--cache-root", str(home / "c"), "--json")
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    assert (home / "work" / "demo" / "runs" / "journal.sqlite3").is_file()
+    os.chdir(home / "work" / "demo" / "docs")
+    listed = invoke("runs", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [r["run_id"] for r in json.loads(listed.stdout)["runs"]] == [run_id]
+    assert not (home / "work" / "demo" / "docs" / "runs").exists()
 
 
 def test_a_run_of_the_initialised_pipeline_uses_the_output_root(home: Path) -> None:
