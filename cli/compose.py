@@ -343,7 +343,9 @@ def live_views(config: EffectiveConfig) -> LiveViews:
     )
 
 
-def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
+def projection_store(
+    store: JournalStore, config: EffectiveConfig, render: Any, render_streamed: Any = None
+) -> ProjectionStore:
     """The materialised views of the journal, opened through the factories: beside a
     SQLite journal's file, under the output root for PostgreSQL (docs/internals.md
     "Where views live")."""
@@ -353,7 +355,12 @@ def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) 
     else:
         views_dir, state_dir = config.output_root, STATE_DIR
     return ProjectionStore(
-        store, views_dir, render, open_root=factories().open_root, state_dir=state_dir
+        store,
+        views_dir,
+        render,
+        open_root=factories().open_root,
+        state_dir=state_dir,
+        render_streamed=render_streamed,
     )
 
 
