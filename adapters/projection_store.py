@@ -48,6 +48,7 @@ from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.report import ReportProjection
 from runjournal.projections.runs_index import RunsIndexProjection
+from runjournal.projections.streamed import Streamed
 
 __all__ = [
     "STATE_DIR",
@@ -256,6 +257,7 @@ class ProjectionStore:
         open_root: Callable[..., FsRoot],
         state_dir: str = STATE_DIR,
         views_table: ViewsTable | None = None,
+        render_streamed: Callable[[Streamed], bytes] | None = None,
     ) -> None:
         """`open_root(path, *, create)` opens `views_dir` and the directories holding run
         directories (the composition root's factory, cli/compose.py), each once per
@@ -267,6 +269,9 @@ class ProjectionStore:
         self._views_dir = os.path.abspath(views_dir)
         self._state_dir = state_dir
         self._render = render
+        # Renders a view a projection describes lazily (`streamed_view`), as `render`
+        # would render it whole, without building it whole.
+        self._render_streamed = render_streamed
 
     def _storage(self, spec: ProjectionSpec) -> str:
         return spec.storage(self._state_dir)
@@ -502,25 +507,33 @@ class ProjectionStore:
                 builders[spec.name].skipped += 1
         if not wanted:
             return
-        events = list(self._store.events(run.run_id))
-        for spec in wanted:
+        # One pass over the run's events feeding every fold: the events are never held
+        # (docs/performance.md "Reading commands on a large run").
+        folds = [spec.new() for spec in wanted]
+        last_version = 0
+        for event in self._store.events(run.run_id):
+            for projection in folds:
+                projection.apply(event)
+            last_version = event.originator_version
+        for spec, projection in zip(wanted, folds, strict=True):
             builder = builders[spec.name]
-            view = fold(spec.new(), events).view()
             into = root
             if spec.run_file is not None:
                 into = targets[spec.name] or root
                 target = f"{run.run_id}/{spec.run_file}"
-                data = (spec.render or self._render)(view)
+                data = (spec.render or self._render)(projection.view())
             else:
                 target = f"{builder.storage}/{run.run_id}.json"
-                data = self._render(
-                    _RunView(
-                        projection={"name": spec.name, "version": spec.version},
-                        run_id=run.run_id,
-                        last_version=events[-1].originator_version if events else 0,
-                        view=view,
-                    )
-                )
+                head = {
+                    "projection": {"name": spec.name, "version": spec.version},
+                    "run_id": run.run_id,
+                    "last_version": last_version,
+                }
+                lazy = getattr(projection, "streamed_view", None)
+                if lazy is not None and self._render_streamed is not None:
+                    data = self._render_streamed(Streamed({**head, "view": lazy()}))
+                else:
+                    data = self._render(_RunView(**head, view=projection.view()))
             try:
                 into.write_bytes(target, data, overwrite=True)
             except FsError as exc:

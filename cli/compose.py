@@ -361,7 +361,9 @@ def live_views(config: EffectiveConfig) -> LiveViews:
     )
 
 
-def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) -> ProjectionStore:
+def projection_store(
+    store: JournalStore, config: EffectiveConfig, render: Any, render_streamed: Any = None
+) -> ProjectionStore:
     """The materialised views of the journal, opened through the factories: beside a
     SQLite journal's file, in a PostgreSQL journal's own database (docs/internals.md
     "Where views live"); never in the current directory."""
@@ -373,6 +375,7 @@ def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) 
             render,
             open_root=factories().open_root,
             state_dir=state_dir_for(location.path),
+            render_streamed=render_streamed,
         )
     table = store.views_table()
     if table is None:  # not a database with a schema: cannot happen for PostgreSQL
@@ -384,6 +387,7 @@ def projection_store(store: JournalStore, config: EffectiveConfig, render: Any) 
         open_root=factories().open_root,
         state_dir=STATE_DIR,
         views_table=table,
+        render_streamed=render_streamed,
     )
 
 

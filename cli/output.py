@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
+from runjournal.projections.streamed import Streamed
 
 _json = msgspec.json.Encoder(order="sorted")
 
@@ -31,23 +32,51 @@ def emit_json_streamed(doc: dict[str, Any], key: str, items: Iterable[Any]) -> N
     """`emit_json({**doc, key: list(items)})`, byte for byte, holding one item at a time.
 
     For documents whose one long list would not fit in memory (`journal show --json`,
-    docs/performance.md "Reading commands on a large run"): keys in sorted order, each
-    item formatted on its own and indented to its depth, as msgspec formats the whole.
+    `explain --json`, docs/performance.md "Reading commands on a large run"): keys in
+    sorted order, each item formatted on its own and indented to its depth, as msgspec
+    formats the whole. An item that is itself `Streamed` is written the same way.
     """
     out = sys.stdout
-    out.write("{")
-    for i, name in enumerate(sorted({*doc, key})):
-        out.write(("," if i else "") + "\n  " + _json.encode(name).decode("utf-8") + ": ")
+    _write_streamed(out.write, Streamed(doc, key, items), "")
+    out.write("\n")
+    out.flush()
+
+
+def json_bytes_streamed(streamed: Streamed) -> bytes:
+    """`json_bytes` of a Streamed document, holding its text but never all its items."""
+    buf = bytearray()
+
+    def write(text: str) -> None:
+        buf.extend(text.encode("utf-8"))
+
+    _write_streamed(write, streamed, "")
+    buf.extend(b"\n")
+    return bytes(buf)
+
+
+def _write_streamed(write: Any, streamed: Streamed, prefix: str) -> None:
+    doc, key = streamed.doc, streamed.key
+    inner = prefix + "  "
+    write("{")
+    for i, name in enumerate(sorted({*doc, key} - {None})):
+        write(("," if i else "") + "\n" + inner + _json.encode(name).decode("utf-8") + ": ")
         if name != key:
-            out.write(_indented(doc[name], "  "))
+            value = doc[name]
+            if isinstance(value, Streamed):
+                _write_streamed(write, value, inner)
+            else:
+                write(_indented(value, inner))
             continue
         first = True
-        for item in items:
-            out.write(("[\n    " if first else ",\n    ") + _indented(item, "    "))
+        for item in streamed.items:
+            write(("[\n" if first else ",\n") + inner + "  ")
+            if isinstance(item, Streamed):
+                _write_streamed(write, item, inner + "  ")
+            else:
+                write(_indented(item, inner + "  "))
             first = False
-        out.write("[]" if first else "\n  ]")
-    out.write("\n}\n")
-    out.flush()
+        write("[]" if first else "\n" + inner + "]")
+    write("\n" + prefix + "}")
 
 
 def _indented(value: Any, prefix: str) -> str:

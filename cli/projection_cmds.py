@@ -14,14 +14,14 @@ from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.projection_store import ProjectionStore, UnknownProjection
 from runjournal.cli.compose import projection_store
 from runjournal.cli.errors import CliError, ExitCode, print_error
-from runjournal.cli.output import emit_json, json_bytes
+from runjournal.cli.output import emit_json, json_bytes, json_bytes_streamed
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 
 
 def _projection_store(opts: dict[str, Any]) -> tuple[JournalStore, ProjectionStore]:
     config = resolve_cli_settings(opts)
     store = open_cli_journal(opts, read_only=True)
-    return store, projection_store(store, config, json_bytes)
+    return store, projection_store(store, config, json_bytes, json_bytes_streamed)
 
 
 def status(opts: dict[str, Any], *, name: str | None) -> int:

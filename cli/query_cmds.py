@@ -270,11 +270,18 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        view = fold(ReasonReportProjection(step), read_events(store, run_id)).view()
+        reasons = fold(ReasonReportProjection(step), read_events(store, run_id))
     finally:
         store.close()
-    if step is not None and not view["steps"]:
+    if step is not None and not reasons.step_names():
         raise CliError(f"run {run_id} has no decisions for step '{step}'")
+    if opts.get("as_json") and not selection.any:
+        # The whole view, streamed a lane at a time: the decisions are held compact,
+        # never all as dicts (docs/performance.md "Reading commands on a large run").
+        streamed = reasons.streamed_view()
+        emit_json_streamed(streamed.doc, "steps", streamed.items)
+        return 0
+    view = reasons.view()
     explaining.check_selection(selection, view, run_id)
     if opts.get("as_json"):
         emit_json(explaining.json_document(view, selection))

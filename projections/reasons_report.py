@@ -7,6 +7,7 @@ whose stage never started are counted apart in `not_started`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from runjournal.domain.events import (
@@ -21,6 +22,7 @@ from runjournal.domain.reasons import Category
 from runjournal.projections.base import error_view
 from runjournal.projections.llm_usage import LLMUsageFold
 from runjournal.projections.stage_outcomes import Outcome, PendingStages, immediate
+from runjournal.projections.streamed import Streamed
 
 
 class ReasonReportProjection:
@@ -32,13 +34,17 @@ class ReasonReportProjection:
     def __init__(self, step: str | None = None) -> None:
         self.only_step = step
         self.run_id = ""
-        # step -> lane -> list of decision dicts, in journal order.
-        self.steps: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        # step -> lane -> compact decisions (`decision_view`), in journal order.
+        self.steps: dict[str, dict[str, list[list[Any]]]] = {}
         self.failures: list[dict[str, str]] = []
         self.status = "running"
         self.error: dict[str, str | None] | None = None
         self.llm = LLMUsageFold()
         self._pending = PendingStages()
+        self._names: dict[str, str] = {}  # one copy of each step and lane name
+
+    def _name(self, name: str) -> str:
+        return self._names.setdefault(name, name)
 
     def apply(self, event: RunEvent) -> None:
         if self.only_step is None or getattr(event, "step", None) == self.only_step:
@@ -67,46 +73,60 @@ class ReasonReportProjection:
             self.error = error_view(event.error)
 
     def _stage(self, event: StageDecided | StageExecuted | StageFailed) -> None:
-        """A decision is listed at once; its outcome is settled by its stage's execution."""
-        decision: dict[str, Any] | None = None
-        if isinstance(event, StageDecided):
-            lanes = self.steps.setdefault(event.step, {})
-            outcome = immediate(event)
-            decision = {
-                "stage": event.stage.value,
-                "chunk": event.chunk or None,
-                "code": event.code.value,
-                "category": event.category.value,
-                "detail": event.detail,
-                "differs": sorted(event.recorded),
-                "outcome": (outcome or Outcome.NOT_STARTED).value,
-                **({"cause": event.cause.value} if event.cause else {}),
-            }
-            lanes.setdefault(event.lane, []).append(decision)
-        settled = self._pending.apply(event, decision)
-        if settled is not None and isinstance(settled[0], dict):
-            settled[0]["outcome"] = settled[1].value
+        """A decision is listed at once; its outcome is settled by its stage's execution.
 
-    def view(self) -> dict[str, Any]:
-        steps = []
+        Held compact (one short list of shared strings per decision, docs/performance.md
+        "Reading commands on a large run"); `decision_view` gives its document form."""
+        decision: list[Any] | None = None
+        if isinstance(event, StageDecided):
+            lanes = self.steps.setdefault(self._name(event.step), {})
+            outcome = immediate(event)
+            decision = [
+                event.stage.value,
+                event.chunk or None,
+                event.code.value,
+                event.category.value,
+                event.detail,
+                tuple(sorted(event.recorded)) if event.recorded else (),
+                (outcome or Outcome.NOT_STARTED).value,
+                event.cause.value if event.cause else None,
+            ]
+            lanes.setdefault(self._name(event.lane), []).append(decision)
+        settled = self._pending.apply(event, decision)
+        if settled is not None and isinstance(settled[0], list):
+            settled[0][_OUTCOME] = settled[1].value
+
+    def _counts(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
         totals: dict[str, int] = {}
         not_started: dict[str, int] = {}
         outcomes: dict[str, int] = {}
-        for step, lanes in self.steps.items():
-            lane_views = []
-            for lane, decisions in lanes.items():
-                by_stage: dict[str, dict[str, int]] = {}
+        for lanes in self.steps.values():
+            for decisions in lanes.values():
                 for d in decisions:
-                    if d["category"] != Category.FAILURE:  # a failed stage counts once
-                        outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
-                    if d["outcome"] == Outcome.NOT_STARTED:
-                        not_started[d["code"]] = not_started.get(d["code"], 0) + 1
-                        continue
-                    codes = by_stage.setdefault(d["stage"], {})
-                    codes[d["code"]] = codes.get(d["code"], 0) + 1
-                    totals[d["code"]] = totals.get(d["code"], 0) + 1
-                lane_views.append({"lane": lane, "stages": by_stage, "decisions": decisions})
-            steps.append({"step": step, "lanes": lane_views})
+                    code, outcome = d[_CODE], d[_OUTCOME]
+                    if d[_CATEGORY] != Category.FAILURE:  # a failed stage counts once
+                        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                    if outcome == Outcome.NOT_STARTED:
+                        not_started[code] = not_started.get(code, 0) + 1
+                    else:
+                        totals[code] = totals.get(code, 0) + 1
+        return totals, not_started, outcomes
+
+    def _lane_view(self, lane: str, decisions: list[list[Any]]) -> dict[str, Any]:
+        by_stage: dict[str, dict[str, int]] = {}
+        for d in decisions:
+            if d[_OUTCOME] != Outcome.NOT_STARTED:
+                codes = by_stage.setdefault(d[_STAGE], {})
+                codes[d[_CODE]] = codes.get(d[_CODE], 0) + 1
+        return {
+            "lane": lane,
+            "stages": by_stage,
+            "decisions": [decision_view(d) for d in decisions],
+        }
+
+    def head(self) -> dict[str, Any]:
+        """The view without `steps`: what `lanes` streams beside it."""
+        totals, not_started, outcomes = self._counts()
         return {
             "run_id": self.run_id,
             "status": self.status,
@@ -114,7 +134,40 @@ class ReasonReportProjection:
             "totals": dict(sorted(totals.items())),
             "not_started": dict(sorted(not_started.items())),
             "outcomes": dict(sorted(outcomes.items())),
-            "steps": steps,
             "failures": self.failures,
             "llm": self.llm.view(),
         }
+
+    def step_names(self) -> list[str]:
+        return list(self.steps)
+
+    def lanes(self, step: str) -> Iterator[dict[str, Any]]:
+        """One step's lane views, built one at a time (for a streamed document)."""
+        for lane, decisions in self.steps[step].items():
+            yield self._lane_view(lane, decisions)
+
+    def streamed_view(self) -> Streamed:
+        """`view()`, described lazily: each lane's decisions become dicts as it is written."""
+        steps = (Streamed({"step": s}, "lanes", self.lanes(s)) for s in self.step_names())
+        return Streamed(self.head(), "steps", steps)
+
+    def view(self) -> dict[str, Any]:
+        steps = [{"step": step, "lanes": list(self.lanes(step))} for step in self.steps]
+        return {**self.head(), "steps": steps}
+
+
+_STAGE, _CHUNK, _CODE, _CATEGORY, _DETAIL, _DIFFERS, _OUTCOME, _CAUSE = range(8)
+
+
+def decision_view(d: list[Any]) -> dict[str, Any]:
+    """One compact decision in its document form."""
+    return {
+        "stage": d[_STAGE],
+        "chunk": d[_CHUNK],
+        "code": d[_CODE],
+        "category": d[_CATEGORY],
+        "detail": d[_DETAIL],
+        "differs": list(d[_DIFFERS]),
+        "outcome": d[_OUTCOME],
+        **({"cause": d[_CAUSE]} if d[_CAUSE] is not None else {}),
+    }

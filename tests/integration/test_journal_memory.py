@@ -8,6 +8,8 @@ commands on a large run").
 
 from __future__ import annotations
 
+import contextlib
+import io
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +21,15 @@ from runjournal.adapters.export import (
     import_stream,
     verify_export,
 )
+from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import JournalStore, open_journal
+from runjournal.adapters.projection_store import ProjectionStore
 from runjournal.adapters.run_directory_check import RunFacts
+from runjournal.cli.output import emit_json, emit_json_streamed, json_bytes, json_bytes_streamed
 from runjournal.domain.audit import audit_run
 from runjournal.domain.events import RunEvent
+from runjournal.projections.base import fold
+from runjournal.projections.reasons_report import ReasonReportProjection
 from support import synthetic as syn
 
 
@@ -101,3 +108,66 @@ def test_import_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
         assert events == count
         peaks.append(peak - len(data))
     assert peaks[1] < 3 * peaks[0], peaks
+
+
+class _Sink:
+    """A stdout that keeps only how much was written (and, when asked, the text)."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.size, self.parts, self.keep = 0, [], keep
+
+    def write(self, text: str) -> int:
+        self.size += len(text)
+        if self.keep:
+            self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _explain_json(store: JournalStore, run_id: str, out: _Sink) -> int:
+    """What `explain RUN --json` does: fold the reasons, stream the document."""
+    streamed = fold(ReasonReportProjection(), store.events(run_id)).streamed_view()
+    with contextlib.redirect_stdout(out):  # type: ignore[type-var]
+        emit_json_streamed(streamed.doc, "steps", streamed.items)
+    return out.size
+
+
+def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            peak, size = _peak(lambda s=store, r=run_id: _explain_json(s, r, _Sink()))
+            # The streamed document is the view, byte for byte.
+            kept, whole = _Sink(keep=True), io.StringIO()
+            _explain_json(store, run_id, kept)
+            with contextlib.redirect_stdout(whole):
+                emit_json(fold(ReasonReportProjection(), store.events(run_id)).view())
+            assert "".join(kept.parts) == whole.getvalue()
+            assert size > 1000 * lanes
+        peaks.append(peak)
+    # Each decision is held compact until its lane is written: neither the events nor
+    # every decision's dict are held for the whole run.
+    assert peaks[1] < 4 * peaks[0], peaks
+
+
+def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            views = tmp_path / f"views{lanes}"
+            projections = ProjectionStore(
+                store,
+                str(views),
+                json_bytes,
+                open_root=FsRoot.open,
+                render_streamed=json_bytes_streamed,
+            )
+            peak, results = _peak(lambda p=projections, r=run_id: p.rebuild(None, r))
+            assert all(not r.failures for r in results), results  # type: ignore[attr-defined]
+        written = sum(f.stat().st_size for f in views.rglob("*.json"))
+        peaks.append(peak - 2 * written)  # each file is rendered whole before it is written
+    assert peaks[1] < 4 * peaks[0], peaks
