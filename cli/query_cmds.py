@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -92,6 +93,15 @@ def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
     """The run's events; a row that does not decode (e.g. an unknown type) is one line, exit 1."""
     try:
         return list(store.events(run_id))
+    except JournalError as exc:
+        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+
+
+def stream_events(store: JournalStore, run_id: str) -> Iterator[RunEvent]:
+    """`read_events` one page at a time, for a fold that must not hold the run
+    (docs/performance.md "Reading commands on a large run"); consume it before closing."""
+    try:
+        yield from store.events(run_id)
     except JournalError as exc:
         raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
 
@@ -270,7 +280,7 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        reasons = fold(ReasonReportProjection(step), read_events(store, run_id))
+        reasons = fold(ReasonReportProjection(step), stream_events(store, run_id))
     finally:
         store.close()
     if step is not None and not reasons.step_names():
