@@ -744,10 +744,12 @@ _ADVERSARIAL = {
 @pytest.mark.parametrize("name", list(_ADVERSARIAL))
 def test_adversarial_inputs_stay_linear(name: str) -> None:
     text = _ADVERSARIAL[name]
-    started = time.perf_counter()
+    # cpu of this thread, not wall: a loaded machine (CI, other jobs) stretches wall time
+    # by whole seconds, while a super-linear pattern costs minutes of cpu on these inputs
+    started = time.thread_time()
     out = redact_text(text)
     safe_error_text(text)
-    assert time.perf_counter() - started < 3.0
+    assert time.thread_time() - started < 3.0
     assert redact_text(out) == out
 
 
@@ -759,9 +761,9 @@ def test_plain_prose_is_fast() -> None:
     words = sentence.split(" ")
     rng = random.Random(7)
     prose = " ".join(rng.choice(words) for _ in range(200_000))
-    started = time.perf_counter()
+    started = time.thread_time()  # cpu, not wall (see above)
     assert redact_text(prose) == prose
-    assert time.perf_counter() - started < 3.0
+    assert time.thread_time() - started < 3.0
 
 
 # --------------------------------------------------------------------------------------
