@@ -22,6 +22,9 @@ __all__ = [
     "redact_url",
 ]
 
+# PostgreSQL's connect timeout (seconds) unless the URL sets `connect_timeout`; here so the
+# CLI can parse a URL without importing the journal application (eventsourcing).
+DEFAULT_CONNECT_TIMEOUT: Final = 10
 _PG_OPTIONS: Final = frozenset({"connect_timeout", "schema"})
 _SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
