@@ -44,8 +44,10 @@ def _needle_index(
     for i, shape in enumerate(SHAPES):
         for needle in needles_of(shape):
             owners.setdefault(needle, set()).add(i)
+    # A needle implies the shapes of every needle it starts with: its own prefixes, looked
+    # up (one lookup per prefix length, not one comparison per pair of needles).
     implied = {
-        a: frozenset(i for b, shapes in owners.items() if a.startswith(b) for i in shapes)
+        a: frozenset(i for k in range(1, len(a) + 1) for i in owners.get(a[:k], ()))
         for a in owners
     }
     return re.compile("(?=(" + _trie_pattern(list(owners)) + "))"), implied
