@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 from runjournal.adapters.builtin_modules import BUILTINS, is_builtin_class
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import (
     Module,
     ModuleContractError,
@@ -54,7 +55,7 @@ __all__ = [
 MODULE_ENTRY_POINT_GROUP = "runjournal.modules"
 VALIDATOR_ENTRY_POINT_GROUP = "runjournal.validators"
 _MAX_MESSAGE = 400
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = LazyPattern(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _one_line(text: str) -> str:
@@ -87,7 +88,7 @@ class _Kind:
 _MODULE = _Kind("module", Module, MODULE_ENTRY_POINT_GROUP, BUILTINS)
 _VALIDATOR = _Kind("validator", Validator, VALIDATOR_ENTRY_POINT_GROUP, {})
 _MISSING = object()
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_DOTTED = LazyPattern(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 def load_module(spec: str, *, pipeline_dir: str) -> Module:

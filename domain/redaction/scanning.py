@@ -47,8 +47,7 @@ def _needle_index(
     # A needle implies the shapes of every needle it starts with: its own prefixes, looked
     # up (one lookup per prefix length, not one comparison per pair of needles).
     implied = {
-        a: frozenset(i for k in range(1, len(a) + 1) for i in owners.get(a[:k], ()))
-        for a in owners
+        a: frozenset(i for k in range(1, len(a) + 1) for i in owners.get(a[:k], ())) for a in owners
     }
     return re.compile("(?=(" + _trie_pattern(list(owners)) + "))"), implied
 
