@@ -8,7 +8,6 @@ result is reused for an unchanged chunk even when the chunk moved inside its sou
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -96,6 +95,8 @@ def clean_inline(raw: str) -> str:
     if codes:
         text = _KEPT.sub(lambda m: codes[int(m.group(1))], text)
     if "&" in text:
+        import html  # here: most chunks have no entity, and a resume runs no extract
+
         text = html.unescape(text)
     text = _MD_ESCAPE.sub(r"\1", text)
     return _SPACE.sub(" ", text).strip()
