@@ -15,7 +15,6 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-import re
 import struct
 import threading
 from collections import OrderedDict
@@ -25,6 +24,7 @@ import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.identity import step_identity
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
 from runjournal.domain.ports import (
@@ -65,8 +65,8 @@ _PREFIX = struct.Struct(">4sHI")
 _VERSION_END = 6
 _DIGEST_SIZE = 32
 _OVERHEAD = _PREFIX.size + _DIGEST_SIZE
-_CHUNK_ID = re.compile(r"[0-9a-f]{64}")
-_STEP_IDENTITY = re.compile(r"[0-9a-f]{32}")
+_CHUNK_ID = LazyPattern(r"[0-9a-f]{64}")
+_STEP_IDENTITY = LazyPattern(r"[0-9a-f]{32}")
 _SUFFIX = ".ckpt"
 # `latest.<stage>`: the scope the lane's stage was last written under,
 # `<step identity>/<D dir>/<lane identity>`.

@@ -20,7 +20,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import re
 import secrets
 import shutil
 import stat
@@ -28,6 +27,8 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import ClassVar, Self
+
+from runjournal.domain.lazy_pattern import LazyPattern
 
 __all__ = [
     "DIR_MODE",
@@ -178,7 +179,7 @@ def _classified(name: str) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- lexical checks
 
-_DRIVE = re.compile(r"[A-Za-z]:")
+_DRIVE = LazyPattern(r"[A-Za-z]:")
 
 
 def _split(name: str) -> list[str]:

@@ -17,19 +17,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import importlib.metadata
-import importlib.util
 import re
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
-from runjournal.adapters.builtin_modules import BUILTIN_MODULES
+from runjournal.adapters.builtin_modules import BUILTINS, is_builtin_class
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import (
     Module,
     ModuleContractError,
@@ -56,7 +55,7 @@ __all__ = [
 MODULE_ENTRY_POINT_GROUP = "runjournal.modules"
 VALIDATOR_ENTRY_POINT_GROUP = "runjournal.validators"
 _MAX_MESSAGE = 400
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = LazyPattern(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _one_line(text: str) -> str:
@@ -83,13 +82,13 @@ class _Kind:
     name: str
     base: type
     group: str
-    builtins: dict[str, type]
+    builtins: Mapping[str, type]
 
 
-_MODULE = _Kind("module", Module, MODULE_ENTRY_POINT_GROUP, dict(BUILTIN_MODULES))
+_MODULE = _Kind("module", Module, MODULE_ENTRY_POINT_GROUP, BUILTINS)
 _VALIDATOR = _Kind("validator", Validator, VALIDATOR_ENTRY_POINT_GROUP, {})
 _MISSING = object()
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_DOTTED = LazyPattern(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 def load_module(spec: str, *, pipeline_dir: str) -> Module:
@@ -158,6 +157,8 @@ def _exec_plugin(
     if cached is not None and getattr(cached, "__runjournal_source_sha256__", None) == digest:
         return cached
 
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None:
         raise fail("not importable as a Python file")
@@ -219,7 +220,7 @@ def module_source(module: Module) -> tuple[str, str] | None:
     imports (docs/modules.md "Fingerprints").
     """
     cls = type(module)
-    if cls in BUILTIN_MODULES.values():
+    if is_builtin_class(cls):
         return None
     namespace = sys.modules.get(cls.__module__)
     filename = getattr(namespace, "__file__", None)
@@ -268,6 +269,8 @@ def _attribute(namespace: object, attribute: str, fail: Callable[[str], ModuleLo
 
 
 def _entry_point(name: str, kind: _Kind, fail: Callable[[str], ModuleLoadError]) -> Any:
+    import importlib.metadata  # only for entry-point names: not at start-up
+
     try:
         found = [ep for ep in importlib.metadata.entry_points(group=kind.group) if ep.name == name]
     except Exception as exc:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
-from runjournal.adapters.llm.cassette import CassetteError
 from runjournal.adapters.module_loader import (
     ModuleLoadError,
     load_module,
@@ -151,6 +150,8 @@ def resolve_pipeline(
 
 
 def _runtime(runtimes: Callable[[Profile], Any], profile: Profile, key: str) -> Any:
+    from runjournal.adapters.llm.cassette import CassetteError  # only for steps with a profile
+
     try:
         return runtimes(profile)
     except CassetteError as exc:  # a profile's cassette that cannot be read: configuration

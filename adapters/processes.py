@@ -7,13 +7,20 @@ time, and a run is live only if that same process, started at that same time, st
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 _TOLERANCE_S = 2.0
 
 
 def host_name() -> str:
+    """This host's name: `uname`'s node name, which `socket.gethostname()` returns on
+    POSIX, without importing `socket` (every `run` records it; docs/performance.md
+    "Start-up")."""
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
+    import socket
+
     return socket.gethostname()
 
 

@@ -43,6 +43,13 @@ SCRIPTS: tuple[Script, ...] = (
     Script("concurrency", ("bench/bench_concurrency.py", "--repeat", "5")),
     Script("journal_stream", ("bench/bench_journal_stream.py", "--repeat", "5")),
     Script("executors", ("bench/bench_executors.py", "--repeat", "5")),
+    Script("cold_stage", ("bench/bench_cold_stage.py", "--repeat", "5")),
+    Script(
+        "runs_list",
+        ("bench/bench_runs_list.py", "--lanes", "180", "--chunks", "330", "--repeat", "5"),
+    ),
+    Script("checkpoint_load", ("bench/bench_checkpoint_load.py",)),
+    Script("journal_append", ("bench/bench_journal_append.py",)),
 )
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from runjournal.cli.errors import CliError
+from runjournal.domain.lazy_pattern import LazyPattern
 
-_AGE = re.compile(r"^(\d+)([smhdw])$")
+_AGE = LazyPattern(r"^(\d+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 AGE_UNITS = tuple(_UNITS)  # for --help: s, m, h, d, w
 

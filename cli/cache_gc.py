@@ -30,8 +30,9 @@ from runjournal.domain.cache_refs import (
     collection_id,
     references,
 )
+from runjournal.domain.lazy_pattern import LazyPattern
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+_SIZE = LazyPattern(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 

@@ -19,23 +19,22 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from runjournal.adapters.cache_lock import CacheLock
-from runjournal.adapters.cache_view import CacheView
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
-from runjournal.adapters.debug_bundle import BundleAllocationError, DebugBundle, JournalSpans
+from runjournal.adapters.debug_bundle.spans import JournalSpans
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.journal import JournalStore, JournalUnavailable, open_journal
-from runjournal.adapters.journal.application import DEFAULT_CONNECT_TIMEOUT
-from runjournal.adapters.journal.url import SqliteLocation, parse_journal_url
-from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.journal.errors import JournalUnavailable
+from runjournal.adapters.journal.url import (
+    DEFAULT_CONNECT_TIMEOUT,
+    SqliteLocation,
+    parse_journal_url,
+)
 from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.profiles import ProfileRegistry
-from runjournal.adapters.projection_store import STATE_DIR, ProjectionStore, state_dir_for
-from runjournal.adapters.run_dirs import RunDirs
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
@@ -53,9 +52,27 @@ from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.report import ReportProjection
 
+if TYPE_CHECKING:
+    from runjournal.adapters.cache_view import CacheView
+    from runjournal.adapters.debug_bundle import DebugBundle
+    from runjournal.adapters.journal import JournalStore
+    from runjournal.adapters.projection_store import ProjectionStore
+    from runjournal.adapters.run_dirs import RunDirs
+
 
 def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecorder | None) -> Any:
+    """The run's LLM runtime; imported here, when a step first needs it (not at start-up)."""
+    from runjournal.adapters.llm.runtime import LLMServices
+
     return LLMServices(budget=budget, record=record, replay=replay, text_trace=text_trace)
+
+
+def _open_journal(url: str, **kwargs: Any) -> JournalStore:
+    """`open_journal`, imported when a command first opens a journal: eventsourcing is
+    not loaded before (docs/performance.md "Start-up")."""
+    from runjournal.adapters.journal.application import open_journal
+
+    return open_journal(url, **kwargs)
 
 
 def _executor(jobs: int, executor: str = "threads") -> Any:
@@ -86,7 +103,7 @@ class Factories:
     """
 
     open_root: Callable[..., FsRoot] = FsRoot.open
-    open_journal: Callable[..., JournalStore] = open_journal
+    open_journal: Callable[..., JournalStore] = _open_journal
     progress: Callable[..., ProgressDisplay] = ProgressDisplay
     executor: Callable[..., Any] = _executor  # (jobs, executor name)
     checkpoint_writes: Callable[..., CheckpointWritePool] = CheckpointWritePool
@@ -162,6 +179,8 @@ class Roots:
 def run_dirs() -> RunDirs:
     """The directories holding run directories as the journal recorded them, opened
     through the factories (docs/operations.md "Where a run lives"); close it after use."""
+    from runjournal.adapters.run_dirs import RunDirs
+
     return RunDirs(factories().open_root)
 
 
@@ -304,6 +323,8 @@ def output_objects(output_root: FsRoot) -> OutputObjects:
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
     """`plan`'s read-only view of the cache: nothing is created (no cache root, no
     workspace, no plan store directory); raises FsError for a root that cannot be opened."""
+    from runjournal.adapters.cache_view import CacheView
+
     if not os.path.isdir(config.cache_root):
         return CacheView()
     root = factories().open_root(config.cache_root, create=False)
@@ -330,6 +351,9 @@ def allocate_debug_bundle(
 ) -> DebugBundle:
     """`<debug root>/<run id>/` under the invocation's one debug-root handle
     (`Roots.debug` in `run`); a root that cannot be opened is a `BundleAllocationError`."""
+    from runjournal.adapters.debug_bundle.bundle import DebugBundle
+    from runjournal.adapters.debug_bundle.failures import BundleAllocationError
+
     planned = os.path.join(os.path.abspath(debug_root), run_id)
     try:
         parent = open_debug_root()
@@ -367,6 +391,8 @@ def projection_store(
     """The materialised views of the journal, opened through the factories: beside a
     SQLite journal's file, in a PostgreSQL journal's own database (docs/internals.md
     "Where views live"); never in the current directory."""
+    from runjournal.adapters.projection_store import STATE_DIR, ProjectionStore, state_dir_for
+
     location = parse_journal_url(config.journal, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
     if isinstance(location, SqliteLocation):
         return ProjectionStore(

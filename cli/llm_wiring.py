@@ -3,22 +3,29 @@
 `--llm-record FILE`, `--llm-replay FILE`, `--max-cost AMOUNT` and `--max-tokens N` are
 what one invocation does, not settings (docs/configuration.md "Options of `run`").
 A bad value is a usage error (exit 2) before anything is allocated.
+
+The LLM runtime (`adapters/llm/runtime.py`, its HTTP client) is imported and built only
+when a step needs it (`RunLLM`): a pipeline without an LLM step never loads it
+(docs/performance.md "Start-up").
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runjournal.adapters.llm.budget import Budget
-from runjournal.adapters.llm.cassette import Cassette, CassetteError
-from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError
-from runjournal.domain.ports import TraceRecorder
 from runjournal.projections.llm_usage import usage_line
+
+if TYPE_CHECKING:
+    from runjournal.adapters.llm.budget import Budget
+    from runjournal.adapters.llm.cassette import Cassette
+    from runjournal.adapters.profiles import Profile
+    from runjournal.domain.ports import TraceRecorder
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ def _count(flag: str, raw: str) -> int:
 
 def plan_llm(req: LLMRequest | None) -> LLMPlan:
     """P1: check the values and read the cassettes; nothing is written."""
+    from runjournal.adapters.llm.budget import Budget
+
     req = req or LLMRequest()
     if req.record is not None and req.replay is not None:
         raise CliError("--llm-record and --llm-replay cannot be used together")
@@ -74,6 +83,10 @@ def plan_llm(req: LLMRequest | None) -> LLMPlan:
         max_cost=_number("--max-cost", req.max_cost) if req.max_cost is not None else None,
         max_tokens=_count("--max-tokens", req.max_tokens) if req.max_tokens is not None else None,
     )
+    if req.record is None and req.replay is None:
+        return LLMPlan(budget=budget, record=None, replay=None)
+    from runjournal.adapters.llm.cassette import Cassette, CassetteError
+
     try:
         record = (
             Cassette.load(os.path.abspath(req.record), missing_ok=True)
@@ -94,10 +107,38 @@ def plan_llm(req: LLMRequest | None) -> LLMPlan:
     return LLMPlan(budget=budget, record=record, replay=replay)
 
 
-def build_services(plan: LLMPlan, text_trace: TraceRecorder | None) -> LLMServices:
+class RunLLM:
+    """The run's `LLMServices`, built on first use: when a step with a profile asks for
+    its runtime, or at once when an LLM option was given (`--llm-record` saves its
+    cassette at the end even if no call was made). A run that never builds them has
+    nothing to stop and nothing to save."""
+
+    def __init__(self, make: Callable[[], Any], *, eager: bool) -> None:
+        self._make = make
+        self._services: Any = make() if eager else None
+
+    def runtime_for(self, profile: Profile) -> Any:
+        if self._services is None:
+            self._services = self._make()
+        return self._services.runtime_for(profile)
+
+    def stop(self) -> None:
+        if self._services is not None:
+            self._services.stop()
+
+    def close(self) -> list[str]:
+        return self._services.close() if self._services is not None else []
+
+
+def build_services(plan: LLMPlan, text_trace: TraceRecorder | None) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
-    the composition root's factory (cli/compose.py)."""
-    return factories().llm_services(plan.budget, plan.record, plan.replay, text_trace)
+    the composition root's factory (cli/compose.py) when first needed."""
+    made = factories()
+    eager = plan.record is not None or plan.replay is not None or plan.budget.limited
+    return RunLLM(
+        lambda: made.llm_services(plan.budget, plan.record, plan.replay, text_trace),
+        eager=eager,
+    )
 
 
 def llm_report(usage_view: dict[str, Any], plan: LLMPlan) -> dict[str, Any]:

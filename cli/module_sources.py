@@ -11,14 +11,16 @@ in the run's output and journaled as `WarningRecorded`. Nothing about reuse chan
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eventsourcing.utils import get_topic
-from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.journal.errors import JournalError
 from runjournal.adapters.module_loader import module_source
 from runjournal.domain.events import ModuleObserved, WarningRecorded
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.run import run_aggregate_id
+
+if TYPE_CHECKING:
+    from runjournal.adapters.journal import JournalStore
 
 Emit = Callable[..., Any]
 
@@ -33,6 +35,8 @@ def _previous(store: JournalStore, pipeline: str, run_id: str) -> dict[str, tupl
     latest: dict[str, tuple[str, Any]] = {}
     if not runs:
         return latest
+    from eventsourcing.utils import get_topic  # the journal is open: eventsourcing is loaded
+
     for _position, event in store.notifications(0, [get_topic(ModuleObserved)]):
         other = runs.get(event.originator_id)
         if other is not None and isinstance(event, ModuleObserved):

@@ -14,9 +14,11 @@ from __future__ import annotations
 import queue
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
 
@@ -41,6 +43,8 @@ class JobPool:
         self.jobs = jobs
         self._pool: ThreadPoolExecutor | None = None
         if jobs > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runjournal-job")
         self._done: queue.SimpleQueue[tuple[int, Future[Any]]] = queue.SimpleQueue()
         self._serial: deque[tuple[int, Callable[[], Any]]] = deque()
@@ -97,6 +101,8 @@ class CheckpointWritePool:
     """
 
     def __init__(self, recorder: Any, threads: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self._recorder = recorder
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="runjournal-ckpt")
 

@@ -16,23 +16,13 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from runjournal import __version__
 from runjournal.adapters.cache_lock import CacheLockBusy
-from runjournal.adapters.debug_bundle import (
-    COMMAND,
-    RESOLUTION,
-    BundleAllocationError,
-    DebugBundle,
-    JournalSpans,
-    command_payload,
-    resolution_payload,
-    trace_llm_calls,
-)
 from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.journal.errors import JournalError
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.processes import current_process_start, host_name
@@ -61,7 +51,6 @@ from runjournal.cli.overrides import check_overrides
 from runjournal.cli.parallel import MAX_WRITE_THREADS
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.progress import ProgressDisplay
-from runjournal.cli.report_cmds import write_run_report
 from runjournal.cli.run_summary import (
     RunNotes,
     before_execution,
@@ -98,6 +87,10 @@ from runjournal.domain.runner import Interrupt, RunOutcome, RunStopped, StageFai
 from runjournal.projections.base import error_view
 from runjournal.projections.debug_summary import DebugSummaryProjection
 from runjournal.projections.manifest import ManifestProjection
+
+if TYPE_CHECKING:
+    from runjournal.adapters.debug_bundle import DebugBundle, JournalSpans
+    from runjournal.adapters.journal import JournalStore
 
 
 class Interrupted(Interrupt):
@@ -379,6 +372,8 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
         inv.llm.stop()
         message = safe_error_text(f"{parsed.pipeline_path}: {exc}")  # as stderr will show it
         if bundle is not None:
+            from runjournal.adapters.debug_bundle import RESOLUTION, resolution_payload
+
             bundle.summary.write(RESOLUTION, resolution_payload(config.as_rows(), error=message))
         inv.terminal.fail_before_execution(message, RunPhase.RESOLUTION)
         not_persisted = inv.terminal.finish_bundle()
@@ -409,6 +404,8 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
             source_kind=profile.source_kind,
         )
     if bundle is not None:
+        from runjournal.adapters.debug_bundle import RESOLUTION, resolution_payload, trace_llm_calls
+
         bundle.summary.write(
             RESOLUTION,
             resolution_payload(config.as_rows(), pipeline=resolved, profiles=resolution.profiles),
@@ -523,6 +520,8 @@ def _execute_and_terminalize(
     try:
         inv.session.flush()
         if req.report:  # after every event is in the journal: the page is its projection
+            from runjournal.cli.report_cmds import write_run_report
+
             report_html, failed = write_run_report(
                 inv.journal, inv.session, inv.run_id, state.run_dir, inv.roots.output()
             )
@@ -611,6 +610,9 @@ def _allocate_bundle(
     """Allocate the requested debug bundle; a failure ends the run with exit 3."""
     if not config.debug_summary:
         return None
+    # The bundle writer is imported only when `--debug` asks for a bundle.
+    from runjournal.adapters.debug_bundle import COMMAND, BundleAllocationError, command_payload
+
     run_id = command["run_id"]
     try:
         bundle = allocate_debug_bundle(

@@ -14,10 +14,9 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runjournal.adapters.fsroot import FsError, FsRoot
-from runjournal.adapters.journal import JournalStore
 from runjournal.cli.llm_wiring import llm_summary_line
 from runjournal.cli.module_sources import observe_modules
 from runjournal.cli.progress import clear_active
@@ -29,6 +28,9 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.ports import TraceRecorder
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_text, safe_error_text
+
+if TYPE_CHECKING:
+    from runjournal.adapters.journal import JournalStore
 
 LATEST = "latest"
 # The text summary shows this many warnings and main outputs, then a count of the rest.

@@ -26,8 +26,8 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.chunkplans import ChunkMapEncoder
-from runjournal.adapters.debug_bundle import FAILURE as BUNDLE_FAILURE
-from runjournal.adapters.debug_bundle import RUN, WARNINGS
+from runjournal.adapters.debug_bundle.layout import FAILURE as BUNDLE_FAILURE
+from runjournal.adapters.debug_bundle.layout import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
 from runjournal.cli.output import json_bytes

@@ -11,10 +11,10 @@ each chunk once. A plan loaded from a cache is checked by
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Sequence
 
 import msgspec
+from runjournal.domain.lazy_pattern import LazyPattern
 
 # Bump whenever plan_chunks would split any input differently.
 PLANNER_FINGERPRINT = "runjournal.chunking/1"
@@ -28,18 +28,18 @@ _SPACE = _HSPACE + r"\n"
 
 # A non-blank line followed by the start of a blank line: its end is a paragraph boundary.
 # Possessive quantifiers keep every attempt linear in the line length.
-_PARAGRAPH_END = re.compile(
+_PARAGRAPH_END = LazyPattern(
     rf"(?m)^(?=[{_HSPACE}]*+[^{_HSPACE}\n])[^\n]*+\n(?=[{_HSPACE}]*+\n|[{_HSPACE}]++\Z)"
 )
 # Greedy and anchored at the window start: ends at the last paragraph boundary before endpos
 # (the lookahead accepts a blank line cut off by endpos; see _last_paragraph_end).
-_LAST_PARAGRAPH_END = re.compile(
+_LAST_PARAGRAPH_END = LazyPattern(
     rf"(?s).*[^{_HSPACE}\n][{_HSPACE}]*+\n(?=[{_HSPACE}]*+\n|[{_HSPACE}]*+\Z)"
 )
-_BLANK_LINE = re.compile(rf"[{_HSPACE}]*+\n|[{_HSPACE}]++\Z")
+_BLANK_LINE = LazyPattern(rf"[{_HSPACE}]*+\n|[{_HSPACE}]++\Z")
 # Matches up to and including the last whitespace in [pos, endpos) that follows some
 # non-whitespace, so a cut never leaves a piece made only of leading whitespace.
-_UP_TO_LAST_SPACE = re.compile(rf"(?s)[{_SPACE}]*+[^{_SPACE}].*[{_SPACE}]")
+_UP_TO_LAST_SPACE = LazyPattern(rf"(?s)[{_SPACE}]*+[^{_SPACE}].*[{_SPACE}]")
 
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 

@@ -7,12 +7,12 @@ never a Python repr, a set in iteration order, or a path of this machine.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.domain.chunking import PLANNER_FINGERPRINT, ChunkingSettings
+from runjournal.domain.lazy_pattern import LazyPattern
 
 # The redaction shapes are imported by the two functions that need them, not here:
 # `runjournal --help` imports this module through plan_keys, and start-up stays lean
@@ -296,7 +296,7 @@ def codec_id(module: Module, stage: Stage) -> str:
     return cached
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = LazyPattern(r"[0-9a-f]{64}")
 
 
 def is_sha256_hex(value: object) -> bool:

@@ -8,8 +8,9 @@ fails the run without touching the disk. Pure: no file system access.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable
+
+from runjournal.domain.lazy_pattern import LazyPattern
 
 __all__ = [
     "MAX_COMPONENTS",
@@ -40,8 +41,8 @@ RESERVED_NAMES: frozenset[str] = frozenset(
     }
 )
 
-_COMPONENT = re.compile(r"[A-Za-z0-9._-]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_COMPONENT = LazyPattern(r"[A-Za-z0-9._-]+")
+_CONTROL = LazyPattern(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class NameRefusal(enum.Enum):

@@ -8,17 +8,18 @@ name here is a deterministic function of its inputs.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import TYPE_CHECKING
+
+from runjournal.domain.lazy_pattern import LazyPattern
 
 if TYPE_CHECKING:
     from runjournal.domain.events import Timestamp
 
-PIPELINE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-STEP_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-RUN_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
-_TIMESTAMP_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z")
-_HEX8_RE = re.compile(r"[0-9a-f]{8}")
+PIPELINE_NAME_RE = LazyPattern(r"[A-Za-z0-9_-]{1,64}")
+STEP_ID_RE = LazyPattern(r"[A-Za-z0-9_-]{1,64}")
+RUN_ID_RE = LazyPattern(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+_TIMESTAMP_RE = LazyPattern(r"[0-9]{8}T[0-9]{6}Z")
+_HEX8_RE = LazyPattern(r"[0-9a-f]{8}")
 
 CORPUS_LANE = "corpus"
 
@@ -26,9 +27,9 @@ CORPUS_LANE = "corpus"
 # the component stays far below the 255-byte limit of common filesystems.
 SAFE_LANE_READABLE_MAX = 200
 
-_UNSAFE_LANE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
+_UNSAFE_LANE_CHAR = LazyPattern(r"[^A-Za-z0-9._-]")
 # Every escaped safe lane id ends so; a lane id that already does is escaped too.
-_ESCAPED_SUFFIX = re.compile(r"-[0-9a-f]{8}\Z")
+_ESCAPED_SUFFIX = LazyPattern(r"-[0-9a-f]{8}\Z")
 
 
 class NameRuleError(ValueError):

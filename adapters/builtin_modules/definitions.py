@@ -25,6 +25,7 @@ from runjournal.adapters.builtin_modules.text import (
     term_key,
     unknown_param_warnings,
 )
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
 
 __all__ = [
@@ -170,22 +171,22 @@ def lane_terms(ctx: StageContext, step: str) -> dict[str, str]:
 
 
 _SUBJECT = r"(?P<subj>[^,;:()\[\]\u2014\u2013]{1,80}?)(?:\s*\([^)]*\))?"
-_IS = re.compile(
+_IS = LazyPattern(
     _SUBJECT + r"\s+(?:is|are)\s+(?:(?:also|simply|just|essentially|usually|often)\s+)?"
     r"(?:a|an|the|one|any|what|how|where|when|whatever)\b",
     re.I,
 )
-_REFERS = re.compile(
+_REFERS = LazyPattern(
     _SUBJECT + r"\s+(?:refers?\s+to|means?|denotes?|(?:is|are)\s+defined\s+as|stands?\s+for)\b",
     re.I,
 )
-_ALSO = re.compile(
+_ALSO = LazyPattern(
     r"(?P<subj>[^,;:()]{1,80}?)\s*[,(]\s*(?:also\s+(?:called|known\s+as)|a\.k\.a\.?|aka)\s+"
     r"(?P<alias>[^,;:()]{1,60}?)\s*[,)]",
     re.I,
 )
-_COLON = re.compile(_SUBJECT + r"\s*(?::|\u2014|\u2013|\s-\s)\s*(?P<rest>\S.*)$")
-_CALL = re.compile(
+_COLON = LazyPattern(_SUBJECT + r"\s*(?::|\u2014|\u2013|\s-\s)\s*(?P<rest>\S.*)$")
+_CALL = LazyPattern(
     r"\b(?:we|they|people|you|one)\s+(?:call|name|term)\s+(?P<obj>[^.;:!?,]+)"
     r"|\b(?:is|are)\s+(?:called|named|termed|known\s+as)\s+(?P<obj2>[^.;:!?,]+)",
     re.I,
@@ -237,7 +238,7 @@ def _sensible(definition: Definition) -> bool:
     return 5 <= len(definition.text.split()) <= 60
 
 
-_DFN = re.compile(r"<dfn>(.+?)</dfn>", re.S)
+_DFN = LazyPattern(r"<dfn>(.+?)</dfn>", re.S)
 
 
 def _hit(key: str, term: str, pattern: str, section: str | None, raw: str) -> DefinitionHit:

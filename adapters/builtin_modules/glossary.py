@@ -37,6 +37,7 @@ from runjournal.adapters.builtin_modules.text import (
     unknown_param_warnings,
     valid_output_name,
 )
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import Chunk, Module, Normalized, OutputFile, StageContext
 
 __all__ = [
@@ -113,7 +114,7 @@ class Glossary(msgspec.Struct, frozen=True):
     entries: list[GlossaryEntry]
 
 
-_TOKEN_KEY = re.compile(r"[^\W\d_]\w*(?:-\w+)*(?: [^\W\d_]\w*(?:-\w+)*)*")
+_TOKEN_KEY = LazyPattern(r"[^\W\d_]\w*(?:-\w+)*(?: [^\W\d_]\w*(?:-\w+)*)*")
 
 
 def _counted_by_ngrams(key: str) -> bool:
@@ -129,7 +130,7 @@ def _counted_by_ngrams(key: str) -> bool:
     )
 
 
-_WORD_CHAR = re.compile(r"\w")
+_WORD_CHAR = LazyPattern(r"\w")
 _LONG_KEY = 200  # longer keys get a pattern of their own, so the trie stays shallow
 
 
@@ -432,7 +433,7 @@ class GlossaryModule(Module):
         return [OutputFile(name=_output_name(ctx), data=data)]
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
+_MD_SPECIAL = LazyPattern(r"([\\`*_\[\]<>|#])")
 
 
 def _heading_text(entry: GlossaryEntry) -> str:

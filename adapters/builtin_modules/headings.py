@@ -11,8 +11,6 @@ other built-ins' artifacts, it changes when an edit moves a heading (docs/module
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 from runjournal.adapters.builtin_modules.markup import (
     Syntax,
@@ -25,6 +23,7 @@ from runjournal.adapters.builtin_modules.text import (
     clean_inline,
     unknown_param_warnings,
 )
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
 
 __all__ = ["Heading", "HeadingHit", "HeadingsChunk", "HeadingsModule", "find_headings"]
@@ -60,10 +59,10 @@ class Heading(msgspec.Struct, frozen=True):
     offset: int
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_BLOCK_START = re.compile(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)]|#|\|)")
+_FENCE = LazyPattern(r"^ {0,3}(`{3,}|~{3,})")
+_ATX = LazyPattern(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = LazyPattern(r"^ {0,3}(=+|-+)[ \t]*$")
+_BLOCK_START = LazyPattern(r"^ {0,3}(?:[-*+>]|\d{1,9}[.)]|#|\|)")
 
 
 def find_headings(text: str, syntax: Syntax = Syntax.MARKDOWN) -> list[HeadingHit]:

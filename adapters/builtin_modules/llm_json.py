@@ -18,9 +18,10 @@ from typing import Any, ClassVar
 
 import msgspec
 from runjournal.adapters.builtin_modules.text import BuiltinParamError
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import CallOptions, Chunk, Module, Normalized, StageContext
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
+_FENCE = LazyPattern(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
 DEFAULT_PROMPT = "Answer with one JSON value describing this text from {source}:\n\n{text}"
 
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import NamedTuple
 
+from runjournal.domain.lazy_pattern import LazyPattern
+
 __all__ = [
     "Block",
     "BlockKind",
@@ -62,7 +64,7 @@ class Block(NamedTuple):
 
 _REST_SUFFIXES = (".rst", ".rest", ".rst.txt")
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd", ".mdx", ".myst")
-_REST_SNIFF = re.compile(
+_REST_SNIFF = LazyPattern(
     r"(?m)^[ \t]*\.\. (?:[\w:.+-]+::|_[^:\n]+:|\|[^|\n]+\|)"
     r"|(?<![\w`]):(?:[a-z]+:)?[a-z][\w-]*:`[^`\n]+`"
     r"|^([=~^\"'`+*#-])\1{3,}[ \t]*$"
@@ -86,13 +88,13 @@ def _looks_markdown(text: str) -> bool:
     return bool(_MARKDOWN_SNIFF.search(text))
 
 
-_MARKDOWN_SNIFF = re.compile(r"(?m)^ {0,3}(?:#{1,6} |```|~~~)|\]\(")
+_MARKDOWN_SNIFF = LazyPattern(r"(?m)^ {0,3}(?:#{1,6} |```|~~~)|\]\(")
 
 
 # --- sentences ---------------------------------------------------------------------
 
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "Dr.", "Mr.", "Ms.", "No.", "ex.")
-_SENTENCE_END = re.compile(r"[.!?][\"')\]*_`]*(?=\s+[\"'(\[*_`<]*[A-Z0-9])")
+_SENTENCE_END = LazyPattern(r"[.!?][\"')\]*_`]*(?=\s+[\"'(\[*_`<]*[A-Z0-9])")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -166,7 +168,7 @@ def blocks(text: str, syntax: Syntax) -> list[Block]:
     return [_pseudo_heading(b) for b in out if b.text or b.terms]
 
 
-_WHOLE_STRONG = re.compile(r"\*\*[^*]+\*\*:?")
+_WHOLE_STRONG = LazyPattern(r"\*\*[^*]+\*\*:?")
 
 
 def _pseudo_heading(block: Block) -> Block:
@@ -243,7 +245,7 @@ def _md_directive_tail(lines: list[str], out: list[Block]) -> None:
         _md_blocks(rest, out)
 
 
-_TERM_LINE = re.compile(r"^[^\s.,;:!?][^.;:!?]{0,79}(?<![.,;:!?])$")
+_TERM_LINE = LazyPattern(r"^[^\s.,;:!?][^.;:!?]{0,79}(?<![.,;:!?])$")
 
 
 def _md_glossary_shaped(line: str, nxt: str) -> bool:
@@ -279,7 +281,7 @@ def _leading_closing_fence(lines: list[str]) -> int | None:
     return None
 
 
-_CODE_LINE = re.compile(
+_CODE_LINE = LazyPattern(
     r"^(?:>>>|\.\.\.|\$ |#|@|//|/\*|\*/|[{}\[\]()]|\.\. )"
     r"|[=;{}]|->|\(\)|\)\)|\"\"\"|[:,(\\]$|^([!-/:-@\[-`{-~])\1{2,}$"
 )
@@ -292,7 +294,7 @@ def _code_line(line: str) -> bool:
     return symbols * 4 >= len(line)
 
 
-_STRONG_CODE = re.compile(
+_STRONG_CODE = LazyPattern(
     r"^(?:>>> |\$ |(?:async )?def \w+\s*\(|class \w+\s*[(:]|from [\w.]+ import \w|import [\w.]+$)"
 )
 
@@ -370,7 +372,7 @@ _ARGUMENT_PROSE = frozenset(_ARGUMENT_PROSE_TEXT.split())
 _VERSION_DIRECTIVES = frozenset(
     {"versionadded", "versionchanged", "deprecated", "deprecated-removed"}
 )
-_OPTION_LINE = re.compile(r"^:[\w-][\w .-]*:(?:\s.*)?$")
+_OPTION_LINE = LazyPattern(r"^:[\w-][\w .-]*:(?:\s.*)?$")
 
 
 def _directive_kind(name: str) -> str:
@@ -409,14 +411,14 @@ def _definition_text(first: str) -> str:
     return " ".join(kept)
 
 
-_CLASSIFIER = re.compile(r"\s+:\s+")
+_CLASSIFIER = LazyPattern(r"\s+:\s+")
 
 
 def _term_text(line: str, inline: Callable[[str], str]) -> str:
     return inline(_CLASSIFIER.split(line.strip(), maxsplit=1)[0])
 
 
-_TERM_LIST = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_TERM_LIST = LazyPattern(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
 
 
 def _split_terms(text: str) -> list[str]:
@@ -476,18 +478,18 @@ def _glossary_items(
 
 # --- reStructuredText --------------------------------------------------------------
 
-_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+$")
-_EXPLICIT = re.compile(r"^\.\.(?:\s|$)")
-_DIRECTIVE = re.compile(r"^\.\.\s+(?:\|[^|]+\|\s+)?([\w][\w:.+-]*?)::(?:\s+(.*))?$")
-_REST_BULLET = re.compile(
+_ADORNMENT = LazyPattern(r"^([!-/:-@\[-`{-~])\1+$")
+_EXPLICIT = LazyPattern(r"^\.\.(?:\s|$)")
+_DIRECTIVE = LazyPattern(r"^\.\.\s+(?:\|[^|]+\|\s+)?([\w][\w:.+-]*?)::(?:\s+(.*))?$")
+_REST_BULLET = LazyPattern(
     r"^(?:[-*+\u2022\u2023\u2043]|\(?(?:\d+|#|[A-Za-z]|[ivxlcdm]+|[IVXLCDM]+)[.)])(?:\s+|$)"
 )
-_FIELD = re.compile(r"^:((?:[^:\\`]|\\.)+):(?:\s+(.*))?$")
+_FIELD = LazyPattern(r"^:((?:[^:\\`]|\\.)+):(?:\s+(.*))?$")
 _META_FIELDS = frozenset(
     {"orphan", "nocomments", "tocdepth", "nosearch", "no-search", "meta", "tags"}
 )
-_GRID_TABLE = re.compile(r"^\+[-=+:]+\+$")
-_SIMPLE_TABLE = re.compile(r"^=+(?:\s+=+)+$")
+_GRID_TABLE = LazyPattern(r"^\+[-=+:]+\+$")
+_SIMPLE_TABLE = LazyPattern(r"^=+(?:\s+=+)+$")
 
 
 def _is_adornment(line: str) -> bool:
@@ -664,7 +666,7 @@ def _literal_intro(text: str) -> str:
     return text[:-1]
 
 
-_EQUALS = re.compile(r"=+")
+_EQUALS = LazyPattern(r"=+")
 
 
 def _skip_table(lines: list[str], i: int) -> int:
@@ -684,7 +686,7 @@ def _skip_table(lines: list[str], i: int) -> int:
     return i
 
 
-_FIRST_WORD = re.compile(r"^\S+\s*")
+_FIRST_WORD = LazyPattern(r"^\S+\s*")
 
 
 def _rest_explicit(lines: list[str], i: int, base: int, out: list[Block]) -> int:
@@ -716,20 +718,20 @@ def _rest_explicit(lines: list[str], i: int, base: int, out: list[Block]) -> int
 
 # --- markdown ----------------------------------------------------------------------
 
-_MD_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})\s*(.*)$")
-_MD_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_MD_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_MD_RULE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
-_MD_BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
-_MD_QUOTE = re.compile(r"^[ \t]{0,3}>[ \t]?")
-_MD_LINK_DEF = re.compile(r"^ {0,3}\[(?!\^)[^\]]+\]:\s*\S")
-_MD_FOOTNOTE_DEF = re.compile(r"^ {0,3}\[\^[^\]]+\]:\s*")
-_MD_HTML = re.compile(r"^ {0,3}<(?:[A-Za-z/!?])")
-_MD_TABLE_DELIM = re.compile(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
-_MD_DEF = re.compile(r"^ {0,3}:[ \t]+")
-_MYST_TARGET = re.compile(r"^\([^()\s]+\)=$")  # `(label)=` before a heading
-_MYST_NAME = re.compile(r"^\{([\w][\w:.+-]*)\}\s*(.*)$")
-_FRONT_KEY = re.compile(r"^[\w-]+\s*:")
+_MD_FENCE = LazyPattern(r"^ {0,3}(`{3,}|~{3,}|:{3,})\s*(.*)$")
+_MD_HEADING = LazyPattern(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_MD_SETEXT = LazyPattern(r"^ {0,3}(=+|-+)[ \t]*$")
+_MD_RULE = LazyPattern(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
+_MD_BULLET = LazyPattern(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+_MD_QUOTE = LazyPattern(r"^[ \t]{0,3}>[ \t]?")
+_MD_LINK_DEF = LazyPattern(r"^ {0,3}\[(?!\^)[^\]]+\]:\s*\S")
+_MD_FOOTNOTE_DEF = LazyPattern(r"^ {0,3}\[\^[^\]]+\]:\s*")
+_MD_HTML = LazyPattern(r"^ {0,3}<(?:[A-Za-z/!?])")
+_MD_TABLE_DELIM = LazyPattern(r"^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$")
+_MD_DEF = LazyPattern(r"^ {0,3}:[ \t]+")
+_MYST_TARGET = LazyPattern(r"^\([^()\s]+\)=$")  # `(label)=` before a heading
+_MYST_NAME = LazyPattern(r"^\{([\w][\w:.+-]*)\}\s*(.*)$")
+_FRONT_KEY = LazyPattern(r"^[\w-]+\s*:")
 
 
 def _md_fence_end(lines: list[str], i: int, fence: str) -> int:
@@ -931,27 +933,27 @@ _PLAIN_ROLES = frozenset(
     }
 )
 _PROTECT = "\x00"
-_REST_LITERAL = re.compile(r"(?<![`\w\\])``(.+?)``(?![`\w])", re.S)
-_ROLE = re.compile(
+_REST_LITERAL = LazyPattern(r"(?<![`\w\\])``(.+?)``(?![`\w])", re.S)
+_ROLE = LazyPattern(
     r"(?<![\w`\\])(?::((?:[A-Za-z][\w+.-]*:)*[A-Za-z][\w+.-]*):|\{([A-Za-z][\w:.+-]*)\})"
     r"`((?:[^`\\]|\\.)+?)`(?!`)"
 )
-_PHRASE_REF = re.compile(r"(?<![\w`\\])`((?:[^`\\]|\\.)+?)`(__?)?(?![\w`])", re.S)
-_INLINE_TARGET = re.compile(r"(?<![\w`])_`([^`]+)`")
-_SIMPLE_REF = re.compile(r"(?<![\w_/.-])([A-Za-z][\w.-]*?[A-Za-z0-9])__?(?![\w])")
-_FOOTNOTE_REF = re.compile(r"\s?\[(?:\d+|#[\w-]*|\*|[A-Za-z][\w.-]*)\]_")
-_SUBSTITUTION = re.compile(r"(?<![\w|])\|(?=\S)[^|\n]+(?<=\S)\|(?:__?)?(?![\w|])")
-_REST_ESCAPE = re.compile(r"\\(.)", re.S)
-_TITLE_TARGET = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
-_MD_CODE = re.compile(r"(`+)(.+?)\1", re.S)
-_MD_FOOTNOTE_REF = re.compile(r"\[\^[^\]\s]+\]")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_SPACES = re.compile(r"[ \t]{2,}")
-_URL_TARGET = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|www\.|/|#|mailto:)", re.I)
+_PHRASE_REF = LazyPattern(r"(?<![\w`\\])`((?:[^`\\]|\\.)+?)`(__?)?(?![\w`])", re.S)
+_INLINE_TARGET = LazyPattern(r"(?<![\w`])_`([^`]+)`")
+_SIMPLE_REF = LazyPattern(r"(?<![\w_/.-])([A-Za-z][\w.-]*?[A-Za-z0-9])__?(?![\w])")
+_FOOTNOTE_REF = LazyPattern(r"\s?\[(?:\d+|#[\w-]*|\*|[A-Za-z][\w.-]*)\]_")
+_SUBSTITUTION = LazyPattern(r"(?<![\w|])\|(?=\S)[^|\n]+(?<=\S)\|(?:__?)?(?![\w|])")
+_REST_ESCAPE = LazyPattern(r"\\(.)", re.S)
+_TITLE_TARGET = LazyPattern(r"^(.*?)\s*<([^<>]+)>$", re.S)
+_MD_CODE = LazyPattern(r"(`+)(.+?)\1", re.S)
+_MD_FOOTNOTE_REF = LazyPattern(r"\[\^[^\]\s]+\]")
+_HTML_COMMENT = LazyPattern(r"<!--.*?-->", re.S)
+_SPACES = LazyPattern(r"[ \t]{2,}")
+_URL_TARGET = LazyPattern(r"^(?:[a-z][a-z0-9+.-]*:|www\.|/|#|mailto:)", re.I)
 
 
-_PROTECTED = re.compile(_PROTECT + r"(\d+)" + _PROTECT)
-_NAME_LIKE = re.compile(r"[\w.:/()~-]+")
+_PROTECTED = LazyPattern(_PROTECT + r"(\d+)" + _PROTECT)
+_NAME_LIKE = LazyPattern(r"[\w.:/()~-]+")
 
 
 class _Protected:

@@ -26,6 +26,7 @@ from runjournal.adapters.builtin_modules.text import (
     unknown_param_warnings,
     usable_term_key,
 )
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.modules import Chunk, Module, Normalized, StageContext
 
 __all__ = ["Term", "TermForm", "TermKind", "TermsChunk", "TermsModule"]
@@ -73,13 +74,13 @@ class Term(msgspec.Struct, frozen=True):
     kind: TermKind
 
 
-_CODE_SPAN = re.compile(r"(`+)([^`\n]+?)\1")
-_DFN = re.compile(r"<dfn>(.+?)</dfn>", re.S)
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_IDENTIFIER = re.compile(r"[A-Za-z_][\w.:/-]*(?:\(\))?")
-_PHRASE = re.compile(r"(?<![\w-])[A-Z][\w-]*(?: [A-Z][\w-]*)+(?![\w-])")
-_ALPHA_WORD = re.compile(r"[a-z]+")
-_ALPHA = re.compile(r"[^\W\d_]{3,}(?:-[^\W\d_]+)*")
+_CODE_SPAN = LazyPattern(r"(`+)([^`\n]+?)\1")
+_DFN = LazyPattern(r"<dfn>(.+?)</dfn>", re.S)
+_STRONG = LazyPattern(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_IDENTIFIER = LazyPattern(r"[A-Za-z_][\w.:/-]*(?:\(\))?")
+_PHRASE = LazyPattern(r"(?<![\w-])[A-Z][\w-]*(?: [A-Z][\w-]*)+(?![\w-])")
+_ALPHA_WORD = LazyPattern(r"[a-z]+")
+_ALPHA = LazyPattern(r"[^\W\d_]{3,}(?:-[^\W\d_]+)*")
 _EDGE = " \t.,;:!?\"'()"
 
 

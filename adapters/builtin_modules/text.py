@@ -8,10 +8,11 @@ result is reused for an unchanged chunk even when the chunk moved inside its sou
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from runjournal.domain.lazy_pattern import LazyPattern
 
 __all__ = [
     "STOPWORDS",
@@ -60,18 +61,18 @@ class BuiltinParamError(ValueError):
     """A built-in module was given a `params` value it cannot use."""
 
 
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
-_CODE = re.compile(r"(`+)(.+?)\1", re.S)
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.S)
-_EM_STAR = re.compile(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])", re.S)
-_EM_UNDER = re.compile(r"(?<![\w_])_(?=\S)(.+?)(?<=\S)_(?![\w_])", re.S)
-_TAG = re.compile(r"</?[A-Za-z][^>]*>|<!--.*?-->", re.S)
-_BARE_URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+\.\S+")
-_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_QUOTE_CONT = re.compile(r"\n[ \t]*>[ \t]?")
-_KEPT = re.compile(r"\x00(\d+)\x00")
-_SPACE = re.compile(r"\s+")
+_IMAGE = LazyPattern(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = LazyPattern(r"\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
+_CODE = LazyPattern(r"(`+)(.+?)\1", re.S)
+_STRONG = LazyPattern(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.S)
+_EM_STAR = LazyPattern(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])", re.S)
+_EM_UNDER = LazyPattern(r"(?<![\w_])_(?=\S)(.+?)(?<=\S)_(?![\w_])", re.S)
+_TAG = LazyPattern(r"</?[A-Za-z][^>]*>|<!--.*?-->", re.S)
+_BARE_URL = LazyPattern(r"\b(?:https?|ftp)://\S+|\bwww\.\S+\.\S+")
+_MD_ESCAPE = LazyPattern(r"\\([!-/:-@\[-`{-~])")
+_QUOTE_CONT = LazyPattern(r"\n[ \t]*>[ \t]?")
+_KEPT = LazyPattern(r"\x00(\d+)\x00")
+_SPACE = LazyPattern(r"\s+")
 
 
 def clean_inline(raw: str) -> str:
@@ -94,6 +95,8 @@ def clean_inline(raw: str) -> str:
     if codes:
         text = _KEPT.sub(lambda m: codes[int(m.group(1))], text)
     if "&" in text:
+        import html  # here: most chunks have no entity, and a resume runs no extract
+
         text = html.unescape(text)
     text = _MD_ESCAPE.sub(r"\1", text)
     return _SPACE.sub(" ", text).strip()
@@ -104,7 +107,7 @@ def collapse_space(raw: str) -> str:
     return _SPACE.sub(" ", _QUOTE_CONT.sub("\n", raw)).strip()
 
 
-_ALPHA_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_ALPHA_WORD = LazyPattern(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _VOWELS = frozenset("aeiou")
 
 
@@ -125,7 +128,7 @@ def singular(word: str) -> str:
     return word
 
 
-_APOSTROPHE_S = re.compile(r"['\u2019]s\b")
+_APOSTROPHE_S = LazyPattern(r"['\u2019]s\b")
 # `_` is not an edge: `_build` and `__init__` are names (emphasis is gone by then).
 _EDGE_PUNCT = "\"'`*()[]{}<>.,;:!?\u2018\u2019\u201c\u201d"
 
@@ -142,7 +145,7 @@ def term_key(text: str) -> str:
     return " ".join(words)
 
 
-_TOKEN = re.compile(r"[^\W\d_][\w]*(?:-\w+)*")
+_TOKEN = LazyPattern(r"[^\W\d_][\w]*(?:-\w+)*")
 
 
 def token_spans(text: str) -> list[list[tuple[str, int, int]]]:
@@ -161,7 +164,7 @@ def token_spans(text: str) -> list[list[tuple[str, int, int]]]:
     return runs
 
 
-_ONE_LETTER_LANGUAGE = re.compile(r"[^\W\d_](?:\+\+|#)")  # C++, C#, F#
+_ONE_LETTER_LANGUAGE = LazyPattern(r"[^\W\d_](?:\+\+|#)")  # C++, C#, F#
 _VALUE_WORDS = frozenset({"true", "false", "none", "null", "nil", "yes"})
 
 
@@ -243,7 +246,7 @@ def unknown_param_warnings(
     return [f"{module}: unknown params ignored: {', '.join(unknown)}"]
 
 
-_OUTPUT_COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+_OUTPUT_COMPONENT = LazyPattern(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 def valid_output_name(name: str) -> bool:

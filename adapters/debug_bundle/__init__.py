@@ -17,33 +17,36 @@ boundary), `summary` (summary writing), `trace` (trace recording), `spans` (jour
 spans), `llm_tracing` (LLM call metadata), `bundle` (allocation and finishing).
 """
 
-from runjournal.adapters.debug_bundle.bundle import DebugBundle
-from runjournal.adapters.debug_bundle.failures import (
-    BundleAllocationError,
-    DebugBundleError,
-    PersistenceFailure,
+from runjournal.adapters.lazy_exports import lazy_exports
+
+# Imported on first use: a run without `--debug` loads only what it uses (`spans`).
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "DebugBundle": "bundle",
+        "BundleAllocationError": "failures",
+        "DebugBundleError": "failures",
+        "PersistenceFailure": "failures",
+        "COMMAND": "layout",
+        "FAILURE": "layout",
+        "INCOMPLETE_MARKER": "layout",
+        "LLM_TEXT_FILE": "layout",
+        "RESOLUTION": "layout",
+        "RUN": "layout",
+        "SUMMARY_DIR": "layout",
+        "SUMMARY_FILES": "layout",
+        "TRACE_DIR": "layout",
+        "TRACE_FILE": "layout",
+        "WARNINGS": "layout",
+        "TracingLLM": "llm_tracing",
+        "trace_llm_calls": "llm_tracing",
+        "JournalSpans": "spans",
+        "SummaryWriter": "summary",
+        "command_payload": "summary",
+        "resolution_payload": "summary",
+        "TraceWriter": "trace",
+    },
 )
-from runjournal.adapters.debug_bundle.layout import (
-    COMMAND,
-    FAILURE,
-    INCOMPLETE_MARKER,
-    LLM_TEXT_FILE,
-    RESOLUTION,
-    RUN,
-    SUMMARY_DIR,
-    SUMMARY_FILES,
-    TRACE_DIR,
-    TRACE_FILE,
-    WARNINGS,
-)
-from runjournal.adapters.debug_bundle.llm_tracing import TracingLLM, trace_llm_calls
-from runjournal.adapters.debug_bundle.spans import JournalSpans
-from runjournal.adapters.debug_bundle.summary import (
-    SummaryWriter,
-    command_payload,
-    resolution_payload,
-)
-from runjournal.adapters.debug_bundle.trace import TraceWriter
 
 __all__ = [
     "COMMAND",

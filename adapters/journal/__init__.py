@@ -12,11 +12,9 @@ One module per job (docs/internals.md "Run journal adapter"):
 - `session`: `RunSession`, the runner's `EventSink`, committing in bounded batches;
 - `json_view`: the event view of `journal show --json`.
 
-The public names are re-exported here.
+The public names are re-exported here; the errors at once, the rest when first used.
 """
 
-from runjournal.adapters.journal.application import RunJournalApp, open_journal
-from runjournal.adapters.journal.codec import COMPRESS_THRESHOLD, EventMapper
 from runjournal.adapters.journal.errors import (
     AmbiguousRun,
     JournalCorrupt,
@@ -26,9 +24,23 @@ from runjournal.adapters.journal.errors import (
     RunAlreadyExists,
     RunNotFound,
 )
-from runjournal.adapters.journal.json_view import journal_event_to_json
-from runjournal.adapters.journal.session import RunSession
-from runjournal.adapters.journal.store import JournalStore, RunSummary
+from runjournal.adapters.lazy_exports import lazy_exports
+
+# Imported on first use: `application`, `codec` and `store` load eventsourcing, which a
+# command pays for only when it opens a journal (docs/performance.md "Start-up").
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "RunJournalApp": "application",
+        "open_journal": "application",
+        "COMPRESS_THRESHOLD": "codec",
+        "EventMapper": "codec",
+        "journal_event_to_json": "json_view",
+        "RunSession": "session",
+        "JournalStore": "store",
+        "RunSummary": "store",
+    },
+)
 
 __all__ = [
     "COMPRESS_THRESHOLD",

@@ -29,6 +29,7 @@ from runjournal.adapters.journal.errors import (
 )
 from runjournal.adapters.journal.store import JournalStore
 from runjournal.adapters.journal.url import (
+    DEFAULT_CONNECT_TIMEOUT,
     PostgresLocation,
     SqliteLocation,
     parse_journal_url,
@@ -59,7 +60,6 @@ class RunJournalApp(Application[UUID]):
 _T = TypeVar("_T")
 
 DEFAULT_SQLITE_LOCK_TIMEOUT: Final = 15
-DEFAULT_CONNECT_TIMEOUT: Final = 10
 DEFAULT_JOURNAL_TIMEOUT: Final = 30
 
 

@@ -7,12 +7,12 @@ password hidden. See docs/internals.md "Backends".
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from runjournal.adapters.journal.errors import JournalUrlError, one_line
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.redaction import redact_url
 
 __all__ = [
@@ -22,8 +22,11 @@ __all__ = [
     "redact_url",
 ]
 
+# PostgreSQL's connect timeout (seconds) unless the URL sets `connect_timeout`; here so the
+# CLI can parse a URL without importing the journal application (eventsourcing).
+DEFAULT_CONNECT_TIMEOUT: Final = 10
 _PG_OPTIONS: Final = frozenset({"connect_timeout", "schema"})
-_SCHEME: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SCHEME: Final = LazyPattern(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.llm.options import StructuredOutput
+from runjournal.domain.lazy_pattern import LazyPattern
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
-_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+_FENCE = LazyPattern(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
+_NAME_CHARS = LazyPattern(r"[^A-Za-z0-9_-]+")
 _MAX_ERROR = 300
 
 

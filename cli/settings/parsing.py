@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 import unicodedata
 from collections.abc import Callable
 from typing import Final
+
+from runjournal.domain.lazy_pattern import LazyPattern
 
 Parser = Callable[[object, str], object]
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
-_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
-_URL_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_INT_RE: Final = LazyPattern(r"[+-]?[0-9]+")
+_URL_RE: Final = LazyPattern(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
@@ -138,7 +139,7 @@ def redact_journal(journal: str) -> str:
 
 EXECUTOR_WORDS: Final = ("threads", "processes", "dask")
 DASK_SCHEME: Final = "dask://"
-_HOST_RE: Final = re.compile(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+_HOST_RE: Final = LazyPattern(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
 
 
 def parse_executor(raw: object, base_dir: str = "") -> str:

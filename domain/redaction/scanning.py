@@ -1,13 +1,15 @@
 """Finding credential-shaped spans in text, and replacing them with markers.
 
-Short texts first pick their candidate shapes with one pass of a needle alternation;
-long texts run every shape's own literal-prefixed scan. The alternation is built on
-the first scan, not at import.
+Short texts first pick their candidate shapes by their needles (looked for one by one
+in a process's first few hundred scans, then with one pass of a needle alternation,
+built then); long texts run every shape's own literal-prefixed scan. Nothing is
+compiled at import.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 from runjournal.domain.redaction.shapes import SHAPES, Shape
@@ -29,24 +31,37 @@ _SHORT: Final = 2048
 _MIN_SEPARATORLESS: Final = 15
 _SEPARATORS: Final = (":", "=", "-")
 _MAX_PASSES: Final = 8
+# Short texts scanned with `in` per needle before the needle alternations are compiled:
+# about what compiling them costs, in scans (docs/performance.md "Start-up").
+_SCANS_BEFORE_INDEX: Final = 256
+_short_scans = itertools.count()  # `next` on it is atomic: scans from any thread
+
+
+def _needle_owners(
+    needles_of: Callable[[Shape], tuple[str, ...]],
+) -> dict[str, frozenset[int]]:
+    """Each needle and the shapes it selects."""
+    owners: dict[str, set[int]] = {}
+    for i, shape in enumerate(SHAPES):
+        for needle in needles_of(shape):
+            owners.setdefault(needle, set()).add(i)
+    return {needle: frozenset(shapes) for needle, shapes in owners.items()}
 
 
 def _needle_index(
-    needles_of: Callable[[Shape], tuple[str, ...]],
+    owners: dict[str, frozenset[int]],
 ) -> tuple[re.Pattern[str], dict[str, frozenset[int]]]:
     """One alternation over all needles, and the candidate shapes each hit implies.
 
     The alternation sits in a lookahead, so `findall` reports the longest needle at
     every position, overlapping hits included; a hit also selects the shapes of the
-    needles it starts with (found at the same position, but not reported).
+    needles it starts with (found at the same position, but not reported). So the
+    shapes chosen are those of every needle that occurs, as `_by_needles` finds them.
     """
-    owners: dict[str, set[int]] = {}
-    for i, shape in enumerate(SHAPES):
-        for needle in needles_of(shape):
-            owners.setdefault(needle, set()).add(i)
+    # A needle implies the shapes of every needle it starts with: its own prefixes, looked
+    # up (one lookup per prefix length, not one comparison per pair of needles).
     implied = {
-        a: frozenset(i for b, shapes in owners.items() if a.startswith(b) for i in shapes)
-        for a in owners
+        a: frozenset(i for k in range(1, len(a) + 1) for i in owners.get(a[:k], ())) for a in owners
     }
     return re.compile("(?=(" + _trie_pattern(list(owners)) + "))"), implied
 
@@ -67,21 +82,32 @@ def _trie_pattern(words: list[str]) -> str:
 
 
 @functools.cache
-def _indexes() -> tuple[
-    tuple[re.Pattern[str], dict[str, frozenset[int]]],
-    tuple[re.Pattern[str], dict[str, frozenset[int]]],
+def _owners() -> tuple[
+    dict[str, frozenset[int]],
+    dict[str, frozenset[int]],
     tuple[tuple[int, int], ...],
     tuple[int, ...],
 ]:
-    """Needle alternations (text, lowercase view) and the shapes chosen by length/ASCII."""
+    """Needles (text, lowercase view) and their shapes, and the shapes chosen by
+    length/ASCII."""
     by_length = tuple((i, s.min_length) for i, s in enumerate(SHAPES) if s.min_length is not None)
     non_ascii = tuple(i for i, s in enumerate(SHAPES) if s.non_ascii)
     return (
-        _needle_index(lambda s: s.needles),
-        _needle_index(lambda s: s.folded_needles),
+        _needle_owners(lambda s: s.needles),
+        _needle_owners(lambda s: s.folded_needles),
         by_length,
         non_ascii,
     )
+
+
+@functools.cache
+def _indexes() -> tuple[
+    tuple[re.Pattern[str], dict[str, frozenset[int]]],
+    tuple[re.Pattern[str], dict[str, frozenset[int]]],
+]:
+    """The needle alternations (text, lowercase view), compiled once."""
+    case, folded, _, _ = _owners()
+    return _needle_index(case), _needle_index(folded)
 
 
 def candidate_shapes(view: View) -> Iterable[int]:
@@ -91,17 +117,36 @@ def candidate_shapes(view: View) -> Iterable[int]:
 
 
 def candidate_shapes_short(view: View) -> list[int]:
-    (case_rx, case_implied), (folded_rx, folded_implied), by_length, non_ascii = _indexes()
-    chosen: set[int] = set()
-    for hit in case_rx.findall(view.text):
-        chosen |= case_implied[hit]
-    for hit in folded_rx.findall(view.lowered):
-        chosen |= folded_implied[hit]
+    # The first short texts of a process look for each needle with `in`; later ones use
+    # the compiled alternations. Same shapes either way (a test compares them); a command
+    # that redacts a few dozen texts (a run's argv and settings) never compiles them.
+    chosen = _by_needles(view) if next(_short_scans) < _SCANS_BEFORE_INDEX else _by_index(view)
+    _, _, by_length, non_ascii = _owners()
     n = len(view.text)
     chosen.update(i for i, length in by_length if n >= length)
     if not view.text.isascii():
         chosen.update(non_ascii)
     return sorted(chosen)
+
+
+def _by_needles(view: View) -> set[int]:
+    """The shapes of every needle that occurs, each looked for with `in`."""
+    case, folded, _, _ = _owners()
+    text, lowered = view.text, view.lowered
+    chosen = {i for needle, shapes in case.items() if needle in text for i in shapes}
+    chosen.update(i for needle, shapes in folded.items() if needle in lowered for i in shapes)
+    return chosen
+
+
+def _by_index(view: View) -> set[int]:
+    """The same shapes, from one pass of each needle alternation."""
+    (case_rx, case_implied), (folded_rx, folded_implied) = _indexes()
+    chosen: set[int] = set()
+    for hit in case_rx.findall(view.text):
+        chosen |= case_implied[hit]
+    for hit in folded_rx.findall(view.lowered):
+        chosen |= folded_implied[hit]
+    return chosen
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:

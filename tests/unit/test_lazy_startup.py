@@ -2,15 +2,19 @@
 
 `runjournal --version`, `--help` and shell completion load only cli/main.py and what its
 option declarations need; each command's module (and eventsourcing, the journal, the
-adapters, the redaction shapes) is imported when that command runs
+adapters, the redaction shapes) is imported when that command runs; `run` loads the LLM
+runtime, the debug bundle writer, a thread pool and a built-in module only when the
+pipeline or an option needs it; patterns are compiled on first use
 (docs/performance.md "Start-up").
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = (
     "eventsourcing",
@@ -89,3 +93,138 @@ def test_other_command_lines_reach_the_command_group() -> None:
     assert proc.returncode == 2 and "No such option '--versio'" in proc.stderr
     assert proc.stdout == ""
     assert _entry("reasons", "--json").returncode == 0
+
+
+# --- `run`: what a pipeline without an LLM step loads ------------------------------------
+
+ONE_DOC = 'name = "one"\ninputs = ["doc.md"]\n[[steps]]\nid = "terms"\nmodule = "builtin.terms"\n'
+
+# What `run` of a `builtin.terms` pipeline, `--jobs 1`, no `--debug`, no LLM option, no
+# `--report`, never needs (docs/performance.md "Start-up").
+NOT_FOR_THIS_RUN = (
+    "openai",
+    "httpx",
+    "concurrent.futures",
+    "importlib.metadata",
+    "runjournal.adapters.llm.runtime",
+    "runjournal.adapters.llm.transport",
+    "runjournal.adapters.llm.cassette",
+    "runjournal.adapters.debug_bundle.bundle",
+    "runjournal.adapters.debug_bundle.summary",
+    "runjournal.adapters.debug_bundle.trace",
+    "runjournal.adapters.builtin_modules.definitions",
+    "runjournal.adapters.builtin_modules.glossary",
+    "runjournal.adapters.builtin_modules.headings",
+    "runjournal.adapters.builtin_modules.llm_json",
+    "runjournal.adapters.projection_store",
+    "runjournal.cli.report_cmds",
+    "runjournal.cli.query_cmds",
+)
+
+
+def _loaded_by_run(tmp_path: Path, *extra: str) -> set[str]:
+    """The modules loaded by `runjournal run one.toml ... EXTRA` in a fresh interpreter."""
+    root = tmp_path / "project"
+    root.mkdir(exist_ok=True)
+    (root / "doc.md").write_text("One paragraph about the journal and its lanes.\n")
+    (root / "one.toml").write_text(ONE_DOC)
+    out = tmp_path / "modules.json"
+    probe = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        "from runjournal.cli.main import main\n"
+        "sys.argv = ['runjournal', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    where = ["--output-root", str(root / "out"), "--cache-root", str(root / "cache")]
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "run", str(root / "one.toml"), *where, "-q", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(out.read_text()))
+
+
+def _among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_run_and_resume_without_an_llm_step_load_no_llm_runtime(tmp_path: Path) -> None:
+    cold = _loaded_by_run(tmp_path)
+    resume = _loaded_by_run(tmp_path, "--resume")
+    assert _among(cold, NOT_FOR_THIS_RUN) == []
+    assert _among(resume, NOT_FOR_THIS_RUN) == []
+    assert "runjournal.adapters.builtin_modules.terms" in resume  # the probe sees the run
+
+
+def test_the_run_probe_sees_what_an_option_asks_for(tmp_path: Path) -> None:
+    # The check can fail: an LLM limit builds the LLM runtime, `--debug` the bundle writer,
+    # `--jobs 2` a thread pool.
+    loaded = _loaded_by_run(tmp_path, "--max-cost", "1", "--debug", "summary", "--jobs", "2")
+    assert "runjournal.adapters.llm.runtime" in loaded
+    assert "runjournal.adapters.debug_bundle.bundle" in loaded
+    assert "concurrent.futures" in loaded
+
+
+# --- patterns compiled on first use, eventsourcing only with a journal --------------------
+
+_COMPILES = """
+import os, re, sys
+import runjournal
+own = os.path.dirname(runjournal.__file__) + os.sep
+real, seen = re._compile, []
+def counting(pattern, flags):
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(os.path.dirname(re.__file__)):
+        frame = frame.f_back
+    name = frame.f_code.co_filename if frame is not None else ""
+    if name.startswith(own) and "site-packages" not in name:  # a venv inside the checkout
+        seen.append(name[len(own):])
+    return real(pattern, flags)
+re._compile = counting
+"""
+
+
+def _compiled_by(code: str) -> list[str]:
+    """The runjournal files that compiled a pattern while `code` ran."""
+    probe = f"{_COMPILES}\n{code}\nimport json\nprint(json.dumps(sorted(set(seen))))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    return list(json.loads(out.splitlines()[-1]))
+
+
+def test_importing_the_run_command_compiles_no_pattern() -> None:
+    imports = (
+        "import runjournal.cli.main, runjournal.cli.run_cmd, runjournal.cli.compose\n"
+        "import runjournal.adapters.journal.application, runjournal.domain.redaction\n"
+        "from runjournal.adapters.builtin_modules import BUILTIN_MODULES\n"
+    )
+    assert _compiled_by(imports) == []
+
+
+def test_the_compile_probe_sees_a_pattern_compiled_on_first_use() -> None:
+    # The check can fail: the first use of a lazy pattern compiles it, and is seen.
+    code = "from runjournal.domain.names import is_valid_run_id\nis_valid_run_id('x')"
+    assert _compiled_by(code) == ["domain/lazy_pattern.py"]
+
+
+def test_the_journal_package_and_composition_root_load_no_eventsourcing() -> None:
+    loaded = loaded_after("import runjournal.adapters.journal, runjournal.cli.compose")
+    assert _among(loaded, ("eventsourcing",)) == []
+    from_errors = loaded_after("from runjournal.adapters.journal import JournalError")
+    assert _among(from_errors, ("eventsourcing",)) == []
+    # The check can fail: the store is the journal itself.
+    store = loaded_after("from runjournal.adapters.journal import JournalStore")
+    assert "eventsourcing.application" in store

@@ -679,6 +679,22 @@ def test_candidate_preselection_never_drops_a_matching_shape(text: str) -> None:
             assert index in chosen, shape.name
 
 
+@PROPERTY
+@given(fragment_texts)
+def test_needle_lookup_and_compiled_alternation_choose_the_same_shapes(text: str) -> None:
+    # A process's first short scans look for each needle with `in`, later ones use the
+    # compiled alternation (docs/performance.md "Start-up"): the same shapes either way.
+    view = views.View(text)
+    assert scanning._by_needles(view) == scanning._by_index(view)
+
+
+def test_both_candidate_paths_see_an_overlapping_needle() -> None:
+    view = views.View("pypi-A" + "g" + "hp_" + rand(36, 105))
+    by_needles, by_index = scanning._by_needles(view), scanning._by_index(view)
+    assert by_needles == by_index
+    assert shapes.SHAPE_NAMES.index("github_token") in by_needles
+
+
 def test_needle_hidden_by_an_overlapping_needle_is_still_found() -> None:
     # The pre-selection regex consumes "pypi-Ag", which hides the "gh" + "p_" needle.
     token = "g" + "hp_" + rand(36, 105)
