@@ -14,6 +14,7 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from runjournal.adapters.export import (
     decode_export,
     export_events,
@@ -31,6 +32,7 @@ from runjournal.domain.events import RunEvent
 from runjournal.projections.base import fold
 from runjournal.projections.reasons_report import ReasonReportProjection
 from support import synthetic as syn
+from support.inprocess import InProcess
 
 
 def _peak(fn: Callable[[], object]) -> tuple[int, object]:
@@ -171,3 +173,33 @@ def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
         written = sum(f.stat().st_size for f in views.rglob("*.json"))
         peaks.append(peak - 2 * written)  # each file is rendered whole before it is written
     assert peaks[1] < 4 * peaks[0], peaks
+
+
+def _command_peak(invoke: InProcess, *args: str) -> tuple[int, str]:
+    """The allocation peak of one command run in this process, and what it printed."""
+    invoke(*args)  # once first: the modules it imports on first use are not the run's
+    peak, result = _peak(lambda: invoke(*args))
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    return peak, result.stdout  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("runs", "show"), ("runs", "show", "--json"), ("runs", "show", "--outputs"), ("runs", "diff")],
+)
+def test_runs_show_and_diff_memory_does_not_grow_with_the_run(
+    tmp_path: Path, invoke: InProcess, command: tuple[str, ...]
+) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        out = tmp_path / f"out{lanes}"
+        run = syn.synthetic_journal(out, n=lanes, lanes=lanes, chunks=150)
+        runs = (run.run_id, run.run_id) if command[1] == "diff" else (run.run_id,)
+        peak, printed = _command_peak(
+            invoke, *command[:2], *runs, *command[2:], "--output-root", str(out)
+        )
+        assert run.run_id in printed
+        peaks.append(peak)
+    # The views fold per lane (counts, outputs), one pass over the journal's pages:
+    # holding the run's events grows ten times.
+    assert peaks[1] < 3 * peaks[0], peaks
