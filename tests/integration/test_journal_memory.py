@@ -44,9 +44,12 @@ def _peak(fn: Callable[[], object]) -> tuple[int, object]:
         tracemalloc.stop()
 
 
-def _journal(tmp_path: Path, lanes: int) -> tuple[JournalStore, str]:
+def _journal(tmp_path: Path, lanes: int, jobs: int = 1) -> tuple[JournalStore, str]:
+    """A run of `lanes` lanes; with `jobs` > 1, that many lanes' events interleave."""
     run = syn.synthetic_run(syn.run_id_for(lanes), lanes=lanes, chunks=150)
-    store = open_journal(str(tmp_path / f"j{lanes}.sqlite3"))
+    if jobs > 1:
+        run = syn.interleave_lanes(run, jobs)
+    store = open_journal(str(tmp_path / f"j{lanes}-{jobs}.sqlite3"))
     store.append_events(run.run_id, run.events, batch=256)
     return store, run.run_id
 
@@ -136,10 +139,11 @@ def _explain_json(store: JournalStore, run_id: str, out: _Sink) -> int:
     return out.size
 
 
-def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 4])
+def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path, jobs: int) -> None:
     peaks = []
     for lanes in (4, 40):
-        store, run_id = _journal(tmp_path, lanes)
+        store, run_id = _journal(tmp_path, lanes, jobs)
         with store:
             peak, size = _peak(lambda s=store, r=run_id: _explain_json(s, r, _Sink()))
             # The streamed document is the view, byte for byte.
