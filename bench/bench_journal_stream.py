@@ -115,6 +115,14 @@ def main() -> None:
             ("journal audit", ["journal", "audit", run_id, *where]),
             ("explain --json", ["explain", run_id, "--json", *where]),
             ("projections rebuild --run", ["projections", "rebuild", "--run", run_id, *where]),
+            ("projections status", ["projections", "status", *where]),
+            ("explain (text)", ["explain", run_id, *where]),
+            ("runs show", ["runs", "show", run_id, *where]),
+            ("runs diff (the run with itself)", ["runs", "diff", run_id, run_id, *where]),
+            (
+                "report -o FILE",
+                ["report", run_id, "-o", str(tmp / "report.html"), "--force", *where],
+            ),
             (
                 "journal export",
                 ["journal", "export", run_id, "-o", str(tmp / "again.rjx"), "--force", *where],
