@@ -159,19 +159,20 @@ def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path, jobs: in
     assert peaks[1] < 4 * peaks[0], peaks
 
 
+def _projection_store(store: JournalStore, views: Path) -> ProjectionStore:
+    """The projection store `projections rebuild` and `status` use, views under `views`."""
+    return ProjectionStore(
+        store, str(views), json_bytes, open_root=FsRoot.open, render_streamed=json_bytes_streamed
+    )
+
+
 def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
     peaks = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
         with store:
             views = tmp_path / f"views{lanes}"
-            projections = ProjectionStore(
-                store,
-                str(views),
-                json_bytes,
-                open_root=FsRoot.open,
-                render_streamed=json_bytes_streamed,
-            )
+            projections = _projection_store(store, views)
             peak, results = _peak(lambda p=projections, r=run_id: p.rebuild(None, r))
             assert all(not r.failures for r in results), results  # type: ignore[attr-defined]
         written = sum(f.stat().st_size for f in views.rglob("*.json"))
@@ -207,3 +208,20 @@ def test_runs_show_and_diff_memory_does_not_grow_with_the_run(
     # The views fold per lane (counts, outputs), one pass over the journal's pages:
     # holding the run's events grows ten times.
     assert peaks[1] < 3 * peaks[0], peaks
+
+
+def test_projections_status_memory_is_the_view_file_not_the_view(tmp_path: Path) -> None:
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            views = tmp_path / f"status{lanes}"
+            projections = _projection_store(store, views)
+            projections.rebuild(None, run_id)
+            peak, rows = _peak(lambda p=projections: p.status(None))
+            assert [r.name for r in rows if r.stale] == [], rows  # type: ignore[attr-defined]
+        largest = max(f.stat().st_size for f in views.rglob("*.json"))
+        assert largest > 1000 * lanes
+        # Each view file is read whole (in 1 MiB reads, joined: at most twice its size),
+        # but only its `last_version` is decoded: decoding the view it holds took about
+        # three times the file.
+        assert peak < 2.5 * largest, (peak, largest)
