@@ -395,26 +395,28 @@ class _BodyStream:
         )
 
     def take(self, size: int, what: str) -> bytes:
-        parts, left = [], size
         try:
+            # Almost always one read: a record lies inside zstd's output buffer.
+            parts = [self._reader.read(size)]
+            left = size - len(parts[0])
             while left:
-                part = self._reader.read(left)
-                if not part:
+                if not parts[-1]:
                     raise VerificationFailed(f"truncated: the file ends inside the {what}")
-                parts.append(part)
-                left -= len(part)
+                parts.append(self._reader.read(left))
+                left -= len(parts[-1])
         except zstandard.ZstdError as exc:
             raise VerificationFailed(
                 f"corrupt: compressed body does not decompress ({exc})"
             ) from None
         self.pos += size
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def record(self, what: str, limit: int) -> bytes:
+    def record(self, what: str, limit: int, *, extra: int = 0) -> bytes:
+        """A length-prefixed record, and the `extra` bytes that follow it."""
         (size,) = _LEN.unpack(self.take(_LEN.size, what))
         if size > limit:
             raise VerificationFailed(f"corrupt: {what} of {size} bytes is larger than allowed")
-        return self.take(size, what)
+        return self.take(size + extra, what)
 
     def at_end(self) -> bool:
         try:
@@ -429,8 +431,9 @@ def _records(data: bytes) -> Iterator[tuple[int, bytes]]:
     body = _BodyStream(compressed)
     digest = _chain_start(prefix, header_bytes)
     for version in range(1, header.events + 1):
-        frame_bytes = body.record(f"event frame {version}", _MAX_FRAME)
-        carried = body.take(_HASH_BYTES, f"hash of event frame {version}")
+        # The frame and the hash after it, in one read.
+        framed = body.record(f"event frame {version}", _MAX_FRAME, extra=_HASH_BYTES)
+        frame_bytes, carried = framed[:-_HASH_BYTES], framed[-_HASH_BYTES:]
         digest = hashlib.sha256(digest + frame_bytes).digest()
         if carried != digest:
             raise VerificationFailed(f"hash chain broken at event {version}")

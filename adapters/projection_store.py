@@ -241,7 +241,17 @@ class _RunView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _state_decoder = msgspec.json.Decoder(_State)
-_run_view_head = msgspec.json.Decoder(dict[str, Any])
+
+
+class _RunViewHead(msgspec.Struct):
+    """What `status` reads of a per-run view: the other fields (the view itself, which
+    grows with the run) are skipped by the decoder, never built (docs/performance.md
+    "Reading commands on a large run")."""
+
+    last_version: int
+
+
+_run_view_head = msgspec.json.Decoder(_RunViewHead)
 
 
 class ProjectionStore:
@@ -384,8 +394,8 @@ class ProjectionStore:
                 continue
             try:
                 head = _run_view_head.decode(root.read_bytes(f"{pointer.storage}/{run_id}.json"))
-                built_from = int(head["last_version"])
-            except (FsError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+                built_from = head.last_version
+            except (FsError, msgspec.DecodeError):  # a ValidationError is a DecodeError
                 missing += 1
                 continue
             if built_from < self._last_version(run_id):

@@ -7,7 +7,10 @@ times, measuring the child's cpu (user + sys), wall time and peak RSS (`ru_maxrs
 (`JournalStore.events`, medians of REPEAT) in the child that built the run; the console
 script's start-up plus opening the
 journal (`runs list`) is shown beside it. The synthetic run has no run directory (its
-outputs were never written), so `journal audit` checks the events alone.
+outputs were never written), so `journal audit` checks the events alone. Beside the
+streaming commands (show, audit, explain --json, rebuild, export, import) it measures
+every other command that reads the run: `projections status`, `explain` (text), `runs
+show`, `runs diff` (the run with itself: read twice) and `report`.
 
     python bench/bench_journal_stream.py [--lanes 180] [--chunks 330] [--repeat 5]
 
@@ -33,6 +36,12 @@ from runjournal.adapters.journal import open_journal
 # The synthetic-run builder is the tests' shared helper (tests/support/synthetic.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import synthetic as syn
+
+STATUS = "projections status"
+DIFF = "runs diff (the run with itself)"
+# How many times a command reads the run's events (events/s counts every read): status
+# reads the views' files and the journal's run list, never the events.
+READS = {STATUS: 0, DIFF: 2}
 
 
 def console() -> list[str]:
@@ -115,6 +124,14 @@ def main() -> None:
             ("journal audit", ["journal", "audit", run_id, *where]),
             ("explain --json", ["explain", run_id, "--json", *where]),
             ("projections rebuild --run", ["projections", "rebuild", "--run", run_id, *where]),
+            (STATUS, ["projections", "status", *where]),
+            ("explain (text)", ["explain", run_id, *where]),
+            ("runs show", ["runs", "show", run_id, *where]),
+            (DIFF, ["runs", "diff", run_id, run_id, *where]),
+            (
+                "report -o FILE",
+                ["report", run_id, "-o", str(tmp / "report.html"), "--force", *where],
+            ),
             (
                 "journal export",
                 ["journal", "export", run_id, "-o", str(tmp / "again.rjx"), "--force", *where],
@@ -146,10 +163,9 @@ def main() -> None:
         f"{start_wall:6.2f} s  peak RSS {start_rss:6.1f} MB"
     )
     for label, cpu, wall, rss in rows:
-        print(
-            f"{label:<34} cpu {cpu:6.2f} s  wall {wall:6.2f} s  events/s {events / cpu:7,.0f} "
-            f"cpu {events / wall:7,.0f} wall  peak RSS {rss:6.1f} MB"
-        )
+        read = events * READS.get(label, 1)
+        rate = f"events/s {read / cpu:7,.0f} cpu {read / wall:7,.0f} wall" if read else " " * 37
+        print(f"{label:<34} cpu {cpu:6.2f} s  wall {wall:6.2f} s  {rate}  peak RSS {rss:6.1f} MB")
 
 
 def build(url: str, lanes: int, chunks: int, repeat: int) -> None:

@@ -30,7 +30,7 @@ from runjournal.cli.style import stdout_styler
 from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.domain.redaction import safe_error_text
-from runjournal.projections.base import fold
+from runjournal.projections.base import fold, fold_together
 from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
@@ -89,17 +89,10 @@ def _resolve(store: JournalStore, ref: str) -> str:
         raise CliError(str(exc), ExitCode.FAILED) from None
 
 
-def read_events(store: JournalStore, run_id: str) -> list[RunEvent]:
-    """The run's events; a row that does not decode (e.g. an unknown type) is one line, exit 1."""
-    try:
-        return list(store.events(run_id))
-    except JournalError as exc:
-        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
-
-
 def stream_events(store: JournalStore, run_id: str) -> Iterator[RunEvent]:
-    """`read_events` one page at a time, for a fold that must not hold the run
-    (docs/performance.md "Reading commands on a large run"); consume it before closing."""
+    """The run's events one page at a time, for a fold that must not hold the run
+    (docs/performance.md "Reading commands on a large run"); consume it before closing.
+    A row that does not decode (e.g. an unknown type) is one line, exit 1."""
     try:
         yield from store.events(run_id)
     except JournalError as exc:
@@ -143,12 +136,14 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     from runjournal.projections.run_facts import RunFactsProjection, provenance
 
     store = open_cli_journal(opts, read_only=True)
+    run_facts, manifest, allocated = RunFactsProjection(), ManifestProjection(), _Allocated()
     try:
         run_id = _resolve(store, run)
-        events = read_events(store, run_id)
+        # One pass, folding every view it prints: the run is never held.
+        fold_together(stream_events(store, run_id), run_facts, manifest, allocated)
     finally:
         store.close()
-    facts = provenance(fold(RunFactsProjection(), events).view())
+    facts = provenance(run_facts.view())
     paint = stdout_styler()
     if outputs:
         if opts.get("as_json"):
@@ -159,14 +154,14 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
         if lines:
             click.echo("\n".join(lines))
         return 0
-    view = fold(ManifestProjection(), events).view()
+    view = manifest.view()
     if opts.get("as_json"):
         emit_json(view)
         return 0
     status = paint.status(str(view["status"]), str(view["status"]))
     click.echo(f"run {view['run_id']}  {status}  pipeline {view['pipeline']}")
     click.echo(f"  started {view['started']}  ended {view['ended']}")
-    click.echo(f"  run directory {_where_it_lives(events)}")
+    click.echo(f"  run directory {_where_it_lives(allocated.event)}")
     click.echo(
         f"  lanes {view['lanes']}  artifacts {view['artifacts']}  outputs {len(view['outputs'])}"
     )
@@ -188,10 +183,20 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
     return 0
 
 
-def _where_it_lives(events: list[RunEvent]) -> str:
+class _Allocated:
+    """The run's first `RunAllocated`, caught while the views fold."""
+
+    def __init__(self) -> None:
+        self.event: RunAllocated | None = None
+
+    def apply(self, event: RunEvent) -> None:
+        if self.event is None and isinstance(event, RunAllocated):
+            self.event = event
+
+
+def _where_it_lives(allocated: RunAllocated | None) -> str:
     """The run directory the journal recorded, and whether it is there now
     (docs/operations.md "Where a run lives")."""
-    allocated = next((e for e in events if isinstance(e, RunAllocated)), None)
     if allocated is None:
         return "- (not allocated)"
     with run_dirs() as dirs:
@@ -207,8 +212,8 @@ def runs_diff(opts: dict[str, Any], *, run_a: str, run_b: str) -> int:
     store = open_cli_journal(opts, read_only=True)
     try:
         id_a, id_b = _resolve(store, run_a), _resolve(store, run_b)
-        view_a = fold(RunFactsProjection(), read_events(store, id_a)).view()
-        view_b = fold(RunFactsProjection(), read_events(store, id_b)).view()
+        view_a = fold(RunFactsProjection(), stream_events(store, id_a)).view()
+        view_b = fold(RunFactsProjection(), stream_events(store, id_b)).view()
     finally:
         store.close()
     diff = diff_runs(view_a, view_b)

@@ -14,6 +14,7 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from runjournal.adapters.export import (
     decode_export,
     export_events,
@@ -31,6 +32,7 @@ from runjournal.domain.events import RunEvent
 from runjournal.projections.base import fold
 from runjournal.projections.reasons_report import ReasonReportProjection
 from support import synthetic as syn
+from support.inprocess import InProcess
 
 
 def _peak(fn: Callable[[], object]) -> tuple[int, object]:
@@ -42,9 +44,12 @@ def _peak(fn: Callable[[], object]) -> tuple[int, object]:
         tracemalloc.stop()
 
 
-def _journal(tmp_path: Path, lanes: int) -> tuple[JournalStore, str]:
+def _journal(tmp_path: Path, lanes: int, jobs: int = 1) -> tuple[JournalStore, str]:
+    """A run of `lanes` lanes; with `jobs` > 1, that many lanes' events interleave."""
     run = syn.synthetic_run(syn.run_id_for(lanes), lanes=lanes, chunks=150)
-    store = open_journal(str(tmp_path / f"j{lanes}.sqlite3"))
+    if jobs > 1:
+        run = syn.interleave_lanes(run, jobs)
+    store = open_journal(str(tmp_path / f"j{lanes}-{jobs}.sqlite3"))
     store.append_events(run.run_id, run.events, batch=256)
     return store, run.run_id
 
@@ -134,10 +139,11 @@ def _explain_json(store: JournalStore, run_id: str, out: _Sink) -> int:
     return out.size
 
 
-def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 4])
+def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path, jobs: int) -> None:
     peaks = []
     for lanes in (4, 40):
-        store, run_id = _journal(tmp_path, lanes)
+        store, run_id = _journal(tmp_path, lanes, jobs)
         with store:
             peak, size = _peak(lambda s=store, r=run_id: _explain_json(s, r, _Sink()))
             # The streamed document is the view, byte for byte.
@@ -153,21 +159,69 @@ def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
     assert peaks[1] < 4 * peaks[0], peaks
 
 
+def _projection_store(store: JournalStore, views: Path) -> ProjectionStore:
+    """The projection store `projections rebuild` and `status` use, views under `views`."""
+    return ProjectionStore(
+        store, str(views), json_bytes, open_root=FsRoot.open, render_streamed=json_bytes_streamed
+    )
+
+
 def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
     peaks = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
         with store:
             views = tmp_path / f"views{lanes}"
-            projections = ProjectionStore(
-                store,
-                str(views),
-                json_bytes,
-                open_root=FsRoot.open,
-                render_streamed=json_bytes_streamed,
-            )
+            projections = _projection_store(store, views)
             peak, results = _peak(lambda p=projections, r=run_id: p.rebuild(None, r))
             assert all(not r.failures for r in results), results  # type: ignore[attr-defined]
         written = sum(f.stat().st_size for f in views.rglob("*.json"))
         peaks.append(peak - 2 * written)  # each file is rendered whole before it is written
     assert peaks[1] < 4 * peaks[0], peaks
+
+
+def _command_peak(invoke: InProcess, *args: str) -> tuple[int, str]:
+    """The allocation peak of one command run in this process, and what it printed."""
+    invoke(*args)  # once first: the modules it imports on first use are not the run's
+    peak, result = _peak(lambda: invoke(*args))
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    return peak, result.stdout  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("runs", "show"), ("runs", "show", "--json"), ("runs", "show", "--outputs"), ("runs", "diff")],
+)
+def test_runs_show_and_diff_memory_does_not_grow_with_the_run(
+    tmp_path: Path, invoke: InProcess, command: tuple[str, ...]
+) -> None:
+    peaks = []
+    for lanes in (4, 40):
+        out = tmp_path / f"out{lanes}"
+        run = syn.synthetic_journal(out, n=lanes, lanes=lanes, chunks=150)
+        runs = (run.run_id, run.run_id) if command[1] == "diff" else (run.run_id,)
+        peak, printed = _command_peak(
+            invoke, *command[:2], *runs, *command[2:], "--output-root", str(out)
+        )
+        assert run.run_id in printed
+        peaks.append(peak)
+    # The views fold per lane (counts, outputs), one pass over the journal's pages:
+    # holding the run's events grows ten times.
+    assert peaks[1] < 3 * peaks[0], peaks
+
+
+def test_projections_status_memory_is_the_view_file_not_the_view(tmp_path: Path) -> None:
+    for lanes in (4, 40):
+        store, run_id = _journal(tmp_path, lanes)
+        with store:
+            views = tmp_path / f"status{lanes}"
+            projections = _projection_store(store, views)
+            projections.rebuild(None, run_id)
+            peak, rows = _peak(lambda p=projections: p.status(None))
+            assert [r.name for r in rows if r.stale] == [], rows  # type: ignore[attr-defined]
+        largest = max(f.stat().st_size for f in views.rglob("*.json"))
+        assert largest > 1000 * lanes
+        # Each view file is read whole (in 1 MiB reads, joined: at most twice its size),
+        # but only its `last_version` is decoded: decoding the view it holds took about
+        # three times the file.
+        assert peak < 2.5 * largest, (peak, largest)

@@ -213,6 +213,19 @@ class TestStatusAndRebuild:
         assert sorted(p.name for p in views.iterdir()) == [f"{second.run_id}.json"]
         assert "1 run(s) have no view" in world.status()["reasons"].reasons
 
+    @pytest.mark.parametrize(
+        "text", ["not json", '{"view": {}}', '{"last_version": "7", "view": {}}', "[1]"]
+    )
+    def test_a_view_without_a_readable_last_version_is_no_view(
+        self, world: World, text: str
+    ) -> None:
+        run = world.add_run(1)
+        world.views.rebuild()
+        assert not world.status()["reasons"].stale
+        (views,) = world.root.glob(".runjournal/views/reasons.v*")
+        (views / f"{run.run_id}.json").write_text(text)
+        assert world.status()["reasons"].reasons == ["1 run(s) have no view"]
+
     def test_unknown_names_and_misplaced_run(self, world: World) -> None:
         run = world.add_run(1)
         with pytest.raises(UnknownProjection, match="no projection named 'nope'"):

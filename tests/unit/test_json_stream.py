@@ -9,7 +9,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runjournal.cli.output import emit_json, emit_json_streamed
+from runjournal.cli.output import emit_json, emit_json_streamed, json_bytes, json_bytes_streamed
+from runjournal.projections.streamed import Streamed
 
 _leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
 _json = st.recursive(
@@ -34,6 +35,9 @@ def test_streamed_document_is_the_whole_one(doc: dict[str, Any], items: list[Any
     doc.pop("events", None)
     whole = _printed(emit_json, {**doc, "events": items})
     assert _printed(emit_json_streamed, doc, "events", iter(items)) == whole
+    # The bytes a streamed view is written as (`projections rebuild`) are the same text.
+    rendered = json_bytes_streamed(Streamed(doc, "events", iter(items)))
+    assert rendered == json_bytes({**doc, "events": items}) == whole.encode("utf-8")
 
 
 def test_an_empty_list_and_nested_values() -> None:
