@@ -43,6 +43,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("concurrency", ("bench/bench_concurrency.py", "--repeat", "5")),
     Script("journal_stream", ("bench/bench_journal_stream.py", "--repeat", "5")),
     Script("executors", ("bench/bench_executors.py", "--repeat", "5")),
+    Script("run_memory", ("bench/bench_run_memory.py", "--repeat", "3")),
 )
 
 
