@@ -7,7 +7,8 @@ the console script as a child process; reports the medians of the child's peak r
 set (`ru_maxrss` from `os.wait4`, that child alone), cpu (user + sys) and wall. The same
 for a corpus of SMALL documents, measured in the same run, shows what grows with the run;
 the floor is `runs list` on the large run's journal (the interpreter, the command line
-and an opened journal).
+and an opened journal). `gc --cache --dry-run` on the large roots (a cold run and its
+resume in the journal, every checkpoint referenced) reads what the runs reference.
 
     python bench/bench_run_memory.py [--docs 180] [--paras 330] [--small 10] [--repeat 3]
 
@@ -106,6 +107,11 @@ def main() -> None:
             measure([str(SCRIPT), "runs", "list", "--output-root", str(large / "out")])[:3]
             for _ in range(args.repeat)
         ]
+        roots = ["--output-root", str(large / "out"), "--cache-root", str(large / "cache")]
+        gc = [
+            measure([str(SCRIPT), "gc", *roots, "--cache", "--dry-run"])[:3]
+            for _ in range(args.repeat)
+        ]
         print(
             f"corpus: {args.docs} docs x {args.paras} paragraphs (small: {args.small} docs); "
             f"medians of {args.repeat}; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}"
@@ -114,6 +120,7 @@ def main() -> None:
         print(line("resume (small)", [r for _, r, _ in small], small[0][2]))
         print(line("cold run", [c for c, _, _ in big], big[0][2]))
         print(line("run --resume", [r for _, r, _ in big], big[0][2]))
+        print(line("gc --cache --dry-run", gc, big[0][2]))
         rss = statistics.median(f[2] for f in floor)
         print(f"{'floor: runs list':<28} {'':>6}            peak RSS {rss:6.1f} MB")
 
