@@ -72,11 +72,24 @@ def scan(root: FsRoot) -> list[CacheEntry]:
     return sorted(entries, key=lambda e: e.name)
 
 
-def last_uses(kept: Iterable[RunReferences]) -> dict[str, datetime]:
-    """Each referenced entry name and the start of the newest kept run referencing it."""
+def last_uses(
+    kept: Iterable[RunReferences], present: Iterable[str] | None = None
+) -> dict[str, datetime]:
+    """Each referenced entry name and the start of the newest kept run referencing it.
+
+    With `present` (the names the scan found), only those are kept, as the scan's own
+    string objects: a run references two names per checkpoint (the scoped layout and the
+    one before scopes) and holding both for every reference doubled gc's memory.
+    """
     uses: dict[str, datetime] = {}
+    canonical = None if present is None else {name: name for name in present}
 
     def use(name: str, when: datetime) -> None:
+        if canonical is not None:
+            found = canonical.get(name)
+            if found is None:
+                return
+            name = found
         if name not in uses or uses[name] < when:
             uses[name] = when
 
@@ -113,7 +126,7 @@ def select(
     entries: list[CacheEntry], kept: list[RunReferences], max_size: int | None
 ) -> list[CacheRemoval]:
     """What to remove: unreferenced entries, then least recently used ones over `max_size`."""
-    uses = last_uses(kept)
+    uses = last_uses(kept, (e.name for e in entries))
     for (lane_dir, lid), when in _restored(kept).items():
         for entry in entries:
             name = entry.name

@@ -55,6 +55,11 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
     of runs; events of a run without its `RunAllocated` are ignored)."""
     runs: dict[UUID, RunReferences] = {}
     scopes: dict[tuple[UUID, str, str], dict[Stage, StoreScope]] = {}
+    # runs of one pipeline reference mostly the same checkpoints: every run's set holds
+    # the one key object (memory grows with the distinct keys, not with runs x keys)
+    canonical: dict[CheckpointKey, CheckpointKey] = {}
+    names: dict[str, str] = {}  # a lane's keys share its step and lane strings (each
+    shared = names.setdefault  # decoded event has its own copy)
     for event in events:
         owner = event.originator_id
         if isinstance(event, RunAllocated):
@@ -85,7 +90,9 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
                     continue
                 if event.code not in REUSE_CODES:
                     continue
-            refs.checkpoints.add(_key(event.step, event.lane, event.stage, event.chunk, scope))
+            step, lane = shared(event.step, event.step), shared(event.lane, event.lane)
+            key = _key(step, lane, event.stage, event.chunk, scope)
+            refs.checkpoints.add(canonical.setdefault(key, key))
     return runs
 
 

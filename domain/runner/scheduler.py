@@ -125,6 +125,13 @@ class Scheduler:
         self._waiting: list[LaneJob] = []  # not started yet, in plan order
         self._ready_check = True  # a lane finished since the waiting ones were checked
         self._flushed = 0  # jobs[:_flushed] are journaled
+        # Lanes are started only while fewer than `_lookahead` calls wait for a slot: a
+        # started lane decides all its stages and buffers its events until it is
+        # journaled, so starting every ready lane at once held the whole run in memory
+        # (docs/internals.md "The scheduler (`scheduler.py`)", bounded memory).
+        self._lookahead = 2 * max(1, executor.capacity)
+        self._pending_calls = 0  # calls of queued batches not yet submitted
+        self._throttled = False  # a ready lane was left waiting for the lookahead
 
     @property
     def stopped(self) -> bool:
@@ -145,8 +152,11 @@ class Scheduler:
             job.order = order
         self._waiting = [j for j in jobs if j.state is _State.WAITING]
         self._ready_check, self._flushed = True, 0
+        self._pending_calls, self._throttled = 0, False
         try:
             while True:
+                if self._throttled and self._pending_calls < self._lookahead:
+                    self._throttled, self._ready_check = False, True
                 self._start_ready(jobs)
                 self._fill()
                 self._flush_prefix(jobs)
@@ -177,7 +187,11 @@ class Scheduler:
             return
         self._ready_check = False
         still: list[LaneJob] = []
-        for job in self._waiting:
+        for position, job in enumerate(self._waiting):
+            if self._pending_calls >= self._lookahead:
+                self._throttled = True
+                still.extend(self._waiting[position:])
+                break
             if self._stopping or not all(
                 lane in self._artifacts.get(step, {}) for step, lane in job.needs
             ):
@@ -187,6 +201,9 @@ class Scheduler:
             job.ledger = self._ledger.child()
             job.work = job.start(job.ledger)
             self._advance(job, None)
+            # a lane that settled at once (all reused) is journaled now, not after the
+            # whole chain: its buffered events would otherwise wait for every lane
+            self._flush_prefix(jobs)
         self._waiting = still
 
     def _advance(self, job: LaneJob, sent: list[Any] | None) -> None:
@@ -210,6 +227,7 @@ class Scheduler:
         job.batch, job.outcomes = batch, [None] * len(batch.calls)
         job.submitted = job.outstanding = 0
         job.batch_failed = False
+        self._pending_calls += len(batch.calls)
         bisect.insort(self._queue, job, key=lambda j: j.order)
 
     # --- calls ---------------------------------------------------------------------
@@ -222,6 +240,7 @@ class Scheduler:
             index = job.submitted
             job.submitted += 1
             job.outstanding += 1
+            self._pending_calls -= 1
             if job.submitted == len(job.batch.calls):
                 self._queue.pop(0)
             key = self._next_key
@@ -238,6 +257,7 @@ class Scheduler:
             job.batch_failed = True
             if job in self._queue:  # the lane's remaining calls are never started
                 self._queue.remove(job)
+                self._pending_calls -= len(job.batch.calls) - job.submitted
             if self._policy is FailurePolicy.STOP:
                 self._stopping = True
 

@@ -246,3 +246,52 @@ def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file(
         (CheckpointWritten.__name__, "c"),
     ]
     assert run_ledger.persistence_errors == ["disk full"]
+
+
+def _counted(start: Callable[[RunLedger], LaneWork], live: list[int]) -> Callable:
+    """`start`, counting the lanes started and not yet settled in live[0] (peak in live[1])."""
+
+    def wrapped(ledger: RunLedger) -> LaneWork:
+        live[0] += 1
+        live[1] = max(live[1], live[0])
+        try:
+            return (yield from start(ledger))
+        finally:
+            live[0] -= 1
+
+    return wrapped
+
+
+@pytest.mark.parametrize(("capacity", "most"), [(1, 3), (4, 4), (16, 8)])
+def test_lanes_start_only_while_few_calls_wait_for_a_slot(capacity: int, most: int) -> None:
+    # Memory (docs/internals.md "The scheduler"): a started lane decides its stages and
+    # holds its events until journaled, so 200 ready lanes must not all start at once.
+    live = [0, 0]
+    jobs = [
+        LaneJob("a", f"d{i}", [], _counted(_lane("a", f"d{i}", 10, []), live)) for i in range(200)
+    ]
+    executor = LifoExecutor(capacity) if capacity > 1 else SerialExecutor()
+    sink, artifacts, _ = _run(executor, jobs)
+    assert len(artifacts["a"]) == 200
+    assert 1 < live[1] <= most  # lanes overlap, but only a few at a time
+    assert [f["lane"] for name, f in sink.events if name == "LaneResolved"] == [
+        f"d{i}" for i in range(200)
+    ]
+
+
+def test_a_lane_that_settles_at_once_is_journaled_before_the_next_starts() -> None:
+    sink = Sink()
+    seen_at_start: list[int] = []
+
+    def settled(i: int) -> Callable[[RunLedger], LaneWork]:
+        def start(ledger: RunLedger) -> LaneWork:
+            seen_at_start.append(len(sink.events))
+            ledger.sink.emit(type("StageDecided", (Event,), {}), lane=f"d{i}")
+            return i
+            yield  # a generator that needs no call: every stage reused
+
+        return start
+
+    jobs = [LaneJob("a", f"d{i}", [], settled(i)) for i in range(50)]
+    Scheduler(RunLedger(sink, None), SerialExecutor(), FailurePolicy.STOP).run(jobs, {})
+    assert seen_at_start == list(range(50))  # lanes before it were journaled already
