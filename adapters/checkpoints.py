@@ -24,7 +24,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
-from runjournal.domain.identity import step_identity
+from runjournal.domain.identity import LaneComponents, step_identity
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
 from runjournal.domain.ports import (
@@ -87,8 +87,19 @@ def _lane_dir(step: str, lane: str) -> str:
     return f"steps/{step}/{safe_lane_id(lane)}"
 
 
+@functools.lru_cache(maxsize=64)
+def _identity_of(components: LaneComponents) -> str:
+    """`step_identity(components)`, cached: every envelope of a step carries the same S,
+    and a resume compares it once per checkpoint it reads."""
+    return step_identity(components)
+
+
+@functools.lru_cache(maxsize=4096)
 def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
-    """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path."""
+    """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path.
+
+    Cached (a lane's stages ask again for every chunk); a refusal raises and is not cached.
+    """
     if not _STEP_IDENTITY.fullmatch(scope.step_identity):
         raise ValueError("a checkpoint scope needs a 32-hex step identity")
     deps = scope.dependencies
@@ -100,7 +111,9 @@ def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
 def scope_of(record: CheckpointRecord) -> StoreScope:
     """The scope a record is stored under: the facts its own header carries."""
     return StoreScope(
-        step_identity(record.digests.components), record.digests.dependencies, record.lane_identity
+        _identity_of(record.digests.components),
+        record.digests.dependencies,
+        record.lane_identity,
     )
 
 
@@ -135,7 +148,7 @@ def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
     """Whether an envelope is of `scope`: the step identity; for extract its own D (the
     scope's D); for merge and normalize the lane identity (their scope's D also covers the
     stages before them, which the header does not carry: the runner compares their input)."""
-    if step_identity(header.digests.components) != scope.step_identity:
+    if _identity_of(header.digests.components) != scope.step_identity:
         return False
     if stage is Stage.EXTRACT:
         return header.digests.dependencies == scope.dependencies
@@ -557,14 +570,13 @@ class CheckpointLoader:
         With `scope`, an envelope that is not of that scope is CORRUPT: a file copied or
         moved to another scope's place is never taken for it.
         """
-        position = key.position
         try:
             data = self._read(name)
             if data is None:
                 return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
-            header, payload = self._codec.open(data, position)
+            header, payload = self._codec.open(data, key)  # compares the position only
             if scope is not None and not _matches(header, scope, key.stage):
                 raise _corrupt("scope mismatch")
         except EnvelopeRejected as rejected:
