@@ -212,7 +212,7 @@ class Workspace:
         identity>/<stage>.ckpt`; without one, the position of the layout before scopes
         (`<lane dir>/extract/<chunk>.ckpt`, `<lane dir>/<stage>.ckpt`), still read.
         """
-        stage = Stage(key.stage)
+        stage = key.stage if type(key.stage) is Stage else Stage(key.stage)
         if stage is Stage.EXTRACT:
             if not isinstance(key.chunk, str) or not _CHUNK_ID.fullmatch(key.chunk):
                 raise ValueError("an extract checkpoint needs a 64-hex chunk id")

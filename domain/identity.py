@@ -290,7 +290,7 @@ _CODEC_IDS: dict[tuple[type, str], str] = {}
 
 def codec_id(module: Module, stage: Stage) -> str:
     """Identity of the codec type a stage's payload is encoded with (in every envelope)."""
-    key = (type(module), stage.value)
+    key = (type(module), str(stage))  # `str` of the StrEnum: its value, without `.value`
     cached = _CODEC_IDS.get(key)
     if cached is None:
         tp = {
