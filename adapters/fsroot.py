@@ -195,8 +195,8 @@ def _split(name: str) -> list[str]:
 # Names that pass every check below at a glance: ASCII components of at most 255
 # characters that start with a letter, digit or `_` (so never `.`, `..`, `~`, a drive
 # letter or the temp prefix), joined by single `/`. Checkpoint and output names are of
-# this kind; one regex replaces the loop for them (docs/performance.md "Fully cached
-# `run --resume`").
+# this kind; one regex replaces the loop for them, see
+# docs/performance.md "Fully cached `run --resume`".
 _PLAIN_PART = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}"
 _PLAIN_NAME = re.compile(rf"{_PLAIN_PART}(?:/{_PLAIN_PART})*")
 
