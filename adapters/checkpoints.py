@@ -23,7 +23,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
-from runjournal.domain.identity import step_identity
+from runjournal.domain.identity import LaneComponents, step_identity
 from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
@@ -41,10 +41,12 @@ __all__ = [
     "ENVELOPE_VERSION",
     "MAGIC",
     "MAX_RAW_SIZE",
+    "RAW_PAYLOAD_MAX",
     "WORKSPACE_MANIFEST",
     "WORKSPACE_SCHEMA_VERSION",
     "CheckpointLoader",
     "CheckpointRecorder",
+    "Compression",
     "EnvelopeCodec",
     "EnvelopeHeader",
     "EnvelopeRejected",
@@ -53,7 +55,12 @@ __all__ = [
 ]
 
 MAGIC = b"RJCK"
-ENVELOPE_VERSION = 1
+ENVELOPE_VERSION = 2  # what is written; version 1 is still read (docs/internals.md)
+_READ_VERSIONS = frozenset({1, ENVELOPE_VERSION})
+# A payload up to this size is stored as it is (version 2, `compression` "none"): its file
+# takes one block either way, and decompressing a frame this small costs more cpu than
+# reading and hashing the whole file (docs/internals.md "Envelope format").
+RAW_PAYLOAD_MAX = 2048
 WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (docs/internals.md "`workspace.json`")
 WORKSPACE_MANIFEST = "workspace.json"
 ZSTD_LEVEL = 3
@@ -87,8 +94,19 @@ def _lane_dir(step: str, lane: str) -> str:
     return f"steps/{step}/{safe_lane_id(lane)}"
 
 
+@functools.lru_cache(maxsize=64)
+def _identity_of(components: LaneComponents) -> str:
+    """`step_identity(components)`, cached: every envelope of a step carries the same S,
+    and a resume compares it once per checkpoint it reads."""
+    return step_identity(components)
+
+
+@functools.lru_cache(maxsize=4096)
 def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
-    """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path."""
+    """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path.
+
+    Cached (a lane's stages ask again for every chunk); a refusal raises and is not cached.
+    """
     if not _STEP_IDENTITY.fullmatch(scope.step_identity):
         raise ValueError("a checkpoint scope needs a 32-hex step identity")
     deps = scope.dependencies
@@ -100,7 +118,9 @@ def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
 def scope_of(record: CheckpointRecord) -> StoreScope:
     """The scope a record is stored under: the facts its own header carries."""
     return StoreScope(
-        step_identity(record.digests.components), record.digests.dependencies, record.lane_identity
+        _identity_of(record.digests.components),
+        record.digests.dependencies,
+        record.lane_identity,
     )
 
 
@@ -135,7 +155,7 @@ def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
     """Whether an envelope is of `scope`: the step identity; for extract its own D (the
     scope's D); for merge and normalize the lane identity (their scope's D also covers the
     stages before them, which the header does not carry: the runner compares their input)."""
-    if step_identity(header.digests.components) != scope.step_identity:
+    if _identity_of(header.digests.components) != scope.step_identity:
         return False
     if stage is Stage.EXTRACT:
         return header.digests.dependencies == scope.dependencies
@@ -192,7 +212,7 @@ class Workspace:
         identity>/<stage>.ckpt`; without one, the position of the layout before scopes
         (`<lane dir>/extract/<chunk>.ckpt`, `<lane dir>/<stage>.ckpt`), still read.
         """
-        stage = Stage(key.stage)
+        stage = key.stage if type(key.stage) is Stage else Stage(key.stage)
         if stage is Stage.EXTRACT:
             if not isinstance(key.chunk, str) or not _CHUNK_ID.fullmatch(key.chunk):
                 raise ValueError("an extract checkpoint needs a 64-hex chunk id")
@@ -320,11 +340,19 @@ class Workspace:
 # --------------------------------------------------------------------------- envelope
 
 
+class Compression(enum.StrEnum):
+    """How an envelope stores its payload."""
+
+    ZSTD = "zstd"  # one zstandard frame (every version 1 envelope)
+    NONE = "none"  # the payload's bytes as they are (version 2, small payloads)
+
+
 class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The envelope's facts; the scope fields make a file moved to another scope corrupt.
 
-    `usage` (what producing the payload cost in LLM calls) is the only field with a
-    default: it is left out when absent, so envelopes without LLM calls keep their bytes.
+    `usage` (what producing the payload cost in LLM calls) and `compression` are the only
+    fields with a default: left out when absent or zstd, so the header of a compressed
+    envelope without LLM calls has the bytes it had in version 1.
     """
 
     step: str
@@ -340,6 +368,7 @@ class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     payload_size: int
     raw_size: int
     usage: LLMUsage | None = None
+    compression: Compression = Compression.ZSTD
 
 
 class EnvelopeRejected(Exception):
@@ -374,7 +403,10 @@ class EnvelopeCodec:
         payload = bytes(record.payload)
         if hashlib.sha256(payload).hexdigest() != record.output_sha256:
             raise ValueError("record.output_sha256 is not the sha256 of record.payload")
-        compressed = self._zstd.compressor.compress(payload)
+        if len(payload) <= RAW_PAYLOAD_MAX:
+            stored, compression = payload, Compression.NONE
+        else:
+            stored, compression = self._zstd.compressor.compress(payload), Compression.ZSTD
         header = self._encoder.encode(
             EnvelopeHeader(
                 step=key.step,
@@ -387,12 +419,13 @@ class EnvelopeCodec:
                 output_sha256=record.output_sha256,
                 warnings=list(record.warnings),
                 provenance=record.provenance,
-                payload_size=len(compressed),
+                payload_size=len(stored),
                 raw_size=len(payload),
                 usage=record.usage or None,
+                compression=compression,
             )
         )
-        body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, compressed))
+        body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, stored))
         return body + hashlib.sha256(body).digest()
 
     def open(self, data: bytes, key: CheckpointKey) -> tuple[EnvelopeHeader, bytes]:
@@ -414,7 +447,8 @@ class EnvelopeCodec:
         body_end = size - _DIGEST_SIZE
         if hashlib.sha256(view[:body_end]).digest() != data[body_end:]:
             raise _corrupt("digest mismatch")
-        if int.from_bytes(data[len(MAGIC) : _VERSION_END], "big") != ENVELOPE_VERSION:
+        version = int.from_bytes(data[len(MAGIC) : _VERSION_END], "big")
+        if version not in _READ_VERSIONS:
             raise EnvelopeRejected(CheckpointState.SCHEMA_UNSUPPORTED, "unknown version")
         header_size = _PREFIX.unpack_from(data)[2]
         payload_start = _PREFIX.size + header_size
@@ -433,7 +467,14 @@ class EnvelopeCodec:
             key.chunk,
         ):
             raise _corrupt("scope mismatch")
-        payload = self._decompress(view[payload_start:body_end], header.raw_size)
+        if header.compression is Compression.NONE:
+            if version == 1:
+                raise _corrupt("a version 1 payload is always compressed")
+            if header.raw_size != header.payload_size:
+                raise _corrupt("raw size mismatch")
+            payload = data[payload_start:body_end]
+        else:
+            payload = self._decompress(view[payload_start:body_end], header.raw_size)
         if hashlib.sha256(payload).hexdigest() != header.output_sha256:
             raise _corrupt("payload digest mismatch")
         return header, payload
@@ -557,14 +598,13 @@ class CheckpointLoader:
         With `scope`, an envelope that is not of that scope is CORRUPT: a file copied or
         moved to another scope's place is never taken for it.
         """
-        position = key.position
         try:
             data = self._read(name)
             if data is None:
                 return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
-            header, payload = self._codec.open(data, position)
+            header, payload = self._codec.open(data, key)  # compares the position only
             if scope is not None and not _matches(header, scope, key.stage):
                 raise _corrupt("scope mismatch")
         except EnvelopeRejected as rejected:

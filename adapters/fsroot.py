@@ -193,7 +193,18 @@ def _split(name: str) -> list[str]:
     return name.split("/")
 
 
+# Names that pass every check below at a glance: ASCII components of at most 255
+# characters that start with a letter, digit or `_` (so never `.`, `..`, `~`, a drive
+# letter or the temp prefix), joined by single `/`. Checkpoint and output names are of
+# this kind; one regex replaces the loop for them, see
+# docs/performance.md "Fully cached `run --resume`".
+_PLAIN_PART = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}"
+_PLAIN_NAME = LazyPattern(rf"{_PLAIN_PART}(?:/{_PLAIN_PART})*")
+
+
 def _lexical_refusal(name: str) -> str | None:
+    if len(name) <= MAX_NAME_BYTES and _PLAIN_NAME.fullmatch(name):
+        return None
     if not name:
         return "the name is empty"
     if len(name) > MAX_NAME_BYTES:

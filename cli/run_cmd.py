@@ -39,6 +39,7 @@ from runjournal.cli.compose import (
     workspace_dir,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.heap import settled_heap
 from runjournal.cli.llm_wiring import (
     LLMPlan,
     LLMRequest,
@@ -453,7 +454,9 @@ def _execute_and_terminalize(
     signals = _Signals(runner.stop).install()
     try:
         try:
-            with module_stdout_to_stderr():  # plugin print() output, redacted, on stderr
+            # plugin print() output, redacted, on stderr; the start-up heap left out of
+            # the collector's passes while the stages run (cli/heap.py)
+            with module_stdout_to_stderr(), settled_heap():
                 outcome = runner.run(resolved)
         except RunStopped:
             raise Interrupted() from None

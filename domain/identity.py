@@ -7,7 +7,7 @@ never a Python repr, a set in iteration order, or a path of this machine.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -42,10 +42,21 @@ def digest_of(value: Any) -> str:
 
 def chunk_id(source: str, chunk_bytes: bytes) -> str:
     """sha256(source logical name ‖ 0x00 ‖ chunk bytes): position-independent."""
-    h = hashlib.sha256(source.encode("utf-8"))
-    h.update(b"\x00")
-    h.update(chunk_bytes)
-    return h.hexdigest()
+    return chunk_ids(source)(chunk_bytes)
+
+
+def chunk_ids(source: str) -> Callable[[bytes], str]:
+    """`chunk_id` of one source's chunks: the name and separator are hashed once and the
+    hash state copied per chunk (a resume plans every chunk of every source again)."""
+    prefix = hashlib.sha256(source.encode("utf-8"))
+    prefix.update(b"\x00")
+
+    def of(chunk_bytes: bytes) -> str:
+        h = prefix.copy()
+        h.update(chunk_bytes)
+        return h.hexdigest()
+
+    return of
 
 
 def sequence_digest(digests: Iterable[str]) -> str:
@@ -279,7 +290,7 @@ _CODEC_IDS: dict[tuple[type, str], str] = {}
 
 def codec_id(module: Module, stage: Stage) -> str:
     """Identity of the codec type a stage's payload is encoded with (in every envelope)."""
-    key = (type(module), stage.value)
+    key = (type(module), str(stage))  # `str` of the StrEnum: its value, without `.value`
     cached = _CODEC_IDS.get(key)
     if cached is None:
         tp = {

@@ -33,7 +33,7 @@ from runjournal.domain.decisions import (
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import (
     ArtifactRef,
-    chunk_id,
+    chunk_ids,
     codec_id,
     dependencies_digest,
     lane_identity,
@@ -260,9 +260,10 @@ class Planner:
         if spans is None:
             spans = plan_chunks(source.data, settings)
         out = []
+        ids = chunk_ids(source.name)
         for span in spans:
             data = source.data[span.start : span.end]
-            out.append(_Chunk(chunk_id(source.name, data), len(data.decode("utf-8"))))
+            out.append(_Chunk(ids(data), len(data.decode("utf-8"))))
         return out
 
     # --- required steps under --recompute -----------------------------------------

@@ -194,6 +194,14 @@ class Run:
         self._mutate(event)
 
     def _structural(self, event: RunEvent) -> list[str]:
+        if (
+            self._allocated  # so this is not the first event
+            and self.terminated_at is None
+            and event.originator_version == self.version + 1
+            and (event.originator_id is self.id or event.originator_id == self.id)
+            and not isinstance(event, RunAllocated)
+        ):
+            return []  # every rule below holds: the common case, checked at a glance
         out: list[str] = []
         position = self.events_seen + 1
         expected = self.version + 1
@@ -242,7 +250,11 @@ class Run:
     def _mutate(self, event: RunEvent) -> None:
         self.events_seen += 1
         self.version = event.originator_version
-        if isinstance(event, RunAllocated):
+        if type(event) is StageDecided:  # one per stage; `str` of the StrEnum is its value
+            self._last_decision[(event.step, event.lane, str(event.stage), event.chunk)] = (
+                event.code
+            )
+        elif isinstance(event, RunAllocated):
             self._allocated = True
             self.run_id = self.run_id or event.run_id
         elif isinstance(event, LaneResolved):

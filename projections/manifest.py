@@ -21,6 +21,7 @@ from runjournal.domain.events import (
     OutputsValidated,
     RunEvent,
     RunTerminated,
+    StageDecided,
 )
 from runjournal.domain.identity import invocation_identity
 from runjournal.projections.base import RunOutline
@@ -44,6 +45,9 @@ class ManifestProjection(RunOutline):
         self.llm = LLMUsageFold()
 
     def apply(self, event: RunEvent) -> None:
+        if type(event) is StageDecided:  # the outline's alone (base.py)
+            self.decided(event)
+            return
         super().apply(event)
         self.llm.apply(event)
         if isinstance(event, LaneResolved):

@@ -22,6 +22,7 @@ from runjournal.domain.events import (
     RunAllocated,
     RunEvent,
     RunStatus,
+    StageDecided,
     StageExecuted,
     TerminalPersistenceFailed,
     WarningRecorded,
@@ -51,6 +52,9 @@ class ReportProjection(RunOutline):
         self.manifest_missing = False
 
     def apply(self, event: RunEvent) -> None:
+        if type(event) is StageDecided:  # the outline's alone (base.py)
+            self.decided(event)
+            return
         super().apply(event)
         if isinstance(event, StageExecuted):
             self.module_calls += 1

@@ -205,11 +205,12 @@ class LaneRun:
                 usage=record.usage,
             )
 
-    def _refresh_identity(self, key: CheckpointKey, record: CheckpointRecord) -> None:
-        """A reused envelope gets the current lane identity so --recompute finds it."""
+    def _refresh_identity(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
+        """A reused envelope gets the current lane identity so --recompute finds it (its
+        key is built only then: most reused envelopes already have it)."""
         if self.ledger.recording and record.lane_identity != self.lid:
             self.ledger.write_checkpoint(
-                key, msgspec.structs.replace(record, lane_identity=self.lid)
+                self._key(stage, chunk), msgspec.structs.replace(record, lane_identity=self.lid)
             )
 
     def _call(
@@ -351,7 +352,7 @@ class LaneRun:
             if code is ReasonCode.REUSED:
                 results.append(StageResult(record.output_sha256, record.payload))
                 self._reused(Stage.EXTRACT, chunk.id, record)
-                self._refresh_identity(self._key(Stage.EXTRACT, chunk.id), record)
+                self._refresh_identity(Stage.EXTRACT, chunk.id, record)
             else:
                 results.append(None)
                 misses.append(i)
@@ -407,7 +408,7 @@ class LaneRun:
         if code is ReasonCode.REUSED:
             merged = StageResult(merge_record.output_sha256, merge_record.payload)
             self._reused(Stage.MERGE, "", merge_record)
-            self._refresh_identity(self._key(Stage.MERGE), merge_record)
+            self._refresh_identity(Stage.MERGE, "", merge_record)
         else:
             parts = [
                 self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
@@ -435,7 +436,7 @@ class LaneRun:
             warnings = module_warnings(norm_record.warnings)  # bounded if recorded before
             artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._reused(Stage.NORMALIZE, "", norm_record)
-            self._refresh_identity(self._key(Stage.NORMALIZE), norm_record)
+            self._refresh_identity(Stage.NORMALIZE, "", norm_record)
         else:
             merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
             out = yield from self._one(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
 from runjournal.domain.events import ChunkPlanResolved, PlanOutcome
-from runjournal.domain.identity import chunk_id
+from runjournal.domain.identity import chunk_ids
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ResolvedPipeline, Source
 from runjournal.domain.plan_keys import PlanFacts
@@ -64,7 +64,7 @@ def resolve_plans(
             spans = plan_chunks(source.data, settings)
             validate_plan(source.data, spans, settings.max_chars)
             outcomes.append(PlanOutcome.COMPUTED)
-        chunks = [make_chunk(source, span) for span in spans]
+        chunks = make_chunks(source, spans)
         out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
     return out
 
@@ -89,13 +89,20 @@ def settle_plans(
         )
 
 
-def make_chunk(source: Source, span: Span) -> Chunk:
-    data = source.data[span.start : span.end]
-    return Chunk(
-        id=chunk_id(source.name, data),
-        source=source.name,
-        start=span.start,
-        end=span.end,
-        text=data.decode("utf-8"),
-        sha256=hashlib.sha256(data).hexdigest(),
-    )
+def make_chunks(source: Source, spans: list[Span]) -> list[Chunk]:
+    """The source's chunks: id, offsets, text and content digest of each span."""
+    ids = chunk_ids(source.name)
+    out = []
+    for span in spans:
+        data = source.data[span.start : span.end]
+        out.append(
+            Chunk(
+                id=ids(data),
+                source=source.name,
+                start=span.start,
+                end=span.end,
+                text=data.decode("utf-8"),
+                sha256=hashlib.sha256(data).hexdigest(),
+            )
+        )
+    return out

@@ -18,9 +18,11 @@ from runjournal.adapters import fsroot
 from runjournal.adapters.checkpoints import (
     ENVELOPE_VERSION,
     MAGIC,
+    RAW_PAYLOAD_MAX,
     WORKSPACE_MANIFEST,
     CheckpointLoader,
     CheckpointRecorder,
+    Compression,
     EnvelopeCodec,
     EnvelopeRejected,
     Workspace,
@@ -204,8 +206,13 @@ class TestEnvelope:
     def test_encoding_is_deterministic(self, record: CheckpointRecord) -> None:
         assert codec.encode(NORMALIZE, record) == EnvelopeCodec().encode(NORMALIZE, record)
 
-    def test_every_bit_flip_is_rejected_by_type(self) -> None:
-        envelope = codec.encode(MERGE, make_record(b"[1,2,3]", warnings=[]))
+    @pytest.mark.parametrize(
+        "payload",
+        [b"[1,2,3]", b'{"terms":[' + b'"repeated term",' * 500 + b'"end"]}'],
+        ids=["stored as it is", "zstd frame"],
+    )
+    def test_every_bit_flip_is_rejected_by_type(self, payload: bytes) -> None:
+        envelope = codec.encode(MERGE, make_record(payload, warnings=[]))
         assert len(envelope) < 1200
         for index in range(len(envelope)):
             for bit in range(8):
@@ -306,7 +313,7 @@ class TestEnvelope:
         assert caught.value.state is CheckpointState.CORRUPT
 
     def test_payload_that_is_not_zstd_is_corrupt(self) -> None:
-        envelope = codec.encode(MERGE, make_record(b"abcdefgh" * 8))
+        envelope = codec.encode(MERGE, make_record(os.urandom(RAW_PAYLOAD_MAX + 1)))
         header_size = struct.unpack_from(">I", envelope, 6)[0]
         start = 10 + header_size
         garbage = bytes(len(envelope) - 32 - start)
@@ -331,7 +338,57 @@ class TestEnvelope:
 
     def test_payload_is_compressed(self) -> None:
         payload = b'{"terms":[' + b'"repeated term",' * 500 + b'"end"]}'
+        assert len(payload) > RAW_PAYLOAD_MAX
         assert len(codec.encode(MERGE, make_record(payload))) < len(payload) // 4
+
+
+class TestEnvelopeVersions:
+    """Version 2 stores small payloads as they are; version 1 files are still read."""
+
+    big = b'{"terms":[' + b'"repeated term",' * 500 + b'"end"]}'
+
+    def test_a_small_payload_is_stored_as_it_is(self) -> None:
+        payload = b'{"terms":["alpha","beta"]}' * 40
+        assert len(payload) <= RAW_PAYLOAD_MAX
+        envelope = codec.encode(MERGE, make_record(payload))
+        assert int.from_bytes(envelope[4:6], "big") == ENVELOPE_VERSION == 2
+        assert envelope[-32 - len(payload) : -32] == payload
+        header, opened = codec.open(envelope, MERGE)
+        assert header.compression is Compression.NONE and opened == payload
+        assert header.payload_size == header.raw_size == len(payload)
+
+    def test_a_payload_over_the_limit_is_one_zstd_frame(self) -> None:
+        envelope = codec.encode(MERGE, make_record(self.big))
+        header, opened = codec.open(envelope, MERGE)
+        assert header.compression is Compression.ZSTD and opened == self.big
+        assert b"\x28\xb5\x2f\xfd" in envelope  # the zstd frame's magic
+
+    def test_a_version_1_envelope_is_still_read(
+        self, recorder: CheckpointRecorder, loader: CheckpointLoader, ws_path: Path
+    ) -> None:
+        recorder.write(MERGE, make_record(self.big))
+        path = file_of(ws_path, MERGE)
+        v1 = bytearray(path.read_bytes())
+        v1[4:6] = (1).to_bytes(2, "big")  # a compressed v2 header is a v1 header
+        path.write_bytes(resign(bytes(v1)))
+        loaded = loader.load(MERGE, CODEC)
+        assert loaded.state is CheckpointState.PRESENT
+        assert loaded.record is not None and loaded.record.payload == self.big
+
+    def test_a_version_1_envelope_never_stores_a_raw_payload(self) -> None:
+        v2 = codec.encode(MERGE, make_record(b"[1,2,3]"))
+        v1 = bytearray(v2)
+        v1[4:6] = (1).to_bytes(2, "big")
+        with pytest.raises(EnvelopeRejected) as caught:
+            codec.open(resign(bytes(v1)), MERGE)
+        assert caught.value.state is CheckpointState.CORRUPT
+
+    def test_a_raw_payload_of_another_size_is_corrupt(self) -> None:
+        envelope = codec.encode(MERGE, make_record(b"[1,2,3]"))
+        for change in ({"raw_size": 6}, {"compression": "zstd"}, {"compression": "lz4"}):
+            with pytest.raises(EnvelopeRejected) as caught:
+                codec.open(rebuild(envelope, **change), MERGE)
+            assert caught.value.state is CheckpointState.CORRUPT, change
 
 
 class TestLoad:

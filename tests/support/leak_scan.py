@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 import zstandard
-from runjournal.adapters.checkpoints import EnvelopeCodec, EnvelopeHeader
+from runjournal.adapters.checkpoints import Compression, EnvelopeCodec, EnvelopeHeader
 from runjournal.adapters.chunkplans import decode_plan
 from runjournal.domain.ports import CheckpointKey
 
@@ -43,14 +43,16 @@ def zstd_frames(data: bytes) -> list[bytes]:
     return frames
 
 
-def checkpoint_payload(data: bytes) -> bytes:
-    """The verified, decompressed payload of a checkpoint envelope (its header names its key)."""
+def checkpoint_payload(data: bytes) -> tuple[bytes, bool]:
+    """The verified, decompressed payload of a checkpoint envelope (its header names its
+    key), and whether it was stored compressed (a small one is stored as it is)."""
     size = int.from_bytes(data[6:_ENVELOPE_PREFIX], "big")
     header = msgspec.msgpack.decode(
         data[_ENVELOPE_PREFIX : _ENVELOPE_PREFIX + size], type=EnvelopeHeader
     )
     key = CheckpointKey(header.step, header.lane, header.stage, header.chunk)
-    return EnvelopeCodec().open(data, key)[1]
+    header, payload = EnvelopeCodec().open(data, key)
+    return payload, header.compression is Compression.ZSTD
 
 
 class Expanded:
@@ -58,6 +60,7 @@ class Expanded:
 
     def __init__(self) -> None:
         self.checkpoints = 0
+        self.compressed_checkpoints = 0
         self.plans = 0
         self.frames = 0
 
@@ -65,8 +68,10 @@ class Expanded:
         data = path.read_bytes()
         parts = [data]
         if path.suffix == ".ckpt":
-            parts.append(checkpoint_payload(data))
+            payload, compressed = checkpoint_payload(data)
+            parts.append(payload)
             self.checkpoints += 1
+            self.compressed_checkpoints += compressed
         elif path.suffix == ".plan":
             spans = decode_plan(path.stem, data)
             parts.append(msgspec.msgpack.encode(spans))

@@ -23,6 +23,7 @@ from runjournal.domain.identity import (
     DependencyFingerprint,
     LaneComponents,
     chunk_id,
+    chunk_ids,
     codec_id,
     config_digest,
     dependencies_digest,
@@ -114,6 +115,14 @@ def test_chunk_id_depends_on_source_and_bytes_not_position():
     assert chunk_id("a.md", b"text") == chunk_id("a.md", b"text")
     assert chunk_id("a.md", b"text") != chunk_id("b.md", b"text")
     assert chunk_id("a.md", b"text") != chunk_id("a.md", b"text!")
+
+
+def test_chunk_ids_of_one_source_are_its_chunk_ids_each_on_its_own():
+    """The shared prefix state is copied, never updated: each id is of its own bytes."""
+    ids = chunk_ids("docs/a.md")
+    parts = [b"first", b"second", b"", "caf\u00e9".encode()]
+    assert [ids(p) for p in parts] == [chunk_id("docs/a.md", p) for p in parts]
+    assert ids(b"first") == hashlib.sha256(b"docs/a.md\x00first").hexdigest()
 
 
 def test_dependencies_digest_sorted_and_each_field_counts():
