@@ -18,7 +18,8 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
-from runjournal.adapters.journal.codec import EventMapper
+from runjournal.adapters.journal.codec import EventMapper, event_type_for_topic
+from runjournal.adapters.journal.delta import DELTA_TOPIC, PACKABLE
 from runjournal.adapters.journal.errors import (
     AmbiguousRun,
     JournalCorrupt,
@@ -331,8 +332,14 @@ class JournalStore:
     def notifications(
         self, after: int = 0, topics: Sequence[str] = ()
     ) -> Iterator[tuple[int, RunEvent]]:
-        """(position, event) after `after`, in commit order: a synchronous catch-up."""
+        """(position, event) after `after`, in commit order: a synchronous catch-up.
+
+        Asked for per-lane event types, it also reads the delta rows that hold them
+        (docs/internals.md "Delta rows") and yields only the events of those types.
+        """
         position = after
+        wanted = {event_type_for_topic(t) for t in topics} & PACKABLE
+        query = [*topics, DELTA_TOPIC] if wanted else list(topics)
         while True:
             page = self._storage(
                 "cannot read the event log",
@@ -340,14 +347,16 @@ class JournalStore:
                     self._app.recorder.select_notifications,
                     position,
                     _PAGE,
-                    topics=list(topics),
+                    topics=query,
                     inclusive_of_start=False,
                 ),
             )
             for row in page:
                 position = row.id
+                delta = wanted and row.topic == DELTA_TOPIC
                 for event in self._mapper.to_domain_events(row):
-                    yield row.id, event
+                    if not delta or type(event) in wanted:
+                        yield row.id, event
             if len(page) < _PAGE:
                 return
 
