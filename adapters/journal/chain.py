@@ -111,7 +111,7 @@ def verify_chain(
 
     # One pass, holding no row: a run whose rows carry no link at all is unchained, which
     # is known only at the end, so breaks are gathered as if chained and dropped then.
-    events = rows_seen = linked = 0  # a packed row holds several events ("Packed rows")
+    events = rows_seen = linked = 0  # a delta or packed row holds several events
     breaks: list[ChainBreak] = []
     stretch: list[Any] = []  # [version, event, message, rows after it]
     previous = genesis(aggregate_id)

@@ -19,6 +19,8 @@ values: only they add to the row's strings, so the reader never has to guess a t
 
 from __future__ import annotations
 
+import enum
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
@@ -98,6 +100,19 @@ def _names(cls: type[RunEvent]) -> tuple[str, ...]:
     return tuple(f for f in cls.__struct_fields__ if f not in _ORIGIN)
 
 
+_GETTERS: dict[type, Callable[[RunEvent], tuple[Any, ...]]] = {}
+
+
+def _getter(cls: type[RunEvent]) -> Callable[[RunEvent], tuple[Any, ...]]:
+    """The event's stored fields as one tuple (`timestamp` first), built once per class."""
+    getter = _GETTERS.get(cls)
+    if getter is None:
+        names = _names(cls)
+        assert names[0] == "timestamp" and len(names) > 1
+        getter = _GETTERS[cls] = operator.attrgetter(*names)
+    return getter
+
+
 class _Strings:
     """The row's shared strings, in the order both the writer and the reader meet them."""
 
@@ -166,7 +181,7 @@ def encode_items(events: Sequence[RunEvent], body: Callable[[RunEvent], bytes]) 
     """
     types: list[tuple[str, int]] = []
     slot: dict[type, int] = {}
-    previous: dict[int, RunEvent] = {}
+    previous: dict[int, tuple[Any, ...]] = {}
     strings = _Strings()
     items: list[Any] = []
     last_time: datetime | None = None
@@ -176,18 +191,18 @@ def encode_items(events: Sequence[RunEvent], body: Callable[[RunEvent], bytes]) 
         if t is None:
             t = slot[cls] = len(types)
             types.append((get_topic(cls), int(getattr(cls, "class_version", 1))))
+        now = _getter(cls)(event)
         before = previous.get(t)
-        previous[t] = event
+        previous[t] = now
         if before is None:
             items.append((t, body(event)))
         else:
             mask, values = 0, []
-            for i, name in enumerate(_names(cls)):
-                value, old = getattr(event, name), getattr(before, name)
+            for i, (value, old) in enumerate(zip(now, before, strict=True)):
                 if value is old or (type(value) is type(old) and value == old):
                     continue
                 mask |= 1 << i
-                if name == "timestamp" and last_time is not None:
+                if i == 0 and last_time is not None:  # the timestamp
                     step = _step(value, last_time)
                     if step is not None:
                         size = (step.bit_length() + 8) // 8
@@ -213,41 +228,61 @@ FullDecoder = Callable[[str, int, bytes, int], RunEvent]
 
 
 class _Kind:
-    """How to read one type's items in a row: its fields as stored, and converters."""
+    """How to read one type's items: its fields as stored, and a converter for each
+    (None: the value is used as msgpack gives it). Built once per class, version and
+    field list (`_kind`)."""
 
-    __slots__ = ("cls", "convert", "fast", "names", "raw", "version")
+    __slots__ = ("cls", "convert", "fast", "names")
 
     def __init__(self, cls: type[RunEvent], version: int, names: tuple[str, ...]) -> None:
         current = {f.name: f for f in msgspec.structs.fields(cls) if f.name not in _ORIGIN}
-        self.cls, self.version, self.names = cls, version, names
+        self.cls, self.names = cls, names
         self.fast = version == int(getattr(cls, "class_version", 1)) and all(
             n in current for n in names
         )
-        self.convert: tuple[Any, ...] = tuple(
-            None if n not in current or current[n].type in _PLAIN else current[n].type
+        self.convert: tuple[Callable[[Any], Any] | None, ...] = tuple(
+            None if not self.fast or current[n].type in _PLAIN else _converter(current[n].type)
             for n in names
         )
-        self.raw: dict[str, Any] | None = None  # the previous event's map (slow path)
 
 
-def _value(raw: Any, strings: _Strings, last_time: datetime | None) -> Any:
-    if type(raw) is _Ext:
-        if raw.code == _REF:
-            return strings.values[int.from_bytes(raw.data, "big")]
-        if raw.code == _HEX and len(raw.data) == 32:
-            value = raw.data.hex()
-            strings.note(value)
-            return value
-        if raw.code == _NEW:
-            value = raw.data.decode("utf-8", "surrogatepass")
-            strings.note(value)
-            return value
-        if raw.code == _ODD:
-            return raw.data.decode("utf-8", "surrogatepass")
-        if raw.code == _STEP and last_time is not None:
-            return last_time + timedelta(microseconds=int.from_bytes(raw.data, "big", signed=True))
-        raise ValueError(f"a delta row holds an unknown value (extension {raw.code})")
-    return raw
+def _converter(kind: Any) -> Callable[[Any], Any]:
+    """The typed value of a msgpack value: an enum by a table lookup, else msgspec's."""
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        members = kind._value2member_map_
+        return lambda value: members.get(value) or msgspec.convert(value, kind)
+    if isinstance(kind, type):  # a datetime from a step is one already
+        return lambda value: value if type(value) is kind else msgspec.convert(value, kind)
+    return lambda value: msgspec.convert(value, kind)
+
+
+_KINDS: dict[tuple[type, int, tuple[str, ...]], _Kind] = {}
+
+
+def _kind(cls: type[RunEvent], version: int, names: tuple[str, ...]) -> _Kind:
+    kind = _KINDS.get((cls, version, names))
+    if kind is None:
+        kind = _KINDS[cls, version, names] = _Kind(cls, version, names)
+    return kind
+
+
+def _value(raw: msgspec.msgpack.Ext, strings: _Strings, last_time: datetime | None) -> Any:
+    """The value an extension stands for (delta.py's module docstring)."""
+    if raw.code == _REF:
+        return strings.values[int.from_bytes(raw.data, "big")]
+    if raw.code == _HEX and len(raw.data) == 32:
+        value = raw.data.hex()
+        strings.note(value)
+        return value
+    if raw.code == _NEW:
+        value = raw.data.decode("utf-8", "surrogatepass")
+        strings.note(value)
+        return value
+    if raw.code == _ODD:
+        return raw.data.decode("utf-8", "surrogatepass")
+    if raw.code == _STEP and last_time is not None:
+        return last_time + timedelta(microseconds=int.from_bytes(raw.data, "big", signed=True))
+    raise ValueError(f"a delta row holds an unknown value (extension {raw.code})")
 
 
 def decode_items(
@@ -267,6 +302,7 @@ def decode_items(
     if len(row.rows) != count:
         raise ValueError(f"a delta row of {count} events holds {len(row.rows)}")
     kinds: list[_Kind | None] = [None] * len(row.types)
+    raws: dict[int, dict[str, Any]] = {}  # the previous event's map, for the slow path
     previous: dict[int, RunEvent] = {}
     strings = _Strings()
     events: list[RunEvent] = []
@@ -279,11 +315,11 @@ def decode_items(
             data = _generic.decode(item[1])
             if not isinstance(data, dict):
                 raise ValueError("a delta row's full item is not a map")
-            kind = kinds[t] = _Kind(cls_for(topic), version, tuple(data))
+            kind = kinds[t] = _kind(cls_for(topic), version, tuple(data))
             if kind.fast:
                 event = full(topic, version, item[1], at)
             else:
-                kind.raw = data
+                raws[t] = data
                 event = upcast(kind.cls, version, dict(data), at)
         else:
             kind = kinds[t]
@@ -291,24 +327,24 @@ def decode_items(
             if kind is None or before is None:
                 raise ValueError("a delta row's item precedes the full event of its type")
             mask, values = item[1], item[2:]
-            changes: dict[str, Any] = {}
-            n = 0
-            for i, name in enumerate(kind.names):
-                if mask >> i & 1:
-                    value = _value(values[n], strings, last_time)
-                    n += 1
-                    convert = kind.convert[i]
-                    if convert is not None and kind.fast and type(value) is not convert:
-                        value = msgspec.convert(value, convert)
-                    changes[name] = value
-            if n != len(values) or mask >> len(kind.names):
+            if mask >> len(kind.names) or mask.bit_count() != len(values):
                 raise ValueError("a delta row's item does not match its mask")
+            changes: dict[str, Any] = {}
+            for value in values:
+                bit = mask & -mask  # the lowest field left, in field order
+                mask ^= bit
+                i = bit.bit_length() - 1
+                if type(value) is _Ext:
+                    value = _value(value, strings, last_time)
+                convert = kind.convert[i]
+                if convert is not None and value is not None:
+                    value = convert(value)
+                changes[kind.names[i]] = value
             if kind.fast:
                 event = replace(before, originator_version=at, **changes)
             else:
-                assert kind.raw is not None
-                kind.raw = {**kind.raw, **changes}
-                event = upcast(kind.cls, version, dict(kind.raw), at)
+                raws[t] = {**raws[t], **changes}
+                event = upcast(kind.cls, version, dict(raws[t]), at)
         previous[t] = event
         last_time = event.timestamp
         events.append(event)
