@@ -57,7 +57,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _PAGE: Final = 500
-EVENT_PAGE: Final = 1000  # rows per read of one run's events (`events`)
+EVENT_PAGE: Final = 1000  # versions (events) per read of one run's rows (`events`)
 
 
 class JournalStore:
@@ -218,17 +218,26 @@ class JournalStore:
         return verify_chain(self._rows(run_id), aggregate_id, self._mapper)
 
     def _rows(self, run_id: str) -> Iterator[StoredEvent]:
-        """The run's stored rows in version order, read `EVENT_PAGE` at a time."""
+        """The run's stored rows in version order, about `EVENT_PAGE` events at a time.
+
+        Paged by versions, not rows: a delta row holds up to 4,096 events
+        (docs/internals.md "Delta rows"), so a page of rows would not be bounded.
+        """
         select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
-        after: int | None = None
+        after = 0
         while True:
             page = self._storage(
                 f"cannot read run {run_id!r}",
-                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
+                functools.partial(select, aggregate_id, gt=after, lte=after + EVENT_PAGE),
             )
+            if not page:  # the end, or one row of more than a page of events
+                page = self._storage(
+                    f"cannot read run {run_id!r}",
+                    functools.partial(select, aggregate_id, gt=after, limit=1),
+                )
+                if not page:
+                    return
             yield from page
-            if len(page) < EVENT_PAGE:
-                return
             after = page[-1].originator_version
 
     def append_events(
@@ -310,7 +319,7 @@ class JournalStore:
     def events(self, run_id: str) -> Iterator[RunEvent]:
         """The run's events in order, decoded and upcast (nothing for an unknown run).
 
-        Read in pages of `EVENT_PAGE` rows, so a reader that streams (`journal show
+        Read in pages of about `EVENT_PAGE` events, so a reader that streams (`journal show
         --jsonl`) holds one page at a time however long the run is.
         """
         to_events = self._mapper.to_domain_events
