@@ -198,17 +198,21 @@ def encode_items(events: Sequence[RunEvent], body: Callable[[RunEvent], bytes]) 
             items.append((t, body(event)))
         else:
             mask, values = 0, []
-            for i, (value, old) in enumerate(zip(now, before, strict=True)):
+            value = now[0]  # the timestamp
+            if value is not before[0] and value != before[0]:
+                mask = 1
+                step = _step(value, last_time) if last_time is not None else None
+                if step is None:
+                    values.append(value)
+                else:
+                    size = (step.bit_length() + 8) // 8
+                    values.append(_Ext(_STEP, step.to_bytes(size, "big", signed=True)))
+            for i in range(1, len(now)):
+                value, old = now[i], before[i]
                 if value is old or (type(value) is type(old) and value == old):
                     continue
                 mask |= 1 << i
-                if i == 0 and last_time is not None:  # the timestamp
-                    step = _step(value, last_time)
-                    if step is not None:
-                        size = (step.bit_length() + 8) // 8
-                        values.append(_Ext(_STEP, step.to_bytes(size, "big", signed=True)))
-                        continue
-                values.append(_stored(value, strings))
+                values.append(_stored(value, strings) if isinstance(value, str) else value)
             items.append((t, mask, *values))
         last_time = event.timestamp
     return b"".join(
