@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from runjournal.adapters.fsroot import AlreadyExists, FsError, FsRoot
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 
 __all__ = ["OBJECTS_DIR", "OUTPUT_MODE", "OutputObjects", "Placement"]
 
@@ -31,6 +31,26 @@ class OutputObjects:
 
     def __init__(self, root: FsRoot) -> None:
         self._root = root  # the output root; objects and run directories share its file system
+        self._shards: dict[str, FsRoot] = {}  # shard directories opened by `place`
+
+    def close(self) -> None:
+        """Close the shard directories `place` kept open."""
+        for shard in self._shards.values():
+            shard.close()
+        self._shards.clear()
+
+    def _shard(self, digest: str) -> FsRoot | None:
+        """The open shard directory of `digest`'s object, None while it does not exist:
+        opened once, so each further object there is read and linked by its leaf name,
+        without resolving the path again (docs/performance.md "Fully cached re-runs")."""
+        key = digest[:2]
+        shard = self._shards.get(key)
+        if shard is None:
+            try:
+                shard = self._shards[key] = self._root.subroot(f"{OBJECTS_DIR}/{key}")
+            except FsNotFound:
+                return None
+        return shard
 
     @staticmethod
     def object_name(digest: str) -> str:
@@ -45,9 +65,12 @@ class OutputObjects:
         """
         obj = self.object_name(digest)
         try:
-            if not self._holds(obj, data):
+            shard = self._shard(digest)
+            if shard is None or not self._holds(shard, digest, data):
                 self._root.write_bytes(obj, data, durable=False, mode=OUTPUT_MODE)
-            run_dir.link(name, self._root, obj, durable=False)
+                shard = shard or self._shard(digest)
+            source, leaf = (shard, digest) if shard is not None else (self._root, obj)
+            run_dir.link(name, source, leaf, durable=False)
             return Placement.LINKED
         except AlreadyExists:
             raise  # the run directory already has `name`: a real conflict, not a fallback
@@ -56,9 +79,10 @@ class OutputObjects:
         run_dir.write_bytes(name, data, overwrite=False, durable=False, mode=OUTPUT_MODE)
         return Placement.COPIED
 
-    def _holds(self, obj: str, data: bytes) -> bool:
+    @staticmethod
+    def _holds(shard: FsRoot, leaf: str, data: bytes) -> bool:
         try:
-            return self._root.read_bytes(obj) == data
+            return shard.read_bytes(leaf) == data
         except FsError:
             return False
 

@@ -4,14 +4,14 @@ Builds a corpus of DOCS documents x PARAS paragraphs (the `builtin.terms` pipeli
 bench_resume.py), runs it cold, then REPEAT fully cached `--resume`s through the console
 script, measuring the SQLite journal's size (pages, with the WAL folded in) before and
 after each. The peer, measured in the same run: the same resume's events stored one row
-per event (the layout before packed rows, docs/internals.md "Packed rows") in a scratch
+per event (the layout before packed and delta rows, docs/internals.md "Delta rows") in a scratch
 journal, through the same mapper and chain.
 
     python bench/bench_journal_size.py [--docs 20] [--paras 60] [--small-docs 300] [--repeat 5]
 
 A second corpus of SMALL_DOCS one-paragraph documents shows the other end: one chunk per
 lane, where the lane's own events (`LaneResolved`, `ArtifactGenerated`, `OutputWritten`)
-are most of what a decision costs.
+weigh most on each decision (they share the lane's delta row).
 
 Target (issue 15): a reused decision costs <= 200 bytes in the journal.
 """

@@ -192,11 +192,17 @@ class Terminalizer:
         assert self._output_fs is not None
         root = self._output_fs()
         objects = self._objects(root) if self._objects is not None else None
-        for (name, data), digest in zip(files, digests, strict=True):
+        try:
+            for (name, data), digest in zip(files, digests, strict=True):
+                if objects is not None:
+                    objects.place(run_dir, name, data, digest)
+                else:
+                    run_dir.write_bytes(
+                        name, data, overwrite=False, durable=False, mode=OUTPUT_MODE
+                    )
+        finally:
             if objects is not None:
-                objects.place(run_dir, name, data, digest)
-            else:
-                run_dir.write_bytes(name, data, overwrite=False, durable=False, mode=OUTPUT_MODE)
+                objects.close()
         root.sync()
 
     # --- failure ---------------------------------------------------------------

@@ -107,11 +107,12 @@ def verify_chain(
     the rest is one break that counts the rows after it.
     """
     from runjournal.adapters.journal.codec import event_type_for_topic
+    from runjournal.adapters.journal.delta import DELTA_TOPIC
     from runjournal.adapters.journal.errors import JournalCorrupt
 
     # One pass, holding no row: a run whose rows carry no link at all is unchained, which
     # is known only at the end, so breaks are gathered as if chained and dropped then.
-    events = rows_seen = linked = 0  # a packed row holds several events ("Packed rows")
+    events = rows_seen = linked = 0  # a delta or packed row holds several events
     breaks: list[ChainBreak] = []
     stretch: list[Any] = []  # [version, event, message, rows after it]
     previous = genesis(aggregate_id)
@@ -144,6 +145,8 @@ def verify_chain(
         elif problem:
             cls = event_type_for_topic(row.topic)
             name = cls.__name__ if cls is not None else f"unknown type {row.topic[:60]!r}"
+            if row.topic == DELTA_TOPIC:  # docs/internals.md "Delta rows"
+                name = f"delta row of {count} events"
             stretch = [row.originator_version, name, problem, 0]
         elif stretch:
             breaks.append(_break(*stretch))

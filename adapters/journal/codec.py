@@ -2,9 +2,10 @@
 
 The state bytes are one format byte (msgpack, or zstd-compressed msgpack when large),
 an optional class version, then the event's fields minus the two origin fields; a
-packed row holds a run of alike decisions (pack.py). Decoding is typed and upcasts old
-class versions. See docs/internals.md "Storage format", "Packed rows" and "Decoding and
-upcasting".
+delta row holds a run of per-lane events, each after the first of its type as the fields
+that changed (delta.py); packed rows of alike decisions (pack.py) are still read.
+Decoding is typed and upcasts old class versions. See docs/internals.md "Storage format",
+"Delta rows", "Packed rows" and "Decoding and upcasting".
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 from runjournal.adapters.journal.chain import TAG, type_part
+from runjournal.adapters.journal.delta import DELTA_TOPIC, decode_items, encode_items, groups
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
-from runjournal.adapters.journal.pack import PACK_KEY, groups, pack_items, unpack
+from runjournal.adapters.journal.pack import unpack
 from runjournal.domain.events import EVENT_TYPES, MAINTENANCE_EVENT_TYPES, RunEvent, StageDecided
 
 __all__ = [
@@ -40,7 +42,9 @@ FORMAT_MSGPACK: Final = 0x01
 FORMAT_ZSTD_MSGPACK: Final = 0x02
 _FLAG_CLASS_VERSION: Final = 0x10  # header is followed by class_version as uint16 BE
 _FLAG_PACKED: Final = 0x20  # then by the row's event count as uint16 BE (pack.py)
-_KNOWN_BITS: Final = 0x0F | _FLAG_CLASS_VERSION | _FLAG_PACKED
+_FLAG_DELTA: Final = 0x40  # a delta row (delta.py): its event count follows, as above
+_COUNTED: Final = _FLAG_PACKED | _FLAG_DELTA
+_KNOWN_BITS: Final = 0x0F | _FLAG_CLASS_VERSION | _COUNTED
 COMPRESS_THRESHOLD: Final = 1024
 """Encoded states larger than this many bytes are zstd-compressed (when that helps)."""
 _ZSTD_LEVEL: Final = 3
@@ -211,7 +215,7 @@ class EventMapper(Mapper[UUID]):
     def to_stored_rows(
         self, events: Sequence[RunEvent], previous: bytes | None
     ) -> tuple[list[StoredEvent], bytes | None]:
-        """The rows of consecutive events of one run, alike decisions packed (pack.py).
+        """The rows of consecutive events of one run, per-lane events as delta rows.
 
         Each row is chained to `previous` (None: the run is recorded unchained); returns
         the rows and the last link.
@@ -225,18 +229,17 @@ class EventMapper(Mapper[UUID]):
                     row, previous = self.to_chained_stored_event(group[0], previous)
                     rows.append(row)
                 continue
-            row, link = self._packed_row(group, previous)  # type: ignore[arg-type]
+            row, link = self._delta_row(group, previous)
             rows.append(row)
             previous = link if previous is not None else None
         return rows, previous
 
-    def _packed_row(
-        self, events: Sequence[StageDecided], previous: bytes | None
+    def _delta_row(
+        self, events: Sequence[RunEvent], previous: bytes | None
     ) -> tuple[StoredEvent, bytes | None]:
-        """One row for a pack: the first event's map plus `~pack`, linked as one entry."""
-        first, last = events[0], events[-1]
-        codec = self.codec_for(StageDecided)
-        body = _with_entry(self._body(first), PACK_KEY + pack_items(events))
+        """One row for consecutive per-lane events (delta.py), linked as one entry."""
+        last = events[-1]
+        body = b"\x82" + encode_items(events, self._body)  # a map of ~types and ~rows
         link = None
         if previous is not None:
             link = sha256(
@@ -246,39 +249,38 @@ class EventMapper(Mapper[UUID]):
                         previous,
                         last.originator_id.bytes,
                         last.originator_version.to_bytes(8, "big"),
-                        codec.type_part,
+                        _DELTA_TYPE_PART,
                         body,
                     )
                 )
             ).digest()
             body = _with_link(body, link)
-        row = self._stored(last, codec, body)
-        count = len(events).to_bytes(2, "big")
-        state = row.state
-        head = len(codec.headers[FORMAT_MSGPACK])
-        packed_state = bytes((state[0] | _FLAG_PACKED,)) + state[1:head] + count + state[head:]
-        return (
-            StoredEvent(
-                originator_id=row.originator_id,
-                originator_version=row.originator_version,
-                topic=row.topic,
-                state=packed_state,
-            ),
-            link,
+        fmt, body = self._compressed(body)
+        head = bytes((fmt | _FLAG_DELTA,)) + len(events).to_bytes(2, "big")
+        row = StoredEvent(
+            originator_id=last.originator_id,
+            originator_version=last.originator_version,
+            topic=DELTA_TOPIC,
+            state=head + body,
         )
+        return row, link
 
     def _body(self, event: RunEvent) -> bytes:
         state = msgspec.structs.asdict(event)
         del state["originator_id"], state["originator_version"]
         return self._encoder.encode(state)
 
-    def _stored(self, event: RunEvent, codec: _ClassCodec, body: bytes) -> StoredEvent:
-        fmt = FORMAT_MSGPACK
+    def _compressed(self, body: bytes) -> tuple[int, bytes]:
+        """(format, state body): zstd over `COMPRESS_THRESHOLD` bytes, when it is smaller."""
         if len(body) > COMPRESS_THRESHOLD:
             with self._lock:
                 packed = self._compressor.compress(body)
             if len(packed) < len(body):
-                body, fmt = packed, FORMAT_ZSTD_MSGPACK
+                return FORMAT_ZSTD_MSGPACK, packed
+        return FORMAT_MSGPACK, body
+
+    def _stored(self, event: RunEvent, codec: _ClassCodec, body: bytes) -> StoredEvent:
+        fmt, body = self._compressed(body)
         return StoredEvent(
             originator_id=event.originator_id,
             originator_version=event.originator_version,
@@ -300,6 +302,8 @@ class EventMapper(Mapper[UUID]):
     def to_domain_events(self, stored_event: StoredEvent) -> list[RunEvent]:
         """The events of one row, in version order: one, or the events of a packed row."""
         try:
+            if stored_event.topic == DELTA_TOPIC:
+                return self._decode_delta(stored_event)
             return self._decode(self._codec_for_topic(stored_event.topic), stored_event)
         except JournalCorrupt as exc:
             raise JournalCorrupt(one_line(f"{_where(stored_event)}: {exc}")) from exc
@@ -325,7 +329,7 @@ class EventMapper(Mapper[UUID]):
     def event_count(self, state: bytes) -> int:
         """How many events a row's state holds (1 unless packed); from the header only."""
         head = state[0] if state else 0
-        if not head & _FLAG_PACKED:
+        if not head & _COUNTED:
             return 1
         at = 3 if head & _FLAG_CLASS_VERSION else 1
         return int.from_bytes(state[at : at + 2], "big")
@@ -341,7 +345,7 @@ class EventMapper(Mapper[UUID]):
         else:
             version, offset = 1, 1
         count = 1
-        if head & _FLAG_PACKED:
+        if head & _COUNTED:
             count, offset = int.from_bytes(state[offset : offset + 2], "big"), offset + 2
             if count < 2:
                 raise JournalCorrupt(f"a packed row of {count} event(s)")
@@ -357,8 +361,31 @@ class EventMapper(Mapper[UUID]):
         body, link = _without_link(body)
         return version, count, body, link
 
+    def _decode_delta(self, stored: StoredEvent) -> list[RunEvent]:
+        if not stored.state or not stored.state[0] & _FLAG_DELTA:
+            raise JournalCorrupt("a delta row without its header flag")
+        _, count, body, _ = self.split_row(stored.state)
+        first = stored.originator_version - count + 1
+        if first < 1:
+            raise JournalCorrupt(
+                f"a row of {count} events ending at version {stored.originator_version}"
+            )
+
+        def cls_for(topic: str) -> type[RunEvent]:
+            return self._codec_for_topic(topic).cls
+
+        def full(topic: str, version: int, item: bytes, at: int) -> RunEvent:
+            return self._decode_one(self._codec_for_topic(topic), stored, version, item, at)
+
+        def upcast(cls: type[RunEvent], version: int, data: dict[str, Any], at: int) -> RunEvent:
+            return self._upcast(self.codec_for(cls), stored, version, data, at)
+
+        return decode_items(body, count, first, cls_for, full, upcast)
+
     def _decode(self, codec: _ClassCodec, stored: StoredEvent) -> list[RunEvent]:
         version, count, body, _ = self.split_row(stored.state)
+        if stored.state[0] & _FLAG_DELTA:
+            raise JournalCorrupt(f"a delta row stored under {_shown_topic(stored.topic)}")
         if count == 1:
             return [self._decode_one(codec, stored, version, body, stored.originator_version)]
         if codec.cls is not StageDecided:
@@ -385,6 +412,18 @@ class EventMapper(Mapper[UUID]):
         data = self._generic.decode(body)
         if not isinstance(data, dict):
             raise JournalCorrupt("stored state is not a map")
+        return self._upcast(codec, stored, version, data, at)
+
+    def _upcast(
+        self, codec: _ClassCodec, stored: StoredEvent, version: int, data: dict[str, Any], at: int
+    ) -> RunEvent:
+        """The event from its map as written by an older class version (or with fields
+        the class no longer declares)."""
+        if version > codec.version:
+            raise JournalCorrupt(
+                f"written by a newer {codec.cls.__name__} (class_version {version} > "
+                f"{codec.version}): upgrade runjournal to read it"
+            )
         for v in range(version, codec.version):
             upcast = getattr(codec.cls, f"upcast_v{v}_v{v + 1}", None)
             if upcast is None:
@@ -403,6 +442,9 @@ class EventMapper(Mapper[UUID]):
             id_part = _ORIGINATOR_ID_KEY + self._encoder.encode(str(originator_id))
             self._origin_cache = (originator_id, id_part)
         return id_part + _ORIGINATOR_VERSION_KEY + self._encoder.encode(originator_version)
+
+
+_DELTA_TYPE_PART: Final = type_part(DELTA_TOPIC, 1)
 
 
 def _where(stored: StoredEvent) -> str:

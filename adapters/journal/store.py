@@ -18,7 +18,8 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
-from runjournal.adapters.journal.codec import EventMapper
+from runjournal.adapters.journal.codec import EventMapper, event_type_for_topic
+from runjournal.adapters.journal.delta import DELTA_TOPIC, PACKABLE
 from runjournal.adapters.journal.errors import (
     AmbiguousRun,
     JournalCorrupt,
@@ -56,7 +57,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _PAGE: Final = 500
-EVENT_PAGE: Final = 1000  # rows per read of one run's events (`events`)
+EVENT_PAGE: Final = 1000  # versions (events) per read of one run's rows (`events`)
 
 
 class JournalStore:
@@ -217,17 +218,26 @@ class JournalStore:
         return verify_chain(self._rows(run_id), aggregate_id, self._mapper)
 
     def _rows(self, run_id: str) -> Iterator[StoredEvent]:
-        """The run's stored rows in version order, read `EVENT_PAGE` at a time."""
+        """The run's stored rows in version order, about `EVENT_PAGE` events at a time.
+
+        Paged by versions, not rows: a delta row holds up to 4,096 events
+        (docs/internals.md "Delta rows"), so a page of rows would not be bounded.
+        """
         select, aggregate_id = self._app.recorder.select_events, run_aggregate_id(run_id)
-        after: int | None = None
+        after = 0
         while True:
             page = self._storage(
                 f"cannot read run {run_id!r}",
-                functools.partial(select, aggregate_id, gt=after, limit=EVENT_PAGE),
+                functools.partial(select, aggregate_id, gt=after, lte=after + EVENT_PAGE),
             )
+            if not page:  # the end, or one row of more than a page of events
+                page = self._storage(
+                    f"cannot read run {run_id!r}",
+                    functools.partial(select, aggregate_id, gt=after, limit=1),
+                )
+                if not page:
+                    return
             yield from page
-            if len(page) < EVENT_PAGE:
-                return
             after = page[-1].originator_version
 
     def append_events(
@@ -309,7 +319,7 @@ class JournalStore:
     def events(self, run_id: str) -> Iterator[RunEvent]:
         """The run's events in order, decoded and upcast (nothing for an unknown run).
 
-        Read in pages of `EVENT_PAGE` rows, so a reader that streams (`journal show
+        Read in pages of about `EVENT_PAGE` events, so a reader that streams (`journal show
         --jsonl`) holds one page at a time however long the run is.
         """
         to_events = self._mapper.to_domain_events
@@ -331,8 +341,14 @@ class JournalStore:
     def notifications(
         self, after: int = 0, topics: Sequence[str] = ()
     ) -> Iterator[tuple[int, RunEvent]]:
-        """(position, event) after `after`, in commit order: a synchronous catch-up."""
+        """(position, event) after `after`, in commit order: a synchronous catch-up.
+
+        Asked for per-lane event types, it also reads the delta rows that hold them
+        (docs/internals.md "Delta rows") and yields only the events of those types.
+        """
         position = after
+        wanted = {event_type_for_topic(t) for t in topics} & PACKABLE
+        query = [*topics, DELTA_TOPIC] if wanted else list(topics)
         while True:
             page = self._storage(
                 "cannot read the event log",
@@ -340,14 +356,16 @@ class JournalStore:
                     self._app.recorder.select_notifications,
                     position,
                     _PAGE,
-                    topics=list(topics),
+                    topics=query,
                     inclusive_of_start=False,
                 ),
             )
             for row in page:
                 position = row.id
+                delta = wanted and row.topic == DELTA_TOPIC
                 for event in self._mapper.to_domain_events(row):
-                    yield row.id, event
+                    if not delta or type(event) in wanted:
+                        yield row.id, event
             if len(page) < _PAGE:
                 return
 

@@ -23,8 +23,10 @@ import msgspec
 import pytest
 import zstandard
 from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
 from runjournal.adapters.journal import EventMapper
 from runjournal.adapters.journal.chain import genesis
+from runjournal.adapters.journal.delta import DELTA_TOPIC
 from runjournal.domain.events import (
     ArtifactGenerated,
     InputsFingerprinted,
@@ -96,12 +98,27 @@ def _rows(db: sqlite3.Connection, run_id: str) -> list[tuple[int, str, bytes]]:
 
 
 def _decode(run_id: str, version: int, topic: str, state: bytes) -> list[RunEvent]:
-    """The events of one row: one, or several for a packed row of alike decisions."""
+    """The events of one row: one, or several for a delta row (docs/internals.md)."""
     return MAPPER.to_domain_events(StoredEvent(run_aggregate_id(run_id), version, topic, state))
 
 
+def _name(topic: str, state: bytes) -> str:
+    """What the audit names a row by: its event's class, or a delta row and its size."""
+    if topic == DELTA_TOPIC:
+        return f"delta row of {MAPPER.event_count(state)} events"
+    return topic.rpartition(":")[2]
+
+
+def _row_at(db: sqlite3.Connection, run_id: str, version: int) -> tuple[int, str, bytes]:
+    return next(r for r in _rows(db, run_id) if r[0] == version)
+
+
+def _next_row(db: sqlite3.Connection, run_id: str, version: int) -> tuple[int, str, bytes]:
+    return next(r for r in _rows(db, run_id) if r[0] > version)
+
+
 def _version_of(db: sqlite3.Connection, run_id: str, cls: type[RunEvent], nth: int = 0) -> int:
-    """The version of the row that holds the `nth` `cls` event (a packed row: its last)."""
+    """The version of the row that holds the `nth` `cls` event (a delta row: its last)."""
     found = [
         v for v, t, s in _rows(db, run_id) for e in _decode(run_id, v, t, s) if isinstance(e, cls)
     ]
@@ -111,22 +128,29 @@ def _version_of(db: sqlite3.Connection, run_id: str, cls: type[RunEvent], nth: i
 def edit_in_place(
     journal: Path, run_id: str, cls: type[RunEvent], change: Callable[[dict[str, Any]], None]
 ) -> int:
-    """Change one field of the first `cls` event in its msgpack map; the link stays."""
+    """Change one field of the first `cls` event in its msgpack map; the link stays.
+
+    Returns the row's version; in a delta row the event is the first of its type, so its
+    map is whole (docs/internals.md "Delta rows")."""
     with sqlite3.connect(journal) as db:
         version = _version_of(db, run_id, cls)
-        (state,) = db.execute(
-            "SELECT state FROM stored_events WHERE originator_id = ? AND originator_version = ?",
-            (run_aggregate_id(run_id).hex, version),
-        ).fetchone()
+        _, topic, state = _row_at(db, run_id, version)
         head = state[0]
-        prefix = (3 if head & 0x10 else 1) + (2 if head & 0x20 else 0)  # + a pack's count
+        prefix = (3 if head & 0x10 else 1) + (2 if head & 0x60 else 0)  # + a row's count
         body = state[prefix:]
         compressed = head & 0x0F == 0x02
         if compressed:
             body = zstandard.ZstdDecompressor().decompress(body)
         fields = msgspec.msgpack.decode(body)
         assert "~chain" in fields  # the journal is chained
-        change(fields)
+        if topic == DELTA_TOPIC:
+            t = [topic for topic, _ in fields["~types"]].index(get_topic(cls))
+            item = next(i for i in fields["~rows"] if i[0] == t)
+            event = msgspec.msgpack.decode(item[1])
+            change(event)
+            item[1] = msgspec.msgpack.encode(event)
+        else:
+            change(fields)
         body = msgspec.msgpack.encode(fields)
         if compressed:
             body = zstandard.ZstdCompressor().compress(body)
@@ -248,7 +272,9 @@ def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
     recorded: Recorded, copy: Path, cls: type[RunEvent], change: Callable[[dict[str, Any]], None]
 ) -> None:
     version = edit_in_place(copy, recorded.first, cls, change)
-    line = assert_caught(audit(recorded, copy, recorded.first), version, cls.__name__)
+    with sqlite3.connect(copy) as db:
+        name = _name(*_row_at(db, recorded.first, version)[1:])
+    line = assert_caught(audit(recorded, copy, recorded.first), version, name)
     assert ": chain: " in line and "does not match its link" in line
     # The other run, untouched, still audits clean in the same journal.
     assert audit(recorded, copy, recorded.second).returncode == 0
@@ -257,16 +283,14 @@ def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
 def test_a_deleted_middle_event_with_versions_renumbered(recorded: Recorded, copy: Path) -> None:
     with sqlite3.connect(copy) as db:
         version = _version_of(db, recorded.first, StageDecided, nth=3)
+        count = MAPPER.event_count(_row_at(db, recorded.first, version)[2])
+        after, topic, state = _next_row(db, recorded.first, version)
         db.execute(
             "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
             (run_aggregate_id(recorded.first).hex, version),
         )
-        _renumber(db, recorded.first, version + 1, -1)
-        (topic,) = db.execute(
-            "SELECT topic FROM stored_events WHERE originator_id = ? AND originator_version = ?",
-            (run_aggregate_id(recorded.first).hex, version),
-        ).fetchone()
-    line = assert_caught(audit(recorded, copy, recorded.first), version, topic.rpartition(":")[2])
+        _renumber(db, recorded.first, version + 1, -count)  # the row's events, renumbered
+    line = assert_caught(audit(recorded, copy, recorded.first), after - count, _name(topic, state))
     assert "hash chain broken" in line and "after it do not verify either" in line
 
 
@@ -288,10 +312,10 @@ def test_the_deleted_last_event_shows_against_the_run_directory(
 def test_an_inserted_event(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first)
     with sqlite3.connect(copy) as db:
-        version = _version_of(db, recorded.first, OutputWritten)
-        (event,) = _decode(
-            recorded.first, *next(r for r in _rows(db, recorded.first) if r[0] == version)
-        )
+        row = _row_at(db, recorded.first, _version_of(db, recorded.first, OutputWritten))
+        event = next(e for e in _decode(recorded.first, *row) if isinstance(e, OutputWritten))
+        version = event.originator_version  # inserted before the row that holds it
+        assert version == row[0] - MAPPER.event_count(row[2]) + 1
         forged = msgspec.structs.replace(event, name="extra.md", sha256="1" * 64)
         _renumber(db, recorded.first, version, +1)
         stored = MAPPER.to_stored_event(forged)
@@ -306,34 +330,34 @@ def test_reordered_events(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first).hex
     with sqlite3.connect(copy) as db:
         version = _version_of(db, recorded.first, StageDecided, nth=1)
-        after = next(v for v, _, _ in _rows(db, recorded.first) if v > version)  # the next row
+        after, topic, state = _next_row(db, recorded.first, version)
         for a, b in ((version, -1), (after, version), (-1, after)):
             db.execute(
                 "UPDATE stored_events SET originator_version = ? "
                 "WHERE originator_id = ? AND originator_version = ?",
                 (b, aggregate, a),
             )
-        (topic,) = db.execute(
-            "SELECT topic FROM stored_events WHERE originator_id = ? AND originator_version = ?",
-            (aggregate, version),
-        ).fetchone()
-    assert_caught(audit(recorded, copy, recorded.first), version, topic.rpartition(":")[2])
+    assert_caught(audit(recorded, copy, recorded.first), version, _name(topic, state))
 
 
 def test_an_event_moved_to_another_run(recorded: Recorded, copy: Path) -> None:
     source, target = recorded.first, recorded.second
     with sqlite3.connect(copy) as db:
         version = _version_of(db, source, OutputWritten)
-        target_last = _rows(db, target)[-1][0]
+        _, topic, state = _row_at(db, source, version)
+        moved = target_last = _rows(db, target)[-1][0]
+        moved += MAPPER.event_count(state)  # the row's events, after the target's last
+        after = _next_row(db, source, version)[0]
         db.execute(
             "UPDATE stored_events SET originator_id = ?, originator_version = ? "
             "WHERE originator_id = ? AND originator_version = ?",
-            (run_aggregate_id(target).hex, target_last + 1, run_aggregate_id(source).hex, version),
+            (run_aggregate_id(target).hex, moved, run_aggregate_id(source).hex, version),
         )
-    assert_caught(audit(recorded, copy, target), target_last + 1, "OutputWritten")
+    assert moved > target_last
+    assert_caught(audit(recorded, copy, target), moved, _name(topic, state))
     proc = audit(recorded, copy, source)
     assert proc.returncode == 1
-    assert f"  event {version + 1}: chain: " in proc.stdout  # the hole shows where it was
+    assert f"  event {after}: chain: " in proc.stdout  # the hole shows where it was
 
 
 # --- a careful attacker who recomputes the chain: the run directory shows it --------------
@@ -362,7 +386,10 @@ def test_a_rechained_forgery_shows_against_the_run_directory(
 ) -> None:
     rechain(copy, recorded.first, _forge(cls, **fields))
     with sqlite3.connect(copy) as db:
-        version = _version_of(db, recorded.first, cls)
+        row = _row_at(db, recorded.first, _version_of(db, recorded.first, cls))
+        version = next(
+            e for e in _decode(recorded.first, *row) if isinstance(e, cls)
+        ).originator_version
     proc = audit(recorded, copy, recorded.first)
     line = assert_caught(proc, version, cls.__name__, check="run directory")
     assert needle in line

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from runjournal.adapters.journal import EventMapper, JournalStore, open_journal
+from runjournal.adapters.journal.delta import groups
 from runjournal.domain.audit import Problem, audit_run
 from runjournal.domain.events import LaneResolved
 from runjournal.domain.reasons import ReasonCode
@@ -50,10 +51,17 @@ def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
 
 
 def tamper(url: str, run: syn.SyntheticRun, version: int, **changes: object) -> None:
-    """Rewrite one stored event in place, as someone editing the database would."""
+    """Rewrite one stored event in place, as someone editing the database would: the
+    row that holds it (a delta row, docs/internals.md "Delta rows") with it changed.
+    The run was appended in one commit, so its rows are `groups` of all its events."""
     mapper = EventMapper()
-    event = msgspec.structs.replace(run.events[version - 1], **changes)
-    state = mapper.to_stored_event(event).state
+    group = next(g for g in groups(run.events) if g[-1].originator_version >= version)
+    events = [
+        msgspec.structs.replace(e, **changes) if e.originator_version == version else e
+        for e in group
+    ]
+    (row,), _ = mapper.to_stored_rows(events, None)
+    state, version = row.state, row.originator_version
     aggregate = run.events[0].originator_id
     if url.startswith("sqlite://"):
         with sqlite3.connect(url[len("sqlite://") :]) as db:

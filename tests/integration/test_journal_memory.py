@@ -44,6 +44,19 @@ def _peak(fn: Callable[[], object]) -> tuple[int, object]:
         tracemalloc.stop()
 
 
+HELD_EVENT = 300
+"""Bytes a decoded event costs at least while it is held (a StageDecided and its chunk id)."""
+
+
+def _grows_less_than_the_events(peaks: list[int], counts: list[int]) -> None:
+    """What the longer run adds to the peak, per event it adds, is well below what holding
+    the events would cost. (A ratio of the two peaks would punish a smaller fixed part:
+    delta rows made the short run's peak about three times smaller, docs/internals.md
+    "Delta rows".)"""
+    growth = (peaks[1] - peaks[0]) / (counts[1] - counts[0])
+    assert growth < HELD_EVENT / 2, (peaks, counts, growth)
+
+
 def _journal(tmp_path: Path, lanes: int, jobs: int = 1) -> tuple[JournalStore, str]:
     """A run of `lanes` lanes; with `jobs` > 1, that many lanes' events interleave."""
     run = syn.synthetic_run(syn.run_id_for(lanes), lanes=lanes, chunks=150)
@@ -83,14 +96,16 @@ def test_export_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
 
 
 def test_audit_and_chain_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
-    peaks = []
+    peaks: list[int] = []
+    counts: list[int] = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
+        counts.append(store.last_version(run_id))
         with store:
             peaks.append(_peak(lambda s=store, r=run_id: _audit(s, r))[0])
     # Run.replay keeps the last decision of each stage scope (its ordering invariant),
     # so a little grows with the run; the events themselves must not be held.
-    assert peaks[1] < 4 * peaks[0], peaks
+    _grows_less_than_the_events(peaks, counts)
 
 
 def _import(data: bytes, target: Path) -> int:
@@ -141,9 +156,11 @@ def _explain_json(store: JournalStore, run_id: str, out: _Sink) -> int:
 
 @pytest.mark.parametrize("jobs", [1, 4])
 def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path, jobs: int) -> None:
-    peaks = []
+    peaks: list[int] = []
+    counts: list[int] = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes, jobs)
+        counts.append(store.last_version(run_id))
         with store:
             peak, size = _peak(lambda s=store, r=run_id: _explain_json(s, r, _Sink()))
             # The streamed document is the view, byte for byte.
@@ -156,7 +173,7 @@ def test_explain_json_memory_does_not_grow_with_the_run(tmp_path: Path, jobs: in
         peaks.append(peak)
     # Each decision is held compact until its lane is written: neither the events nor
     # every decision's dict are held for the whole run.
-    assert peaks[1] < 4 * peaks[0], peaks
+    _grows_less_than_the_events(peaks, counts)
 
 
 def _projection_store(store: JournalStore, views: Path) -> ProjectionStore:
@@ -167,9 +184,11 @@ def _projection_store(store: JournalStore, views: Path) -> ProjectionStore:
 
 
 def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
-    peaks = []
+    peaks: list[int] = []
+    counts: list[int] = []
     for lanes in (4, 40):
         store, run_id = _journal(tmp_path, lanes)
+        counts.append(store.last_version(run_id))
         with store:
             views = tmp_path / f"views{lanes}"
             projections = _projection_store(store, views)
@@ -177,7 +196,7 @@ def test_rebuild_memory_does_not_grow_with_the_run(tmp_path: Path) -> None:
             assert all(not r.failures for r in results), results  # type: ignore[attr-defined]
         written = sum(f.stat().st_size for f in views.rglob("*.json"))
         peaks.append(peak - 2 * written)  # each file is rendered whole before it is written
-    assert peaks[1] < 4 * peaks[0], peaks
+    _grows_less_than_the_events(peaks, counts)
 
 
 def _command_peak(invoke: InProcess, *args: str) -> tuple[int, str]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
+from uuid import UUID
 
 import msgspec
 import zstandard
+from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.checkpoints import Compression, EnvelopeCodec, EnvelopeHeader
 from runjournal.adapters.chunkplans import decode_plan
+from runjournal.adapters.journal import EventMapper
 from runjournal.domain.ports import CheckpointKey
 
 
@@ -82,19 +85,33 @@ class Expanded:
 
 
 # The stored event state (docs/internals.md "Storage format"): a format byte, then the
-# class version when flagged, then msgpack, zstd-compressed for format 0x02.
+# class version when flagged, then the event count of a packed or delta row, then
+# msgpack, zstd-compressed for format 0x02.
 _FORMAT_MSGPACK, _FORMAT_ZSTD_MSGPACK, _FLAG_CLASS_VERSION = 0x01, 0x02, 0x10
+_COUNTED = 0x20 | 0x40  # a packed row, a delta row
 
 
 def journal_states(db: Path) -> tuple[list[bytes], int]:
-    """Every stored event's state decoded to msgpack bytes, and how many were compressed."""
+    """Every stored row's state decoded to msgpack bytes, and how many were compressed.
+
+    A packed or delta row also gives each of its events as a whole msgpack map: the row
+    stores digests as their bytes and repeated strings by reference (docs/internals.md
+    "Delta rows"), which a scan of the row alone would not see.
+    """
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        rows = conn.execute("SELECT state FROM stored_events").fetchall()
+        rows = conn.execute(
+            "SELECT originator_id, originator_version, topic, state FROM stored_events"
+        ).fetchall()
     states, compressed = [], 0
-    for (state,) in rows:
+    mapper = EventMapper()
+    for aggregate, version, topic, state in rows:
         head = state[0]
-        body = bytes(state[3:] if head & _FLAG_CLASS_VERSION else state[1:])
-        fmt = head & ~_FLAG_CLASS_VERSION
+        skip = (3 if head & _FLAG_CLASS_VERSION else 1) + (2 if head & _COUNTED else 0)
+        body = bytes(state[skip:])
+        fmt = head & 0x0F
+        if head & _COUNTED:
+            row = StoredEvent(UUID(aggregate), version, topic, bytes(state))
+            states += [msgspec.msgpack.encode(e) for e in mapper.to_domain_events(row)]
         if fmt == _FORMAT_ZSTD_MSGPACK:
             body = zstandard.ZstdDecompressor().decompressobj().decompress(body)
             compressed += 1
