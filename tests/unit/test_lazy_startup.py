@@ -189,7 +189,9 @@ def counting(pattern, flags):
     while frame is not None and frame.f_code.co_filename.startswith(os.path.dirname(re.__file__)):
         frame = frame.f_back
     name = frame.f_code.co_filename if frame is not None else ""
-    if name.startswith(own) and "site-packages" not in name:  # a venv inside the checkout
+    # under the package (installed: in site-packages; editable: the checkout), but not in a
+    # venv inside the checkout
+    if name.startswith(own) and "site-packages" not in name[len(own):]:
         seen.append(name[len(own):])
     return real(pattern, flags)
 re._compile = counting
