@@ -244,6 +244,8 @@ class Collaborators:
     lock: CacheLock | None = None  # the run's share of the cache root's lock
 
     def close(self) -> None:
+        if self.plan_store is not None:
+            self.plan_store.close()  # its chunkplans/ directory handle
         if self.workspace is not None:
             self.workspace.close()
         if self.lock is not None:

@@ -67,6 +67,20 @@ def test_wiring_per_mode_and_flag(tmp_path, mode, resume, checkpoints):
         assert not cache.exists()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("mode", ["use", "refresh", "read-only"])
+def test_closing_the_collaborators_gives_back_every_descriptor(tmp_path, mode):
+    cache = tmp_path / "cache"
+    (cache / "chunkplans").mkdir(parents=True)
+    cfg = config(tmp_path, cache_root=str(cache), cache_mode=mode, checkpoints=True)
+    before = set(os.listdir("/proc/self/fd"))
+    collab = build_collaborators(cfg, pipeline="p", resume=True, recompute=False)
+    assert collab.plan_store is not None
+    collab.plan_store.get("0" * 64)  # a lookup opens chunkplans/ if it was not yet
+    collab.close()
+    assert set(os.listdir("/proc/self/fd")) <= before
+
+
 def test_recompute_constructs_a_loader(tmp_path):
     cfg = config(tmp_path, cache_root=str(tmp_path / "c"))
     collab = build_collaborators(cfg, pipeline="p", resume=False, recompute=True)
