@@ -108,8 +108,10 @@ def main() -> None:
 
             return call
 
-        # The synthetic run wrote no outputs: audited from another output root, its run
-        # directory is not checked (it would miss every OutputWritten file), the events are.
+        # The synthetic run wrote no outputs: without its run directory (the in-process
+        # rebuild made one for its views) the audit checks the events, not the directory
+        # (which would miss every OutputWritten file); the CLI rebuild makes it again.
+        shutil.rmtree(out / run.run_id)
         elsewhere = ["--journal", url, "--output-root", str(tmp / "elsewhere")]
         cli_audit = median_of(args.repeat, command("journal", "audit", run.run_id, at=elsewhere))
         cli_rebuild = median_of(args.repeat, command("projections", "rebuild", "--run", run.run_id))
