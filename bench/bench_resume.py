@@ -67,22 +67,18 @@ def make_corpus(root: Path, docs: int, paras: int) -> None:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+def run_argv(root: Path, pipeline: str, *extra: str) -> list[str]:
+    """The console script running `pipeline` with its roots under `root`, `--json`."""
+    roots = ["--output-root", str(root / "out"), "--cache-root", str(root / "cache")]
+    return [str(SCRIPT), "run", str(root / pipeline), *roots, "--json", *extra]
+
+
 def run(root: Path, pipeline: str, *extra: str) -> tuple[float, float, dict]:
     """(cpu s, wall s, the run's --json document)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        [
-            str(SCRIPT),
-            "run",
-            str(root / pipeline),
-            "--output-root",
-            str(root / "out"),
-            "--cache-root",
-            str(root / "cache"),
-            "--json",
-            *extra,
-        ],
+        run_argv(root, pipeline, *extra),
         capture_output=True,
         text=True,
         check=True,

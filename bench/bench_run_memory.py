@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_resume import ENV, SCRIPT, make_corpus  # the same corpus
+from bench_resume import ENV, SCRIPT, make_corpus, run_argv  # the same corpus
 
 TARGET_MB = 120.0
 
@@ -49,20 +49,7 @@ def measure(argv: list[str]) -> tuple[float, float, float, str]:
 
 
 def run(root: Path, pipeline: str, *extra: str) -> tuple[float, float, float, dict]:
-    cpu, wall, rss, out = measure(
-        [
-            str(SCRIPT),
-            "run",
-            str(root / pipeline),
-            "--output-root",
-            str(root / "out"),
-            "--cache-root",
-            str(root / "cache"),
-            "--json",
-            "-q",
-            *extra,
-        ]
-    )
+    cpu, wall, rss, out = measure(run_argv(root, pipeline, "-q", *extra))
     return cpu, wall, rss, json.loads(out)
 
 

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HEAVY = (
     "eventsourcing",
@@ -36,12 +37,16 @@ HEAVY = (
 )
 
 
-def loaded_after(code: str) -> set[str]:
-    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+def _probe(code: str) -> Any:
+    """What a fresh interpreter running `code` printed last, as JSON."""
     out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
-    return set(json.loads(out.splitlines()[-1]))
+    return json.loads(out.splitlines()[-1])
+
+
+def loaded_after(code: str) -> set[str]:
+    return set(_probe(f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"))
 
 
 def heavy_in(modules: set[str]) -> list[str]:
@@ -200,11 +205,7 @@ re._compile = counting
 
 def _compiled_by(code: str) -> list[str]:
     """The runjournal files that compiled a pattern while `code` ran."""
-    probe = f"{_COMPILES}\n{code}\nimport json\nprint(json.dumps(sorted(set(seen))))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    return list(json.loads(out.splitlines()[-1]))
+    return list(_probe(f"{_COMPILES}\n{code}\nimport json\nprint(json.dumps(sorted(set(seen))))"))
 
 
 def test_importing_the_run_command_compiles_no_pattern() -> None:
