@@ -1,9 +1,11 @@
 """Cache retention: which checkpoints and chunk plans under a cache root `gc` removes.
 
 Every `.ckpt` under `workspaces/<pipeline>/steps/` and every `.plan` under `chunkplans/`
-is an entry; an entry is kept when a kept run references it (`domain/cache_refs.py`),
-then, with a size bound, the least recently used referenced entries go until the rest fit
-(docs/operations.md "Retention and cleanup"). Only called with the cache root's exclusive
+is an entry; an entry is kept when a kept run of any registered journal references it
+(`domain/cache_refs.py`, `adapters/cache_registry.py`), when its journal could not be
+read, or when it predates the registry; then, with a size bound, the least recently used
+entries only this gc's own journal references go until the rest fit (docs/operations.md
+"Cache retention"). Only called with the cache root's exclusive
 lock held (`adapters/cache_lock.py`), so no run is reading or writing meanwhile.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import msgspec
@@ -29,20 +32,25 @@ class CacheEntry(msgspec.Struct, frozen=True):
     kind: CacheEntryKind
     name: str  # relative to the cache root
     size: int
+    mtime_ns: int = 0  # when it was written (compared with the registry's start)
 
 
 class Collection(msgspec.Struct, frozen=True):
     removed: list[CacheRemoval]
     size_before: int
     size_after: int
+    # entries kept for another journal, by why: other_journal (it references them),
+    # unread_journal (it could not be read), unregistered (older than the registry)
+    protected: dict[str, int] = msgspec.field(default_factory=dict)
 
     @property
     def freed(self) -> int:
         return sum(r.size for r in self.removed)
 
 
-def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int]]:
-    """(name, size) of the regular files ending in `suffix` below `base`; symlinks skipped."""
+def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int, int]]:
+    """(name, size, mtime in ns) of the regular files ending in `suffix` below `base`;
+    symlinks skipped."""
     try:
         handle = root.subroot(base)
     except FsNotFound:
@@ -56,18 +64,18 @@ def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int]]:
             if stat.S_ISDIR(info.st_mode):
                 yield from _walk(root, f"{base}/{name}", suffix)
             elif stat.S_ISREG(info.st_mode) and name.endswith(suffix):
-                yield f"{base}/{name}", info.st_size
+                yield f"{base}/{name}", info.st_size, info.st_mtime_ns
 
 
 def scan(root: FsRoot) -> list[CacheEntry]:
     """Every checkpoint and chunk plan under the cache root, sorted by name."""
     entries = [
-        CacheEntry(CacheEntryKind.CHECKPOINT, name, size)
-        for name, size in _walk(root, WORKSPACES, ".ckpt")
+        CacheEntry(CacheEntryKind.CHECKPOINT, name, size, mtime)
+        for name, size, mtime in _walk(root, WORKSPACES, ".ckpt")
     ]
     entries += [
-        CacheEntry(CacheEntryKind.CHUNK_PLAN, name, size)
-        for name, size in _walk(root, CHUNKPLANS, ".plan")
+        CacheEntry(CacheEntryKind.CHUNK_PLAN, name, size, mtime)
+        for name, size, mtime in _walk(root, CHUNKPLANS, ".plan")
     ]
     return sorted(entries, key=lambda e: e.name)
 
@@ -122,26 +130,78 @@ def _restored(kept: Iterable[RunReferences]) -> dict[tuple[str, str], datetime]:
     return out
 
 
-def select(
-    entries: list[CacheEntry], kept: list[RunReferences], max_size: int | None
-) -> list[CacheRemoval]:
-    """What to remove: unreferenced entries, then least recently used ones over `max_size`."""
-    uses = last_uses(kept, (e.name for e in entries))
-    for (lane_dir, lid), when in _restored(kept).items():
+@dataclass(frozen=True)
+class Retention:
+    """What keeps an entry besides this `gc`'s own journal (docs/operations.md "Cache
+    retention"): the cache root is shared by every journal in its registry."""
+
+    others: list[RunReferences] = field(default_factory=list)  # never removed, never sized
+    pinned: frozenset[str] = frozenset()  # pipelines of registered journals not read
+    keep_plans: bool = False  # a journal was not read: the plans it uses are unknown
+    epoch_ns: int | None = None  # the registry's start (None: no registry yet)
+    include_unregistered: bool = False  # collect unreferenced entries older than it too
+
+
+def _uses(entries: list[CacheEntry], refs: list[RunReferences]) -> dict[str, datetime]:
+    """`last_uses` plus the normalize files of lane identities restored under --recompute."""
+    uses = last_uses(refs, (e.name for e in entries))
+    for (lane_dir, lid), when in _restored(refs).items():
         for entry in entries:
             name = entry.name
             restored = name.startswith(lane_dir) and name.endswith(f"/{lid}/normalize.ckpt")
             if restored and (name not in uses or uses[name] < when):
                 uses[name] = when
-    removed = [
-        CacheRemoval(e.kind, e.name, e.size, RemovalReason.UNREFERENCED)
-        for e in entries
-        if e.name not in uses
-    ]
+    return uses
+
+
+def _protected(entry: CacheEntry, others: dict[str, datetime], keep: Retention) -> str | None:
+    """Why `entry` holds another journal's work, or work of no known journal (None: it
+    does not)."""
+    if entry.name in others:
+        return "other_journal"
+    if entry.kind is CacheEntryKind.CHUNK_PLAN:
+        if keep.keep_plans:
+            return "unread_journal"
+    elif entry.name.split("/", 2)[1] in keep.pinned:
+        return "unread_journal"
+    if keep.include_unregistered:
+        return None
+    # written before the registry existed: maybe by a journal that is not registered
+    if keep.epoch_ns is None or entry.mtime_ns < keep.epoch_ns:
+        return "unregistered"
+    return None
+
+
+def select(
+    entries: list[CacheEntry],
+    kept: list[RunReferences],
+    max_size: int | None,
+    keep: Retention | None = None,
+    protected: dict[str, int] | None = None,
+) -> list[CacheRemoval]:
+    """What to remove: entries nothing keeps, then least recently used ones of this gc's
+    own journal (`kept`) over `max_size`. Without `keep`, `kept` is all there is.
+    `protected` (when given) counts the entries kept for another journal, by why."""
+    keep = keep or Retention(epoch_ns=-1)
+    uses = _uses(entries, kept)
+    others = _uses(entries, keep.others) if keep.others else {}
+    removed: list[CacheRemoval] = []
+    own: list[CacheEntry] = []  # entries only this gc's journal uses: the size bound's
+    total = 0
+    for entry in entries:
+        why = _protected(entry, others, keep)
+        if why is not None:
+            total += entry.size
+            if protected is not None:
+                protected[why] = protected.get(why, 0) + 1
+        elif entry.name in uses:
+            own.append(entry)
+            total += entry.size
+        else:
+            reason = RemovalReason.UNREFERENCED
+            removed.append(CacheRemoval(entry.kind, entry.name, entry.size, reason))
     if max_size is not None:
-        rest = [e for e in entries if e.name in uses]
-        total = sum(e.size for e in rest)
-        for entry in sorted(rest, key=lambda e: (uses[e.name], e.name)):
+        for entry in sorted(own, key=lambda e: (uses[e.name], e.name)):
             if total <= max_size:
                 break
             over = CacheRemoval(entry.kind, entry.name, entry.size, RemovalReason.OVER_SIZE)
@@ -151,11 +211,17 @@ def select(
 
 
 def collect(
-    root: FsRoot, kept: list[RunReferences], max_size: int | None, *, dry_run: bool
+    root: FsRoot,
+    kept: list[RunReferences],
+    max_size: int | None,
+    *,
+    dry_run: bool,
+    keep: Retention | None = None,
 ) -> Collection:
     """Remove (unless `dry_run`) what `select` chose; prune the directories left empty."""
     entries = scan(root)
-    removed = select(entries, kept, max_size)
+    protected: dict[str, int] = {}
+    removed = select(entries, kept, max_size, keep, protected)
     before = sum(e.size for e in entries)
     if not dry_run:
         for removal in removed:
@@ -163,7 +229,10 @@ def collect(
         _prune(root, WORKSPACES)
         _prune(root, CHUNKPLANS)
     return Collection(
-        removed=removed, size_before=before, size_after=before - sum(r.size for r in removed)
+        removed=removed,
+        size_before=before,
+        size_after=before - sum(r.size for r in removed),
+        protected=protected,
     )
 
 

@@ -19,6 +19,7 @@ from runjournal.adapters.journal.errors import (
     AmbiguousRun,
     JournalCorrupt,
     JournalError,
+    JournalMissing,
     JournalUnavailable,
     JournalUrlError,
     RunAlreadyExists,
@@ -33,6 +34,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "RunJournalApp": "application",
         "open_journal": "application",
+        "open_existing_journal": "application",
         "COMPRESS_THRESHOLD": "codec",
         "EventMapper": "codec",
         "journal_event_to_json": "json_view",
@@ -48,6 +50,7 @@ __all__ = [
     "EventMapper",
     "JournalCorrupt",
     "JournalError",
+    "JournalMissing",
     "JournalStore",
     "JournalUnavailable",
     "JournalUrlError",
@@ -57,5 +60,6 @@ __all__ = [
     "RunSession",
     "RunSummary",
     "journal_event_to_json",
+    "open_existing_journal",
     "open_journal",
 ]

@@ -23,6 +23,7 @@ from runjournal.adapters.fsroot import FsError, FsRoot, make_trusted_dirs
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.codec import EventMapper
 from runjournal.adapters.journal.errors import (
+    JournalMissing,
     JournalUnavailable,
     describe,
     one_line,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_JOURNAL_TIMEOUT",
     "DEFAULT_SQLITE_LOCK_TIMEOUT",
     "RunJournalApp",
+    "open_existing_journal",
     "open_journal",
 ]
 
@@ -99,6 +101,26 @@ def open_journal(
         if store is not None:
             return store
     return _open_sqlite(location, lock_timeout, path)
+
+
+def open_existing_journal(
+    url: str, *, timeout: float = DEFAULT_JOURNAL_TIMEOUT, lock_timeout: int = 5
+) -> JournalStore:
+    """Open `url` only to read it, creating and initialising nothing: another project's
+    journal that `gc --cache` reads (docs/operations.md "Cache retention").
+
+    `JournalMissing` when a SQLite file is not there; `JournalUnavailable` when it is not
+    a journal or cannot be read, or a PostgreSQL server does not answer.
+    """
+    location = parse_journal_url(url, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    if isinstance(location, PostgresLocation):
+        return _open_postgres(location, timeout)
+    if not os.path.lexists(location.path):
+        raise JournalMissing(f"no journal at {location.url}")
+    store = _open_sqlite_read_only(location, lock_timeout, None)
+    if store is None:
+        raise JournalUnavailable(f"cannot open journal {location.url}: not a journal")
+    return store
 
 
 # --- SQLite ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ __all__ = [
     "AmbiguousRun",
     "JournalCorrupt",
     "JournalError",
+    "JournalMissing",
     "JournalUnavailable",
     "JournalUrlError",
     "RunAlreadyExists",
@@ -28,6 +29,10 @@ class JournalError(Exception):
 
 class JournalUnavailable(JournalError):
     """The journal cannot be opened, reached or written."""
+
+
+class JournalMissing(JournalUnavailable):
+    """A SQLite journal file that is not there (deleted or moved)."""
 
 
 class JournalUrlError(JournalUnavailable):

@@ -1,0 +1,139 @@
+"""The cache root's journal registry: which journals use a cache root (docs/operations.md
+"Cache retention").
+
+A cache root is shared by every project on the machine (its default is the user cache
+directory), so `gc --cache` must keep what any of their journals references, not only
+its own. Every run that writes under the cache root records its journal and pipeline as
+one small file `journals/<32 hex>.json` (atomic, rewritten only when it differs), under
+the cache root's shared lock and before its first write there. `journals/epoch` is
+created once, with the first entry: a cache file older than it was written before the
+registry existed, by a journal that may not be registered.
+
+A journal is recorded by where it is, never by a secret: a SQLite journal as
+`sqlite://<real path>`, a PostgreSQL one as `postgresql://user@host:port/db` (with its
+`schema` option) without its password.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+
+import msgspec
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
+from runjournal.adapters.journal.url import (
+    DEFAULT_CONNECT_TIMEOUT,
+    PostgresLocation,
+    parse_journal_url,
+)
+
+REGISTRY = "journals"
+EPOCH = f"{REGISTRY}/epoch"
+SCHEMA_VERSION = 1
+_SUFFIX = ".json"
+_TEMP_PREFIX = ".rj-tmp-"
+
+
+class RegistryEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    """One journal's use of the cache root for one pipeline (one file)."""
+
+    journal: str  # journal_identity(): no password
+    pipeline: str
+    registry_schema_version: int = SCHEMA_VERSION
+
+
+@dataclass
+class Registry:
+    """What `read_registry` found: the entries by file name, the registry's start, and
+    the files that could not be read (then nothing is known about whose they are)."""
+
+    entries: dict[str, RegistryEntry] = field(default_factory=dict)
+    epoch_ns: int | None = None  # st_mtime_ns of journals/epoch; None: no registry yet
+    unreadable: dict[str, str] = field(default_factory=dict)  # name -> why
+
+    def journals(self) -> dict[str, list[str]]:
+        """Each registered journal and the names of its entries."""
+        out: dict[str, list[str]] = {}
+        for name, entry in sorted(self.entries.items()):
+            out.setdefault(entry.journal, []).append(name)
+        return out
+
+
+def journal_identity(url: str) -> str:
+    """Where the journal `url` is, without its password (the registry's key).
+
+    A SQLite path is made absolute and real, so two spellings of one file are one journal.
+    """
+    location = parse_journal_url(url, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
+    if isinstance(location, PostgresLocation):
+        user = f"{location.user}@" if location.user else ""
+        schema = f"?schema={location.schema}" if location.schema else ""
+        return f"postgresql://{user}{location.host}:{location.port}/{location.dbname}{schema}"
+    return f"sqlite://{os.path.realpath(location.path)}"
+
+
+def entry_name(identity: str, pipeline: str) -> str:
+    """The registry file of (journal, pipeline), relative to the cache root."""
+    digest = hashlib.sha256(f"{identity}\0{pipeline}".encode()).hexdigest()[:32]
+    return f"{REGISTRY}/{digest}{_SUFFIX}"
+
+
+def register(root: FsRoot, journal_url: str, pipeline: str) -> None:
+    """Record that `journal_url` runs `pipeline` on this cache root (idempotent).
+
+    Called with the cache root's lock held shared, before the run writes there. Raises
+    FsError when the cache root cannot be written.
+    """
+    with contextlib.suppress(AlreadyExists):  # the registry's start: written once
+        root.write_bytes(EPOCH, b"", overwrite=False)
+    identity = journal_identity(journal_url)
+    name = entry_name(identity, pipeline)
+    data = msgspec.json.encode(RegistryEntry(journal=identity, pipeline=pipeline)) + b"\n"
+    try:
+        if root.read_bytes(name) == data:
+            return
+    except FsNotFound:
+        pass
+    root.write_bytes(name, data)
+
+
+def read_registry(root: FsRoot) -> Registry:
+    """Every entry of the registry (none when it does not exist yet)."""
+    registry = Registry()
+    try:
+        names = root.listdir(REGISTRY)
+    except FsNotFound:
+        return registry
+    for leaf in names:
+        name = f"{REGISTRY}/{leaf}"
+        if leaf == "epoch":
+            registry.epoch_ns = _mtime_ns(root, name)
+            continue
+        if leaf.startswith(_TEMP_PREFIX) or not leaf.endswith(_SUFFIX):
+            continue  # a write in progress or killed (swept by `recover`), or not ours
+        try:
+            entry = msgspec.json.decode(root.read_bytes(name), type=RegistryEntry)
+        except (FsError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            registry.unreadable[name] = str(exc)
+            continue
+        registry.entries[name] = entry
+    return registry
+
+
+def forget(root: FsRoot, names: list[str]) -> None:
+    """Remove the registry entries `names` (`gc --forget-missing`)."""
+    for name in names:
+        root.remove(name, missing_ok=True)
+
+
+def _mtime_ns(root: FsRoot, name: str) -> int | None:
+    directory, _, leaf = name.rpartition("/")
+    try:
+        with root.subroot(directory) as handle:
+            info = os.stat(handle.fd_path(leaf), follow_symlinks=False)
+    except OSError:  # FsError is one
+        return None
+    return info.st_mtime_ns if stat.S_ISREG(info.st_mode) else None
