@@ -21,6 +21,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import msgspec
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
@@ -69,10 +70,11 @@ def journal_identity(url: str) -> str:
     """
     location = parse_journal_url(url, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
     if isinstance(location, PostgresLocation):
-        user = f"{location.user}@" if location.user else ""
-        schema = f"?schema={location.schema}" if location.schema else ""
-        return f"postgresql://{user}{location.host}:{location.port}/{location.dbname}{schema}"
-    return f"sqlite://{os.path.realpath(location.path)}"
+        user = f"{quote(location.user, safe='')}@" if location.user else ""
+        where = f"{location.host}:{location.port}/{quote(location.dbname, safe='')}"
+        schema = f"?schema={quote(location.schema, safe='')}" if location.schema else ""
+        return f"postgresql://{user}{where}{schema}"
+    return f"sqlite://{quote(os.path.realpath(location.path), safe='/')}"
 
 
 def entry_name(identity: str, pipeline: str) -> str:

@@ -1,9 +1,10 @@
 """`gc --cache` / `--max-cache-size`: collect the cache root (docs/operations.md
-"Retention and cleanup").
+"Cache retention").
 
-Reads what the kept runs reference from the journal, takes the cache root's lock alone
-(a run holds it shared: nothing is collected while one runs), removes through
-`adapters/cache_gc.py` and records the removal as a `CacheCollected` event.
+Takes the cache root's lock alone (a run holds it shared: nothing is collected while one
+runs), reads what the kept runs of this journal and of every other journal registered in
+the cache root reference (`cli/cache_journals.py`), removes through `adapters/cache_gc.py`
+and records the removal as a `CacheCollected` event (docs/operations.md "Cache retention").
 """
 
 from __future__ import annotations
@@ -15,21 +16,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from eventsourcing.utils import get_topic
-from runjournal.adapters.cache_gc import collect
+from runjournal.adapters.cache_gc import Retention, collect
 from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
+from runjournal.adapters.cache_registry import forget, journal_identity, read_registry
 from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.cli.cache_journals import read_others, run_references
 from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.settings import EffectiveConfig
-from runjournal.domain.cache_refs import (
-    REFERENCE_EVENTS,
-    RunReferences,
-    collected,
-    collection_id,
-    references,
-)
+from runjournal.domain.cache_refs import RunReferences, collected, collection_id
 from runjournal.domain.lazy_pattern import LazyPattern
 
 _SIZE = LazyPattern(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
@@ -49,12 +45,10 @@ def parse_size(text: str) -> int:
 
 def kept_references(store: JournalStore, dropped: set[str]) -> list[RunReferences]:
     """The references of every run in the journal but the `dropped` ones."""
-    topics = [get_topic(cls) for cls in REFERENCE_EVENTS]
     try:
-        runs = references(event for _, event in store.notifications(0, topics))
+        return run_references(store, dropped)
     except JournalError as exc:
         raise CliError(str(exc), ExitCode.FAILED) from None
-    return [refs for refs in runs.values() if refs.run_id not in dropped]
 
 
 def collect_cache(
@@ -64,9 +58,15 @@ def collect_cache(
     *,
     max_size: int | None,
     dry_run: bool,
+    forget_missing: bool = False,
+    include_unregistered: bool = False,
 ) -> dict[str, Any]:
     """Collect the cache root; the `cache` part of `gc --json`. `store` is writable unless
-    `dry_run` (the removal is recorded in it)."""
+    `dry_run` (the removal is recorded in it).
+
+    Under the cache root's lock (no run is using it), every journal in its registry is
+    read, so nothing another project's journal references goes (docs/operations.md
+    "Cache retention")."""
     doc: dict[str, Any] = {
         "root": config.cache_root,
         "dry_run": dry_run,
@@ -76,11 +76,11 @@ def collect_cache(
         "freed": 0,
         "size_before": None,
         "size_after": None,
+        "journals": [],
     }
     if not os.path.isdir(config.cache_root):
         doc["skipped"] = "no cache root"
         return doc
-    kept = kept_references(store, dropped)
     try:
         with factories().open_root(config.cache_root) as root:
             try:
@@ -89,7 +89,29 @@ def collect_cache(
                 doc["skipped"] = str(exc)
                 return doc
             with lock:
-                result = collect(root, kept, max_size, dry_run=dry_run)
+                registry = read_registry(root)
+                if registry.unreadable:
+                    name, why = next(iter(sorted(registry.unreadable.items())))
+                    doc["skipped"] = f"cannot read the journal registry entry {name}: {why}"
+                    return doc
+                kept = kept_references(store, dropped)
+                others = read_others(
+                    registry,
+                    journal_identity(config.journal),
+                    forget_missing=forget_missing,
+                    timeout=config.journal_timeout,
+                )
+                doc["journals"] = others.rows
+                if others.forget and not dry_run:
+                    forget(root, others.forget)
+                keep = Retention(
+                    others=others.refs,
+                    pinned=frozenset(others.pinned),
+                    keep_plans=others.unread,
+                    epoch_ns=registry.epoch_ns,
+                    include_unregistered=include_unregistered,
+                )
+                result = collect(root, kept, max_size, dry_run=dry_run, keep=keep)
     except (FsError, OSError) as exc:
         message = f"cannot collect cache root {config.cache_root}: {exc}"
         raise CliError(message, ExitCode.FAILED) from None
@@ -102,7 +124,8 @@ def collect_cache(
         freed=result.freed,
         size_before=result.size_before,
         size_after=result.size_after,
-        kept_runs=len(kept),
+        kept_runs=len(kept) + len(others.refs),
+        kept=dict(sorted(result.protected.items())),
     )
     if not dry_run and result.removed:
         now = datetime.now(UTC)
@@ -115,7 +138,7 @@ def collect_cache(
             freed=result.freed,
             size_before=result.size_before,
             size_after=result.size_after,
-            kept_runs=len(kept),
+            kept_runs=len(kept) + len(others.refs),
             max_size=max_size,
         )
         try:
@@ -134,6 +157,23 @@ def echo_cache(doc: dict[str, Any]) -> None:
     if doc["skipped"]:
         click.echo(f"cache left alone: {doc['skipped']}")
         return
+    for row in doc["journals"]:
+        pipelines = ", ".join(row["pipelines"])
+        if row["status"] in ("missing", "unreadable"):
+            click.echo(
+                f"cache: kept everything of pipeline(s) {pipelines} and every chunk plan: "
+                f"journal {row['journal']} is {row['status']} ({row['error']})"
+                + ("; gc --forget-missing forgets it" if row["status"] == "missing" else "")
+            )
+        elif row["status"] == "forgotten":
+            verb = "would forget" if doc["dry_run"] else "forgot"
+            click.echo(f"cache: {verb} journal {row['journal']} ({pipelines}): it is gone")
+    unregistered = doc.get("kept", {}).get("unregistered")
+    if unregistered:
+        click.echo(
+            f"cache: kept {unregistered} entries written before the journal registry "
+            "(gc --include-unregistered collects them)"
+        )
     verb = "would free" if doc["dry_run"] else "freed"
     kinds: dict[str, int] = {}
     for row in doc["removed"]:

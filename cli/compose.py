@@ -276,11 +276,14 @@ def build_collaborators(
     wants_loader = resume or recompute
     needs_cache = mode is not CacheMode.BYPASS or config.checkpoints or wants_loader
     cache_root: FsRoot | None = None
+    creates = False
     if needs_cache:
         # Only a writer creates the cache root; readers work on what exists.
         creates = config.checkpoints or mode in (CacheMode.USE, CacheMode.REFRESH)
         cache_root = roots.cache(create=True) if creates else roots.existing_cache()
     lock = _cache_lock(cache_root) if cache_root is not None else None
+    if cache_root is not None and lock is not None and creates:
+        _register(cache_root, lock, config.journal, pipeline)
     plan_store = None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
@@ -314,6 +317,18 @@ def _cache_lock(cache_root: FsRoot) -> CacheLock:
     Raises CacheLockBusy after CACHE_LOCK_WAIT (a `gc` holding it that long).
     """
     return CacheLock.shared(cache_root, wait=CACHE_LOCK_WAIT)
+
+
+def _register(cache_root: FsRoot, lock: CacheLock, journal: str, pipeline: str) -> None:
+    """Record the run's journal in the cache root's registry, so a `gc --cache` of another
+    project keeps what this one uses (docs/operations.md "Cache retention")."""
+    from runjournal.adapters.cache_registry import register
+
+    try:
+        register(cache_root, journal, pipeline)
+    except BaseException:
+        lock.close()
+        raise
 
 
 def output_objects(output_root: FsRoot) -> OutputObjects:

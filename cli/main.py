@@ -582,8 +582,20 @@ def recover(**opts: Any) -> None:
     "--max-cache-size",
     default=None,
     metavar="SIZE",
-    help="With --cache (implied): then remove the least recently used until the cache "
-    "fits in SIZE (500M, 2G; K, M, G, T are powers of 1024).",
+    help="With --cache (implied): then remove the least recently used entries only this "
+    "journal uses until the cache fits in SIZE (500M, 2G; K, M, G, T are powers of 1024).",
+)
+@click.option(
+    "--forget-missing",
+    is_flag=True,
+    help="With --cache (implied): drop the cache root's registry entries of journals that "
+    "are gone, so what they referenced is no longer kept.",
+)
+@click.option(
+    "--include-unregistered",
+    is_flag=True,
+    help="With --cache (implied): also remove unreferenced entries written before the "
+    "cache root's journal registry existed (kept by default).",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @setting_options("output_root", "cache_root", "debug_root", "journal")
@@ -595,8 +607,9 @@ def gc(**opts: Any) -> None:
     One of --keep, --older-than or --cache is required; with both --keep and
     --older-than, only runs beyond the N newest that are also older than AGE are removed.
     AGE units: s (seconds), m (minutes), h (hours), d (days), w (weeks). Journal events
-    are kept. --cache also removes the checkpoints and chunk plans no kept run references
-    (nothing while a run holds the cache root); the removal is a journal event.
+    are kept. --cache also removes the checkpoints and chunk plans no kept run of any
+    journal registered in the cache root references (nothing while a run holds the cache
+    root); the removal is a journal event.
 
     \b
     Examples:

@@ -126,7 +126,11 @@ def gc(opts: dict[str, Any]) -> int:
     keep = opts.get("keep")
     older = parse_age(opts["older_than"]) if opts.get("older_than") else None
     max_size = parse_size(opts["max_cache_size"]) if opts.get("max_cache_size") else None
-    cache = bool(opts.get("cache")) or max_size is not None
+    forget_missing, unregistered = (
+        bool(opts.get("forget_missing")),
+        bool(opts.get("include_unregistered")),
+    )
+    cache = bool(opts.get("cache")) or max_size is not None or forget_missing or unregistered
     if keep is None and older is None and not cache:
         raise CliError(
             "gc needs --keep N and/or --older-than AGE, or --cache "
@@ -181,7 +185,15 @@ def gc(opts: dict[str, Any]) -> int:
     if cache:
         with open_cli_journal(opts, read_only=dry_run) as store:
             dropped = {r.run_id for r in doomed}
-            doc["cache"] = collect_cache(store, config, dropped, max_size=max_size, dry_run=dry_run)
+            doc["cache"] = collect_cache(
+                store,
+                config,
+                dropped,
+                max_size=max_size,
+                dry_run=dry_run,
+                forget_missing=forget_missing,
+                include_unregistered=unregistered,
+            )
     if opts.get("as_json"):
         emit_json(doc)
         return 0

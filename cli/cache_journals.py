@@ -1,0 +1,79 @@
+"""`gc --cache`: read every journal of the cache root's registry for what it references
+(docs/operations.md "Cache retention").
+
+The cache root is shared by every project on the machine, so what another journal's runs
+reference is kept; a journal that cannot be read (gone, unreadable, unreachable) keeps
+its pipelines' workspaces and every chunk plan whole, and the command says so.
+`--forget-missing` drops the registry entries of a SQLite journal that is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventsourcing.utils import get_topic
+from runjournal.adapters.cache_registry import Registry
+from runjournal.adapters.journal import (
+    JournalError,
+    JournalMissing,
+    JournalStore,
+    open_existing_journal,
+)
+from runjournal.domain.cache_refs import REFERENCE_EVENTS, RunReferences, references
+
+
+@dataclass
+class OtherJournals:
+    """What the registered journals other than this gc's own keep."""
+
+    refs: list[RunReferences] = field(default_factory=list)
+    pinned: set[str] = field(default_factory=set)  # pipelines of journals not read
+    rows: list[dict[str, Any]] = field(default_factory=list)  # `journals` of `gc --json`
+    forget: list[str] = field(default_factory=list)  # registry entries to drop
+
+    @property
+    def unread(self) -> bool:
+        return bool(self.pinned)
+
+
+def run_references(store: JournalStore, dropped: Collection[str] = ()) -> list[RunReferences]:
+    """The references of every run in `store` but the `dropped` ones (JournalError)."""
+    topics = [get_topic(cls) for cls in REFERENCE_EVENTS]
+    runs = references(event for _, event in store.notifications(0, topics))
+    return [refs for refs in runs.values() if refs.run_id not in dropped]
+
+
+def read_others(
+    registry: Registry, own: str, *, forget_missing: bool, timeout: float
+) -> OtherJournals:
+    """Read each registered journal but `own` (an identity); one row per journal."""
+    out = OtherJournals()
+    for identity, names in registry.journals().items():
+        pipelines = sorted({registry.entries[name].pipeline for name in names})
+        row: dict[str, Any] = {"journal": identity, "pipelines": pipelines, "runs": None}
+        out.rows.append(row)
+        if identity == own:
+            row["status"] = "this"
+            continue
+        try:
+            store = open_existing_journal(identity, timeout=timeout)
+            try:
+                refs = run_references(store)
+            finally:
+                store.close()
+        except JournalMissing as exc:
+            if forget_missing:
+                row.update(status="forgotten", error=str(exc))
+                out.forget.extend(names)
+                continue
+            row.update(status="missing", error=str(exc))
+        except (JournalError, OSError) as exc:
+            row.update(status="unreadable", error=str(exc))
+        else:
+            row.update(status="read", runs=len(refs))
+            out.refs.extend(refs)
+            continue
+        out.pinned.update(pipelines)
+    return out
