@@ -134,13 +134,14 @@ def cache_files(cache: Path) -> set[str]:
 
 
 class History:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cache: Path | None = None) -> None:
         self.root = root
         self.cli = InProcess(root / "home")
         self.project = root / "project"
         (self.project / "docs").mkdir(parents=True)
         (self.project / "docs" / "a.md").write_text(DOC_A)
-        self.roots = ("--output-root", str(root / "out"), "--cache-root", str(root / "cache"))
+        cache = cache or root / "cache"
+        self.roots = ("--output-root", str(root / "out"), "--cache-root", str(cache))
 
     def prepare(self, min_count: int, variant: int) -> None:
         (self.project / "pipeline.toml").write_text(PIPELINE.format(min_count=min_count))
@@ -162,6 +163,12 @@ class History:
 
 runs = st.lists(
     st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])), min_size=1, max_size=4
+)
+# (project, min_count, variant): runs of two journals on one cache root, interleaved
+two_journals = st.lists(
+    st.tuples(st.sampled_from("ab"), st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])),
+    min_size=2,
+    max_size=5,
 )
 
 
@@ -196,6 +203,39 @@ def test_gc_keeps_exactly_what_kept_runs_use_and_a_resume_reuses_it_all(
         again = h.run(min_count, variant)
         assert set(again["decisions"]) == {"reused"}, (history, keep, again["decisions"])
         assert again["plans"]["reused"] == 2, again["plans"]
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(history=two_journals, keep=st.integers(min_value=0, max_value=3))
+def test_gc_in_one_journal_keeps_exactly_what_it_and_every_other_journal_use(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, history, keep
+) -> None:
+    """Two journals (projects) of the same pipeline on one cache root, runs interleaved:
+    `gc --keep K --cache` in the first keeps what its K newest runs used and everything
+    any run of the second used (docs/operations.md "Cache retention"), and every run of
+    the second resumes fully reused."""
+    with monkeypatch.context() as patch:
+        spy = Spy(patch)
+        base = tmp_path_factory.mktemp("two-journals")
+        projects = {"a": History(base / "a"), "b": History(base / "b", cache=base / "a" / "cache")}
+        used: dict[str, list[set[str]]] = {"a": [], "b": []}
+        for which, min_count, variant in history:
+            projects[which].run(min_count, variant)
+            used[which].append(spy.take())
+        doc = projects["a"].gc("--keep", str(keep), "--cache")
+    expected = set().union(*used["a"][::-1][:keep], *used["b"])
+    assert cache_files(base / "a" / "cache") == expected
+    statuses = {row["status"] for row in doc["cache"]["journals"]}
+    assert statuses == ({"this", "read"} if used["b"] else {"this"})
+    for which, min_count, variant in history:
+        if which == "b":
+            again = projects["b"].run(min_count, variant)
+            assert set(again["decisions"]) == {"reused"}, (history, keep, again["decisions"])
+            assert again["plans"]["reused"] == 2, again["plans"]
 
 
 def test_dry_run_frees_nothing_and_says_how_much_it_would(tmp_path: Path) -> None:
