@@ -10,8 +10,9 @@ created once, with the first entry: a cache file older than it was written befor
 registry existed, by a journal that may not be registered.
 
 A journal is recorded by where it is, never by a secret: a SQLite journal as
-`sqlite://<real path>`, a PostgreSQL one as `postgresql://user@host:port/db` (with its
-`schema` option) without its password.
+`sqlite://<real path>` and its host name (a cache root may be shared between machines),
+a PostgreSQL one as `postgresql://user@host:port/db` (with its `schema` option) without
+its password.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import socket
 import stat
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -43,6 +45,8 @@ class RegistryEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
 
     journal: str  # journal_identity(): no password
     pipeline: str
+    # a SQLite journal's machine: its path means nothing on another one sharing the root
+    host: str = ""
     registry_schema_version: int = SCHEMA_VERSION
 
 
@@ -55,12 +59,22 @@ class Registry:
     epoch_ns: int | None = None  # st_mtime_ns of journals/epoch; None: no registry yet
     unreadable: dict[str, str] = field(default_factory=dict)  # name -> why
 
-    def journals(self) -> dict[str, list[str]]:
-        """Each registered journal and the names of its entries."""
-        out: dict[str, list[str]] = {}
+    def journals(self) -> dict[tuple[str, str], list[str]]:
+        """Each registered journal (identity, host) and the names of its entries."""
+        out: dict[tuple[str, str], list[str]] = {}
         for name, entry in sorted(self.entries.items()):
-            out.setdefault(entry.journal, []).append(name)
+            out.setdefault((entry.journal, entry.host), []).append(name)
         return out
+
+
+def this_host() -> str:
+    """The machine a SQLite journal is on (recorded beside its path)."""
+    return socket.gethostname()
+
+
+def journal_host(identity: str) -> str:
+    """The host recorded with a journal: this machine for SQLite, none for PostgreSQL."""
+    return this_host() if identity.startswith("sqlite://") else ""
 
 
 def journal_identity(url: str) -> str:
@@ -77,9 +91,9 @@ def journal_identity(url: str) -> str:
     return f"sqlite://{quote(os.path.realpath(location.path), safe='/')}"
 
 
-def entry_name(identity: str, pipeline: str) -> str:
+def entry_name(identity: str, pipeline: str, host: str = "") -> str:
     """The registry file of (journal, pipeline), relative to the cache root."""
-    digest = hashlib.sha256(f"{identity}\0{pipeline}".encode()).hexdigest()[:32]
+    digest = hashlib.sha256(f"{identity}\0{pipeline}\0{host}".encode()).hexdigest()[:32]
     return f"{REGISTRY}/{digest}{_SUFFIX}"
 
 
@@ -92,8 +106,10 @@ def register(root: FsRoot, journal_url: str, pipeline: str) -> None:
     with contextlib.suppress(AlreadyExists):  # the registry's start: written once
         root.write_bytes(EPOCH, b"", overwrite=False)
     identity = journal_identity(journal_url)
-    name = entry_name(identity, pipeline)
-    data = msgspec.json.encode(RegistryEntry(journal=identity, pipeline=pipeline)) + b"\n"
+    host = journal_host(identity)
+    name = entry_name(identity, pipeline, host)
+    entry = RegistryEntry(journal=identity, pipeline=pipeline, host=host)
+    data = msgspec.json.encode(entry) + b"\n"
     try:
         if root.read_bytes(name) == data:
             return

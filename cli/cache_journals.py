@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventsourcing.utils import get_topic
-from runjournal.adapters.cache_registry import Registry
+from runjournal.adapters.cache_registry import Registry, journal_host, this_host
 from runjournal.adapters.journal import (
     JournalError,
     JournalMissing,
@@ -50,12 +50,18 @@ def read_others(
 ) -> OtherJournals:
     """Read each registered journal but `own` (an identity); one row per journal."""
     out = OtherJournals()
-    for identity, names in registry.journals().items():
+    for (identity, host), names in registry.journals().items():
         pipelines = sorted({registry.entries[name].pipeline for name in names})
         row: dict[str, Any] = {"journal": identity, "pipelines": pipelines, "runs": None}
+        if host:
+            row["host"] = host
         out.rows.append(row)
-        if identity == own:
+        if identity == own and host == journal_host(own):
             row["status"] = "this"
+            continue
+        if host and host != this_host():  # its path is another machine's
+            row.update(status="unreadable", error=f"a SQLite journal of host {host}")
+            out.pinned.update(pipelines)
             continue
         try:
             store = open_existing_journal(identity, timeout=timeout)

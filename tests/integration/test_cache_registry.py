@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,12 @@ def test_register_writes_one_entry_per_journal_and_pipeline_once(tmp_path: Path)
         registry = read_registry(root)
     assert registry.epoch_ns == epoch and not registry.unreadable
     assert sorted(e.pipeline for e in registry.entries.values()) == ["glossary", "other"]
-    assert registry.journals() == {f"sqlite://{journal}": sorted(registry.entries)}
+    host = socket.gethostname()
+    assert registry.journals() == {(f"sqlite://{journal}", host): sorted(registry.entries)}
     assert json.loads(entries[0].read_text()) == {
         "journal": f"sqlite://{journal}",
         "pipeline": "glossary",
+        "host": host,
         "registry_schema_version": 1,
     }
     assert oct(entries[0].stat().st_mode & 0o777) == "0o600"
@@ -63,6 +66,8 @@ def test_a_postgresql_journal_is_recorded_without_its_password(tmp_path: Path) -
     assert identity == "postgresql://rj@db.example:6543/journal?schema=team"
     with FsRoot.open(tmp_path / "cache", create=True) as root:
         register(root, url, "glossary")
+        (entry,) = read_registry(root).entries.values()
+    assert entry.journal == identity and entry.host == ""  # the same on every machine
     for path in (tmp_path / "cache").rglob("*"):
         if path.is_file():
             assert b"s3cr3t" not in path.read_bytes()
@@ -100,7 +105,7 @@ def test_open_existing_journal_creates_and_initialises_nothing(tmp_path: Path) -
     assert garbage.read_bytes() == b"not a database" * 100
 
 
-def test_gc_leaves_the_cache_alone_when_a_registry_entry_is_damaged(tmp_path: Path) -> None:
+def _one_run(tmp_path: Path) -> tuple[InProcess, tuple[str, ...]]:
     cli = InProcess(tmp_path / "home")
     project = tmp_path / "p"
     (project / "docs").mkdir(parents=True)
@@ -111,6 +116,33 @@ def test_gc_leaves_the_cache_alone_when_a_registry_entry_is_damaged(tmp_path: Pa
     )
     roots = ("--output-root", str(tmp_path / "out"), "--cache-root", str(tmp_path / "cache"))
     assert cli("run", str(project / "pipeline.toml"), *roots).exit_code == 0
+    return cli, roots
+
+
+def test_a_sqlite_journal_of_another_host_is_kept_and_never_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache root shared between machines: another machine's SQLite path is not there
+    here, but the journal is not gone."""
+    import runjournal.adapters.cache_registry as registry_module
+
+    real = socket.gethostname()
+    monkeypatch.setattr(registry_module, "this_host", lambda: "elsewhere")
+    cli, roots = _one_run(tmp_path)  # registered as a journal of host "elsewhere"
+    monkeypatch.setattr(registry_module, "this_host", lambda: real)
+    before = sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt"))
+    assert before
+    # here the same path is another journal: the one of "elsewhere" is not read
+    result = cli("gc", *roots, "--max-cache-size", "0", "--forget-missing", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["cache"]["journals"]
+    assert row["status"] == "unreadable" and row["host"] == "elsewhere"
+    assert sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt")) == before
+    assert len(list((tmp_path / "cache" / "journals").glob("*.json"))) == 1
+
+
+def test_gc_leaves_the_cache_alone_when_a_registry_entry_is_damaged(tmp_path: Path) -> None:
+    cli, roots = _one_run(tmp_path)
     (tmp_path / "cache" / "journals" / ("f" * 32 + ".json")).write_text("{")
     before = sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt"))
     result = cli("gc", *roots, "--max-cache-size", "0", "--include-unregistered", "--json")
