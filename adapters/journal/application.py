@@ -8,11 +8,12 @@ in a `JournalStore`. See docs/internals.md "Environment isolation" and "Backends
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import quote
 from uuid import UUID
 
@@ -261,7 +262,11 @@ def _open_postgres(location: PostgresLocation, timeout: float) -> JournalStore:
         # instant collide ("tuple concurrently updated"), so opening is serialized.
         with contextlib.closing(probe):
             probe.execute("SELECT pg_advisory_lock(%s)", (_PG_OPEN_LOCK,))
-            return _build_postgres_app(location)
+            # A URL without a password (the cache root's registry records none,
+            # docs/operations.md "Cache retention"): the one libpq found (PGPASSWORD,
+            # ~/.pgpass), which the library's own pool would not look up.
+            found = location if location.password else _with_password(location, probe)
+            return _build_postgres_app(found)
 
     try:
         app = call_bounded(build, timeout)
@@ -277,6 +282,11 @@ def _open_postgres(location: PostgresLocation, timeout: float) -> JournalStore:
             one_line(f"cannot open journal {shown}: {describe(exc, [password])}")
         ) from exc
     return JournalStore(app, shown, secrets=(password,), timeout=timeout)
+
+
+def _with_password(location: PostgresLocation, probe: Any) -> PostgresLocation:
+    password = probe.info.password or ""
+    return dataclasses.replace(location, password=password) if password else location
 
 
 def _build_postgres_app(location: PostgresLocation) -> RunJournalApp:

@@ -59,8 +59,8 @@ class Project:
         (self.dir / "docs" / "b.md").write_text(DOC.format(title=f"{name} again"))
         (self.dir / "pipeline.toml").write_text(PIPELINE.format(name=name))
 
-    def __call__(self, *args: str) -> tuple[int, str, dict]:
-        proc = self.cli(*args, cwd=self.dir)
+    def __call__(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, dict]:
+        proc = self.cli(*args, cwd=self.dir, env=env)
         assert "Traceback" not in proc.stderr, proc.stderr
         doc = json.loads(proc.stdout) if "--json" in args and proc.stdout.strip() else {}
         return proc.returncode, proc.stdout + proc.stderr, doc
@@ -70,8 +70,8 @@ class Project:
         assert code == 0, out
         return doc["decisions"]
 
-    def gc(self, *args: str) -> dict:
-        code, out, doc = self("gc", "--json", *args)
+    def gc(self, *args: str, env: dict[str, str] | None = None) -> dict:
+        code, out, doc = self("gc", "--json", *args, env=env)
         assert code == 0, out
         return doc["cache"]
 
@@ -191,3 +191,34 @@ def test_resume_after_a_partial_collection_recomputes_what_is_missing(shared, bu
     code, out, _ = a("journal", "audit", "latest")  # its decisions re-decided: the same
     assert code == 0, out
     assert set(a.run("--resume")) == {"reused"}
+
+
+def test_a_postgresql_journal_is_registered_without_its_password_and_read_by_gc(
+    shared, tmp_path: Path
+) -> None:
+    """Runs only when RUNJOURNAL_TEST_POSTGRES_URL is set (as .ci/run sets it)."""
+    from urllib.parse import urlsplit
+
+    from support import synthetic as syn
+
+    a, _b, cache = shared
+    with syn.backend("postgres", tmp_path) as url:
+        c = Project(a.cli, tmp_path, "gamma")
+        assert set(c.run("--resume", "--journal", url)) == {"checkpoint_missing"}
+        password = urlsplit(url).password or ""
+        assert password
+        for path in (cache / "journals").iterdir():
+            assert password not in path.read_text()
+        kept = checkpoints(cache, c.name)
+        # the password comes from libpq's own sources (PGPASSWORD here)
+        doc = a.gc("--max-cache-size", "0", env={"PGPASSWORD": password})
+        row = next(r for r in doc["journals"] if r["pipelines"] == [c.name])
+        assert row["status"] == "read" and row["runs"] == 1, row
+        assert "@" in row["journal"] and password not in row["journal"]
+        assert checkpoints(cache, c.name) == kept
+        assert set(c.run("--resume", "--journal", url)) == {"reused"}
+        # without it the journal cannot be read: its work is kept all the same
+        doc = a.gc("--max-cache-size", "0", env={"PGPASSWORD": "wrong", "PGPASSFILE": "/dev/null"})
+        row = next(r for r in doc["journals"] if r["pipelines"] == [c.name])
+        assert row["status"] == "unreadable" and password not in row["error"], row
+        assert checkpoints(cache, c.name) == kept
