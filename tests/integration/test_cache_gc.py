@@ -164,11 +164,14 @@ class History:
 runs = st.lists(
     st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])), min_size=1, max_size=4
 )
-# (project, min_count, variant): runs of two journals on one cache root, interleaved
-two_journals = st.lists(
-    st.tuples(st.sampled_from("ab"), st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])),
-    min_size=2,
-    max_size=5,
+# (project, min_count, variant): runs of two journals on one cache root, interleaved;
+# the first is the one `gc` runs in, so it has a journal
+two_journals = st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])).flatmap(
+    lambda first: st.lists(
+        st.tuples(st.sampled_from("ab"), st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])),
+        min_size=1,
+        max_size=4,
+    ).map(lambda rest: [("a", *first), *rest])
 )
 
 
