@@ -1,3 +1,3 @@
 """runjournal: resumable, explainable, auditable document pipelines."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

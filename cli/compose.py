@@ -200,8 +200,8 @@ def journal_for(
     made = roots.made if roots is not None else factories()
     location = parse_journal_url(config.journal, connect_timeout=DEFAULT_CONNECT_TIMEOUT)
     if not isinstance(location, SqliteLocation):
-        return made.open_journal(
-            config.journal, read_only=read_only, timeout=config.journal_timeout
+        return _sealing(
+            made.open_journal(config.journal, read_only=read_only, timeout=config.journal_timeout)
         )
     own = roots is None
     roots = roots or Roots(config, made)
@@ -225,6 +225,15 @@ def journal_for(
         raise
     if own:
         store.on_close(roots.close)  # the directory stays open as long as the journal
+    return _sealing(store)
+
+
+def _sealing(store: JournalStore) -> JournalStore:
+    """Runs this store ends are sealed with the user's key, if they made one
+    (docs/operations.md "Signed checkpoints"); the key is read when first needed."""
+    from runjournal.cli.keys_cmds import sealer
+
+    store.use_sealer(sealer())
     return store
 
 

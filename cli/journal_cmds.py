@@ -30,6 +30,7 @@ from runjournal.adapters.export import (
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.chain import ChainReport, ChainStatus
+from runjournal.adapters.journal.seal import SealCheck
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunDirectoryStatus,
@@ -38,10 +39,13 @@ from runjournal.adapters.run_directory_check import (
 )
 from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
+from runjournal.cli.keys_cmds import trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
+from runjournal.cli.seal_cmds import check_run_seals, seal_note
 from runjournal.domain.audit import AuditReport, Difference, Problem, audit_run
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import RunAllocated, RunEvent
+from runjournal.domain.seal import writes_seals
 
 # --- shared ----------------------------------------------------------------------
 
@@ -67,7 +71,8 @@ def _where(d: Difference) -> str:
 # --- audit -----------------------------------------------------------------------
 
 
-def audit(opts: dict[str, Any], *, run: str) -> int:
+def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
+    trusted = trusted_keys(keys)
     store = open_cli_journal(opts, read_only=True)
     facts = RunFacts()
     try:
@@ -75,18 +80,19 @@ def audit(opts: dict[str, Any], *, run: str) -> int:
         try:  # streamed: the audit and the run directory's facts see each event once
             report = audit_run(_fed(store.events(run_id), facts))
             chain = store.verify_chain(run_id)
+            seals = check_run_seals(store, run_id, facts.allocated, facts.terminal, trusted)
         except JournalError as exc:
             raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
     finally:
         store.close()
     run_dir = check_run_directory(facts, open_root=factories().open_root)
-    tampering = _tampering(chain, run_dir)
+    tampering = _tampering(chain, run_dir, seals, facts.allocated)
     clean = report.ok and not tampering
     if opts.get("as_json"):
-        emit_json(_audit_doc(report, chain, run_dir, clean))
+        emit_json(_audit_doc(report, chain, run_dir, clean, seals))
     else:
-        _print_audit(report, chain, run_dir, tampering, clean)
-    if chain.status is ChainStatus.UNCHAINED:
+        _print_audit(report, chain, run_dir, tampering, clean, seals)
+    if chain.status is ChainStatus.UNCHAINED and not _chain_stripped(chain, facts.allocated):
         print_warning(
             f"run {report.run_id or run_id} was recorded without the journal hash chain: "
             "edits to its events cannot be detected"
@@ -109,6 +115,7 @@ class _Check(enum.StrEnum):
     """Which integrity check found a problem (the word printed before the event type)."""
 
     CHAIN = "chain"
+    CHECKPOINT = "checkpoint"
     RUN_DIRECTORY = "run directory"
 
 
@@ -119,8 +126,35 @@ class _Problem(NamedTuple):
     message: str
 
 
-def _tampering(chain: ChainReport, run_dir: RunDirectoryCheck) -> list[_Problem]:
+def _chain_stripped(chain: ChainReport, allocated: RunAllocated | None) -> bool:
+    """An unchained run whose writer always chains (docs/operations.md "Signed
+    checkpoints"): its links were removed, it was not recorded without them."""
+    return (
+        chain.status is ChainStatus.UNCHAINED
+        and allocated is not None
+        and writes_seals(allocated.tool_version)
+    )
+
+
+def _tampering(
+    chain: ChainReport,
+    run_dir: RunDirectoryCheck,
+    seals: SealCheck,
+    allocated: RunAllocated | None,
+) -> list[_Problem]:
     found = [_Problem(b.version, b.event, _Check.CHAIN, b.message) for b in chain.breaks]
+    if _chain_stripped(chain, allocated):
+        assert allocated is not None
+        found.append(
+            _Problem(
+                1,
+                "RunAllocated",
+                _Check.CHAIN,
+                f"no row carries a chain link, but runjournal {allocated.tool_version} always "
+                "writes the chain: it was stripped",
+            )
+        )
+    found += [_Problem(0, "RunSealed", _Check.CHECKPOINT, m) for m in seals.problems]
     found += [
         _Problem(p.version, p.event, _Check.RUN_DIRECTORY, p.message) for p in run_dir.problems
     ]
@@ -128,7 +162,11 @@ def _tampering(chain: ChainReport, run_dir: RunDirectoryCheck) -> list[_Problem]
 
 
 def _audit_doc(
-    report: AuditReport, chain: ChainReport, run_dir: RunDirectoryCheck, clean: bool
+    report: AuditReport,
+    chain: ChainReport,
+    run_dir: RunDirectoryCheck,
+    clean: bool,
+    seals: SealCheck,
 ) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
@@ -161,6 +199,14 @@ def _audit_doc(
                 {"version": b.version, "event": b.event, "message": b.message} for b in chain.breaks
             ],
         },
+        "checkpoints": {
+            "status": seals.status.value,
+            "seals": seals.seals,
+            "tree_size": seals.size,
+            "root": seals.root,
+            "signed_by": seals.signers,
+            "problems": seals.problems,
+        },
         "run_directory": {
             "status": run_dir.status.value,
             "path": run_dir.path,
@@ -189,6 +235,7 @@ def _print_audit(
     run_dir: RunDirectoryCheck,
     tampering: list[_Problem],
     clean: bool,
+    seals: SealCheck,
 ) -> None:
     verdict = "ok" if clean else "different"
     checked = (
@@ -199,7 +246,7 @@ def _print_audit(
     click.echo(
         f"run {report.run_id}: {verdict} "
         f"({report.decisions} decisions re-decided, {report.events} events checked, "
-        f"{_chain_note(chain)}{checked})"
+        f"{_chain_note(chain)}, {seal_note(seals)}{checked})"
     )
     for d in report.differences:
         if d.problem is Problem.CODE:
@@ -210,7 +257,8 @@ def _print_audit(
     for v in report.violations:
         click.echo(f"  event {v.version}: invariant: {v.event}: {v.message}")
     for p in tampering:
-        click.echo(f"  event {p.version}: {p.check.value}: {p.event or 'run'}: {p.message}")
+        where = f"event {p.version}" if p.version else "run"
+        click.echo(f"  {where}: {p.check.value}: {p.event or 'run'}: {p.message}")
 
 
 # --- export ----------------------------------------------------------------------

@@ -313,20 +313,62 @@ def journal_show(run: str, jsonl: bool, **opts: Any) -> None:
     _call("query_cmds.journal_show", opts, run=run, jsonl=jsonl)
 
 
+def key_option(fn: F) -> F:
+    return click.option(
+        "--key",
+        "keys",
+        multiple=True,
+        metavar="KEY",
+        help="A trusted public key (name+id+base64, or a file holding one); default: "
+        "your own key's (`keys init`).",
+    )(fn)
+
+
 @journal_group.command("audit")
 @run_argument
+@key_option
 @journal_options
 @json_option
 @verbose_option
-def journal_audit(run: str, **opts: Any) -> None:
+def journal_audit(run: str, keys: tuple[str, ...], **opts: Any) -> None:
     """Re-decide every recorded stage decision of RUN from its facts; exit 1 on any difference.
+
+    Also verifies the hash chain, the run's Merkle tree and its signed checkpoints.
 
     \b
     Examples:
       runjournal journal audit latest
       runjournal journal audit 20261130T150405Z --json
+      runjournal journal audit latest --key alice+1a2b3c4d+AeT...
     """
-    _call("journal_cmds.audit", opts, run=run)
+    _call("journal_cmds.audit", opts, run=run, keys=keys)
+
+
+@journal_group.command("verify")
+@run_argument
+@click.option(
+    "--checkpoint",
+    required=True,
+    metavar="FILE",
+    type=ShownPath(dir_okay=False),
+    help="A checkpoint of RUN published earlier (a signed note).",
+)
+@key_option
+@journal_options
+@json_option
+@verbose_option
+def journal_verify(run: str, checkpoint: str, keys: tuple[str, ...], **opts: Any) -> None:
+    """Check that RUN's history today extends a checkpoint published earlier.
+
+    Exit 0 when the checkpoint's signature verifies and its tree is a prefix of the
+    run's tree now (a consistency proof); 1 when it does not (a rewritten history, even
+    by someone holding the signing key); 2 for a file that is not a checkpoint.
+
+    \b
+    Examples:
+      runjournal journal verify latest --checkpoint published.note
+    """
+    _call("seal_cmds.verify", opts, run=run, checkpoint=checkpoint, keys=keys)
 
 
 @journal_group.command("export")
@@ -619,6 +661,28 @@ def gc(**opts: Any) -> None:
       runjournal gc --keep 5 --cache --max-cache-size 2G --dry-run
     """
     _call("maintenance_cmds.gc", opts)
+
+
+@cli.group("keys", cls=Group)
+def keys_group() -> None:
+    """The signing key that signs each run's checkpoint (docs/operations.md "Signed
+    checkpoints")."""
+
+
+@keys_group.command("init")
+@click.option("--name", default="runjournal", show_default=True, help="The key's name.")
+@click.option("--force", is_flag=True, help="Replace an existing key.")
+@json_option
+@verbose_option
+def keys_init(name: str, force: bool, **opts: Any) -> None:
+    """Make an Ed25519 signing key in your config dir (0600) and print its public key.
+
+    \b
+    Examples:
+      runjournal keys init
+      runjournal keys init --name alice@example.org
+    """
+    _call("keys_cmds.keys_init", opts, name=name, force=force)
 
 
 @cli.command("init")

@@ -443,8 +443,31 @@ class CacheCollected(RunEvent, frozen=True, kw_only=True):
     max_size: int | None = None
 
 
+class SealReason(enum.StrEnum):
+    """When a run's checkpoint was made (docs/operations.md "Signed checkpoints")."""
+
+    TERMINATED = "terminated"  # its terminal event (or a later terminal write) committed
+    EXPORTED = "exported"  # `journal export` sealed what it exported
+
+
+class RunSealed(RunEvent, frozen=True, kw_only=True):
+    """A checkpoint of one run's Merkle tree (tree size + root over its rows), as a C2SP
+    signed note when the writer had a key.
+
+    Not a run's event: each run's seals are their own aggregate (`domain/seal.py`
+    `seal_aggregate_id`), so a seal never changes the run it seals.
+    """
+
+    run_id: str
+    size: int  # rows covered
+    root: str  # hex
+    note: str  # the checkpoint text, then its signature lines when signed
+    key: str | None = None  # the signer's verifier key, None when unsigned
+    reason: SealReason = SealReason.TERMINATED
+
+
 # Events recorded outside any run (registered with the journal's codec like EVENT_TYPES).
-MAINTENANCE_EVENT_TYPES: tuple[type[RunEvent], ...] = (CacheCollected,)
+MAINTENANCE_EVENT_TYPES: tuple[type[RunEvent], ...] = (CacheCollected, RunSealed)
 
 
 EVENT_TYPES: tuple[type[RunEvent], ...] = (

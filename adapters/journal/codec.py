@@ -213,12 +213,16 @@ class EventMapper(Mapper[UUID]):
         return self._stored(event, codec, _with_link(body, digest)), digest
 
     def to_stored_rows(
-        self, events: Sequence[RunEvent], previous: bytes | None
+        self,
+        events: Sequence[RunEvent],
+        previous: bytes | None,
+        links: list[bytes] | None = None,
     ) -> tuple[list[StoredEvent], bytes | None]:
         """The rows of consecutive events of one run, per-lane events as delta rows.
 
         Each row is chained to `previous` (None: the run is recorded unchained); returns
-        the rows and the last link.
+        the rows and the last link, and appends each row's link to `links` (the leaves of
+        the run's Merkle tree, docs/internals.md "Merkle tree and signed checkpoints").
         """
         rows: list[StoredEvent] = []
         for group in groups(events):
@@ -228,10 +232,14 @@ class EventMapper(Mapper[UUID]):
                 else:
                     row, previous = self.to_chained_stored_event(group[0], previous)
                     rows.append(row)
+                    if links is not None:
+                        links.append(previous)
                 continue
             row, link = self._delta_row(group, previous)
             rows.append(row)
             previous = link if previous is not None else None
+            if links is not None and link is not None:
+                links.append(link)
         return rows, previous
 
     def _delta_row(

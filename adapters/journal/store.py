@@ -31,10 +31,20 @@ from runjournal.adapters.journal.errors import (
     one_line,
 )
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
+from runjournal.adapters.journal.seal import Sealer, frontier_of, leaves_of, note_for
 from runjournal.adapters.journal.session import RunSession
 from runjournal.adapters.journal.views_table import ViewsTable
-from runjournal.domain.events import RunAllocated, RunEvent, RunStatus, RunTerminated
+from runjournal.domain.events import (
+    RunAllocated,
+    RunEvent,
+    RunSealed,
+    RunStatus,
+    RunTerminated,
+    SealReason,
+)
+from runjournal.domain.merkle import Frontier, leaf_hash
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
+from runjournal.domain.seal import seal_aggregate_id
 
 __all__ = ["JournalStore", "RunSummary"]
 
@@ -99,6 +109,14 @@ class JournalStore:
         self._dirty: set[UUID] = set()
         self.runs_index_reads = 0  # events `list_runs` read from the log (tests count them)
         self._heads: dict[UUID, tuple[int, bytes | None]] = {}  # last link written per run
+        # Each run's Merkle tree as written by this store (last version, frontier), so a
+        # seal needs no read back; and the runs whose terminal event is in (docs/
+        # operations.md "Signed checkpoints"): every later write of theirs seals again.
+        self._frontiers: dict[UUID, tuple[int, Frontier]] = {}
+        self._ended: dict[UUID, str] = {}
+        self._run_ids: dict[UUID, str] = {}
+        self._sealer = Sealer()
+        self.seal_errors: list[str] = []  # seals that could not be made (the CLI says so)
         self._position = 0
         self._closed = False
 
@@ -156,7 +174,7 @@ class JournalStore:
             behind=behind,
         )
 
-    def _put(self, events: Sequence[RunEvent]) -> None:
+    def _put(self, events: Sequence[RunEvent], *, seal: bool = True) -> None:
         """Store events of one run in one transaction, each linked to its predecessor.
 
         A run recorded before the chain existed stays unchained (docs/internals.md "The
@@ -167,16 +185,113 @@ class JournalStore:
         first = events[0]
         previous = self._link_before(first.originator_id, first.originator_version)
         try:
-            rows, previous = self._mapper.to_stored_rows(events, previous)
+            links: list[bytes] = []
+            rows, previous = self._mapper.to_stored_rows(events, previous, links)
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
             ) from exc
         insert = self._app.recorder.insert_events
         self._storage(f"cannot record {len(events)} event(s)", lambda: insert(rows))
-        self._heads[first.originator_id] = (events[-1].originator_version, previous)
-        if any(isinstance(e, RunAllocated | RunTerminated) for e in events):
+        aggregate, last = first.originator_id, events[-1].originator_version
+        self._heads[aggregate] = (last, previous)
+        self._grow_tree(aggregate, first.originator_version, last, links)
+        ended = False
+        for event in events:
+            if isinstance(event, RunAllocated):
+                self._run_ids[aggregate] = event.run_id
+            ended = ended or isinstance(event, RunTerminated)
+        if ended or any(isinstance(e, RunAllocated) for e in events):
             self._index_new_events()
+        if seal and (ended or aggregate in self._ended):
+            self._seal_ended(aggregate)
+
+    def _grow_tree(self, aggregate: UUID, first: int, last: int, links: list[bytes]) -> None:
+        """Append the rows just written to the run's tree, when it is known from row 1."""
+        cached = self._frontiers.pop(aggregate, None)
+        if not links:
+            return  # an unchained run has no tree
+        if first <= 1:
+            frontier = Frontier()
+        elif cached is not None and cached[0] == first - 1:
+            frontier = cached[1]
+        else:
+            return  # rows before these were written elsewhere: read back when sealing
+        for link in links:
+            frontier.append(leaf_hash(link))
+        self._frontiers[aggregate] = (last, frontier)
+
+    def use_sealer(self, sealer: Sealer) -> None:
+        """Seal runs with `sealer`'s key (cli/compose.py wires the user's)."""
+        self._sealer = sealer
+
+    def _seal_ended(self, aggregate: UUID) -> None:
+        """After a run's terminal event (or a write after it) committed: seal it.
+
+        Never fails the write that triggered it: a seal that cannot be made is noted in
+        `seal_errors`, and `journal audit` reports the run as unsealed or tampered.
+        """
+        run_id = self._ended.get(aggregate) or self._run_ids.get(aggregate)
+        if run_id is None:
+            summary = self._runs.get(aggregate)
+            run_id = summary.run_id if summary is not None else None
+        if run_id is None:
+            self.seal_errors.append(f"cannot seal run {aggregate}: its allocation is unknown")
+            return
+        self._ended[aggregate] = run_id
+        try:
+            self.seal(run_id, SealReason.TERMINATED)
+        except Exception as exc:  # a seal is evidence, never a reason to lose the run
+            self.seal_errors.append(
+                one_line(f"cannot seal run {run_id}: {describe(exc, self._secrets)}")
+            )
+
+    def seal(self, run_id: str, reason: SealReason) -> RunSealed | None:
+        """Record a checkpoint of the run's tree as it is now (None for an unchained run)."""
+        aggregate = run_aggregate_id(run_id)
+        last = self.last_version(run_id)
+        cached = self._frontiers.get(aggregate)
+        if cached is not None and cached[0] == last:
+            frontier = cached[1]
+        else:
+            leaves = self.tree_leaves(run_id)
+            if leaves is None or not leaves:
+                return None
+            frontier = frontier_of(leaves)
+            self._frontiers[aggregate] = (last, frontier)
+        root, signer = frontier.root(), self._sealer.signer
+        seal_id = seal_aggregate_id(run_id)
+        select = self._app.recorder.select_events
+        newest = self._storage(
+            f"cannot read the seals of run {run_id!r}",
+            lambda: select(seal_id, desc=True, limit=1),
+        )
+        event = RunSealed(
+            originator_id=seal_id,
+            originator_version=newest[0].originator_version + 1 if newest else 1,
+            timestamp=_utc_now(),
+            run_id=run_id,
+            size=frontier.size,
+            root=root.hex(),
+            note=note_for(run_id, frontier.size, root, signer),
+            key=signer.verifier.text() if signer is not None else None,
+            reason=reason,
+        )
+        self._put([event], seal=False)
+        return event
+
+    def seals(self, run_id: str) -> list[RunSealed]:
+        """The run's seals, oldest first."""
+        select, seal_id = self._app.recorder.select_events, seal_aggregate_id(run_id)
+        rows = self._storage(f"cannot read the seals of run {run_id!r}", lambda: select(seal_id))
+        found: list[RunSealed] = []
+        for row in rows:
+            found.extend(e for e in self._mapper.to_domain_events(row) if isinstance(e, RunSealed))
+        return found
+
+    def tree_leaves(self, run_id: str) -> list[bytes] | None:
+        """The leaves of the run's Merkle tree (None: a row carries no chain link)."""
+        return leaves_of(self._rows(run_id), self._mapper)
 
     def _index_new_events(self) -> None:
         """After a run's allocation or termination is committed, bring the runs index up
@@ -275,7 +390,7 @@ class JournalStore:
             ) from exc
         size = batch or len(events)
         for start in range(0, len(events), size):
-            self._put(events[start : start + size])
+            self._put(events[start : start + size], seal=False)  # its seals come with it
 
     def append_stream(self, run_id: str, events: Iterable[RunEvent], *, batch: int) -> None:
         """`append_events` for events read one by one (a streamed import).
@@ -306,13 +421,13 @@ class JournalStore:
                 run.apply(event)
                 pending.append(event)
                 if len(pending) >= batch:
-                    self._put(pending)
+                    self._put(pending, seal=False)
                     stored, pending = pending[-1].originator_version, []
         except JournalInvariantError as exc:
             raise JournalError(
                 one_line(f"events of run {run_id!r} are not a valid sequence: {exc}")
             ) from exc
-        self._put(pending)
+        self._put(pending, seal=False)
 
     # -- reading --------------------------------------------------------------------
 

@@ -1,0 +1,128 @@
+"""Checking a run's checkpoints: in `journal audit`, and `journal verify` against one
+published earlier (docs/operations.md "Signed checkpoints")."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.journal.seal import SealCheck, SealStatus, check_seals
+from runjournal.adapters.signing import TrustedKey
+from runjournal.adapters.signing import verify as verify_signature
+from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.keys_cmds import trusted_keys
+from runjournal.cli.output import emit_json
+from runjournal.cli.query_cmds import open_cli_journal
+from runjournal.domain.events import RunAllocated, RunTerminated
+from runjournal.domain.merkle import consistency_proof, root_of, verify_consistency
+from runjournal.domain.seal import origin, writes_seals
+from runjournal.domain.signed_note import NoteError, parse_checkpoint, parse_note
+
+_MAX_NOTE = 64 * 1024
+
+
+def check_run_seals(
+    store: JournalStore,
+    run_id: str,
+    allocated: RunAllocated | None,
+    terminal: RunTerminated | None,
+    trusted: Sequence[TrustedKey],
+) -> SealCheck:
+    """The run's seals checked against its rows; due when its writer always seals and it
+    ended."""
+    due = allocated is not None and terminal is not None and writes_seals(allocated.tool_version)
+    return check_seals(
+        run_id,
+        store.tree_leaves(run_id),
+        store.seals(run_id),
+        due=due,
+        trusted=trusted,
+        started=allocated.timestamp if allocated is not None else None,
+    )
+
+
+def seal_note(seals: SealCheck) -> str:
+    if seals.status is SealStatus.SIGNED:
+        return f"checkpoint signed by {', '.join(seals.signers)}"
+    if seals.status is SealStatus.SEALED:
+        return "checkpoint verified (not signed by a trusted key)"
+    if seals.status is SealStatus.TAMPERED:
+        return f"checkpoints: {len(seals.problems)} problem(s)"
+    return "no checkpoint"
+
+
+def verify(opts: dict[str, Any], *, run: str, checkpoint: str, keys: tuple[str, ...]) -> int:
+    """`journal verify RUN --checkpoint FILE`: exit 0 consistent, 1 not, 2 bad input."""
+    trusted = trusted_keys(keys)
+    try:
+        with open(os.path.abspath(checkpoint), encoding="utf-8") as f:
+            note = f.read(_MAX_NOTE + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read checkpoint {checkpoint}: {exc}", ExitCode.USAGE) from None
+    try:
+        text, signatures = parse_note(note) if "\n\n" in note else (note, [])
+        published = parse_checkpoint(text)
+    except NoteError as exc:
+        raise CliError(f"{checkpoint} is not a checkpoint: {exc}", ExitCode.USAGE) from None
+    store = open_cli_journal(opts, read_only=True)
+    try:
+        run_id = store.resolve_run(run)
+        leaves = store.tree_leaves(run_id)
+    except JournalError as exc:
+        raise CliError(str(exc), ExitCode.FAILED) from None
+    finally:
+        store.close()
+    problems: list[str] = []
+    signed_by: list[str] = []
+    if published.origin != origin(run_id):
+        problems.append(f"the checkpoint is of {published.origin!r}, not of run {run_id}")
+    for signature in signatures:
+        key = trusted_key_for(trusted, signature)
+        if key is not None and verify_signature(key, text, signature):
+            signed_by.append(key.name)
+        elif key is not None:
+            problems.append(f"the signature of {signature.name!r} does not verify")
+    if trusted and not signed_by:
+        problems.append("the checkpoint is not signed by a trusted key")
+    size = len(leaves) if leaves is not None else 0
+    if leaves is None:
+        problems.append("the run's rows carry no chain link: its tree is gone")
+    elif published.size > size:
+        problems.append(f"the checkpoint covers {published.size} rows, the run has {size} now")
+    elif published.size and not verify_consistency(
+        published.size,
+        size,
+        published.root,
+        root_of(leaves),
+        consistency_proof(published.size, leaves),
+    ):
+        problems.append(
+            f"the run's history is not an extension of the checkpoint: its first "
+            f"{published.size} rows have another root (rewritten)"
+        )
+    doc = {
+        "run_id": run_id,
+        "verdict": "consistent" if not problems else "inconsistent",
+        "checkpoint_size": published.size,
+        "tree_size": size,
+        "signed_by": signed_by,
+        "problems": problems,
+    }
+    if opts.get("as_json"):
+        emit_json(doc)
+    elif not problems:
+        click.echo(
+            f"run {run_id}: consistent (its {size} rows extend the checkpoint of "
+            f"{published.size}{', signed by ' + ', '.join(signed_by) if signed_by else ''})"
+        )
+    else:
+        click.echo(f"run {run_id}: inconsistent with {checkpoint}")
+        for p in problems:
+            click.echo(f"  {p}")
+    if problems:
+        print_error(f"verify of run {run_id}: {problems[0]}")
+        return int(ExitCode.FAILED)
+    return int(ExitCode.OK)
