@@ -91,7 +91,7 @@ def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
     if opts.get("as_json"):
         emit_json(_audit_doc(report, chain, run_dir, clean, seals))
     else:
-        _print_audit(report, chain, run_dir, tampering, clean, seals)
+        _print_audit(report, chain, run_dir, tampering, clean, seals, facts.allocated)
     if chain.status is ChainStatus.UNCHAINED and not _chain_stripped(chain, facts.allocated):
         print_warning(
             f"run {report.run_id or run_id} was recorded without the journal hash chain: "
@@ -219,9 +219,11 @@ def _audit_doc(
     }
 
 
-def _chain_note(chain: ChainReport) -> str:
+def _chain_note(chain: ChainReport, allocated: RunAllocated | None) -> str:
     if chain.status is ChainStatus.VERIFIED:
         return "hash chain verified"
+    if _chain_stripped(chain, allocated):
+        return "hash chain stripped"
     if chain.status is ChainStatus.UNCHAINED:
         return "unchained: recorded before the journal hash chain, edits cannot be detected"
     if chain.status is ChainStatus.BROKEN:
@@ -236,6 +238,7 @@ def _print_audit(
     tampering: list[_Problem],
     clean: bool,
     seals: SealCheck,
+    allocated: RunAllocated | None,
 ) -> None:
     verdict = "ok" if clean else "different"
     checked = (
@@ -246,7 +249,7 @@ def _print_audit(
     click.echo(
         f"run {report.run_id}: {verdict} "
         f"({report.decisions} decisions re-decided, {report.events} events checked, "
-        f"{_chain_note(chain)}, {seal_note(seals)}{checked})"
+        f"{_chain_note(chain, allocated)}, {seal_note(seals)}{checked})"
     )
     for d in report.differences:
         if d.problem is Problem.CODE:

@@ -344,6 +344,22 @@ def journal_audit(run: str, keys: tuple[str, ...], **opts: Any) -> None:
     _call("journal_cmds.audit", opts, run=run, keys=keys)
 
 
+@journal_group.command("checkpoint")
+@run_argument
+@journal_options
+@json_option
+@verbose_option
+def journal_checkpoint(run: str, **opts: Any) -> None:
+    """Print RUN's newest checkpoint (a signed note), to publish.
+
+    \b
+    Examples:
+      runjournal journal checkpoint latest > published.note
+      runjournal journal verify latest --checkpoint published.note
+    """
+    _call("seal_cmds.checkpoint", opts, run=run)
+
+
 @journal_group.command("verify")
 @run_argument
 @click.option(

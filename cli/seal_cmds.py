@@ -10,7 +10,7 @@ from typing import Any
 import click
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.seal import SealCheck, SealStatus, check_seals
-from runjournal.adapters.signing import TrustedKey
+from runjournal.adapters.signing import TrustedKey, trusted_key_for
 from runjournal.adapters.signing import verify as verify_signature
 from runjournal.cli.errors import CliError, ExitCode, print_error
 from runjournal.cli.keys_cmds import trusted_keys
@@ -125,4 +125,35 @@ def verify(opts: dict[str, Any], *, run: str, checkpoint: str, keys: tuple[str, 
     if problems:
         print_error(f"verify of run {run_id}: {problems[0]}")
         return int(ExitCode.FAILED)
+    return int(ExitCode.OK)
+
+
+def checkpoint(opts: dict[str, Any], *, run: str) -> int:
+    """`journal checkpoint RUN`: the run's newest checkpoint note, to publish."""
+    store = open_cli_journal(opts, read_only=True)
+    try:
+        run_id = store.resolve_run(run)
+        seals = store.seals(run_id)
+    except JournalError as exc:
+        raise CliError(str(exc), ExitCode.FAILED) from None
+    finally:
+        store.close()
+    if not seals:
+        raise CliError(
+            f"run {run_id} has no checkpoint (still running, or recorded before 0.2.0)",
+            ExitCode.FAILED,
+        )
+    newest = seals[-1]
+    if opts.get("as_json"):
+        emit_json(
+            {
+                "run_id": run_id,
+                "size": newest.size,
+                "root": newest.root,
+                "key": newest.key,
+                "note": newest.note,
+            }
+        )
+    else:
+        click.echo(newest.note, nl=False)
     return int(ExitCode.OK)

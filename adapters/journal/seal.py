@@ -110,6 +110,7 @@ def check_seals(
     signers: list[str] = []
     size = len(leaves) if leaves is not None else 0
     root = root_of(leaves).hex() if leaves else None
+    treeless = leaves is None
     if leaves is None:
         if seals or due:
             problems.append("the run's rows carry no chain link, so its Merkle tree is gone")
@@ -127,7 +128,9 @@ def check_seals(
             continue
         if checkpoint.size != seal.size or checkpoint.root.hex() != seal.root:
             problems.append(f"{where}: its note and its recorded size or root differ")
-        if checkpoint.size > len(leaves):
+        if treeless:
+            pass  # reported once above
+        elif checkpoint.size > len(leaves):
             problems.append(
                 f"{where}: it covers {checkpoint.size} rows, the run has {len(leaves)} "
                 "(rows were deleted)"
@@ -149,7 +152,7 @@ def check_seals(
                 signers.append(signature.name)
             else:
                 problems.append(f"{where}: the signature of {signature.name!r} does not verify")
-    if due and leaves and (not seals or seals[-1].size != len(leaves)):
+    if due and not treeless and (not seals or seals[-1].size != len(leaves)):
         covered = seals[-1].size if seals else 0
         problems.append(
             f"{len(leaves) - covered} row(s) at the end are covered by no seal, although "

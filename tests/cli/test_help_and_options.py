@@ -47,8 +47,8 @@ def _flat(text: str) -> str:
 
 
 def test_the_tree_is_what_the_docs_list() -> None:
-    assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",)}
-    assert len(LEAVES) == 18  # report RUN, runs diff and plan added
+    assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",), ("keys",)}
+    assert len(LEAVES) == 21  # journal checkpoint, journal verify and keys init added
 
 
 # --- 3: a group without a command ------------------------------------------------------

@@ -21,12 +21,6 @@ from typing import Any
 
 import msgspec
 import pytest
-import zstandard
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.utils import get_topic
-from runjournal.adapters.journal import EventMapper
-from runjournal.adapters.journal.chain import genesis
-from runjournal.adapters.journal.delta import DELTA_TOPIC
 from runjournal.domain.events import (
     ArtifactGenerated,
     InputsFingerprinted,
@@ -39,6 +33,17 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.run import run_aggregate_id
 from support.console import CLI
+from support.journal_forgery import (
+    MAPPER,
+    decode_row,
+    edit_in_place,
+    next_row,
+    rechain,
+    row_at,
+    row_name,
+    rows_of,
+    version_of,
+)
 from support.paths import EXAMPLE
 
 
@@ -84,105 +89,7 @@ def audit(recorded: Recorded, journal: Path, run_id: str) -> subprocess.Complete
     return recorded.cli("journal", "audit", run_id, *where)
 
 
-# --- row-level editing -----------------------------------------------------------------
-
-MAPPER = EventMapper()
-
-
-def _rows(db: sqlite3.Connection, run_id: str) -> list[tuple[int, str, bytes]]:
-    return db.execute(
-        "SELECT originator_version, topic, state FROM stored_events "
-        "WHERE originator_id = ? ORDER BY originator_version",
-        (run_aggregate_id(run_id).hex,),
-    ).fetchall()
-
-
-def _decode(run_id: str, version: int, topic: str, state: bytes) -> list[RunEvent]:
-    """The events of one row: one, or several for a delta row (docs/internals.md)."""
-    return MAPPER.to_domain_events(StoredEvent(run_aggregate_id(run_id), version, topic, state))
-
-
-def _name(topic: str, state: bytes) -> str:
-    """What the audit names a row by: its event's class, or a delta row and its size."""
-    if topic == DELTA_TOPIC:
-        return f"delta row of {MAPPER.event_count(state)} events"
-    return topic.rpartition(":")[2]
-
-
-def _row_at(db: sqlite3.Connection, run_id: str, version: int) -> tuple[int, str, bytes]:
-    return next(r for r in _rows(db, run_id) if r[0] == version)
-
-
-def _next_row(db: sqlite3.Connection, run_id: str, version: int) -> tuple[int, str, bytes]:
-    return next(r for r in _rows(db, run_id) if r[0] > version)
-
-
-def _version_of(db: sqlite3.Connection, run_id: str, cls: type[RunEvent], nth: int = 0) -> int:
-    """The version of the row that holds the `nth` `cls` event (a delta row: its last)."""
-    found = [
-        v for v, t, s in _rows(db, run_id) for e in _decode(run_id, v, t, s) if isinstance(e, cls)
-    ]
-    return found[nth]
-
-
-def edit_in_place(
-    journal: Path, run_id: str, cls: type[RunEvent], change: Callable[[dict[str, Any]], None]
-) -> int:
-    """Change one field of the first `cls` event in its msgpack map; the link stays.
-
-    Returns the row's version; in a delta row the event is the first of its type, so its
-    map is whole (docs/internals.md "Delta rows")."""
-    with sqlite3.connect(journal) as db:
-        version = _version_of(db, run_id, cls)
-        _, topic, state = _row_at(db, run_id, version)
-        head = state[0]
-        prefix = (3 if head & 0x10 else 1) + (2 if head & 0x60 else 0)  # + a row's count
-        body = state[prefix:]
-        compressed = head & 0x0F == 0x02
-        if compressed:
-            body = zstandard.ZstdDecompressor().decompress(body)
-        fields = msgspec.msgpack.decode(body)
-        assert "~chain" in fields  # the journal is chained
-        if topic == DELTA_TOPIC:
-            t = [topic for topic, _ in fields["~types"]].index(get_topic(cls))
-            item = next(i for i in fields["~rows"] if i[0] == t)
-            event = msgspec.msgpack.decode(item[1])
-            change(event)
-            item[1] = msgspec.msgpack.encode(event)
-        else:
-            change(fields)
-        body = msgspec.msgpack.encode(fields)
-        if compressed:
-            body = zstandard.ZstdCompressor().compress(body)
-        db.execute(
-            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = ?",
-            (state[:prefix] + body, run_aggregate_id(run_id).hex, version),
-        )
-    return version
-
-
-def rechain(journal: Path, run_id: str, forge: Callable[[list[RunEvent]], list[RunEvent]]) -> None:
-    """Rewrite the run with a consistent chain over forged events (a careful attacker)."""
-    aggregate = run_aggregate_id(run_id)
-    with sqlite3.connect(journal) as db:
-        per_row = [_decode(run_id, v, t, s) for v, t, s in _rows(db, run_id)]
-        sizes = [len(events) for events in per_row]
-        events = forge([e for events in per_row for e in events])
-        db.execute("DELETE FROM stored_events WHERE originator_id = ?", (aggregate.hex,))
-        previous: bytes | None = genesis(aggregate)
-        version = 0
-        for size in sizes:  # the rows as runjournal wrote them (one commit, one pack)
-            group = [
-                msgspec.structs.replace(event, originator_version=version + i + 1)
-                for i, event in enumerate(events[version : version + size])
-            ]
-            version += size
-            stored, previous = MAPPER.to_stored_rows(group, previous)
-            for row in stored:
-                db.execute(
-                    "INSERT INTO stored_events VALUES (?, ?, ?, ?)",
-                    (aggregate.hex, row.originator_version, row.topic, row.state),
-                )
+# --- row-level editing: tests/support/journal_forgery.py -------------------------------
 
 
 def _renumber(db: sqlite3.Connection, run_id: str, start: int, delta: int) -> None:
@@ -273,7 +180,7 @@ def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
 ) -> None:
     version = edit_in_place(copy, recorded.first, cls, change)
     with sqlite3.connect(copy) as db:
-        name = _name(*_row_at(db, recorded.first, version)[1:])
+        name = row_name(*row_at(db, recorded.first, version)[1:])
     line = assert_caught(audit(recorded, copy, recorded.first), version, name)
     assert ": chain: " in line and "does not match its link" in line
     # The other run, untouched, still audits clean in the same journal.
@@ -282,15 +189,17 @@ def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
 
 def test_a_deleted_middle_event_with_versions_renumbered(recorded: Recorded, copy: Path) -> None:
     with sqlite3.connect(copy) as db:
-        version = _version_of(db, recorded.first, StageDecided, nth=3)
-        count = MAPPER.event_count(_row_at(db, recorded.first, version)[2])
-        after, topic, state = _next_row(db, recorded.first, version)
+        version = version_of(db, recorded.first, StageDecided, nth=3)
+        count = MAPPER.event_count(row_at(db, recorded.first, version)[2])
+        after, topic, state = next_row(db, recorded.first, version)
         db.execute(
             "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
             (run_aggregate_id(recorded.first).hex, version),
         )
         _renumber(db, recorded.first, version + 1, -count)  # the row's events, renumbered
-    line = assert_caught(audit(recorded, copy, recorded.first), after - count, _name(topic, state))
+    line = assert_caught(
+        audit(recorded, copy, recorded.first), after - count, row_name(topic, state)
+    )
     assert "hash chain broken" in line and "after it do not verify either" in line
 
 
@@ -298,8 +207,8 @@ def test_the_deleted_last_event_shows_against_the_run_directory(
     recorded: Recorded, copy: Path
 ) -> None:
     with sqlite3.connect(copy) as db:
-        last = _rows(db, recorded.first)[-1][0]
-        assert _version_of(db, recorded.first, RunTerminated) == last
+        last = rows_of(db, recorded.first)[-1][0]
+        assert version_of(db, recorded.first, RunTerminated) == last
         db.execute(
             "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
             (run_aggregate_id(recorded.first).hex, last),
@@ -312,8 +221,8 @@ def test_the_deleted_last_event_shows_against_the_run_directory(
 def test_an_inserted_event(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first)
     with sqlite3.connect(copy) as db:
-        row = _row_at(db, recorded.first, _version_of(db, recorded.first, OutputWritten))
-        event = next(e for e in _decode(recorded.first, *row) if isinstance(e, OutputWritten))
+        row = row_at(db, recorded.first, version_of(db, recorded.first, OutputWritten))
+        event = next(e for e in decode_row(recorded.first, *row) if isinstance(e, OutputWritten))
         version = event.originator_version  # inserted before the row that holds it
         assert version == row[0] - MAPPER.event_count(row[2]) + 1
         forged = msgspec.structs.replace(event, name="extra.md", sha256="1" * 64)
@@ -329,32 +238,32 @@ def test_an_inserted_event(recorded: Recorded, copy: Path) -> None:
 def test_reordered_events(recorded: Recorded, copy: Path) -> None:
     aggregate = run_aggregate_id(recorded.first).hex
     with sqlite3.connect(copy) as db:
-        version = _version_of(db, recorded.first, StageDecided, nth=1)
-        after, topic, state = _next_row(db, recorded.first, version)
+        version = version_of(db, recorded.first, StageDecided, nth=1)
+        after, topic, state = next_row(db, recorded.first, version)
         for a, b in ((version, -1), (after, version), (-1, after)):
             db.execute(
                 "UPDATE stored_events SET originator_version = ? "
                 "WHERE originator_id = ? AND originator_version = ?",
                 (b, aggregate, a),
             )
-    assert_caught(audit(recorded, copy, recorded.first), version, _name(topic, state))
+    assert_caught(audit(recorded, copy, recorded.first), version, row_name(topic, state))
 
 
 def test_an_event_moved_to_another_run(recorded: Recorded, copy: Path) -> None:
     source, target = recorded.first, recorded.second
     with sqlite3.connect(copy) as db:
-        version = _version_of(db, source, OutputWritten)
-        _, topic, state = _row_at(db, source, version)
-        moved = target_last = _rows(db, target)[-1][0]
+        version = version_of(db, source, OutputWritten)
+        _, topic, state = row_at(db, source, version)
+        moved = target_last = rows_of(db, target)[-1][0]
         moved += MAPPER.event_count(state)  # the row's events, after the target's last
-        after = _next_row(db, source, version)[0]
+        after = next_row(db, source, version)[0]
         db.execute(
             "UPDATE stored_events SET originator_id = ?, originator_version = ? "
             "WHERE originator_id = ? AND originator_version = ?",
             (run_aggregate_id(target).hex, moved, run_aggregate_id(source).hex, version),
         )
     assert moved > target_last
-    assert_caught(audit(recorded, copy, target), moved, _name(topic, state))
+    assert_caught(audit(recorded, copy, target), moved, row_name(topic, state))
     proc = audit(recorded, copy, source)
     assert proc.returncode == 1
     assert f"  event {after}: chain: " in proc.stdout  # the hole shows where it was
@@ -386,9 +295,9 @@ def test_a_rechained_forgery_shows_against_the_run_directory(
 ) -> None:
     rechain(copy, recorded.first, _forge(cls, **fields))
     with sqlite3.connect(copy) as db:
-        row = _row_at(db, recorded.first, _version_of(db, recorded.first, cls))
+        row = row_at(db, recorded.first, version_of(db, recorded.first, cls))
         version = next(
-            e for e in _decode(recorded.first, *row) if isinstance(e, cls)
+            e for e in decode_row(recorded.first, *row) if isinstance(e, cls)
         ).originator_version
     proc = audit(recorded, copy, recorded.first)
     line = assert_caught(proc, version, cls.__name__, check="run directory")
