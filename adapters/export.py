@@ -23,20 +23,28 @@ import hashlib
 import io
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import zstandard
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.journal import EventMapper, JournalCorrupt, JournalStore
 from runjournal.adapters.journal.codec import event_type_for_topic
-from runjournal.domain.events import RunAllocated, RunEvent
+from runjournal.adapters.journal.seal import note_for
+from runjournal.domain.events import RunAllocated, RunEvent, SealReason
+from runjournal.domain.merkle import consistency_proof, root_of, verify_consistency
 from runjournal.domain.run import run_aggregate_id
+from runjournal.domain.seal import origin
+from runjournal.domain.signed_note import NoteError, parse_checkpoint, parse_note
+
+if TYPE_CHECKING:
+    from runjournal.adapters.signing import Signer
 
 __all__ = [
     "EXPORT_FORMAT",
     "IMPORT_BATCH",
     "MAGIC",
+    "ExportCheckpoint",
     "ExportError",
     "ExportHeader",
     "ImportConflict",
@@ -46,8 +54,10 @@ __all__ = [
     "VerificationFailed",
     "decode_export",
     "encode_export",
+    "export_checkpoints",
     "export_events",
     "export_run",
+    "import_checkpoints",
     "import_run",
     "import_stream",
     "verify_export",
@@ -97,9 +107,23 @@ class _Frame(msgspec.Struct, frozen=True, array_like=True):
     state: bytes
 
 
+class ExportCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A checkpoint of the run carried by its export: one of the run's seals, or the one
+    made at export (`reason` "exported"), with a consistency proof (hex hashes) from its
+    tree to the export's (docs/operations.md "Signed checkpoints")."""
+
+    note: str
+    size: int
+    key: str | None = None
+    reason: str = "terminated"
+    proof: list[str] = []
+
+
 class _Trailer(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     final_hash: str
+    # Added with a default: a format-1 file written before it reads as "none carried".
+    checkpoints: list[ExportCheckpoint] = []
 
 
 class RunExport(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,9 +155,15 @@ def _chain_start(prefix: bytes, header: bytes) -> bytes:
 
 
 def encode_export(
-    run_id: str, events: Sequence[RunEvent], *, tool_version: str, created_by: str
+    run_id: str,
+    events: Sequence[RunEvent],
+    *,
+    tool_version: str,
+    created_by: str,
+    checkpoints: Sequence[ExportCheckpoint] = (),
 ) -> bytes:
-    """The export file's bytes for `events` (one run's, in order)."""
+    """The export file's bytes for `events` (one run's, in order), carrying
+    `checkpoints` as given."""
     if not events or not isinstance(events[0], RunAllocated) or events[0].run_id != run_id:
         raise ExportError(f"run {run_id!r} has no events that start with its allocation")
     mapper = EventMapper()
@@ -155,7 +185,9 @@ def encode_export(
         frame = _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
         digest = hashlib.sha256(digest + frame).digest()
         body += (_LEN.pack(len(frame)), frame, digest)
-    trailer = _encoder.encode(_Trailer(events=len(events), final_hash=digest.hex()))
+    trailer = _encoder.encode(
+        _Trailer(events=len(events), final_hash=digest.hex(), checkpoints=list(checkpoints))
+    )
     body += (_LEN.pack(len(trailer)), trailer)
     compressed = zstandard.ZstdCompressor(
         level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
@@ -167,20 +199,31 @@ def encode_export(
 
 
 def export_run(
-    store: JournalStore, run_id: str, *, tool_version: str, created_by: str
+    store: JournalStore,
+    run_id: str,
+    *,
+    tool_version: str,
+    created_by: str,
+    signer: Signer | None = None,
 ) -> tuple[bytes, int]:
     """Read `run_id` from the journal and encode it; returns (file bytes, event count).
 
     Streamed in two passes over the run, holding no event list: the first measures the
     body (the zstd frame records its content size, which readers require), the second
     compresses it, so memory does not grow with the run (docs/performance.md "Reading
-    commands on a large run"). The bytes are the same format `encode_export` writes.
+    commands on a large run"; the Merkle leaves, 32 bytes an event, are kept). The bytes
+    are the same format `encode_export` writes. The trailer carries the run's seals and a
+    checkpoint of the exported events, signed when there is a `signer`.
     """
     count = size = 0
-    for frame in _frames(store, run_id):
+    leaves: list[bytes] = []
+    for frame in _frames(store, run_id, leaves):
         count += 1
         size += _LEN.size + len(frame) + _HASH_BYTES
-    trailer_size = len(_encoder.encode(_Trailer(events=count, final_hash="0" * 64)))
+    checkpoints = _checkpoints(store, run_id, leaves, signer)
+    trailer_size = len(
+        _encoder.encode(_Trailer(events=count, final_hash="0" * 64, checkpoints=checkpoints))
+    )
     size += _LEN.size + trailer_size
     header = _encoder.encode(
         ExportHeader(
@@ -200,28 +243,59 @@ def export_run(
         level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
     )
     written = 0
+    again: list[bytes] = []
     with compressor.stream_writer(out, size=size, closefd=False) as writer:
-        for frame in _frames(store, run_id):
+        for frame in _frames(store, run_id, again):
             written += 1
             digest = hashlib.sha256(digest + frame).digest()
             writer.write(b"".join((_LEN.pack(len(frame)), frame, digest)))
-        if written != count:
+        if written != count or again != leaves:
             raise ExportError(f"run {run_id!r} changed while it was exported")
-        trailer = _encoder.encode(_Trailer(events=count, final_hash=digest.hex()))
+        trailer = _encoder.encode(
+            _Trailer(events=count, final_hash=digest.hex(), checkpoints=checkpoints)
+        )
         writer.write(_LEN.pack(len(trailer)) + trailer)
     content = out.getvalue()
     return content + hashlib.sha256(content).digest(), count
 
 
-def _frames(store: JournalStore, run_id: str) -> Iterator[bytes]:
+def _checkpoints(
+    store: JournalStore, run_id: str, leaves: list[bytes], signer: Signer | None
+) -> list[ExportCheckpoint]:
+    """The run's seals that hold for the exported events, then the export's own."""
+    carried = []
+    for seal in store.seals(run_id):
+        if 0 < seal.size <= len(leaves) and root_of(leaves[: seal.size]).hex() == seal.root:
+            carried.append(
+                ExportCheckpoint(
+                    note=seal.note,
+                    size=seal.size,
+                    key=seal.key,
+                    reason=seal.reason.value,
+                    proof=[h.hex() for h in consistency_proof(seal.size, leaves)],
+                )
+            )
+    carried.append(
+        ExportCheckpoint(
+            note=note_for(run_id, len(leaves), root_of(leaves), signer),
+            size=len(leaves),
+            key=signer.verifier.text() if signer is not None else None,
+            reason=SealReason.EXPORTED.value,
+        )
+    )
+    return carried
+
+
+def _frames(store: JournalStore, run_id: str, leaves: list[bytes]) -> Iterator[bytes]:
     """The export frame of each of the run's events, in order; the first must be the
-    run's allocation (as `encode_export` requires)."""
+    run's allocation (as `encode_export` requires). Appends each event's Merkle leaf."""
     mapper = EventMapper()
     first = True
     for event in store.events(run_id):
         if first and (not isinstance(event, RunAllocated) or event.run_id != run_id):
             break
         first = False
+        leaves.append(mapper.leaf(event))
         stored = mapper.to_stored_event(event)
         yield _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
     if first:
@@ -483,6 +557,82 @@ def verify_export(data: bytes) -> ExportHeader:
     if header.events == 0:
         raise VerificationFailed(f"the events do not start with the allocation of {header.run_id}")
     return header
+
+
+def export_checkpoints(data: bytes) -> list[ExportCheckpoint]:
+    """The checkpoints an export carries, each checked against its events: the root of
+    its first `size` events and the consistency proof to the whole export. Raises
+    `VerificationFailed` naming the first that does not hold (a file whose events were
+    rewritten after they were sealed)."""
+    header = _open_export(data)[0]
+    mapper = EventMapper()
+    leaves = [mapper.leaf(event) for event in export_events(data)]
+    trailer_bytes = _trailer_bytes(data)
+    try:
+        carried = _trailer_decoder.decode(trailer_bytes).checkpoints
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise VerificationFailed(f"corrupt trailer: {exc}") from None
+    root = root_of(leaves)
+    for number, checkpoint in enumerate(carried, 1):
+        try:
+            text = parse_note(checkpoint.note)[0] if "\n\n" in checkpoint.note else checkpoint.note
+            claimed = parse_checkpoint(text)
+            proof = [bytes.fromhex(h) for h in checkpoint.proof]
+        except (NoteError, ValueError) as exc:
+            raise VerificationFailed(f"checkpoint {number} does not parse: {exc}") from None
+        if (
+            claimed.origin != origin(header.run_id)
+            or claimed.size != checkpoint.size
+            or not 0 < claimed.size <= len(leaves)
+            or root_of(leaves[: claimed.size]) != claimed.root
+            or (
+                claimed.size < len(leaves)
+                and not verify_consistency(claimed.size, len(leaves), claimed.root, root, proof)
+            )
+        ):
+            raise VerificationFailed(
+                f"checkpoint {number} ({checkpoint.reason}, {checkpoint.size} events) does not "
+                "hold for the exported events: they were changed after it was made"
+            )
+    return carried
+
+
+def import_checkpoints(
+    store: JournalStore, run_id: str, checkpoints: Sequence[ExportCheckpoint]
+) -> int:
+    """Record the checkpoints an export carried (checked by `export_checkpoints`) as the
+    imported run's seals, those the journal does not hold yet; returns how many."""
+    held = {seal.note for seal in store.seals(run_id)}
+    added = 0
+    for checkpoint in checkpoints:
+        if checkpoint.note in held:
+            continue
+        text = parse_note(checkpoint.note)[0] if "\n\n" in checkpoint.note else checkpoint.note
+        reason = (
+            SealReason(checkpoint.reason)
+            if checkpoint.reason in SealReason.__members__.values()
+            else SealReason.EXPORTED
+        )
+        store.add_seal(
+            run_id,
+            size=checkpoint.size,
+            root=parse_checkpoint(text).root.hex(),
+            note=checkpoint.note,
+            key=checkpoint.key,
+            reason=reason,
+        )
+        held.add(checkpoint.note)
+        added += 1
+    return added
+
+
+def _trailer_bytes(data: bytes) -> bytes:
+    """The trailer record of a verified export (read to the end of the body)."""
+    header, _, _, compressed = _open_export(data)
+    body = _BodyStream(compressed)
+    for version in range(1, header.events + 1):
+        body.record(f"event frame {version}", _MAX_FRAME, extra=_HASH_BYTES)
+    return body.record("trailer", _MAX_HEADER)
 
 
 def _class_version(state: bytes) -> int:

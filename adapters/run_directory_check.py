@@ -29,6 +29,7 @@ from runjournal.domain.events import (
     StageDecided,
 )
 from runjournal.domain.names import recorded_run_parent, safe_lane_id
+from runjournal.projections.llm_usage import LLMUsageFold
 
 __all__ = [
     "RunDirectoryCheck",
@@ -79,9 +80,11 @@ class RunFacts:
         self.terminal: RunTerminated | None = None
         self.last = 0
         self.decisions: dict[str, int] = {}
+        self.llm = LLMUsageFold()  # spent and saved, as the manifest's `llm` folds it
 
     def feed(self, event: RunEvent) -> None:
         self.last = event.originator_version
+        self.llm.apply(event)
         if isinstance(event, StageDecided):
             self.decisions[event.code.value] = self.decisions.get(event.code.value, 0) + 1
         elif isinstance(event, OutputWritten):
@@ -238,6 +241,7 @@ def _check_manifest(
                         f"{_short(event.sha256)}…, manifest.json lists {_short(str(sha))}…",
                     )
                 )
+    out += _check_llm_spend(facts, manifest)
     counted = manifest.get("decisions")
     if isinstance(counted, dict):
         # Since manifest v2 the decisions whose stage never started are counted apart
@@ -260,3 +264,36 @@ def _check_manifest(
 
 def _counts(counts: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def _check_llm_spend(facts: RunFacts, manifest: dict[str, Any]) -> list[RunDirectoryProblem]:
+    """The LLM spend and savings `manifest.json` recorded must be the journal's fold: an
+    edit of an attempt's tokens or cost, rechained or not, shows here (docs/operations.md
+    "Auditing a run")."""
+    recorded = manifest.get("llm")
+    journal = facts.llm.view() if facts.llm.used else None
+    if recorded is None and journal is None:
+        return []
+    if msgspec.json.encode(recorded, order="sorted") == msgspec.json.encode(
+        journal, order="sorted"
+    ):
+        return []
+    spent = (journal or {}).get("spent")
+    listed = recorded.get("spent") if isinstance(recorded, dict) else None
+    return [
+        RunDirectoryProblem(
+            version=0,
+            event="LLMCallAttempted",
+            message=f"manifest.json records LLM spend {_spend(listed)}, the journal folds "
+            f"{_spend(spent)} (attempts or their usage were changed, added or deleted)",
+        )
+    ]
+
+
+def _spend(view: Any) -> str:
+    if not isinstance(view, dict):
+        return "none"
+    return (
+        f"{view.get('attempts', 0)} attempt(s), {view.get('prompt_tokens', 0)}+"
+        f"{view.get('completion_tokens', 0)} tokens, cost {view.get('cost', 0)}"
+    )

@@ -22,8 +22,10 @@ from runjournal.adapters.export import (
     ExportError,
     ImportConflict,
     NotAnExport,
+    export_checkpoints,
     export_events,
     export_run,
+    import_checkpoints,
     import_stream,
     verify_export,
 )
@@ -39,7 +41,7 @@ from runjournal.adapters.run_directory_check import (
 )
 from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
-from runjournal.cli.keys_cmds import trusted_keys
+from runjournal.cli.keys_cmds import export_signer, trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 from runjournal.cli.seal_cmds import check_run_seals, seal_note
@@ -281,6 +283,7 @@ def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
                 run_id,
                 tool_version=__version__,
                 created_by=f"runjournal {__version__} journal export",
+                signer=export_signer(),
             )
         except (JournalError, ExportError) as exc:
             raise CliError(f"cannot export run {run_id}: {exc}", ExitCode.FAILED) from None
@@ -321,6 +324,7 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:  # verified whole first, then streamed: memory holds one batch of events
         header = verify_export(data)
+        checkpoints = export_checkpoints(data)
     except NotAnExport as exc:
         raise CliError(f"{path}: {exc}") from None
     except ExportError as exc:
@@ -328,6 +332,7 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
     store = _open_target_journal(opts)
     try:
         result = import_stream(store, header, lambda: export_events(data))
+        import_checkpoints(store, header.run_id, checkpoints)
     except ImportConflict as exc:
         raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
     except ExportError as exc:

@@ -14,6 +14,7 @@ import click
 import platformdirs
 from runjournal.adapters.journal.seal import Sealer
 from runjournal.adapters.signing import (
+    Signer,
     SigningKeyError,
     TrustedKey,
     load_signer,
@@ -38,6 +39,14 @@ def key_dir() -> str:
 def sealer() -> Sealer:
     """The journal's sealer: the user's key, loaded when a run is first sealed."""
     return Sealer(lambda: load_signer(key_dir()))
+
+
+def export_signer() -> Signer | None:
+    """The user's signer for the checkpoint an export carries (none without a key)."""
+    try:
+        return load_signer(key_dir())
+    except SigningKeyError as exc:
+        raise CliError(str(exc), ExitCode.USAGE) from None
 
 
 def signing_hints() -> list[str]:

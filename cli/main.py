@@ -681,8 +681,13 @@ def gc(**opts: Any) -> None:
 
 @cli.group("keys", cls=Group)
 def keys_group() -> None:
-    """The signing key that signs each run's checkpoint (docs/operations.md "Signed
-    checkpoints")."""
+    """The signing key that signs each run's checkpoint.
+
+    \b
+    Examples:
+      runjournal keys init
+      runjournal keys init --name alice@example.org --json
+    """
 
 
 @keys_group.command("init")

@@ -40,6 +40,7 @@ from runjournal.cli.compose import (
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
 from runjournal.cli.heap import settled_heap
+from runjournal.cli.keys_cmds import signing_hints
 from runjournal.cli.llm_wiring import (
     LLMPlan,
     LLMRequest,
@@ -703,7 +704,7 @@ def _print_result(
         return
     if req.quiet:
         return
-    for hint in notes.hints:
+    for hint in [*notes.hints, *signing_hints()]:
         print_hint(hint)
     click.echo("\n".join(summary_lines(doc, notes, stdout_styler())))
 

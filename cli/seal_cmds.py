@@ -31,7 +31,7 @@ def check_run_seals(
     terminal: RunTerminated | None,
     trusted: Sequence[TrustedKey],
 ) -> SealCheck:
-    """The run's seals checked against its rows; due when its writer always seals and it
+    """The run's seals checked against its events; due when its writer always seals and it
     ended."""
     due = allocated is not None and terminal is not None and writes_seals(allocated.tool_version)
     return check_seals(
@@ -87,11 +87,9 @@ def verify(opts: dict[str, Any], *, run: str, checkpoint: str, keys: tuple[str, 
             problems.append(f"the signature of {signature.name!r} does not verify")
     if trusted and not signed_by:
         problems.append("the checkpoint is not signed by a trusted key")
-    size = len(leaves) if leaves is not None else 0
-    if leaves is None:
-        problems.append("the run's rows carry no chain link: its tree is gone")
-    elif published.size > size:
-        problems.append(f"the checkpoint covers {published.size} rows, the run has {size} now")
+    size = len(leaves)
+    if published.size > size:
+        problems.append(f"the checkpoint covers {published.size} events, the run has {size} now")
     elif published.size and not verify_consistency(
         published.size,
         size,
@@ -101,7 +99,7 @@ def verify(opts: dict[str, Any], *, run: str, checkpoint: str, keys: tuple[str, 
     ):
         problems.append(
             f"the run's history is not an extension of the checkpoint: its first "
-            f"{published.size} rows have another root (rewritten)"
+            f"{published.size} events have another root (rewritten)"
         )
     doc = {
         "run_id": run_id,
@@ -115,7 +113,7 @@ def verify(opts: dict[str, Any], *, run: str, checkpoint: str, keys: tuple[str, 
         emit_json(doc)
     elif not problems:
         click.echo(
-            f"run {run_id}: consistent (its {size} rows extend the checkpoint of "
+            f"run {run_id}: consistent (its {size} events extend the checkpoint of "
             f"{published.size}{', signed by ' + ', '.join(signed_by) if signed_by else ''})"
         )
     else:

@@ -451,7 +451,7 @@ class SealReason(enum.StrEnum):
 
 
 class RunSealed(RunEvent, frozen=True, kw_only=True):
-    """A checkpoint of one run's Merkle tree (tree size + root over its rows), as a C2SP
+    """A checkpoint of one run's Merkle tree (tree size + root over its events), as a C2SP
     signed note when the writer had a key.
 
     Not a run's event: each run's seals are their own aggregate (`domain/seal.py`
@@ -459,7 +459,7 @@ class RunSealed(RunEvent, frozen=True, kw_only=True):
     """
 
     run_id: str
-    size: int  # rows covered
+    size: int  # events covered
     root: str  # hex
     note: str  # the checkpoint text, then its signature lines when signed
     key: str | None = None  # the signer's verifier key, None when unsigned

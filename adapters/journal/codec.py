@@ -189,6 +189,18 @@ class EventMapper(Mapper[UUID]):
         codec = self.codec_for(type(domain_event))
         return self._stored(domain_event, codec, self._body(domain_event))
 
+    def leaf(self, event: RunEvent) -> bytes:
+        """The event's leaf in its run's Merkle tree: sha256(0x00 ‖ entry), the entry as
+        the chain defines it (docs/internals.md "Merkle tree and signed checkpoints"), so
+        the tree does not depend on how events were packed into rows."""
+        return sha256(
+            b"\x00"
+            + event.originator_id.bytes
+            + event.originator_version.to_bytes(8, "big")
+            + self.codec_for(type(event)).type_part
+            + self._body(event)
+        ).digest()
+
     def to_chained_stored_event(
         self, event: RunEvent, previous: bytes
     ) -> tuple[StoredEvent, bytes]:
@@ -213,16 +225,12 @@ class EventMapper(Mapper[UUID]):
         return self._stored(event, codec, _with_link(body, digest)), digest
 
     def to_stored_rows(
-        self,
-        events: Sequence[RunEvent],
-        previous: bytes | None,
-        links: list[bytes] | None = None,
+        self, events: Sequence[RunEvent], previous: bytes | None
     ) -> tuple[list[StoredEvent], bytes | None]:
         """The rows of consecutive events of one run, per-lane events as delta rows.
 
         Each row is chained to `previous` (None: the run is recorded unchained); returns
-        the rows and the last link, and appends each row's link to `links` (the leaves of
-        the run's Merkle tree, docs/internals.md "Merkle tree and signed checkpoints").
+        the rows and the last link.
         """
         rows: list[StoredEvent] = []
         for group in groups(events):
@@ -232,14 +240,10 @@ class EventMapper(Mapper[UUID]):
                 else:
                     row, previous = self.to_chained_stored_event(group[0], previous)
                     rows.append(row)
-                    if links is not None:
-                        links.append(previous)
                 continue
             row, link = self._delta_row(group, previous)
             rows.append(row)
             previous = link if previous is not None else None
-            if links is not None and link is not None:
-                links.append(link)
         return rows, previous
 
     def _delta_row(

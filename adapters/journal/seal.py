@@ -1,21 +1,21 @@
 """Seals: signed checkpoints of a run's Merkle tree, made and checked (docs/operations.md
 "Signed checkpoints", docs/internals.md "Merkle tree and signed checkpoints").
 
-The tree's leaves are the run's chain links, one per stored row: a link already commits
-to its row's content, type, run, position and every row before it, so the tree adds the
-proofs a chain cannot give (a published checkpoint is a prefix of today's history; one
-row is in it) without hashing any row twice.
+The tree's leaves are the run's events, each hashed as the chain's entry (run, version,
+type, content), so the tree is the same however events were packed into rows, in
+SQLite, PostgreSQL or an import; it adds the proofs a chain cannot give (a published
+checkpoint is a prefix of today's history; one event is in it).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
-from runjournal.domain.merkle import Frontier, leaf_hash, root_of
+from runjournal.domain.merkle import Frontier, root_of
 from runjournal.domain.seal import origin
 from runjournal.domain.signed_note import (
     Checkpoint,
@@ -27,12 +27,10 @@ from runjournal.domain.signed_note import (
 )
 
 if TYPE_CHECKING:
-    from eventsourcing.persistence import StoredEvent
-    from runjournal.adapters.journal.codec import EventMapper
     from runjournal.adapters.signing import Signer, TrustedKey
     from runjournal.domain.events import RunSealed
 
-__all__ = ["SealCheck", "SealStatus", "Sealer", "check_seals", "leaves_of", "note_for"]
+__all__ = ["SealCheck", "SealStatus", "Sealer", "check_seals", "note_for"]
 
 
 class Sealer:
@@ -56,17 +54,6 @@ def note_for(run_id: str, size: int, root: bytes, signer: Signer | None) -> str:
     return signed_note(text, [signer.sign(text)]) if signer is not None else text
 
 
-def leaves_of(rows: Iterable[StoredEvent], mapper: EventMapper) -> list[bytes] | None:
-    """The leaf hashes of a run's stored rows; None when a row carries no chain link."""
-    leaves = []
-    for row in rows:
-        link = mapper.split_row(bytes(row.state))[3]
-        if link is None:
-            return None
-        leaves.append(leaf_hash(link))
-    return leaves
-
-
 def frontier_of(leaves: Sequence[bytes]) -> Frontier:
     frontier = Frontier()
     for leaf in leaves:
@@ -84,7 +71,7 @@ class SealStatus(enum.StrEnum):
 class SealCheck(msgspec.Struct, frozen=True, kw_only=True):
     status: SealStatus
     seals: int
-    size: int  # rows in the run's tree now
+    size: int  # events in the run's tree now
     root: str | None
     signers: list[str]  # names of the keys whose signatures verified
     problems: list[str]
@@ -92,14 +79,14 @@ class SealCheck(msgspec.Struct, frozen=True, kw_only=True):
 
 def check_seals(
     run_id: str,
-    leaves: list[bytes] | None,
+    leaves: list[bytes],
     seals: Sequence[RunSealed],
     *,
     due: bool,
     trusted: Sequence[TrustedKey],
     started: datetime | None,
 ) -> SealCheck:
-    """Check a run's seals against its rows' leaves.
+    """Check a run's seals against its events' leaves.
 
     `due`: this run's writer always seals (and it ended); `trusted`: the keys the
     auditor knows, each of which signs every run started after it was made.
@@ -108,13 +95,8 @@ def check_seals(
 
     problems: list[str] = []
     signers: list[str] = []
-    size = len(leaves) if leaves is not None else 0
+    size = len(leaves)
     root = root_of(leaves).hex() if leaves else None
-    treeless = leaves is None
-    if leaves is None:
-        if seals or due:
-            problems.append("the run's rows carry no chain link, so its Merkle tree is gone")
-        leaves = []
     for seal in seals:
         where = f"seal {seal.originator_version} ({seal.reason.value})"
         try:
@@ -128,17 +110,15 @@ def check_seals(
             continue
         if checkpoint.size != seal.size or checkpoint.root.hex() != seal.root:
             problems.append(f"{where}: its note and its recorded size or root differ")
-        if treeless:
-            pass  # reported once above
-        elif checkpoint.size > len(leaves):
+        if checkpoint.size > len(leaves):
             problems.append(
-                f"{where}: it covers {checkpoint.size} rows, the run has {len(leaves)} "
-                "(rows were deleted)"
+                f"{where}: it covers {checkpoint.size} events, the run has {len(leaves)} "
+                "(events were deleted)"
             )
         elif root_of(leaves[: checkpoint.size]) != checkpoint.root:
             problems.append(
-                f"{where}: the run's first {checkpoint.size} rows do not have its root hash "
-                "(a row was changed, inserted, deleted or reordered)"
+                f"{where}: the run's first {checkpoint.size} events do not have its root hash "
+                "(an event was changed, inserted, deleted or reordered)"
             )
         for signature in signatures:
             key = trusted_key_for(trusted, signature)
@@ -152,11 +132,11 @@ def check_seals(
                 signers.append(signature.name)
             else:
                 problems.append(f"{where}: the signature of {signature.name!r} does not verify")
-    if due and not treeless and (not seals or seals[-1].size != len(leaves)):
+    if due and (not seals or seals[-1].size != len(leaves)):
         covered = seals[-1].size if seals else 0
         problems.append(
-            f"{len(leaves) - covered} row(s) at the end are covered by no seal, although "
-            "this run's version always seals it (rows appended, or its seal removed)"
+            f"{len(leaves) - covered} event(s) at the end are covered by no seal, although "
+            "this run's version always seals it (events appended, or its seal removed)"
         )
     for key in trusted:
         if (

@@ -31,7 +31,7 @@ from runjournal.adapters.journal.errors import (
     one_line,
 )
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
-from runjournal.adapters.journal.seal import Sealer, frontier_of, leaves_of, note_for
+from runjournal.adapters.journal.seal import Sealer, frontier_of, note_for
 from runjournal.adapters.journal.session import RunSession
 from runjournal.adapters.journal.views_table import ViewsTable
 from runjournal.domain.events import (
@@ -42,7 +42,7 @@ from runjournal.domain.events import (
     RunTerminated,
     SealReason,
 )
-from runjournal.domain.merkle import Frontier, leaf_hash
+from runjournal.domain.merkle import Frontier
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 from runjournal.domain.seal import seal_aggregate_id
 
@@ -185,8 +185,7 @@ class JournalStore:
         first = events[0]
         previous = self._link_before(first.originator_id, first.originator_version)
         try:
-            links: list[bytes] = []
-            rows, previous = self._mapper.to_stored_rows(events, previous, links)
+            rows, previous = self._mapper.to_stored_rows(events, previous)
         except (msgspec.EncodeError, TypeError, ValueError) as exc:
             raise JournalError(
                 one_line(f"an event does not encode: {describe(exc, self._secrets)}")
@@ -195,7 +194,7 @@ class JournalStore:
         self._storage(f"cannot record {len(events)} event(s)", lambda: insert(rows))
         aggregate, last = first.originator_id, events[-1].originator_version
         self._heads[aggregate] = (last, previous)
-        self._grow_tree(aggregate, first.originator_version, last, links)
+        self._grow_tree(aggregate, events)
         ended = False
         for event in events:
             if isinstance(event, RunAllocated):
@@ -206,20 +205,20 @@ class JournalStore:
         if seal and (ended or aggregate in self._ended):
             self._seal_ended(aggregate)
 
-    def _grow_tree(self, aggregate: UUID, first: int, last: int, links: list[bytes]) -> None:
-        """Append the rows just written to the run's tree, when it is known from row 1."""
+    def _grow_tree(self, aggregate: UUID, events: Sequence[RunEvent]) -> None:
+        """Append the events just written to the run's tree, when it is known from event 1."""
+        first = events[0].originator_version
         cached = self._frontiers.pop(aggregate, None)
-        if not links:
-            return  # an unchained run has no tree
         if first <= 1:
             frontier = Frontier()
         elif cached is not None and cached[0] == first - 1:
             frontier = cached[1]
         else:
-            return  # rows before these were written elsewhere: read back when sealing
-        for link in links:
-            frontier.append(leaf_hash(link))
-        self._frontiers[aggregate] = (last, frontier)
+            return  # events before these were written elsewhere: read back when sealing
+        leaf = self._mapper.leaf
+        for event in events:
+            frontier.append(leaf(event))
+        self._frontiers[aggregate] = (events[-1].originator_version, frontier)
 
     def use_sealer(self, sealer: Sealer) -> None:
         """Seal runs with `sealer`'s key (cli/compose.py wires the user's)."""
@@ -247,7 +246,7 @@ class JournalStore:
             )
 
     def seal(self, run_id: str, reason: SealReason) -> RunSealed | None:
-        """Record a checkpoint of the run's tree as it is now (None for an unchained run)."""
+        """Record a checkpoint of the run's tree as it is now (None for a run with no events)."""
         aggregate = run_aggregate_id(run_id)
         last = self.last_version(run_id)
         cached = self._frontiers.get(aggregate)
@@ -255,11 +254,24 @@ class JournalStore:
             frontier = cached[1]
         else:
             leaves = self.tree_leaves(run_id)
-            if leaves is None or not leaves:
+            if not leaves:
                 return None
             frontier = frontier_of(leaves)
             self._frontiers[aggregate] = (last, frontier)
         root, signer = frontier.root(), self._sealer.signer
+        return self.add_seal(
+            run_id,
+            size=frontier.size,
+            root=root.hex(),
+            note=note_for(run_id, frontier.size, root, signer),
+            key=signer.verifier.text() if signer is not None else None,
+            reason=reason,
+        )
+
+    def add_seal(
+        self, run_id: str, *, size: int, root: str, note: str, key: str | None, reason: SealReason
+    ) -> RunSealed:
+        """Append a seal to the run's seal aggregate (a new one, or one an export carried)."""
         seal_id = seal_aggregate_id(run_id)
         select = self._app.recorder.select_events
         newest = self._storage(
@@ -271,10 +283,10 @@ class JournalStore:
             originator_version=newest[0].originator_version + 1 if newest else 1,
             timestamp=_utc_now(),
             run_id=run_id,
-            size=frontier.size,
-            root=root.hex(),
-            note=note_for(run_id, frontier.size, root, signer),
-            key=signer.verifier.text() if signer is not None else None,
+            size=size,
+            root=root,
+            note=note,
+            key=key,
             reason=reason,
         )
         self._put([event], seal=False)
@@ -289,9 +301,10 @@ class JournalStore:
             found.extend(e for e in self._mapper.to_domain_events(row) if isinstance(e, RunSealed))
         return found
 
-    def tree_leaves(self, run_id: str) -> list[bytes] | None:
-        """The leaves of the run's Merkle tree (None: a row carries no chain link)."""
-        return leaves_of(self._rows(run_id), self._mapper)
+    def tree_leaves(self, run_id: str) -> list[bytes]:
+        """The leaves of the run's Merkle tree, one per event, in order."""
+        leaf = self._mapper.leaf
+        return [leaf(event) for event in self.events(run_id)]
 
     def _index_new_events(self) -> None:
         """After a run's allocation or termination is committed, bring the runs index up

@@ -148,6 +148,8 @@ def test_setting_options_come_from_the_table(path) -> None:
     elif path == ("plan",):  # the settings that change a run's decisions, and the roots
         assert set(options) == set(PLAN_SETTINGS)
         assert {"resume", "cache_mode", "profile", "cache_root"} <= set(options)
+    elif path == ("keys", "init"):  # the key lives in the user's config dir, no root
+        assert set(options) == set()
     elif path == ("gc",):  # the cache root for --cache
         assert set(options) == {"output_root", "cache_root", "debug_root", "journal"}
     else:

@@ -306,3 +306,60 @@ def test_verify_refuses_a_file_that_is_not_a_checkpoint(signed: Signed, tmp_path
     )  # fmt: skip
     assert proc.returncode == 2 and "is not a checkpoint" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_export_carries_its_checkpoints_and_imports_signed(
+    signed: Signed, tmp_path: Path
+) -> None:
+    exported = tmp_path / "run.rjx"
+    where = ("--output-root", str(signed.out))
+    proc = signed.cli("journal", "export", signed.run_id, "-o", str(exported), *where)
+    assert proc.returncode == 0, proc.stderr
+    from runjournal.adapters.export import export_checkpoints
+
+    carried = export_checkpoints(exported.read_bytes())
+    assert carried and all("\n— alice " in c.note for c in carried)
+    target = tmp_path / "other.sqlite3"
+    proc = signed.cli("journal", "import", str(exported), "--journal", str(target), *where)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(audit(signed, target, "--json", "--key", signed.public_key).stdout)
+    assert doc["verdict"] == "ok" and doc["checkpoints"]["status"] == "signed"
+    # importing again adds nothing, and the published checkpoint holds there too
+    assert signed.cli("journal", "import", str(exported), "--journal", str(target)).returncode == 0
+    assert len(open_journal(str(target)).seals(signed.run_id)) == len({c.note for c in carried})
+    ok = signed.cli(
+        "journal", "verify", signed.run_id, "--checkpoint", str(signed.published),
+        "--journal", str(target),
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_an_export_whose_events_were_rewritten_after_sealing_is_refused(
+    signed: Signed, tmp_path: Path
+) -> None:
+    from runjournal.adapters.export import decode_export, encode_export, export_checkpoints
+
+    exported = tmp_path / "run.rjx"
+    where = ("--output-root", str(signed.out))
+    assert (
+        signed.cli("journal", "export", signed.run_id, "-o", str(exported), *where).returncode == 0
+    )
+    data = exported.read_bytes()
+    original = decode_export(data)
+    forged = [*original.events[:3], _later(original.events[3]), *original.events[4:]]
+    rewritten = tmp_path / "forged.rjx"
+    rewritten.write_bytes(
+        encode_export(
+            signed.run_id,
+            forged,
+            tool_version=original.header.tool_version,
+            created_by=original.header.created_by,
+            checkpoints=export_checkpoints(data),
+        )
+    )
+    target = tmp_path / "other.sqlite3"
+    proc = signed.cli("journal", "import", str(rewritten), "--journal", str(target), *where)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "does not hold for the exported events" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not target.exists() or not open_journal(str(target)).list_runs()
