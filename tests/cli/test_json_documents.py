@@ -112,6 +112,15 @@ class World:
     def run_args(self, pipeline: str, *extra: str) -> list[str]:
         return ["run", pipeline, "--no-progress", *self.where(), "--cache-root", self.cache, *extra]
 
+    def published(self) -> str:
+        """The ok run's checkpoint in a file, as `journal checkpoint` prints it."""
+        path = self.tmp / "published.note"
+        if not path.exists():
+            result = self.invoke("journal", "checkpoint", self.ok_run, *self.where())
+            assert result.exit_code == 0, result.output
+            path.write_text(result.stdout)
+        return str(path)
+
     def fresh(self, name: str) -> str:
         """A path in this world that does not exist yet."""
         path = self.tmp / name
@@ -277,6 +286,22 @@ def check_audit(doc: dict[str, Any], w: World) -> None:
     assert isinstance(doc["events"], int) and isinstance(doc["decisions"], int)
 
 
+def check_checkpoint(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["note"].startswith(f"runjournal/run/{w.ok_run}\n")
+    assert doc["size"] > 0 and doc["key"] is None  # no key was made before the run
+    assert len(doc["root"]) == 64
+
+
+def check_verify(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["verdict"] == "consistent" and doc["problems"] == []
+    assert 0 < doc["checkpoint_size"] <= doc["tree_size"]
+
+
+def check_keys(doc: dict[str, Any], w: World) -> None:
+    assert doc["name"] == "json-test" and doc["public_key"].startswith("json-test+")
+    assert Path(doc["key_file"]).stat().st_mode & 0o777 == 0o600
+
+
 def check_export(doc: dict[str, Any], w: World) -> None:
     assert doc["run_id"] == w.ok_run and Path(doc["file"]).exists()
     assert len(doc["sha256"]) == 64 and doc["bytes"] == Path(doc["file"]).stat().st_size
@@ -427,6 +452,27 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         check_audit,
     ),
     (
+        "journal checkpoint",
+        "journal checkpoint",
+        lambda w: ["journal", "checkpoint", w.ok_run, *w.where()],
+        0,
+        check_checkpoint,
+    ),
+    (
+        "journal verify",
+        "journal verify",
+        lambda w: ["journal", "verify", w.ok_run, "--checkpoint", w.published(), *w.where()],
+        0,
+        check_verify,
+    ),
+    (
+        "keys init",
+        "keys init",
+        lambda w: ["keys", "init", "--name", "json-test", "--force"],
+        0,
+        check_keys,
+    ),
+    (
         "journal export",
         "journal export",
         lambda w: ["journal", "export", w.ok_run, "-o", w.fresh("x.rjx"), *w.where()],
@@ -558,6 +604,19 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
     ("report: unknown run", lambda w: ["report", "nope", *w.where()], 1, False),
     ("journal show: unknown run", lambda w: ["journal", "show", "nope", *w.where()], 1, False),
     ("journal audit: unknown run", lambda w: ["journal", "audit", "nope", *w.where()], 1, False),
+    (
+        "journal checkpoint: unknown run",
+        lambda w: ["journal", "checkpoint", "nope", *w.where()],
+        1,
+        False,
+    ),
+    (
+        "journal verify: not a checkpoint",
+        lambda w: ["journal", "verify", w.ok_run, "--checkpoint", w.pipeline, *w.where()],
+        2,
+        False,
+    ),
+    ("keys init: a name with a space", lambda w: ["keys", "init", "--name", "a b"], 2, False),
     (
         "journal export: existing file",
         lambda w: ["journal", "export", w.ok_run, "-o", w.export, *w.where()],
