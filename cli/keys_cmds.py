@@ -8,6 +8,7 @@ auditor decides which public keys to trust (`--key`, or their own key's public h
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import click
@@ -25,6 +26,7 @@ from runjournal.adapters.signing import (
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.settings.table import APP_NAME
+from runjournal.cli.style import is_terminal
 from runjournal.domain.signed_note import NoteError
 
 KEY_DIR_ENV = "RUNJOURNAL_KEY_DIR"
@@ -50,7 +52,10 @@ def export_signer() -> Signer | None:
 
 
 def signing_hints() -> list[str]:
-    """Once per user: how to make a key, when runs are sealed without one."""
+    """Once per user, on a terminal: how to make a key, when runs are sealed without one
+    (a script or CI log is not where a person reads it)."""
+    if not is_terminal(sys.stderr):
+        return []
     directory = key_dir()
     if os.path.exists(os.path.join(directory, "signing-key")):
         return []

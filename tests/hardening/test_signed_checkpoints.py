@@ -24,7 +24,7 @@ from runjournal.adapters.signing import make_key
 from runjournal.domain.events import RunEvent, SealReason
 from runjournal.domain.run import run_aggregate_id
 from runjournal.domain.seal import seal_aggregate_id
-from support.console import CLI
+from support.console import CLI, console_script
 from support.journal_forgery import MAPPER, rechain, rows_of
 from support.paths import EXAMPLE
 
@@ -363,3 +363,39 @@ def test_an_export_whose_events_were_rewritten_after_sealing_is_refused(
     assert "does not hold for the exported events" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not target.exists() or not open_journal(str(target)).list_runs()
+
+
+def test_a_run_without_a_key_says_once_how_to_make_one(tmp_path: Path) -> None:
+    """On a terminal, once per user; never in a pipe (scripts and CI logs)."""
+    import os
+    import pty
+
+    cli = CLI(tmp_path / "home")
+    example = tmp_path / "glossary"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    argv = [*console_script(), "run", str(example / "pipeline.toml"), "--no-progress"]
+
+    def on_a_terminal() -> str:
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=slave, env=cli.env, cwd=tmp_path
+        )
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=600) == 0
+        os.close(master)
+        return b"".join(chunks).decode()
+
+    piped = cli("run", str(example / "pipeline.toml"), "--no-progress")
+    assert piped.returncode == 0 and "keys init" not in piped.stderr
+    first, second = on_a_terminal(), on_a_terminal()
+    assert first.count("`runjournal keys init` makes a signing key") == 1, first
+    assert "keys init" not in second
