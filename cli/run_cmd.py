@@ -48,6 +48,7 @@ from runjournal.cli.llm_wiring import (
     llm_report,
     plan_llm,
 )
+from runjournal.cli.manifest_check import check_run_manifest
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.parallel import MAX_WRITE_THREADS
@@ -521,8 +522,13 @@ def _execute_and_terminalize(
         terminal.not_persisted(recorder.sync_errors)  # a failed group sync of checkpoints
     terminal.finish_bundle()
     report_html = None
+    internal: str | None = None
     try:
         inv.session.flush()
+        # its manifest against its journal, every event committed (cli/manifest_check.py)
+        internal = check_run_manifest(
+            inv.journal, inv.run_id, inv.manifest, state.manifest is not None, inv.roots.output
+        )
         if req.report:  # after every event is in the journal: the page is its projection
             from runjournal.cli.report_cmds import write_run_report
 
@@ -541,6 +547,8 @@ def _execute_and_terminalize(
     persistence = terminal.persistence_errors
     if exit_code is ExitCode.OK and persistence:
         exit_code = ExitCode.NOT_PERSISTED
+    if internal is not None and exit_code in (ExitCode.OK, ExitCode.NOT_PERSISTED):
+        exit_code = ExitCode.INTERNAL
     doc.update(
         run_id=inv.run_id,
         status=state.status.value,
@@ -554,11 +562,14 @@ def _execute_and_terminalize(
         error=error_view(state.error),
         failures=failures,
         persistence_errors=persistence,
+        internal_error=internal,
         main_outputs=main_outputs(state.outputs, notes.sinks),
         latest=notes.latest,
         llm=llm_report(inv.manifest.llm.view(), parsed.llm or plan_llm(None)),
     )
     _print_result(req, doc, state.error, persistence, notes)
+    if internal is not None:
+        print_error(internal)
     return int(exit_code)
 
 
@@ -681,6 +692,7 @@ def _print_allocation_failure(terminal: Terminalizer, message: str) -> None:
         error=error_view(RunError(message=line)),
         failures=[],
         persistence_errors=[line],
+        internal_error=None,
     )
     emit_json(doc)
 

@@ -11,6 +11,7 @@ pending, and what is still pending when the events end was never started
 from __future__ import annotations
 
 import enum
+from collections import deque
 
 from runjournal.domain.events import RunEvent, StageDecided, StageExecuted, StageFailed
 from runjournal.domain.reasons import Category
@@ -44,14 +45,25 @@ def immediate(event: StageDecided) -> Outcome | None:
     return _AT_ONCE.get(event.category)
 
 
+class _Twins(deque):
+    """The tokens of several pending decisions of one stage key, oldest first."""
+
+
 class PendingStages:
     """Decisions to execute whose stage has not been seen running yet, by stage.
 
     Holds only those: a lane's events are journaled together, so this stays as small as
     one lane, plus whatever a stopped run never started.
+
+    One stage key can be pending more than once: a chunk's id is the digest of its
+    source and bytes (domain/identity.py), so a document that repeats a chunk decides
+    each copy before any runs (docs/operations.md "Stages that were decided but never
+    started"). Such twins wait in decision order and each execution settles the oldest:
+    a twin is never overwritten, so every decision is counted once (issue #25).
     """
 
     def __init__(self) -> None:
+        # one token, or `_Twins` when the key is pending more than once (rare)
         self._pending: dict[StageKey, object] = {}
 
     def apply(self, event: RunEvent, token: object = None) -> tuple[object, Outcome] | None:
@@ -59,15 +71,40 @@ class PendingStages:
         outcome. A decision to execute is remembered with `token` (the caller's handle)."""
         if isinstance(event, StageDecided):
             if immediate(event) is None:
-                self._pending[key_of(event)] = token
+                key = key_of(event)
+                held = self._pending.get(key, _ABSENT)
+                if held is _ABSENT:
+                    self._pending[key] = token
+                elif isinstance(held, _Twins):
+                    held.append(token)
+                else:
+                    self._pending[key] = _Twins((held, token))
             return None
         if isinstance(event, StageExecuted | StageFailed):
             key = key_of(event)
-            if key in self._pending:
-                outcome = Outcome.EXECUTED if isinstance(event, StageExecuted) else Outcome.FAILED
-                return self._pending.pop(key), outcome
+            held = self._pending.get(key, _ABSENT)
+            if held is _ABSENT:
+                return None
+            outcome = Outcome.EXECUTED if isinstance(event, StageExecuted) else Outcome.FAILED
+            if isinstance(held, _Twins):
+                settled = held.popleft()
+                if len(held) == 1:
+                    self._pending[key] = held[0]
+                return settled, outcome
+            del self._pending[key]
+            return held, outcome
         return None
 
     def never_started(self) -> list[object]:
-        """The tokens of the decisions whose stage never ran, in decision order."""
-        return list(self._pending.values())
+        """The tokens of the decisions whose stage never ran, in decision order of each
+        key's first pending decision (twins together)."""
+        out: list[object] = []
+        for held in self._pending.values():
+            if isinstance(held, _Twins):
+                out.extend(held)
+            else:
+                out.append(held)
+        return out
+
+
+_ABSENT = object()
