@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
-from runjournal.adapters.dir_handles import DirectoryHandles
+from runjournal.adapters.dir_handles import DEFAULT_CAPACITY, DirectoryHandles
 from runjournal.adapters.fsroot import FsNotFound, FsRoot
 from runjournal.adapters.objects import OutputObjects, Placement
+from runjournal.cli.compose import DIR_HANDLES_ENV, Factories, Roots, build_collaborators
+from runjournal.cli.settings import resolve_settings
 from runjournal.domain.chunking import Span
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests
 from runjournal.domain.identity import LaneComponents, step_identity
@@ -181,3 +183,27 @@ def test_chunk_plan_store_opens_its_directory_once_under_threads(tmp_path: Path)
         assert in_threads(publish_and_get) == []
         store.close()
     assert open_fds() <= before
+
+
+def test_the_composition_root_sizes_the_workspace_cache(tmp_path: Path, monkeypatch) -> None:
+    """`Factories.dir_handles` (in-process) and `RJ_TEST_DIR_HANDLES` (a subprocess) set
+    the size; anything but a positive integer leaves each cache at its default."""
+    cfg = resolve_settings(
+        flags={"cache_root": str(tmp_path / "cache"), "checkpoints": True},
+        env={},
+        pipeline_table=None,
+        pipeline_dir=str(tmp_path),
+        user_config=None,
+        user_config_path=None,
+        cwd=str(tmp_path),
+    )
+    for made, size in ((Factories(dir_handles=lambda: 1), 1), (Factories(), DEFAULT_CAPACITY)):
+        monkeypatch.delenv(DIR_HANDLES_ENV, raising=False)
+        roots = Roots(cfg, made)
+        collab = build_collaborators(cfg, pipeline="p", resume=True, recompute=False, roots=roots)
+        assert collab.workspace is not None and collab.workspace._dirs.capacity == size
+        collab.close()
+        roots.close()
+    for text, expected in (("1", 1), ("3", 3), ("0", None), ("x", None), ("", None)):
+        monkeypatch.setenv(DIR_HANDLES_ENV, text)
+        assert Factories().dir_handles() == expected
