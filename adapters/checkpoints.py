@@ -724,9 +724,9 @@ class CheckpointRecorder:
         self._manifest_written = False
         self._lock = threading.Lock()
         # `_pointed` and the pointer files are read and written by every writer thread:
-        # one lock over the check, the file and the entry (docs/internals.md "Objects
-        # shared between threads"). Held for I/O only the first time a lane's stage is
-        # written (and when its scope changes).
+        # one lock over the check, the file and the entry. Held for I/O only the first
+        # time a lane's stage is written, and when its scope changes
+        # (docs/internals.md "Objects shared between threads").
         self._pointer_lock = threading.Lock()
         self._pointed: dict[tuple[str, str, Stage], StoreScope] = {}
         self._unsynced = 0

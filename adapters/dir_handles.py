@@ -4,8 +4,8 @@ A bounded LRU of `FsRoot` subroots, so a store reads many files of one directory
 name without resolving the path again each time. Handles are *lent*, never handed over:
 `lend(name)` counts a borrower for the duration of its `with` block, and a handle the LRU
 evicts (or `close` drops) is closed only when its last borrower returns it. So no thread
-can ever use a handle another thread closed (docs/internals.md "Objects shared between
-threads").
+can ever use a handle another thread closed
+(docs/internals.md "Objects shared between threads").
 """
 
 from __future__ import annotations

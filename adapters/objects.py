@@ -33,10 +33,10 @@ class OutputObjects:
 
     def __init__(self, root: FsRoot, *, open_dirs: int = SHARDS) -> None:
         self._root = root  # the output root; objects and run directories share its file system
-        # Shard directories opened by `place`, lent under a lock (docs/internals.md "Objects
-        # shared between threads"): each further object of a shard is read and linked by
-        # its leaf name, without resolving the path again (docs/performance.md "Fully
-        # cached re-runs").
+        # Shard directories opened by `place`, lent under a lock
+        # (docs/internals.md "Objects shared between threads"): each further object of a
+        # shard is read and linked by its leaf name, without resolving the path again
+        # (docs/performance.md "Fully cached re-runs").
         self._shards = DirectoryHandles(root, open_dirs)
 
     def close(self) -> None:

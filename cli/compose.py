@@ -94,8 +94,9 @@ def _executor(jobs: int, executor: str = "threads") -> Any:
 
 
 # Test-only: the size of every directory-handle cache (`DirectoryHandles`), so a stress
-# test can run a whole `run` subprocess with 1 (docs/internals.md "Objects shared between
-# threads"). Not a setting: users never need it, and it is not in the settings table.
+# test can run a whole `run` subprocess with 1
+# (docs/internals.md "Objects shared between threads"). Not a setting: users never need
+# it, and it is not in the settings table.
 DIR_HANDLES_ENV = "RJ_TEST_DIR_HANDLES"
 
 
