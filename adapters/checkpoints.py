@@ -325,8 +325,7 @@ class Workspace:
         directory, _, leaf = (self._prefix + name).rpartition("/")
         if not directory:
             return self._root.read_bytes(leaf)
-        with self._dirs.lend(directory) as handle:  # FsNotFound when absent: not cached
-            return handle.read_bytes(leaf)
+        return self._dirs.read_bytes(directory, leaf)  # FsNotFound when absent: not cached
 
     def close(self) -> None:
         """Close the directory handles (one a thread still reads closes when it is done)."""

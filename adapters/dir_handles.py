@@ -49,6 +49,7 @@ class DirectoryHandles:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Lent] = OrderedDict()
+        self._closed = False
 
     @property
     def capacity(self) -> int:
@@ -67,6 +68,16 @@ class DirectoryHandles:
         finally:
             self._give_back(lent)
 
+    def read_bytes(self, directory: str, leaf: str) -> bytes:
+        """`leaf` of `directory`, read through its lent handle: `lend` without the
+        generator, for the checkpoint loader's hot path (docs/performance.md "Fully cached
+        `run --resume`")."""
+        lent = self._borrow(directory)
+        try:
+            return lent.handle.read_bytes(leaf)
+        finally:
+            self._give_back(lent)
+
     def _borrow(self, name: str) -> _Lent:
         with self._lock:
             lent = self._open.get(name)
@@ -77,6 +88,9 @@ class DirectoryHandles:
         fresh = _Lent(self._root.subroot(name))  # outside the lock: a syscall or a walk
         evicted: list[FsRoot] = []
         with self._lock:
+            if self._closed:  # a straggler after `close`: lent once, closed when given back
+                fresh.retired, fresh.borrowers = True, 1
+                return fresh
             lent = self._open.get(name)
             if lent is None:  # still absent: ours goes in
                 lent = self._open[name] = fresh
@@ -104,8 +118,10 @@ class DirectoryHandles:
         return [lent.handle] if lent.borrowers == 0 else []
 
     def close(self) -> None:
-        """Close every handle no thread holds; a held one closes when it is given back."""
+        """Close every handle no thread holds; a held one closes when it is given back.
+        A `lend` after this still works, with a handle closed at the end of its block."""
         with self._lock:
+            self._closed = True
             idle = [h for lent in self._open.values() for h in self._retire(lent)]
             self._open.clear()
         for handle in idle:

@@ -128,6 +128,10 @@ def test_a_handle_evicted_while_lent_stays_open_until_it_is_given_back(tmp_path:
             assert b.closed and not a.closed
         assert a.closed  # its last borrower gave it back
         assert len(handles) == 0
+        with handles.lend("a") as late:  # a straggler after close: served, then closed
+            assert late.read_bytes("f") == b"a"
+        assert late.closed and len(handles) == 0
+        assert handles.read_bytes("b", "f") == b"b" and len(handles) == 0
 
 
 def test_a_directory_that_cannot_be_opened_is_not_cached(tmp_path: Path) -> None:
