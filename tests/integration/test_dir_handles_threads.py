@@ -166,13 +166,12 @@ def test_output_objects_place_from_many_threads_with_one_shard_handle(tmp_path: 
         assert in_threads(place) == []
         objects.close()
     assert open_fds() <= before
-    # Two threads writing one new object at once each rename theirs in: links may name
-    # either inode, so each output is checked, not one link count.
+    # Two threads writing one new object at once each rename theirs in: a link may name
+    # an inode the other replaced, so each output's bytes are checked, not link counts.
     for i in range(THREADS):
         for j in range(LANES_PER_THREAD):
             placed = tmp_path / "out" / f"run-{i}" / f"o{j}.txt"
             assert placed.read_bytes() == f"output {j % 7}".encode()
-            assert placed.stat().st_nlink >= 2
 
 
 def test_chunk_plan_store_opens_its_directory_once_under_threads(tmp_path: Path) -> None:
