@@ -17,10 +17,10 @@ import functools
 import hashlib
 import struct
 import threading
-from collections import OrderedDict
 
 import msgspec
 import zstandard
+from runjournal.adapters.dir_handles import DEFAULT_CAPACITY, DirectoryHandles
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.identity import LaneComponents, step_identity
@@ -172,7 +172,6 @@ class WorkspaceState(enum.Enum):
 
 
 _json_encoder = msgspec.json.Encoder(order="deterministic")
-_OPEN_DIRS = 16
 
 
 class Workspace:
@@ -181,9 +180,20 @@ class Workspace:
     `root` is the workspace directory itself (``<cache root>/workspaces/<pipeline>/``),
     or, through :meth:`in_cache`, the cache root with the workspace as a name prefix, so
     that nothing is created until the recorder writes.
+
+    Shared by the job threads (loader) and the checkpoint writer threads (recorder): its
+    only state is `_dirs`, which lends handles under its own lock (docs/internals.md
+    "Objects shared between threads").
     """
 
-    def __init__(self, root: FsRoot, pipeline: str, *, prefix: str = "") -> None:
+    def __init__(
+        self,
+        root: FsRoot,
+        pipeline: str,
+        *,
+        prefix: str = "",
+        open_dirs: int = DEFAULT_CAPACITY,
+    ) -> None:
         if not is_valid_pipeline_name(pipeline):
             raise ValueError(f"invalid pipeline name {pipeline!r}")
         self._root = root
@@ -191,14 +201,16 @@ class Workspace:
         self._prefix = prefix
         # Directory handles opened through the confined walk, reused for reads: a lane's
         # checkpoints live in one or two directories, so a resume walks each path once.
-        self._dirs: OrderedDict[str, FsRoot] = OrderedDict()
+        self._dirs = DirectoryHandles(root, open_dirs)
 
     @classmethod
-    def in_cache(cls, cache_root: FsRoot, pipeline: str) -> Workspace:
+    def in_cache(
+        cls, cache_root: FsRoot, pipeline: str, *, open_dirs: int = DEFAULT_CAPACITY
+    ) -> Workspace:
         """The workspace `workspaces/<pipeline>/` beneath `cache_root` (created lazily)."""
         if not is_valid_pipeline_name(pipeline):
             raise ValueError(f"invalid pipeline name {pipeline!r}")
-        return cls(cache_root, pipeline, prefix=f"workspaces/{pipeline}/")
+        return cls(cache_root, pipeline, prefix=f"workspaces/{pipeline}/", open_dirs=open_dirs)
 
     @property
     def pipeline(self) -> str:
@@ -313,19 +325,11 @@ class Workspace:
         directory, _, leaf = (self._prefix + name).rpartition("/")
         if not directory:
             return self._root.read_bytes(leaf)
-        handle = self._dirs.get(directory)
-        if handle is None:
-            handle = self._root.subroot(directory)  # FsNotFound when absent: not cached
-            self._dirs[directory] = handle
-            if len(self._dirs) > _OPEN_DIRS:
-                self._dirs.popitem(last=False)[1].close()
-        else:
-            self._dirs.move_to_end(directory)
-        return handle.read_bytes(leaf)
+        return self._dirs.read_bytes(directory, leaf)  # FsNotFound when absent: not cached
 
     def close(self) -> None:
-        while self._dirs:
-            self._dirs.popitem()[1].close()
+        """Close the directory handles (one a thread still reads closes when it is done)."""
+        self._dirs.close()
 
     def write(self, name: str, data: bytes, *, durable: bool = True) -> None:
         """Atomic, 0600 in 0700 directories (the FsRoot guarantees); durable at once, or
@@ -516,18 +520,26 @@ class CheckpointLoader:
         self._workspace = workspace
         self._codec = EnvelopeCodec()
         self._manifest: WorkspaceState | None = None
+        self._manifest_lock = threading.Lock()
+        # Asked by every job thread: the first answer is kept, under a lock held while it is
+        # read (docs/internals.md "Objects shared between threads").
+        self._pointer_lock = threading.Lock()
         self._pointers: dict[tuple[str, str, Stage], StoreScope | None] = {}
 
     def _manifest_state(self) -> WorkspaceState:
         # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
         # the manifest mid-run. A foreign or damaged workspace stays untrusted even after the
         # recorder has replaced its manifest, so one run never mixes the two verdicts.
+        # Job threads ask at once: the verdict is read under a lock, so all see the same.
         if self._manifest is not None:
             return self._manifest
-        state = self._workspace.manifest_state()
-        if state is not WorkspaceState.ABSENT:
-            self._manifest = state
-        return state
+        with self._manifest_lock:
+            if self._manifest is not None:
+                return self._manifest
+            state = self._workspace.manifest_state()
+            if state is not WorkspaceState.ABSENT:
+                self._manifest = state
+            return state
 
     def _read(self, name: str) -> bytes | None:
         """The file's bytes, None when absent; an untrustworthy read is EnvelopeRejected."""
@@ -581,9 +593,10 @@ class CheckpointLoader:
         """The stage's `latest` pointer as it was when this loader first asked (so the
         run's own writes do not move what it compares with, and `plan` reads the same)."""
         where = (step, lane, stage)
-        if where not in self._pointers:
-            self._pointers[where] = self._workspace.latest_scope(step, lane, stage)
-        return self._pointers[where]
+        with self._pointer_lock:
+            if where not in self._pointers:
+                self._pointers[where] = self._workspace.latest_scope(step, lane, stage)
+            return self._pointers[where]
 
     def _load_at(
         self,
@@ -709,6 +722,11 @@ class CheckpointRecorder:
         self._codec = EnvelopeCodec()
         self._manifest_written = False
         self._lock = threading.Lock()
+        # `_pointed` and the pointer files are read and written by every writer thread:
+        # one lock over the check, the file and the entry. Held for I/O only the first
+        # time a lane's stage is written, and when its scope changes
+        # (docs/internals.md "Objects shared between threads").
+        self._pointer_lock = threading.Lock()
         self._pointed: dict[tuple[str, str, Stage], StoreScope] = {}
         self._unsynced = 0
         self._count_lock = threading.Lock()
@@ -762,17 +780,18 @@ class CheckpointRecorder:
     def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
         """Make the stage's `latest` pointer name `scope` (written only when it changes)."""
         where = (step, lane, stage)
-        if self._pointed.get(where) == scope:
-            return
-        text = _pointer_text(scope).encode("ascii")
-        name = Workspace.pointer_name(step, lane, stage)
-        try:
-            current: bytes | None = self._workspace.read(name)
-        except FsNotFound:
-            current = None
-        if current != text:
-            self._workspace.write(name, text, durable=False)  # made durable with the envelopes
-        self._pointed[where] = scope
+        with self._pointer_lock:
+            if self._pointed.get(where) == scope:
+                return
+            text = _pointer_text(scope).encode("ascii")
+            name = Workspace.pointer_name(step, lane, stage)
+            try:
+                current: bytes | None = self._workspace.read(name)
+            except FsNotFound:
+                current = None
+            if current != text:
+                self._workspace.write(name, text, durable=False)  # durable with the envelopes
+            self._pointed[where] = scope
 
     def sync(self) -> None:
         """Make every envelope written so far durable (one `syncfs`); never raises.

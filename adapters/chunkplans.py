@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import threading
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Self
@@ -267,6 +268,10 @@ class ChunkPlanFileStore:
         self._mode = mode
         self._owns_root = False
         self._owned_parent: FsRoot | None = None
+        # `get` and `publish` run on the job threads and may both open `chunkplans/`
+        # late: the handle is set once, under this lock, so none is opened twice and
+        # leaked (docs/internals.md "Objects shared between threads").
+        self._root_lock = threading.Lock()
 
     @classmethod
     def open_for_mode(
@@ -340,14 +345,14 @@ class ChunkPlanFileStore:
         """The directory, if another run (or an earlier publish) created it since."""
         if self._parent is None:
             return None
-        try:
-            self._root = self._parent.subroot(PLAN_DIR)
-        except FsNotFound:
-            return None
-        except FsError:
-            return None
-        self._owns_root = True
-        return self._root
+        with self._root_lock:
+            if self._root is None:
+                try:
+                    self._root = self._parent.subroot(PLAN_DIR)
+                except FsError:  # not found yet, or unusable: compute the plan
+                    return None
+                self._owns_root = True
+            return self._root
 
     def publish(self, key: str, spans: list[Span], facts: PlanFacts | None = None) -> bool:
         """Atomically store an accepted plan; False in read-only mode (nothing written).
@@ -359,18 +364,24 @@ class ChunkPlanFileStore:
             return False
         data = encode_plan(key, spans, facts)
         try:
-            root = self._root
-            if root is None:
-                assert self._parent is not None  # a writing store has one (see __init__)
-                root = self._root = self._parent.subroot(PLAN_DIR, create=True)
-                self._owns_root = True
+            root = self._root or self._created_root()
             root.write_bytes(name, data, overwrite=True)
         except OSError as exc:
             raise PlanStoreWriteError(key, exc) from exc
         return True
 
+    def _created_root(self) -> FsRoot:
+        """`chunkplans/`, created by the first publish (once, whichever thread gets here)."""
+        assert self._parent is not None  # a writing store has one (see __init__)
+        with self._root_lock:
+            if self._root is None:
+                self._root = self._parent.subroot(PLAN_DIR, create=True)
+                self._owns_root = True
+            return self._root
+
     def close(self) -> None:
-        """Close the directory handle if this store opened it (open_for_mode)."""
+        """Close the directory handle if this store opened it (open_for_mode); called
+        once the run's threads are done with the store."""
         if self._owns_root and self._root is not None:
             self._root.close()
         if self._owned_parent is not None:

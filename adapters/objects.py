@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import enum
 
+from runjournal.adapters.dir_handles import DirectoryHandles
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 
-__all__ = ["OBJECTS_DIR", "OUTPUT_MODE", "OutputObjects", "Placement"]
+__all__ = ["OBJECTS_DIR", "OUTPUT_MODE", "SHARDS", "OutputObjects", "Placement"]
 
 OBJECTS_DIR = ".runjournal/objects"
 OUTPUT_MODE = 0o400
+SHARDS = 256  # `<aa>` shard directories: all of them stay open by default
 
 
 class Placement(enum.Enum):
@@ -29,28 +31,21 @@ class Placement(enum.Enum):
 class OutputObjects:
     """The output root's object store: one file per distinct output content."""
 
-    def __init__(self, root: FsRoot) -> None:
+    def __init__(self, root: FsRoot, *, open_dirs: int = SHARDS) -> None:
         self._root = root  # the output root; objects and run directories share its file system
-        self._shards: dict[str, FsRoot] = {}  # shard directories opened by `place`
+        # Shard directories opened by `place`, lent under a lock
+        # (docs/internals.md "Objects shared between threads"): each further object of a
+        # shard is read and linked by its leaf name, without resolving the path again
+        # (docs/performance.md "Fully cached re-runs").
+        self._shards = DirectoryHandles(root, open_dirs)
 
     def close(self) -> None:
         """Close the shard directories `place` kept open."""
-        for shard in self._shards.values():
-            shard.close()
-        self._shards.clear()
+        self._shards.close()
 
-    def _shard(self, digest: str) -> FsRoot | None:
-        """The open shard directory of `digest`'s object, None while it does not exist:
-        opened once, so each further object there is read and linked by its leaf name,
-        without resolving the path again (docs/performance.md "Fully cached re-runs")."""
-        key = digest[:2]
-        shard = self._shards.get(key)
-        if shard is None:
-            try:
-                shard = self._shards[key] = self._root.subroot(f"{OBJECTS_DIR}/{key}")
-            except FsNotFound:
-                return None
-        return shard
+    @staticmethod
+    def _shard_name(digest: str) -> str:
+        return f"{OBJECTS_DIR}/{digest[:2]}"
 
     @staticmethod
     def object_name(digest: str) -> str:
@@ -63,14 +58,18 @@ class OutputObjects:
         an object edited by hand is replaced, never propagated. Nothing is fsynced: the
         terminalization syncs the output root once (docs/internals.md "Group durability").
         """
-        obj = self.object_name(digest)
+        shard_name = self._shard_name(digest)
         try:
-            shard = self._shard(digest)
-            if shard is None or not self._holds(shard, digest, data):
-                self._root.write_bytes(obj, data, durable=False, mode=OUTPUT_MODE)
-                shard = shard or self._shard(digest)
-            source, leaf = (shard, digest) if shard is not None else (self._root, obj)
-            run_dir.link(name, source, leaf, durable=False)
+            try:
+                with self._shards.lend(shard_name) as shard:
+                    if self._holds(shard, digest, data):
+                        run_dir.link(name, shard, digest, durable=False)
+                        return Placement.LINKED
+            except FsNotFound:
+                pass  # no shard directory yet (or the object vanished): write it
+            self._root.write_bytes(self.object_name(digest), data, durable=False, mode=OUTPUT_MODE)
+            with self._shards.lend(shard_name) as shard:
+                run_dir.link(name, shard, digest, durable=False)
             return Placement.LINKED
         except AlreadyExists:
             raise  # the run directory already has `name`: a real conflict, not a fallback

@@ -93,6 +93,19 @@ def _executor(jobs: int, executor: str = "threads") -> Any:
     return OffloadingExecutor(DaskWorkers(jobs, address), jobs)
 
 
+# Test-only: the size of every directory-handle cache (`DirectoryHandles`), so a stress
+# test can run a whole `run` subprocess with 1
+# (docs/internals.md "Objects shared between threads"). Not a setting: users never need
+# it, and it is not in the settings table.
+DIR_HANDLES_ENV = "RJ_TEST_DIR_HANDLES"
+
+
+def _dir_handles() -> int | None:
+    """The directory-handle cache size `RJ_TEST_DIR_HANDLES` asks for; None: the default."""
+    text = os.environ.get(DIR_HANDLES_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 @dataclass(frozen=True)
 class Factories:
     """How each adapter is made. The defaults are the real ones; a test replaces a field.
@@ -110,6 +123,7 @@ class Factories:
     runner: Callable[..., PipelineRunner] = PipelineRunner
     llm_services: Callable[..., Any] = _llm_services
     load_profiles: Callable[..., ProfileRegistry] = ProfileRegistry.load
+    dir_handles: Callable[[], int | None] = _dir_handles  # cache size; None: each's default
 
 
 DEFAULT_FACTORIES = Factories()
@@ -299,7 +313,9 @@ def build_collaborators(
     elif mode is CacheMode.READ_ONLY:
         # Nothing to read yet: every lookup is "compute it", and nothing is ever written.
         plan_store = ChunkPlanFileStore(None, mode=mode)
-    workspace = Workspace.in_cache(cache_root, pipeline) if cache_root is not None else None
+    workspace = None
+    if cache_root is not None:
+        workspace = Workspace.in_cache(cache_root, pipeline, **_open_dirs(roots.made))
     loader = CheckpointLoader(workspace) if wants_loader and workspace is not None else None
     recorder = CheckpointRecorder(workspace) if config.checkpoints and workspace else None
     if wants_loader and loader is None:
@@ -340,10 +356,16 @@ def _register(cache_root: FsRoot, lock: CacheLock, journal: str, pipeline: str) 
         raise
 
 
+def _open_dirs(made: Factories) -> dict[str, int]:
+    """`open_dirs=` for an adapter's directory-handle cache when a test sets its size."""
+    size = made.dir_handles()
+    return {} if size is None else {"open_dirs": size}
+
+
 def output_objects(output_root: FsRoot) -> OutputObjects:
     """The output root's object store: outputs enter run directories as links to it
     (docs/internals.md "Run outputs as links")."""
-    return OutputObjects(output_root)
+    return OutputObjects(output_root, **_open_dirs(factories()))
 
 
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
@@ -353,8 +375,9 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
 
     if not os.path.isdir(config.cache_root):
         return CacheView()
-    root = factories().open_root(config.cache_root, create=False)
-    workspace = Workspace.in_cache(root, pipeline)
+    made = factories()
+    root = made.open_root(config.cache_root, create=False)
+    workspace = Workspace.in_cache(root, pipeline, **_open_dirs(made))
     plans = None
     # refresh recomputes every plan and bypass has no store: neither reads one.
     if config.cache_mode in (CacheMode.USE, CacheMode.READ_ONLY):
@@ -365,7 +388,7 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
 @contextmanager
 def checkpoint_reader(cache_root: FsRoot, pipeline: str) -> Iterator[CheckpointLoader]:
     """A read-only loader of `pipeline`'s workspace (the plain-run hint's look)."""
-    workspace = Workspace.in_cache(cache_root, pipeline)
+    workspace = Workspace.in_cache(cache_root, pipeline, **_open_dirs(factories()))
     try:
         yield CheckpointLoader(workspace)
     finally:

@@ -96,8 +96,10 @@ class CheckpointWritePool:
     """Checkpoint writes on their own threads, so a result's fsyncs never hold up the
     scheduler (`RunLedger` waits for each when it journals the lane, in plan order).
 
-    The recorder is safe for this: its manifest write is locked, its zstd contexts are
-    per thread, and `FsRoot` writes are atomic per file.
+    The recorder is safe for this: its manifest write and its `latest` pointers are
+    locked, its workspace lends directory handles under a lock, its zstd contexts are
+    per thread, and `FsRoot` writes are atomic per file
+    (docs/internals.md "Objects shared between threads").
     """
 
     def __init__(self, recorder: Any, threads: int) -> None:

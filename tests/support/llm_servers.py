@@ -134,3 +134,45 @@ def start_model(timeout: float = 120) -> ServerProcess:
         env=env,
         timeout=timeout,
     )
+
+
+# --- a chunked LLM project against the fake ----------------------------------------------
+
+FAKE_KEY_ENV = "RJ_FAKE_KEY"
+CHUNKED_PIPELINE = """name = "chunked"
+inputs = ["docs/*.md"]
+[chunking]
+strategy = "paragraphs"
+max_chars = 60
+[[steps]]
+id = "ask"
+module = "llm.json"
+params = { prompt = "{text}", temperature = 0, seed = 7, max_tokens = 20 }
+"""
+FAKE_PROFILE = """[profiles.fake]
+provider = "openai"
+model = "fake-model"
+base_url = "{url}"
+api_key_env = "RJ_FAKE_KEY"
+read_timeout = 30
+max_retries = 0
+"""
+
+
+def fake_key_env() -> dict[str, str]:
+    """The environment holding the fake profile's (meaningless) API key."""
+    return {FAKE_KEY_ENV: "sk-" + "local-" + "x" * 24}
+
+
+def write_chunked_project(root: Path, url: str, *, docs: int, chunks: int) -> list[str]:
+    """`docs` documents of `chunks` one-paragraph chunks each (one `llm.json` call per
+    chunk) under `root`, with a profile `fake` for the server at `url`; the `run`
+    arguments that select them (add `--output-root`, `--cache-root`)."""
+    (root / "docs").mkdir(parents=True, exist_ok=True)
+    for d in range(docs):
+        paras = [f"Document {d} paragraph {c} about topic {d * chunks + c}." for c in range(chunks)]
+        (root / "docs" / f"d{d:04d}.md").write_text("\n\n".join(paras) + "\n")
+    (root / "pipeline.toml").write_text(CHUNKED_PIPELINE)
+    (root / "profiles.toml").write_text(FAKE_PROFILE.replace("{url}", url))
+    pipeline, profiles = str(root / "pipeline.toml"), str(root / "profiles.toml")
+    return ["run", pipeline, "--profile", "fake", "--profiles-file", profiles]
