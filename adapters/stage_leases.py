@@ -202,9 +202,26 @@ class FileStageLeases:
             current = entry.owner if entry is not None else None
         return False
 
+    def try_acquire(self, key: CheckpointKey) -> Lease | None:
+        offset = lease_offset(self._pipeline, key)
+        table = self._opened()
+        if table is None:
+            return _Unleased()
+        with table.cond:
+            entry = table.entries.get(offset)
+            if entry is not None and entry.owner is self and entry.count:
+                entry.count += 1
+                return _Held(self, offset)
+            if entry is None and _try_lock(table.fd, offset):
+                table.entries[offset] = _Entry(self, 1)
+                return _Held(self, offset)
+            return None
+
     def acquire(self, key: CheckpointKey) -> tuple[Lease, LeaseWait | None]:
         offset = lease_offset(self._pipeline, key)
         table = self._opened()
+        if table is None:
+            return _Unleased(), None
         held_by: str | None = None  # the run this call waited for, if any
 
         def waited(outcome: LeaseWaitOutcome) -> LeaseWait | None:

@@ -57,3 +57,11 @@ class StageLeases(Protocol):
         instead of waiting when the run was told not to wait.
         """
         ...
+
+    def try_acquire(self, key: CheckpointKey) -> Lease | None:
+        """Take `key`'s lease if it is free, never waiting (None: another run holds it).
+
+        For a stage that executes whatever it finds (a run that does not resume, a forced
+        step): it holds the lease so a resuming run waits for it, and waits for nobody.
+        """
+        ...

@@ -174,25 +174,25 @@ class LaneRun:
         When another run holds the lease, the wait is journaled and the checkpoint looked
         up again once it is released: the decision is made from what was found then, so a
         stage the other run just wrote is reused (docs/operations.md "Concurrent runs").
-        Returns the code, the record it was decided from and the lease (None unless the
-        stage executes); the caller releases the lease once the checkpoint is written.
+        A stage that is not looked up (no resume, a forced step) executes whatever it would
+        find: it takes the lease only if it is free, and waits for nobody. Returns the
+        code, the record it was decided from and the lease (None unless the stage executes
+        with it); the caller releases the lease once the checkpoint is written.
         """
         state, record = lookup()
         facts = self._facts(stage, stage_input, state, record)
         lease: Lease | None = None
         leases = self.services.leases
-        if (
-            leases is not None
-            and self.ledger.recording
-            and state is not CheckpointState.NOT_LOOKED_UP
-            and decide_stage(facts) not in REUSE_CODES
-        ):
+        if leases is not None and self.ledger.recording and decide_stage(facts) not in REUSE_CODES:
             key = self._key(stage, chunk)
-            lease, wait = leases.acquire(key)
-            if wait is not None:
-                self.ledger.lease_waited(key, wait)
-                state, record = lookup()
-                facts = self._facts(stage, stage_input, state, record)
+            if state is CheckpointState.NOT_LOOKED_UP:  # executes whatever it would find
+                lease = leases.try_acquire(key)
+            else:
+                lease, wait = leases.acquire(key)
+                if wait is not None:
+                    self.ledger.lease_waited(key, wait)
+                    state, record = lookup()
+                    facts = self._facts(stage, stage_input, state, record)
         code = self.ledger.decide(self.step.id, self.lane, chunk, facts)
         if lease is not None and code in REUSE_CODES:
             lease.release()
