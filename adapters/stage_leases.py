@@ -35,6 +35,7 @@ from runjournal.domain.ports import CheckpointKey
 
 LEASE_DIR = "leases"
 LOCK_FILE = f"{LEASE_DIR}/stages.lock"
+_RECHECK = 1.0  # seconds: a run waiting in this process looks again at least this often
 _HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # struct flock on Linux (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid
 _FLOCK = struct.Struct("hhqqi4x")
@@ -101,7 +102,10 @@ class _Table:
     fds: list[int]  # the first is used; the others are only closed once nothing is held
     cond: threading.Condition = field(default_factory=threading.Condition)
     entries: dict[int, _Entry] = field(default_factory=dict)
-    waiting: dict[FileStageLeases, int] = field(default_factory=dict)
+    # run -> the run of this process it waits for (its lease, or its turn in the kernel)
+    waiting: dict[FileStageLeases, FileStageLeases] = field(default_factory=dict)
+    # the one run of this process waiting in the kernel (see `FileStageLeases.acquire`)
+    kernel_waiter: FileStageLeases | None = None
     users: int = 0
 
     @property
@@ -190,17 +194,23 @@ class FileStageLeases:
         return text if _HOLDER_NAME.fullmatch(text) else f"pid {pid}"
 
     def _cycle(self, table: _Table, holder: FileStageLeases) -> bool:
-        """Whether `holder` waits, through runs of this process, for a lease of ours."""
+        """Whether `holder` waits, through runs of this process, for this run."""
         seen: set[int] = set()
         current: FileStageLeases | None = holder
         while current is not None and id(current) not in seen:
             if current is self:
                 return True
             seen.add(id(current))
-            offset = table.waiting.get(current)
-            entry = table.entries.get(offset) if offset is not None else None
-            current = entry.owner if entry is not None else None
+            current = table.waiting.get(current)
         return False
+
+    def _wait_for(self, table: _Table, other: FileStageLeases) -> None:
+        """Wait (the table's lock held) until `other` of this process changes something."""
+        table.waiting[self] = other
+        try:
+            table.cond.wait(_RECHECK)
+        finally:
+            table.waiting.pop(self, None)
 
     def try_acquire(self, key: CheckpointKey) -> Lease | None:
         offset = lease_offset(self._pipeline, key)
@@ -239,11 +249,7 @@ class FileStageLeases:
                     held_by = entry.owner.run_id
                     if self._cycle(table, entry.owner):
                         return _Unleased(), waited(LeaseWaitOutcome.DEADLOCK)
-                    table.waiting[self] = offset
-                    try:
-                        table.cond.wait()
-                    finally:
-                        table.waiting.pop(self, None)
+                    self._wait_for(table, entry.owner)
                     continue
                 if _try_lock(table.fd, offset):
                     table.entries[offset] = _Entry(self, 1)
@@ -254,20 +260,27 @@ class FileStageLeases:
                 held_by = self._name_of(pid)
                 if not self._wait:
                     raise LeaseRefused(key, held_by)
+                if table.kernel_waiter is not None:
+                    # One waiter per process in the kernel: its deadlock detection follows
+                    # one blocked request per process, so it sees every cycle only so.
+                    self._wait_for(table, table.kernel_waiter)
+                    continue
                 # Wait in the kernel, outside the table's lock; the entry (count 0) makes
                 # the other runs of this process wait behind this one.
                 mine = table.entries[offset] = _Entry(self, 0)
+                table.kernel_waiter = self
                 locked = False
                 table.cond.release()
                 try:
                     locked = _wait_lock(table.fd, offset)
                 finally:
                     table.cond.acquire()
+                    table.kernel_waiter = None
                     if locked:
                         mine.count = 1
-                    else:  # refused as a deadlock, or interrupted: the others may go on
+                    else:  # refused as a deadlock, or interrupted
                         del table.entries[offset]
-                        table.cond.notify_all()
+                    table.cond.notify_all()
                 if not locked:
                     return _Unleased(), waited(LeaseWaitOutcome.DEADLOCK)
                 return _Held(self, offset), waited(LeaseWaitOutcome.RELEASED)
