@@ -23,20 +23,20 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import struct
 import threading
 from dataclasses import dataclass, field
 
 from runjournal.adapters.checkpoints import Workspace
 from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.leases import Lease, LeaseRefused, LeaseWait, LeaseWaitOutcome
 from runjournal.domain.ports import CheckpointKey
 
 LEASE_DIR = "leases"
 LOCK_FILE = f"{LEASE_DIR}/stages.lock"
 _RECHECK = 1.0  # seconds: a run waiting in this process looks again at least this often
-_HOLDER_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_HOLDER_NAME = LazyPattern(r"[A-Za-z0-9._:-]{1,128}")
 # struct flock on Linux (64-bit off_t): l_type, l_whence, l_start, l_len, l_pid
 _FLOCK = struct.Struct("hhqqi4x")
 
@@ -191,7 +191,7 @@ class FileStageLeases:
             text = self._root.read_bytes(holder_file(pid)).decode("utf-8", "replace").strip()
         except (FsError, OSError):
             text = ""
-        return text if _HOLDER_NAME.fullmatch(text) else f"pid {pid}"
+        return text if _HOLDER_NAME.compiled().fullmatch(text) else f"pid {pid}"
 
     def _cycle(self, table: _Table, holder: FileStageLeases) -> bool:
         """Whether `holder` waits, through runs of this process, for this run."""

@@ -68,8 +68,7 @@ from runjournal.cli.run_summary import (
     print_traceback,
     summary_lines,
 )
-from runjournal.cli.settings import EffectiveConfig
-from runjournal.cli.settings.table import LeaseWaitMode
+from runjournal.cli.settings import EffectiveConfig, LeaseWaitMode
 from runjournal.cli.style import stdout_styler
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
