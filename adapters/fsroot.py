@@ -827,6 +827,24 @@ class FsRoot:
         with _classified("."):
             return os.open(".", flags, dir_fd=self._root_fd())
 
+    def open_lock_file(self, name: str) -> int:
+        """A read-write descriptor of the lock file `name`, created 0600 with its parents.
+
+        For record locks (`fcntl`), never read or written (the stage leases,
+        `adapters/stage_leases.py`): a planted symlink, FIFO or hard link is refused
+        without blocking. The caller closes it.
+        """
+        parts = _split(name)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        with _classified(name), self._dir(parts[:-1], name, create=True) as dir_fd:
+            fd = _open_leaf(dir_fd, parts[-1], name, flags)
+            try:
+                _require_regular(fd, name, single_link=True)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
+
     # ----------------------------------------------------------------- reading
 
     def read_bytes(self, name: str) -> bytes:

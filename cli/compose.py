@@ -35,6 +35,7 @@ from runjournal.adapters.journal.url import (
 )
 from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.profiles import ProfileRegistry
+from runjournal.adapters.stage_leases import FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
@@ -360,6 +361,15 @@ def _open_dirs(made: Factories) -> dict[str, int]:
     """`open_dirs=` for an adapter's directory-handle cache when a test sets its size."""
     size = made.dir_handles()
     return {} if size is None else {"open_dirs": size}
+
+
+def stage_leases(collab: Collaborators, run_id: str, wait: bool) -> FileStageLeases | None:
+    """The run's stage leases (docs/operations.md "Concurrent runs"): a run that writes
+    checkpoints leases the stages it executes (and waits for one only when it resumes)."""
+    workspace = collab.workspace
+    if collab.cache_root is None or workspace is None or collab.recorder is None:
+        return None
+    return FileStageLeases(collab.cache_root, workspace.pipeline, run_id, wait=wait)
 
 
 def output_objects(output_root: FsRoot) -> OutputObjects:

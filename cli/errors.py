@@ -26,6 +26,7 @@ class ExitCode(enum.IntEnum):
     FAILED = 1
     USAGE = 2
     NOT_PERSISTED = 3
+    LEASED = 4  # --lease-wait fail: another run is executing a stage this run needs
     INTERNAL = 70  # a runjournal bug caught by its own check (sysexits' EX_SOFTWARE)
     INTERRUPTED = 130
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from runjournal.cli.errors import CliError
 from runjournal.cli.style import Styler
+from runjournal.domain.events import LeaseWaitOutcome
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.stage_outcomes import Outcome
@@ -231,12 +232,30 @@ def _header(
     return lines
 
 
+def lease_lines(waits: list[dict[str, Any]]) -> list[str]:
+    """What the run waited for: one line per run whose stage leases it waited for
+    (docs/operations.md "Concurrent runs")."""
+    by_holder: dict[str, list[dict[str, Any]]] = {}
+    for wait in waits:
+        by_holder.setdefault(str(wait["holder"]), []).append(wait)
+    lines = []
+    for holder, found in by_holder.items():
+        steps = ", ".join(dict.fromkeys(str(w["step"]) for w in found))
+        line = f"waited: for run {holder}, which was executing {len(found)} stage(s) ({steps})"
+        stuck = sum(1 for w in found if w["outcome"] == LeaseWaitOutcome.DEADLOCK)
+        if stuck:
+            line += f"; {stuck} went on without its lease (the runs waited on each other)"
+        lines.append(line)
+    return lines
+
+
 def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: Styler) -> list[str]:
     chosen = select(view, selection) if selection.any else view
     lines = _header(run_id, view, chosen, selection, paint)
     llm = view["llm"]
     if llm["spent"]["attempts"] or llm["saved"]["calls"]:
         lines.append(f"llm: {usage_line(llm)}")
+    lines += lease_lines(view.get("lease_waits", []))
     rows = summary(chosen)
     lines += _summary_lines(rows, paint)
     never = summary(chosen, started=False)

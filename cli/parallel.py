@@ -108,8 +108,12 @@ class CheckpointWritePool:
         self._recorder = recorder
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="runjournal-ckpt")
 
-    def submit(self, key: Any, record: Any) -> Callable[[], tuple[str, int]]:
+    def submit(
+        self, key: Any, record: Any, then: Callable[[], None] | None = None
+    ) -> Callable[[], tuple[str, int]]:
         future = self._pool.submit(self._recorder.write, key, record)
+        if then is not None:  # the stage's lease: released once its checkpoint is there
+            future.add_done_callback(lambda _: then())
         return future.result
 
     def close(self) -> None:

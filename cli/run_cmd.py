@@ -36,6 +36,7 @@ from runjournal.cli.compose import (
     journal_for,
     live_views,
     output_objects,
+    stage_leases,
     workspace_dir,
 )
 from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
@@ -67,7 +68,7 @@ from runjournal.cli.run_summary import (
     print_traceback,
     summary_lines,
 )
-from runjournal.cli.settings import EffectiveConfig
+from runjournal.cli.settings import EffectiveConfig, LeaseWaitMode
 from runjournal.cli.style import stdout_styler
 from runjournal.cli.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
@@ -80,6 +81,7 @@ from runjournal.domain.events import (
     RunStatus,
     Setting,
 )
+from runjournal.domain.leases import LeaseRefused
 from runjournal.domain.names import make_run_id
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.pipeline_spec import PipelineSpec
@@ -437,6 +439,7 @@ def _execute_and_terminalize(
         if recorder is not None and config.jobs > 1
         else None
     )
+    leases = stage_leases(inv.collab, inv.run_id, config.lease_wait is LeaseWaitMode.WAIT)
     runner = made.runner(
         sink=inv.session,
         loader=inv.collab.loader,
@@ -448,6 +451,7 @@ def _execute_and_terminalize(
         executor=progress.track(parallel),
         keep_going=config.keep_going,
         checkpoint_writes=writes,
+        **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None
     failures: list[dict[str, Any]] = []
@@ -492,6 +496,10 @@ def _execute_and_terminalize(
         failures = [_failure_view(f) for f in exc.failures]
         state = terminal.fail(error, detail=failure_detail(error, req.pipeline), failures=failures)
         exit_code = ExitCode.FAILED
+    except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
+        progress.finish()
+        state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
+        exit_code = ExitCode.LEASED
     except (Interrupted, KeyboardInterrupt):
         progress.finish()
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
@@ -516,6 +524,8 @@ def _execute_and_terminalize(
         parallel.close()
         if writes is not None:
             writes.close()
+        if leases is not None:
+            leases.close()  # after every checkpoint write: each releases its stage's lease
         inv.collab.close()
     terminal.not_persisted(inv.llm.close())  # saves the --llm-record cassette
     if recorder is not None:

@@ -57,6 +57,13 @@ class PlanOutcome(enum.StrEnum):
     BYPASSED = "bypassed"
 
 
+class LeaseWaitOutcome(enum.StrEnum):
+    """How a run's wait for another run's stage lease ended (domain/leases.py)."""
+
+    RELEASED = "released"  # the other run released it; this run took it, then looked again
+    DEADLOCK = "deadlock"  # the runs waited on each other: this one went on without it
+
+
 class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
     """Base of all run events: the aggregate id, its version and when it happened."""
 
@@ -282,6 +289,18 @@ class StageFailed(RunEvent, frozen=True, kw_only=True):
     cause: FailureCause | None = None
 
 
+class StageLeaseWaited(RunEvent, frozen=True, kw_only=True):
+    """The run waited for a stage's lease held by another run, before deciding the stage
+    (docs/operations.md "Concurrent runs"): its decision follows, from what it found then."""
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    holder: str  # the run that held it ("pid N" when it could not be named)
+    outcome: LeaseWaitOutcome
+
+
 class LLMCallAttempted(RunEvent, frozen=True, kw_only=True):
     """One request to an LLM endpoint (retries and re-asks included), in the stage's order.
 
@@ -479,6 +498,7 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     ModuleObserved,
     ChunkPlanResolved,
     LaneResolved,
+    StageLeaseWaited,
     StageDecided,
     StageExecuted,
     StageFailed,

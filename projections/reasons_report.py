@@ -17,6 +17,7 @@ from runjournal.domain.events import (
     StageDecided,
     StageExecuted,
     StageFailed,
+    StageLeaseWaited,
 )
 from runjournal.domain.reasons import Category
 from runjournal.projections.base import error_view
@@ -37,6 +38,8 @@ class ReasonReportProjection:
         # step -> lane -> compact decisions (`decision_view`), in journal order.
         self.steps: dict[str, dict[str, list[list[Any]]]] = {}
         self.failures: list[dict[str, str]] = []
+        # waits for another run's stage lease (docs/operations.md "Concurrent runs")
+        self.lease_waits: list[dict[str, str | None]] = []
         self.status = "running"
         self.error: dict[str, str | None] | None = None
         self.llm = LLMUsageFold()
@@ -64,6 +67,18 @@ class ReasonReportProjection:
                         "reason_code": event.code.value,
                         "cause": event.cause.value if event.cause else None,
                         "message": event.message,
+                    }
+                )
+        elif isinstance(event, StageLeaseWaited):
+            if self.only_step is None or event.step == self.only_step:
+                self.lease_waits.append(
+                    {
+                        "step": event.step,
+                        "lane": event.lane,
+                        "stage": event.stage.value,
+                        "chunk": event.chunk or None,
+                        "holder": event.holder,
+                        "outcome": event.outcome.value,
                     }
                 )
         elif isinstance(event, RunAllocated):
@@ -136,6 +151,8 @@ class ReasonReportProjection:
             "outcomes": dict(sorted(outcomes.items())),
             "failures": self.failures,
             "llm": self.llm.view(),
+            # only when the run waited: views of earlier runs have no such key
+            **({"lease_waits": self.lease_waits} if self.lease_waits else {}),
         }
 
     def step_names(self) -> list[str]:

@@ -22,6 +22,7 @@ from runjournal.cli.settings.table import (
     SETTINGS_BY_NAME,
     USER_CONFIG_RESERVED,
     DebugLevel,
+    LeaseWaitMode,
     Origin,
     SettingSpec,
 )
@@ -56,6 +57,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     resume: bool
     keep_going: bool
     executor: str
+    lease_wait: LeaseWaitMode
     origins: dict[str, ResolvedSetting]
 
     @property

@@ -59,6 +59,14 @@ class DebugLevel(enum.StrEnum):
     TRACE = "trace"
 
 
+class LeaseWaitMode(enum.StrEnum):
+    """What a run does when another run holds a stage's lease (docs/operations.md
+    "Concurrent runs")."""
+
+    WAIT = "wait"  # wait for it, then reuse what the other run wrote
+    FAIL = "fail"  # refuse at once (exit 4)
+
+
 class CliForm(enum.StrEnum):
     """How a setting appears as a command-line option."""
 
@@ -329,6 +337,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         description="Where module calls run: threads, processes, dask or dask://HOST:PORT.",
         kind=ValueKind.CHOICE,
         choices=("threads", "processes", "dask"),
+    ),
+    SettingSpec(
+        name="lease_wait",
+        flag="--lease-wait wait|fail",
+        type_name="wait | fail",
+        parse=choice_parser(LeaseWaitMode),
+        default=_constant(LeaseWaitMode.WAIT),
+        default_text="wait",
+        description="When another run is executing a stage this run needs: wait, or fail.",
+        kind=ValueKind.CHOICE,
+        choices=_values(LeaseWaitMode),
     ),
 )
 

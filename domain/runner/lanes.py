@@ -14,10 +14,12 @@ from typing import Any
 
 import msgspec
 from runjournal.domain.decisions import (
+    REUSE_CODES,
     CheckpointState,
     Stage,
     StageDigests,
     StageFacts,
+    decide_stage,
     lane_only_digests,
 )
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
@@ -28,6 +30,7 @@ from runjournal.domain.identity import (
     sha256_hex,
     step_identity,
 )
+from runjournal.domain.leases import Lease, StageLeases
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.pipeline import ResolvedStep
@@ -64,6 +67,7 @@ class LaneServices:
     ledger: RunLedger
     loader: CheckpointLoader | None
     progress: Progress | None = None
+    leases: StageLeases | None = None  # docs/operations.md "Concurrent runs"
 
 
 @dataclass
@@ -157,6 +161,43 @@ class LaneRun:
             current=current,
             recorded=recorded,
         )
+
+    def _decide(
+        self,
+        stage: Stage,
+        chunk: str,
+        stage_input: str,
+        lookup: Callable[[], tuple[CheckpointState, Any]],
+    ) -> tuple[ReasonCode, Any, Lease | None]:
+        """Look the stage up and decide it; a stage that will execute is leased first.
+
+        When another run holds the lease, the wait is journaled and the checkpoint looked
+        up again once it is released: the decision is made from what was found then, so a
+        stage the other run just wrote is reused (docs/operations.md "Concurrent runs").
+        A stage that is not looked up (no resume, a forced step) executes whatever it would
+        find: it takes the lease only if it is free, and waits for nobody. Returns the
+        code, the record it was decided from and the lease (None unless the stage executes
+        with it); the caller releases the lease once the checkpoint is written.
+        """
+        state, record = lookup()
+        facts = self._facts(stage, stage_input, state, record)
+        lease: Lease | None = None
+        leases = self.services.leases
+        if leases is not None and self.ledger.recording and decide_stage(facts) not in REUSE_CODES:
+            key = self._key(stage, chunk)
+            if state is CheckpointState.NOT_LOOKED_UP:  # executes whatever it would find
+                lease = leases.try_acquire(key)
+            else:
+                lease, wait = leases.acquire(key)
+                if wait is not None:
+                    self.ledger.lease_waited(key, wait)
+                    state, record = lookup()
+                    facts = self._facts(stage, stage_input, state, record)
+        code = self.ledger.decide(self.step.id, self.lane, chunk, facts)
+        if lease is not None and code in REUSE_CODES:
+            lease.release()
+            lease = None
+        return code, record, lease
 
     def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
         facts = StageFacts(
@@ -264,6 +305,7 @@ class LaneRun:
         *,
         warnings: list[str] | None = None,
         provenance: Provenance | None = None,
+        lease: Lease | None = None,
     ) -> None:
         usage = LLMUsage.of(result.attempts) if result.attempts else None
         self.emit_attempts(stage, chunk, result.attempts)
@@ -288,6 +330,7 @@ class LaneRun:
                 provenance=provenance,
                 usage=usage,
             ),
+            then=lease.release if lease is not None else None,
         )
 
     def _attempt(
@@ -328,6 +371,14 @@ class LaneRun:
 
     def run(self, chunks: list[Chunk]) -> LaneWork:
         """The lane's stages, yielding its module calls to the scheduler (`Batch`es)."""
+        held: dict[tuple[Stage, int], Lease] = {}  # leases not yet handed to a write
+        try:
+            return (yield from self._run(chunks, held))
+        finally:  # a failed, stopped or abandoned lane releases what it still holds
+            for lease in held.values():
+                lease.release()
+
+    def _run(self, chunks: list[Chunk], held: dict[tuple[Stage, int], Lease]) -> LaneWork:
         step_id, lane, module = self.step.id, self.lane, self.module
         merge_state, merge_record = self._lookup(Stage.MERGE)
         # A chunk with no checkpoint is "new bytes" (input_changed) only when the lane's
@@ -339,16 +390,21 @@ class LaneRun:
             else None
         )
 
+        def extract_lookup(chunk: Chunk) -> tuple[CheckpointState, Any]:
+            state, record = self._lookup(Stage.EXTRACT, chunk.id)
+            if state is CheckpointState.MISSING and lane_record is not None:
+                state, record = CheckpointState.LANE_ONLY, lane_record
+            return state, record
+
         # extract: decide every chunk in order, then execute the misses.
         results: list[StageResult | None] = []
         misses: list[int] = []
         for i, chunk in enumerate(chunks):
-            state, record = self._lookup(Stage.EXTRACT, chunk.id)
-            if state is CheckpointState.MISSING and lane_record is not None:
-                state, record = CheckpointState.LANE_ONLY, lane_record
-            code = self.ledger.decide(
-                step_id, lane, chunk.id, self._facts(Stage.EXTRACT, chunk.id, state, record)
+            code, record, lease = self._decide(
+                Stage.EXTRACT, chunk.id, chunk.id, lambda chunk=chunk: extract_lookup(chunk)
             )
+            if lease is not None:
+                held[Stage.EXTRACT, i] = lease
             if code is ReasonCode.REUSED:
                 results.append(StageResult(record.output_sha256, record.payload))
                 self._reused(Stage.EXTRACT, chunk.id, record)
@@ -368,7 +424,8 @@ class LaneRun:
             i = misses[j]
             if isinstance(result, StageResult):
                 results[i] = result
-                self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result)
+                lease = held.pop((Stage.EXTRACT, i), None)
+                self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result, lease=lease)
             elif isinstance(result, StageError):
                 self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
@@ -401,10 +458,15 @@ class LaneRun:
         done = [r for r in results if r is not None]
         extract_digest = sequence_digest(r.digest for r in done)
 
-        # merge
-        code = self.ledger.decide(
-            step_id, lane, "", self._facts(Stage.MERGE, extract_digest, merge_state, merge_record)
-        )
+        # merge: looked up again only after a wait for another run's lease
+        first = [(merge_state, merge_record)]
+
+        def merge_lookup() -> tuple[CheckpointState, Any]:
+            return first.pop() if first else self._lookup(Stage.MERGE)
+
+        code, merge_record, lease = self._decide(Stage.MERGE, "", extract_digest, merge_lookup)
+        if lease is not None:
+            held[Stage.MERGE, 0] = lease
         if code is ReasonCode.REUSED:
             merged = StageResult(merge_record.output_sha256, merge_record.payload)
             self._reused(Stage.MERGE, "", merge_record)
@@ -423,13 +485,15 @@ class LaneRun:
                     lambda: {"parts": [r.data for r in done]},
                 )
             )
-            self._store(Stage.MERGE, "", extract_digest, merged)
+            lease = held.pop((Stage.MERGE, 0), None)
+            self._store(Stage.MERGE, "", extract_digest, merged, lease=lease)
 
         # normalize
-        norm_state, norm_record = self._lookup(Stage.NORMALIZE)
-        code = self.ledger.decide(
-            step_id, lane, "", self._facts(Stage.NORMALIZE, merged.digest, norm_state, norm_record)
+        code, norm_record, lease = self._decide(
+            Stage.NORMALIZE, "", merged.digest, lambda: self._lookup(Stage.NORMALIZE)
         )
+        if lease is not None:
+            held[Stage.NORMALIZE, 0] = lease
         if code is ReasonCode.REUSED:
             out = StageResult(norm_record.output_sha256, norm_record.payload)
             value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
@@ -470,6 +534,7 @@ class LaneRun:
                 out,
                 warnings=warnings,
                 provenance=artifact.provenance(module.fingerprint),
+                lease=held.pop((Stage.NORMALIZE, 0), None),
             )
         self.ledger.emit_artifact(artifact)
         return artifact

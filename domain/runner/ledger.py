@@ -18,7 +18,9 @@ from runjournal.domain.events import (
     CheckpointWritten,
     RunEvent,
     StageDecided,
+    StageLeaseWaited,
 )
+from runjournal.domain.leases import LeaseWait
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.ports import (
     CheckpointKey,
@@ -37,8 +39,13 @@ class CheckpointWrites(Protocol):
     returns what waits for it, giving (sha256, size) or raising `CheckpointWriteError`."""
 
     def submit(
-        self, key: CheckpointKey, record: CheckpointRecord
-    ) -> Callable[[], tuple[str, int]]: ...
+        self,
+        key: CheckpointKey,
+        record: CheckpointRecord,
+        then: Callable[[], None] | None = None,
+    ) -> Callable[[], tuple[str, int]]:
+        """`then` runs once the write is done, whatever its outcome (a lease's release)."""
+        ...
 
 
 # A held-back event, or a checkpoint write to settle into the ledger that replays it.
@@ -113,20 +120,46 @@ class RunLedger:
         self.sink.emit(StageDecided, **fields)
         return code
 
-    def write_checkpoint(self, key: CheckpointKey, record: CheckpointRecord) -> None:
+    def lease_waited(self, key: CheckpointKey, wait: LeaseWait) -> None:
+        """Journal a wait for another run's lease on `key`, before its decision."""
+        self.sink.emit(
+            StageLeaseWaited,
+            step=key.step,
+            lane=key.lane,
+            stage=key.stage,
+            chunk=key.chunk,
+            holder=wait.holder,
+            outcome=wait.outcome,
+        )
+
+    def write_checkpoint(
+        self,
+        key: CheckpointKey,
+        record: CheckpointRecord,
+        *,
+        then: Callable[[], None] | None = None,
+    ) -> None:
         """Persist a checkpoint; a failed write is journaled and the run goes on.
 
         A lane's ledger with `writes` hands the write to them and journals it when the
-        lane is replayed (the file is always written before its event).
+        lane is replayed (the file is always written before its event). `then` runs as
+        soon as the write is done or failed (the stage's lease is released there).
         """
         recorder = self._recorder
         if recorder is None:
+            if then is not None:
+                then()
             return
         if self._writes is not None and isinstance(self.sink, BufferedSink):
-            wait = self._writes.submit(key, record)
+            writes = self._writes
+            wait = writes.submit(key, record) if then is None else writes.submit(key, record, then)
             self.sink.defer(lambda ledger: ledger._settle_write(key, wait))
             return
-        self._settle_write(key, lambda: recorder.write(key, record))
+        try:
+            self._settle_write(key, lambda: recorder.write(key, record))
+        finally:
+            if then is not None:
+                then()
 
     def _settle_write(self, key: CheckpointKey, write: Callable[[], tuple[str, int]]) -> None:
         try:

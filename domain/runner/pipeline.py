@@ -10,6 +10,7 @@ from __future__ import annotations
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint, InputsFingerprinted, LaneResolved, StageFailed
 from runjournal.domain.identity import lane_identity
+from runjournal.domain.leases import StageLeases
 from runjournal.domain.llm import failure_cause
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.names import CORPUS_LANE
@@ -65,6 +66,7 @@ class PipelineRunner:
         executor: Executor | None = None,
         keep_going: bool = False,
         checkpoint_writes: CheckpointWrites | None = None,
+        leases: StageLeases | None = None,
     ) -> None:
         self._sink = sink
         self._loader = loader
@@ -73,6 +75,7 @@ class PipelineRunner:
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
         self._ledger = RunLedger(sink, recorder, checkpoint_writes)
         self._loader_progress = (loader, progress)
+        self._leases = leases
         self._executor = executor or SerialExecutor()
         self._keep_going = keep_going
         self._scheduler: Scheduler | None = None
@@ -291,7 +294,9 @@ class PipelineRunner:
         if required:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
-        services = LaneServices(ledger=ledger, loader=loader, progress=progress)
+        services = LaneServices(
+            ledger=ledger, loader=loader, progress=progress, leases=self._leases
+        )
         shipped = self._shipped(step, lane, pipeline, consumed)
         lane_run = LaneRun(services, step, lane, lid, reads, forced, ctx, shipped)
         try:

@@ -195,6 +195,7 @@ FLAG_CASES = {
     "batch_size": (["--batch-size", "+12"], lambda d: 12),
     "journal_timeout": (["--journal-timeout", "7"], lambda d: 7),
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
+    "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
 }
 
 
@@ -250,6 +251,10 @@ BAD_FLAGS = {
         ["--cache-mode", "fast"],
         "invalid cache_mode 'fast' from flag (--cache-mode): "
         "expected one of use, refresh, read-only, bypass",
+    ),
+    "lease_wait": (
+        ["--lease-wait", "never"],
+        "invalid lease_wait 'never' from flag (--lease-wait): expected one of wait, fail",
     ),
     "debug": (
         ["--debug", "loud"],

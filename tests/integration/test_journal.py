@@ -55,6 +55,7 @@ from runjournal.domain.events import (
     HintRecorded,
     InputsFingerprinted,
     LaneResolved,
+    LeaseWaitOutcome,
     LLMCallAttempted,
     LLMUsageReused,
     ModuleObserved,
@@ -73,6 +74,7 @@ from runjournal.domain.events import (
     StageDecided,
     StageExecuted,
     StageFailed,
+    StageLeaseWaited,
     TerminalPersistenceFailed,
     WarningRecorded,
 )
@@ -215,6 +217,10 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
             "chunks": 3,
             "forced": True,
         },
+    ),
+    (
+        StageLeaseWaited,
+        {**STAGE, "holder": "20260101T000000Z-abcd1234", "outcome": LeaseWaitOutcome.RELEASED},
     ),
     (StageDecided, decision()),
     (StageExecuted, {**STAGE, "sha256": "x" * 64, "size": 99}),

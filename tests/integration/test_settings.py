@@ -19,6 +19,7 @@ from runjournal.cli.settings import (
     DebugLevel,
     EffectiveConfig,
     InvalidSettingValue,
+    LeaseWaitMode,
     Origin,
     RootsConflict,
     SettingsError,
@@ -160,6 +161,14 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
             ("threads", "threads"),
         ]
     ),
+    "lease_wait": _plain(
+        [
+            ("fail", LeaseWaitMode.FAIL),
+            (" FAIL ", LeaseWaitMode.FAIL),
+            ("wait", LeaseWaitMode.WAIT),
+            ("fail", LeaseWaitMode.FAIL),
+        ]
+    ),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -181,6 +190,7 @@ DEFAULTS: dict[str, Expect] = {
     "batch_size": _const(256),
     "journal_timeout": _const(30),
     "executor": _const("threads"),
+    "lease_wait": _const(LeaseWaitMode.WAIT),
 }
 
 
