@@ -109,7 +109,7 @@ class TestSuccess:
         with start_fake() as server:
             runtime = services().runtime_for(profile(server.url))
             first = runtime.for_call(SCOPE)
-            assert first.ask("FAULTS: 400\nAna refused", Fields).owner
+            assert first.ask("FAULTS: 400schema\nAna refused", Fields).owner
             assert statuses(first) == ["request_refused", "ok"]
             assert [a.attempt for a in first.attempts] == [1, 2]
             second = runtime.for_call(SCOPE)
