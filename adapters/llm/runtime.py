@@ -442,7 +442,9 @@ class Call:
                 latency_ms = round((services.clock() - started) * 1000, 3)
             if reply is not None:
                 reply = self._counted(reply, request)
-                endpoint.limiter.release(ticket, reply.prompt_tokens + reply.completion_tokens)
+                endpoint.limiter.release(
+                    ticket, reply.prompt_tokens + reply.completion_tokens, answered=True
+                )
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
                 if services.record is not None:  # never the key, even one echoed back
                     services.record.put(
@@ -452,8 +454,8 @@ class Call:
                     )
                 self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
                 return reply, attempt
-            endpoint.limiter.release(ticket, 0)
             assert error is not None
+            endpoint.limiter.release(ticket, 0, limited=error.status is AttemptStatus.RATE_LIMITED)
             self._record(call, attempt, error.status, digest, None, latency_ms, http_status)
             self._trace_text(call, attempt, request, None, error.status)
             where = f"{runtime.profile.id}: {error.message}{_note(error, endpoint)}"
@@ -471,8 +473,6 @@ class Call:
                     f"{where}; the server asked to wait {error.retry_after:g} s, more than "
                     f"retry_after_max {options.retry_after_max:g} s",
                 )
-            if error.retry_after is not None:
-                endpoint.limiter.pause(wait)
             self.attempts[-1] = msgspec.structs.replace(
                 self.attempts[-1], wait_ms=round(wait * 1000, 3)
             )

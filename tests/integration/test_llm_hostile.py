@@ -8,6 +8,7 @@ a permanent 400 under `ask`, and a reply cut at `max_tokens` (docs/operations.md
 from __future__ import annotations
 
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -110,3 +111,25 @@ def test_max_tokens_retry_asks_once_at_the_larger_limit(fake: ServerProcess) -> 
     again = call_for(fake.url, max_tokens_retry=200)
     exc = failure(again, "FAULTS: length, length\nPriya books", options=CallOptions(max_tokens=20))
     assert exc.cause is FailureCause.REPLY_TRUNCATED and "max_tokens 200" in exc.message
+
+
+def test_a_429_holds_only_the_request_that_got_it(fake: ServerProcess) -> None:
+    """Issue 26 defect 3: `Retry-After` is waited by its own request, not the endpoint."""
+    runtime_call = call_for(fake.url)
+    runtime = runtime_call.runtime
+    before = len(fake.requests())
+    limited = runtime.for_call(SCOPE)
+    thread = threading.Thread(target=limited.complete, args=("FAULTS: 429@3\nwait for me",))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not limited.attempts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert limited.attempts and limited.attempts[0].status.value == "rate_limited"
+    other = runtime.for_call(SCOPE)
+    other.complete("another document")
+    assert thread.is_alive()  # still waiting its own Retry-After
+    assert runtime.endpoint.limiter.waited < 1.5  # the endpoint was never paused for 3 s
+    thread.join(timeout=30)
+    prompts = [r["prompt"].splitlines()[-1] for r in fake.requests()[before:]]
+    assert prompts == ["wait for me", "another document", "wait for me"]
+    assert runtime.endpoint.limiter.rate_limited == 1
