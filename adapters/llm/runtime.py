@@ -411,15 +411,24 @@ class Call:
         while True:
             attempt += 1
             tries += 1
-            services.budget.check()
-            if runtime.replay is not None:
-                return self._replayed(call, attempt, digest, canonical), attempt
-            endpoint = runtime.endpoint
-            transport = endpoint.transport()
-            estimate = _estimate_tokens(str(request.get("messages"))) + int(
-                request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE
+            prompt_estimate = _estimate_tokens(str(request.get("messages")))
+            completion_cap = int(request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE)
+            estimate = prompt_estimate + completion_cap
+            reservation = services.budget.reserve(  # held until the attempt is charged
+                estimate, options.prices.cost(prompt_estimate, completion_cap)
             )
-            ticket = endpoint.limiter.acquire(estimate)
+            if runtime.replay is not None:
+                try:
+                    return self._replayed(call, attempt, digest, canonical), attempt
+                finally:
+                    services.budget.release(reservation)
+            endpoint = runtime.endpoint
+            try:
+                transport = endpoint.transport()
+                ticket = endpoint.limiter.acquire(estimate)
+            except BaseException:
+                services.budget.release(reservation)
+                raise
             started = services.clock()
             error: TransportError | None = None
             reply: Reply | None = None
@@ -446,6 +455,7 @@ class Call:
                     ticket, reply.prompt_tokens + reply.completion_tokens, answered=True
                 )
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
+                services.budget.release(reservation)
                 if services.record is not None:  # never the key, even one echoed back
                     services.record.put(
                         digest,
@@ -457,6 +467,7 @@ class Call:
             assert error is not None
             endpoint.limiter.release(ticket, 0, limited=error.status is AttemptStatus.RATE_LIMITED)
             self._record(call, attempt, error.status, digest, None, latency_ms, http_status)
+            services.budget.release(reservation)
             self._trace_text(call, attempt, request, None, error.status)
             where = f"{runtime.profile.id}: {error.message}{_note(error, endpoint)}"
             if error.status not in RETRYABLE:
