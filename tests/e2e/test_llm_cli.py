@@ -142,6 +142,17 @@ def test_retried_then_success_is_journaled(cli, fake: ServerProcess, tmp_path: P
     ]
     assert attempts[0]["wait_ms"] == 200.0 and attempts[1]["wait_ms"] > 0
     assert doc["llm"]["spent"]["attempts"] == 7 and doc["llm"]["unsuccessful"] == 2
+    retries = doc["llm"]["retries"]
+    assert retries["rate_limited"] == {"attempts": 1, "wait_s": 0.2}
+    assert retries["server_error"]["attempts"] == 1 and retries["server_error"]["wait_s"] > 0
+    # text explain and the HTML report show the retries by cause and their waits
+    out = ["--output-root", str(project.out)]
+    text = cli("explain", doc["run_id"], *out).stdout
+    assert "5 call(s) (7 attempt(s))" in text and "rate_limited 1 (waited 0.2 s)" in text
+    proc = cli("report", doc["run_id"], *out, "-o", str(tmp_path / "r.html"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "spent: 5 calls (7 attempts)" in page and "rate_limited 1 (waited 0.2 s)" in page
 
 
 def test_permanent_failure_has_a_cause_and_no_traceback(
