@@ -579,7 +579,7 @@ class Planner:
             )
             record = loaded.record
         if record is not None and (record.usage or step.id in self._prices):
-            return Estimate(record.usage, Basis.CHECKPOINT)  # what it cost, nothing included
+            return Estimate(record.usage or LLMUsage(), Basis.CHECKPOINT)  # none included
         prices = self._prices.get(step.id)
         if prices is None:
             return None
