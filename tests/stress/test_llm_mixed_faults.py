@@ -1,8 +1,8 @@
 """10% mixed faults at many jobs: the run finishes and every retry is journaled by cause.
 
 Issue 26 "What it must show": the adaptive window (domain/aimd.py) under 429s, 5xx,
-resets and malformed bodies at once. Size: RJ_STRESS_LLM_CHUNKS chunks (default 240),
-`--jobs 32`; each faulty chunk fails once, then succeeds.
+resets and malformed bodies at once. Size: RJ_STRESS_LLM_CHUNKS chunks (default 160),
+one document each, `--jobs 32`; each faulty chunk fails once, then succeeds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from support.llm_servers import start_fake
 
-CHUNKS = int(os.environ.get("RJ_STRESS_LLM_CHUNKS", "240"))
+CHUNKS = int(os.environ.get("RJ_STRESS_LLM_CHUNKS", "160"))
 FAULTS = {"429@0.2": "rate_limited", "500": "server_error", "503": "server_error"}
 FAULTS |= {"reset": "connection_error", "malformed": "malformed_response"}
 PIPELINE = """
@@ -52,8 +52,8 @@ def test_mixed_faults_finish_and_every_retry_is_journaled(cli: Any, tmp_path: Pa
             expected[FAULTS[fault]] = expected.get(FAULTS[fault], 0) + 1
             text = f"FAULTS: {fault}\n{text}"
         paragraphs.append(text)
-    for d in range(0, CHUNKS, 4):
-        (tmp_path / "docs" / f"d{d:04d}.md").write_text("\n\n".join(paragraphs[d : d + 4]))
+    for d, text in enumerate(paragraphs):  # one chunk each: one script per request
+        (tmp_path / "docs" / f"d{d:04d}.md").write_text(text + "\n")
     (tmp_path / "pipeline.toml").write_text(PIPELINE)
     with start_fake() as fake:
         (tmp_path / "profiles.toml").write_text(PROFILE.format(url=fake.url))
