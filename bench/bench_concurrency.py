@@ -16,6 +16,14 @@ floor; ideal = ceil(calls / N) * LATENCY, the time N perfectly overlapped calls 
 the latency overlaps perfectly and nothing else grows. "wait" is the latency part alone,
 ideal / (wall - floor): noisier, a difference of two timings.
 Targets: >= 90% of ideal at N = 8, >= 75% at N = 32.
+
+    python bench/bench_concurrency.py --rate-limited 0.035 [--docs 600 --chunks 4 --jobs 32]
+
+With `--rate-limited F`, a fraction F of the chunks (chosen with a fixed seed) is
+answered `429 Retry-After: 1` once, then served; each N runs REPEAT times against that
+corpus and REPEAT times against the same corpus without the faults (the server's fault
+counts reset before every run), and prints both walls (medians) and their ratio: what the
+429s cost. Target (issue 26): ratio <= 1.3 at 2,400 chunks and N = 32 with F = 0.035.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import random
 import resource
 import selectors
 import shutil
@@ -33,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +66,7 @@ model = "fake-model"
 base_url = "{url}"
 api_key_env = "RJ_BENCH_KEY"
 read_timeout = 30
-max_retries = 0
+max_retries = {retries}
 """
 
 
@@ -79,14 +89,73 @@ def start_fake(latency: float) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("the fake server did not start")
 
 
-def make_corpus(root: Path, docs: int, chunks: int, url: str, instant_url: str) -> None:
+def make_corpus(
+    root: Path,
+    docs: int,
+    chunks: int,
+    url: str,
+    instant_url: str,
+    limited: frozenset[int] = frozenset(),
+) -> None:
+    """DOCS documents of CHUNKS paragraphs; the paragraphs numbered in `limited` get a 429."""
     (root / "docs").mkdir(parents=True)
     for d in range(docs):
         paras = [f"Document {d} paragraph {c} about topic {d * chunks + c}." for c in range(chunks)]
+        paras = [
+            f"FAULTS: 429@1\n{p}" if d * chunks + c in limited else p for c, p in enumerate(paras)
+        ]
         (root / "docs" / f"d{d:03d}.md").write_text("\n\n".join(paras) + "\n")
+    retries = "2" if limited else "0"
     (root / "pipeline.toml").write_text(PIPELINE)
-    (root / "profiles.toml").write_text(PROFILE.replace("{url}", url))
-    (root / "instant.toml").write_text(PROFILE.replace("{url}", instant_url))
+    profile = PROFILE.replace("{retries}", retries)
+    (root / "profiles.toml").write_text(profile.replace("{url}", url))
+    (root / "instant.toml").write_text(profile.replace("{url}", instant_url))
+
+
+def reset(url: str) -> None:
+    """Forget the fake server's fault counts (and its request log) before a run."""
+    request = urllib.request.Request(
+        url.removesuffix("/v1") + "/_control/reset", method="POST", data=b""
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+
+
+def rate_limited(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    """Walls with a fraction of 429s against the same corpus without them (medians)."""
+    calls = args.docs * args.chunks
+    count = round(args.rate_limited * calls)
+    limited = frozenset(random.Random(7).sample(range(calls), count))
+    clean, faulty = tmp / "clean", tmp / "faulty"
+    make_corpus(clean, args.docs, args.chunks, url, url)
+    make_corpus(faulty, args.docs, args.chunks, url, url, limited)
+    print(
+        f"{calls} calls ({args.docs} documents x {args.chunks} chunks), {count} answered "
+        f"429 Retry-After: 1 once ({args.rate_limited:.1%}), latency "
+        f"{args.latency * 1000:.0f} ms, medians of {args.repeat} cold runs; "
+        f"{os.cpu_count()} cpus"
+    )
+    print(f"{'jobs':>5} {'clean s':>8} {'429s s':>7} {'ratio':>6} {'attempts':>9}")
+    for jobs in args.jobs:
+        walls: dict[str, list[float]] = {"clean": [], "faulty": []}
+        attempts = 0
+        for i in range(args.repeat):
+            for name, root in (("clean", clean), ("faulty", faulty)):
+                reset(url)
+                cache = tmp / f"cache-{jobs}-{i}-{name}"
+                wall, _, doc = run(root, cache, "--jobs", str(jobs))
+                spent = doc["llm"]["spent"]
+                expected = calls + (count if name == "faulty" else 0)
+                if spent["calls"] != calls or spent["attempts"] != expected:
+                    raise SystemExit(
+                        f"{name}: expected {calls} calls, {expected} attempts: {spent}"
+                    )
+                walls[name].append(wall)
+                attempts = spent["attempts"]
+                shutil.rmtree(cache, ignore_errors=True)
+                shutil.rmtree(root / "out", ignore_errors=True)
+        base, hit = (statistics.median(walls[k]) for k in ("clean", "faulty"))
+        print(f"{jobs:>5} {base:>8.2f} {hit:>7.2f} {hit / base:>6.2f} {attempts:>9}")
 
 
 def run(
@@ -115,12 +184,24 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.1, help="seconds per answer")
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--rate-limited",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="answer a fraction F of the chunks 429 Retry-After: 1 once; compare walls",
+    )
     args = parser.parse_args()
+    if not 0 <= args.rate_limited < 1:
+        parser.error("--rate-limited must be a fraction from 0 to below 1")
     calls = args.docs * args.chunks
     server, url = start_fake(args.latency)
     instant, instant_url = start_fake(0.0)
     tmp = Path(tempfile.mkdtemp(prefix="rj-bench-concurrency-"))
     try:
+        if args.rate_limited:
+            rate_limited(args, url, tmp)
+            return 0
         make_corpus(tmp, args.docs, args.chunks, url, instant_url)
         print(
             f"{calls} calls ({args.docs} documents x {args.chunks} chunks), "

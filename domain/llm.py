@@ -29,6 +29,8 @@ class FailureCause(enum.StrEnum):
     AUTH_FAILED = "auth_failed"
     REQUEST_REFUSED = "request_refused"
     REPLY_INVALID = "reply_invalid"
+    REPLY_TRUNCATED = "reply_truncated"
+    REPLY_TOO_LARGE = "reply_too_large"
     BUDGET_EXHAUSTED = "budget_exhausted"
     REPLAY_MISS = "replay_miss"
     # the call's worker, not its module (docs/operations.md "Executors")
@@ -45,6 +47,8 @@ CAUSE_DESCRIPTIONS: dict[FailureCause, str] = {
     FailureCause.AUTH_FAILED: "The endpoint refused the credentials (401/403), or none were set.",
     FailureCause.REQUEST_REFUSED: "The endpoint refused the request itself (another 4xx).",
     FailureCause.REPLY_INVALID: "The model's reply did not validate, after every re-ask.",
+    FailureCause.REPLY_TRUNCATED: "The reply was cut at max_tokens (finish_reason length).",
+    FailureCause.REPLY_TOO_LARGE: "The response was larger than the profile's max_reply_bytes.",
     FailureCause.BUDGET_EXHAUSTED: "--max-cost or --max-tokens was reached: no new call was made.",
     FailureCause.REPLAY_MISS: "--llm-replay has no recorded answer for this request.",
     FailureCause.MODULE_UNAVAILABLE: "A worker of --executor could not load the step's module.",
@@ -64,6 +68,8 @@ class AttemptStatus(enum.StrEnum):
     AUTH_FAILED = "auth_failed"
     REQUEST_REFUSED = "request_refused"
     REPLY_INVALID = "reply_invalid"
+    REPLY_TRUNCATED = "reply_truncated"
+    REPLY_TOO_LARGE = "reply_too_large"
 
 
 # Transient statuses: the same request may succeed when asked again after a pause.

@@ -126,6 +126,10 @@ class Module:
     may read any). A declaring module sees only its keys in `ctx.overrides`, and only
     they enter its steps' identity; a `--set` key that no step reads is an error
     (docs/modules.md "Overrides").
+
+    `llm_stages` declares which stages call `ctx.llm` (`("extract",)`, `()` for none),
+    or None (the default: not declared, any may). `plan` estimates LLM calls only for
+    stages that may call a model (docs/operations.md "`plan`").
     """
 
     name: ClassVar[str] = ""
@@ -137,6 +141,7 @@ class Module:
     merged_type: ClassVar[Any] = Any
     artifact_type: ClassVar[Any] = Any
     override_keys: ClassVar[tuple[str, ...] | None] = None
+    llm_stages: ClassVar[tuple[str, ...] | None] = None
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> Any:
         raise NotImplementedError
@@ -231,3 +236,11 @@ def check_validator_declarations(validator: Validator) -> None:
     if not isinstance(cls.fingerprint, str) or not cls.fingerprint:
         raise ModuleContractError(f"validator {cls.__qualname__} must declare `fingerprint`")
     _refuse_credential_shaped(cls, "validator", _VALIDATOR_DECLARATIONS)
+
+
+def may_call_llm(module: Any, stage: str) -> bool:
+    """Does `module`'s `stage` call a model? Yes unless its `llm_stages` says otherwise."""
+    declared = getattr(type(module), "llm_stages", None)
+    if not isinstance(declared, tuple):
+        return True
+    return stage in declared

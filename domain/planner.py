@@ -43,7 +43,7 @@ from runjournal.domain.identity import (
     step_identity,
 )
 from runjournal.domain.llm import LLMUsage, total_usage
-from runjournal.domain.modules import StageContext
+from runjournal.domain.modules import StageContext, may_call_llm
 from runjournal.domain.names import CORPUS_LANE
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.plan_keys import PlanFacts
@@ -564,7 +564,13 @@ class Planner:
         scope: StoreScope,
         chunk: _Chunk | None,
     ) -> Estimate | None:
-        """From what the scope's checkpoint cost before, else from the chunk's size."""
+        """From what the scope's checkpoint cost before, else from the chunk's size.
+
+        A stage whose module declares it never calls a model (`llm_stages`) is no LLM
+        call, whatever profile the step inherits; nor is one whose checkpoint made none.
+        """
+        if not may_call_llm(step.module, where.stage.value):
+            return None
         record = own
         if record is None and self._cache is not None:
             loaded = self._cache.load(
@@ -572,8 +578,8 @@ class Planner:
                 codec_id(step.module, where.stage),
             )
             record = loaded.record
-        if record is not None and record.usage:
-            return Estimate(record.usage, Basis.CHECKPOINT)
+        if record is not None and (record.usage or step.id in self._prices):
+            return Estimate(record.usage or LLMUsage(), Basis.CHECKPOINT)  # none included
         prices = self._prices.get(step.id)
         if prices is None:
             return None

@@ -18,6 +18,7 @@ from typing import Any
 
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.html_report import SEVERITY
+from runjournal.projections.llm_retries import retries_text
 
 __all__ = ["GROUP_ABOVE", "GROUP_SIZE", "read_report_head", "render_report_html"]
 
@@ -347,9 +348,14 @@ def _usage_card(view: dict[str, Any]) -> str:
     rows = []
     if spent is not None:
         rows.append(
-            f"spent: {_count(spent['calls'], 'call')}, {_num(spent['prompt_tokens'])} prompt + "
+            f"spent: {_count(spent['calls'], 'call')} "
+            f"({_count(spent.get('attempts', spent['calls']), 'attempt')}), "
+            f"{_num(spent['prompt_tokens'])} prompt + "
             f"{_num(spent['completion_tokens'])} completion tokens, cost {_cost(spent['cost'])}"
         )
+        retries = retries_text(spent.get("retries") or {})
+        if retries:
+            rows.append(f"unanswered attempts (retried or failed): {_e(retries)}")
     if saved is not None:
         rows.append(
             f"saved by reuse: {_count(saved['stages'], 'stage')}, "

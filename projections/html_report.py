@@ -23,6 +23,7 @@ from runjournal.domain.events import (
     DebugBundleAllocated,
     InputsFingerprinted,
     LaneResolved,
+    LLMCallAttempted,
     OutputsValidated,
     ProfileObserved,
     RunAllocated,
@@ -36,6 +37,7 @@ from runjournal.domain.events import (
 from runjournal.domain.identity import invocation_identity
 from runjournal.domain.reasons import Category
 from runjournal.projections.base import RunOutline
+from runjournal.projections.llm_retries import RetryFold
 
 __all__ = ["REPORT_HTML", "SEVERITY", "HtmlReportProjection", "SavesTokens", "SpendsTokens"]
 
@@ -172,7 +174,15 @@ class HtmlReportProjection(RunOutline):
         self.checkpoint_write_failures: list[dict[str, str]] = []
         self.validation: dict[str, Any] | None = None
         self.module_calls = 0
-        self.spent = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": None}
+        self.spent = {
+            "calls": 0,
+            "attempts": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cost": None,
+        }
+        self.retries = RetryFold()
+        self._llm_calls: set[tuple[str, str, str, str, int]] = set()
         self.saved = {"stages": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": None}
         self.terminated_at: float | None = None
         self.executing_at: float | None = None
@@ -326,7 +336,14 @@ class HtmlReportProjection(RunOutline):
 
     def _usage(self, event: RunEvent) -> None:
         if isinstance(event, SpendsTokens):
-            self.spent["calls"] += 1
+            self.spent["attempts"] += 1
+            if isinstance(event, LLMCallAttempted):  # attempts of one call are one call
+                key = (event.step, event.lane, event.stage.value, event.chunk, event.call)
+                self.spent["calls"] += int(key not in self._llm_calls)
+                self._llm_calls.add(key)
+                self.retries.apply(event)
+            else:
+                self.spent["calls"] += 1
             self.spent["prompt_tokens"] += event.prompt_tokens
             self.spent["completion_tokens"] += event.completion_tokens
             self.spent["cost"] = _add_cost(self.spent["cost"], event.cost)
@@ -354,7 +371,9 @@ class HtmlReportProjection(RunOutline):
             "categories": dict(sorted(self.code_categories.items())),
             "module_calls": self.module_calls,
             "usage": {
-                "spent": dict(self.spent) if self.spent["calls"] else None,
+                "spent": {**self.spent, "retries": self.retries.view()}
+                if self.spent["attempts"]
+                else None,
                 "saved": dict(self.saved) if self.saved["stages"] else None,
             },
             "warnings": list(self.warnings),

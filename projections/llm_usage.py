@@ -11,6 +11,7 @@ from typing import Any
 
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, RunEvent
 from runjournal.domain.llm import AttemptStatus, LLMUsage
+from runjournal.projections.llm_retries import RetryFold, retries_text
 
 
 class LLMUsageFold:
@@ -19,6 +20,7 @@ class LLMUsageFold:
         self.saved = LLMUsage()
         self.by_step: dict[str, dict[str, LLMUsage]] = {}
         self.statuses: dict[str, int] = {}
+        self.retries = RetryFold()
         self._calls: set[tuple[str, str, str, str, int]] = set()
 
     def _step(self, step: str) -> dict[str, LLMUsage]:
@@ -40,6 +42,7 @@ class LLMUsageFold:
             step = self._step(event.step)
             step["spent"] = step["spent"].plus(usage)
             self.statuses[event.status.value] = self.statuses.get(event.status.value, 0) + 1
+            self.retries.apply(event)
         elif isinstance(event, LLMUsageReused):
             self.saved = self.saved.plus(event.usage)
             step = self._step(event.step)
@@ -55,6 +58,7 @@ class LLMUsageFold:
             "saved": self.saved.view(),
             "attempts": dict(sorted(self.statuses.items())),
             "unsuccessful": sum(n for s, n in self.statuses.items() if s != AttemptStatus.OK.value),
+            "retries": self.retries.view(),
             "steps": {
                 step: {"spent": u["spent"].view(), "saved": u["saved"].view()}
                 for step, u in sorted(self.by_step.items())
@@ -74,6 +78,9 @@ def usage_line(view: dict[str, Any]) -> str:
 
     saved = view["saved"]
     text = f"spent {part(view['spent'])}"
+    retries = retries_text(view.get("retries") or {})
+    if retries:
+        text += f"; unanswered attempts: {retries}"
     if saved["calls"] or saved["attempts"]:
         text += f"; reuse saved {part(saved)}"
     return text

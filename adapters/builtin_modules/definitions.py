@@ -283,6 +283,7 @@ class DefinitionsModule(Module):
     merged_type = list[Definition]
     artifact_type = list[Definition]
     override_keys = ()  # reads no --set key
+    llm_stages = ()  # never calls a model
 
     def reads(self, stage: str, ctx: StageContext) -> dict[str, dict[str, Any]]:
         """Extract reads the terms' keys and texts of the lanes `lane_terms` reads; merge

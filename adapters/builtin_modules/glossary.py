@@ -323,6 +323,7 @@ class GlossaryModule(Module):
     merged_type = GlossaryCounts
     artifact_type = Glossary
     override_keys = ()  # reads no --set key
+    llm_stages = ()  # never calls a model
 
     def __init__(self) -> None:
         # Every chunk of the corpus lane sees the same consumed terms: plan once per lane.

@@ -126,6 +126,7 @@ class HeadingsModule(Module):
     merged_type = list[Heading]
     artifact_type = list[Heading]
     override_keys = ()  # reads no --set key
+    llm_stages = ()  # never calls a model
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> HeadingsChunk:
         syntax = syntax_of(chunk.source, chunk.text)

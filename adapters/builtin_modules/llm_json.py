@@ -44,6 +44,7 @@ class LLMJsonModule(Module):
     merged_type: ClassVar[Any] = list[ChunkAnswer]
     artifact_type: ClassVar[Any] = list[ChunkAnswer]
     override_keys: ClassVar[tuple[str, ...] | None] = ()  # reads no --set key
+    llm_stages: ClassVar[tuple[str, ...] | None] = ("extract",)  # one call per chunk
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
         template = ctx.params.get("prompt", DEFAULT_PROMPT)

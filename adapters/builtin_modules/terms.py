@@ -207,6 +207,7 @@ class TermsModule(Module):
     merged_type = list[Term]
     artifact_type = list[Term]
     override_keys = ()  # reads no --set key
+    llm_stages = ()  # never calls a model
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> TermsChunk:
         tally = _FormTally()

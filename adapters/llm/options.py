@@ -47,6 +47,9 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
+    attempt_timeout: float = 600.0
+    max_reply_bytes: int = 8 * 1024 * 1024
+    max_tokens_retry: int = 0
     max_retries: int = 4
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
@@ -63,6 +66,9 @@ CLIENT_KEYS: frozenset[str] = frozenset(
     {
         "connect_timeout",
         "read_timeout",
+        "attempt_timeout",
+        "max_reply_bytes",
+        "max_tokens_retry",
         "max_retries",
         "backoff_initial",
         "backoff_max",
@@ -76,14 +82,23 @@ CLIENT_KEYS: frozenset[str] = frozenset(
     }
 )
 
-_SECONDS = ("connect_timeout", "read_timeout", "backoff_initial", "backoff_max", "retry_after_max")
+_SECONDS = (
+    "connect_timeout",
+    "read_timeout",
+    "attempt_timeout",
+    "backoff_initial",
+    "backoff_max",
+    "retry_after_max",
+)
 _COUNTS = {
     "max_retries": 20,
     "reply_retries": 10,
     "requests_per_minute": 10_000_000,
     "tokens_per_minute": 10_000_000_000,
     "max_concurrency": 1024,
+    "max_tokens_retry": 1_000_000,
 }
+_MAX_REPLY_BYTES = (1024, 1024 * 1024 * 1024)
 _PRICE_KEYS = ("input_per_million", "output_per_million")
 
 
@@ -113,6 +128,12 @@ def parse_client_options(table: Mapping[str, Any]) -> ClientOptions:
     for key, high in _COUNTS.items():
         if key in table:
             fields[key] = _count(key, table[key], high)
+    if "max_reply_bytes" in table:
+        low, high = _MAX_REPLY_BYTES
+        value = _count("max_reply_bytes", table["max_reply_bytes"], high)
+        if value < low:
+            raise OptionError("max_reply_bytes", f"must be an integer from {low} to {high}")
+        fields["max_reply_bytes"] = value
     if "structured_output" in table:
         raw = table["structured_output"]
         try:

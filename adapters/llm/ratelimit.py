@@ -1,9 +1,12 @@
 """Per-endpoint limits shared by every concurrent call of one run invocation.
 
-Requests per minute and tokens per minute are rolling windows; `max_concurrency` bounds
-the requests in flight. A 429 with `Retry-After` pauses the whole endpoint, not just the
-call that got it: the other calls would be refused for the same reason. Thread-safe
-(one condition variable); `stop()` wakes every waiter when the run is ending.
+Requests per minute and tokens per minute are rolling windows and hard caps (a
+request's tokens count as its estimate, prompt size plus `max_tokens`, before it is
+sent); the requests in flight are bounded by an adaptive window (domain/aimd.py) under
+`max_concurrency`: a 429 shrinks it, replies grow it back. A 429's `Retry-After` is
+waited by the request that got it only; the other calls go on inside the smaller window
+(docs/operations.md "Rate limits and adaptive concurrency"). Thread-safe (one condition
+variable); `stop()` wakes every waiter when the run is ending.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ import threading
 import time
 from collections.abc import Callable
 
+from runjournal.domain import aimd
+
 
 class LimiterStopped(RuntimeError):
     """The run is stopping: no new request is started."""
 
 
 class Ticket:
-    __slots__ = ("entry",)
+    __slots__ = ("entry", "epoch")
 
-    def __init__(self, entry: list[float]) -> None:
+    def __init__(self, entry: list[float], epoch: int = 0) -> None:
         self.entry = entry  # [time, tokens] in the token window, corrected on release
+        self.epoch = epoch  # the concurrency window's decrease epoch when it started
 
 
 class EndpointLimiter:
@@ -45,6 +51,8 @@ class EndpointLimiter:
         self._tokens: collections.deque[list[float]] = collections.deque()
         self._in_flight = 0
         self._paused_until = 0.0
+        self._aimd = aimd.opened(max_concurrency or aimd.DEFAULT_CEILING)
+        self.rate_limited = 0  # 429s seen (for reports and tests)
         self._stopped = False
         self.waited = 0.0  # total seconds callers spent waiting here (for reports and tests)
 
@@ -58,7 +66,15 @@ class EndpointLimiter:
             self.rpm = stricter(self.rpm, rpm)
             self.tpm = stricter(self.tpm, tpm)
             self.max_concurrency = stricter(self.max_concurrency, max_concurrency)
+            if self.max_concurrency:
+                self._aimd = aimd.with_ceiling(self._aimd, self.max_concurrency)
             self._cond.notify_all()
+
+    @property
+    def concurrency_window(self) -> int:
+        """Requests that may be in flight now (the adaptive window's limit)."""
+        with self._cond:
+            return self._aimd.limit
 
     def _prune(self, now: float) -> None:
         horizon = now - self._window
@@ -71,7 +87,7 @@ class EndpointLimiter:
         """Seconds until a request could start (0: now; None: when one in flight ends)."""
         if self._paused_until > now:
             return self._paused_until - now
-        if self.max_concurrency and self._in_flight >= self.max_concurrency:
+        if self._in_flight >= self._aimd.limit:  # never above max_concurrency (its ceiling)
             return None
         if self.rpm and len(self._requests) >= self.rpm:
             return self._requests[0] + self._window - now
@@ -100,18 +116,31 @@ class EndpointLimiter:
             self._tokens.append(entry)
             self._in_flight += 1
             self.waited += now - started
-            return Ticket(entry)
+            return Ticket(entry, self._aimd.epoch)
 
-    def release(self, ticket: Ticket, tokens: int | None) -> None:
-        """The request ended; `tokens` (when known) replaces the estimate in the window."""
+    def release(
+        self, ticket: Ticket, tokens: int | None, *, answered: bool = False, limited: bool = False
+    ) -> None:
+        """The request ended; `tokens` (when known) replaces the estimate in the window.
+
+        `answered` (a reply) grows the concurrency window, `limited` (a 429) shrinks it.
+        """
         with self._cond:
             if tokens is not None:
                 ticket.entry[1] = float(max(0, tokens))
+            if limited:
+                self.rate_limited += 1
+                self._aimd = aimd.on_rate_limited(
+                    self._aimd, started_epoch=ticket.epoch, in_flight=self._in_flight
+                )
+            elif answered:
+                self._aimd = aimd.on_reply(self._aimd)
             self._in_flight -= 1
             self._cond.notify_all()
 
     def pause(self, seconds: float) -> None:
-        """The server said `Retry-After`: no request to this endpoint before then."""
+        """No request to this endpoint before `seconds` from now (the runtime waits a
+        `Retry-After` in the request that got it instead: docs/operations.md)."""
         with self._cond:
             self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
             self._cond.notify_all()

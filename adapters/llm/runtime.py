@@ -37,6 +37,7 @@ from runjournal.adapters.llm.structured import (
     schema_for,
 )
 from runjournal.adapters.llm.transport import OpenAITransport, TransportError
+from runjournal.adapters.llm.truncation import truncated_message, widen
 from runjournal.adapters.profiles import DEFAULT_API_KEY_ENV, Profile, runtime_for
 from runjournal.domain.decisions import Stage
 from runjournal.domain.identity import sha256_hex
@@ -53,10 +54,14 @@ from runjournal.domain.llm import (
 from runjournal.domain.ports import TraceRecorder
 from runjournal.domain.redaction import is_secret_key, redact_text
 
-__all__ = ["Call", "LLMServices", "ProfileRuntime"]
+__all__ = ["Call", "LLMServices", "ProfileRuntime", "SchemaRefused"]
 
 _DEFAULT_COMPLETION_ESTIMATE = 256
 _UNKEYED = "not-set"  # sent when a local endpoint needs no key and none is set
+
+
+class SchemaRefused(LLMCallFailed):
+    """A 4xx that blames the `json_schema` response format: `json_object` may work."""
 
 
 def _text_sha(text: str) -> str:
@@ -302,7 +307,8 @@ class Call:
     ) -> Any:
         """A reply of `reply_type`: `json_schema` output where the server takes it.
 
-        A server that refuses the `json_schema` response format (a 4xx) is asked once
+        A server that refuses the `json_schema` response format (a 4xx whose message
+        blames the response format; any other 4xx is not re-sent) is asked once
         more in `json_object` mode, and the endpoint is remembered as one without schema
         support for the rest of the run; the reply is validated either way.
         """
@@ -315,7 +321,7 @@ class Call:
         try:
             return self._ask(call, mode, prompt, reply_type, system, options, schema)
         except LLMCallFailed as exc:
-            fallback = exc.cause in (FailureCause.REQUEST_REFUSED, FailureCause.REPLAY_MISS)
+            fallback = isinstance(exc, SchemaRefused) or exc.cause is FailureCause.REPLAY_MISS
             if not fallback or mode is not StructuredOutput.JSON_SCHEMA:
                 raise
             value = self._ask(
@@ -345,17 +351,28 @@ class Call:
         messages = _messages(prompt, system)
         asks = runtime.profile.client.reply_retries + 1
         made = sum(1 for a in self.attempts if a.call == call)
+        widened: int | None = None  # the max_tokens_retry limit, once a reply was cut
         for ask_no in range(1, asks + 1):
             request = runtime.request(messages, options, fmt)
+            if widened is not None:
+                request["max_tokens"] = widened
             reply, made = self._exchange(call, request, attempt_base=made)
+            while reply.finish_reason == "length":
+                self._mark_last(AttemptStatus.REPLY_TRUNCATED)
+                limit = request.get("max_tokens")
+                larger = widen(limit, runtime.profile.client.max_tokens_retry, widened)
+                if larger is None:
+                    raise LLMCallFailed(
+                        FailureCause.REPLY_TRUNCATED, truncated_message(runtime.profile.id, limit)
+                    )
+                widened = larger
+                request = {**request, "max_tokens": larger}
+                reply, made = self._exchange(call, request, attempt_base=made)
             try:
                 return decode_reply(reply.content, reply_type, schema)
             except ReplyInvalid as exc:
                 problem = str(exc)
-                last = self.attempts[-1]
-                self.attempts[-1] = msgspec.structs.replace(
-                    last, status=AttemptStatus.REPLY_INVALID
-                )
+                self._mark_last(AttemptStatus.REPLY_INVALID)
                 if ask_no == asks:
                     raise LLMCallFailed(
                         FailureCause.REPLY_INVALID,
@@ -372,6 +389,10 @@ class Call:
                     },
                 ]
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _mark_last(self, status: AttemptStatus) -> None:
+        """The last attempt was answered, but its reply is not usable: say why."""
+        self.attempts[-1] = msgspec.structs.replace(self.attempts[-1], status=status)
 
     # --- one call: attempts until a reply, or a typed failure ------------------------------
 
@@ -390,30 +411,51 @@ class Call:
         while True:
             attempt += 1
             tries += 1
-            services.budget.check()
-            if runtime.replay is not None:
-                return self._replayed(call, attempt, digest, canonical), attempt
-            endpoint = runtime.endpoint
-            transport = endpoint.transport()
-            estimate = _estimate_tokens(str(request.get("messages"))) + int(
-                request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE
+            prompt_estimate = _estimate_tokens(str(request.get("messages")))
+            completion_cap = int(request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE)
+            estimate = prompt_estimate + completion_cap
+            reservation = services.budget.reserve(  # held until the attempt is charged
+                estimate, options.prices.cost(prompt_estimate, completion_cap)
             )
-            ticket = endpoint.limiter.acquire(estimate)
+            if runtime.replay is not None:
+                try:
+                    return self._replayed(call, attempt, digest, canonical), attempt
+                finally:
+                    services.budget.release(reservation)
+            endpoint = runtime.endpoint
+            try:
+                transport = endpoint.transport()
+                ticket = endpoint.limiter.acquire(estimate)
+            except BaseException:
+                services.budget.release(reservation)
+                raise
             started = services.clock()
             error: TransportError | None = None
             reply: Reply | None = None
             http_status: int | None = None
             try:
-                reply, http_status = transport.send(request)
+                reply, http_status = transport.send(
+                    request,
+                    attempt_timeout=options.attempt_timeout,
+                    max_reply_bytes=options.max_reply_bytes,
+                )
             except TransportError as exc:
                 error = exc
                 http_status = exc.http_status
+            except Exception as exc:  # a client bug must still end as a typed failure
+                error = TransportError(
+                    AttemptStatus.MALFORMED_RESPONSE,
+                    f"{endpoint.shown} could not be read ({type(exc).__name__})",
+                )
             finally:
                 latency_ms = round((services.clock() - started) * 1000, 3)
             if reply is not None:
                 reply = self._counted(reply, request)
-                endpoint.limiter.release(ticket, reply.prompt_tokens + reply.completion_tokens)
+                endpoint.limiter.release(
+                    ticket, reply.prompt_tokens + reply.completion_tokens, answered=True
+                )
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
+                services.budget.release(reservation)
                 if services.record is not None:  # never the key, even one echoed back
                     services.record.put(
                         digest,
@@ -422,13 +464,15 @@ class Call:
                     )
                 self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
                 return reply, attempt
-            endpoint.limiter.release(ticket, 0)
             assert error is not None
+            endpoint.limiter.release(ticket, 0, limited=error.status is AttemptStatus.RATE_LIMITED)
             self._record(call, attempt, error.status, digest, None, latency_ms, http_status)
+            services.budget.release(reservation)
             self._trace_text(call, attempt, request, None, error.status)
             where = f"{runtime.profile.id}: {error.message}{_note(error, endpoint)}"
             if error.status not in RETRYABLE:
-                raise LLMCallFailed(cause_of_status(error.status), where)
+                failed = SchemaRefused if error.schema_refused else LLMCallFailed
+                raise failed(cause_of_status(error.status), where)
             if tries > options.max_retries:
                 raise LLMCallFailed(
                     cause_of_status(error.status), f"{where} (after {tries} attempt(s))"
@@ -440,8 +484,6 @@ class Call:
                     f"{where}; the server asked to wait {error.retry_after:g} s, more than "
                     f"retry_after_max {options.retry_after_max:g} s",
                 )
-            if error.retry_after is not None:
-                endpoint.limiter.pause(wait)
             self.attempts[-1] = msgspec.structs.replace(
                 self.attempts[-1], wait_ms=round(wait * 1000, 3)
             )

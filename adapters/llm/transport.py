@@ -9,11 +9,20 @@ message names the endpoint and the HTTP status, never the key, a header or the r
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from runjournal.adapters.llm.cassette import Reply
+from runjournal.adapters.llm.replies import (
+    AttemptDeadline,
+    BodyTooLarge,
+    read_bounded,
+    refuses_schema,
+    usage_problem,
+)
 from runjournal.adapters.llm.retry import parse_retry_after
 from runjournal.domain.llm import AttemptStatus
 
@@ -28,8 +37,10 @@ class TransportError(Exception):
         *,
         http_status: int | None = None,
         retry_after: float | None = None,
+        schema_refused: bool = False,
     ) -> None:
         super().__init__(message)
+        self.schema_refused = schema_refused  # a 4xx blaming the response format
         self.status = status
         self.message = message
         self.http_status = http_status
@@ -110,18 +121,45 @@ class OpenAITransport:
         if client is not None:
             client.close()
 
-    def send(self, request: dict[str, Any]) -> tuple[Reply, int]:
-        """One attempt; returns the reply and the HTTP status, or raises TransportError."""
+    def send(
+        self,
+        request: dict[str, Any],
+        *,
+        attempt_timeout: float = 600.0,
+        max_reply_bytes: int = 8 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> tuple[Reply, int]:
+        """One attempt; returns the reply and the HTTP status, or raises TransportError.
+
+        The body is read in chunks under the attempt's total deadline and size cap
+        (adapters/llm/replies.py), never all at once.
+        """
         client = self._get_client()
         openai = self._openai
         body = {k: v for k, v in request.items() if k not in ("model", "messages")}
         http_status: int | None = None
+        deadline = clock() + attempt_timeout
         try:
-            raw = client.chat.completions.with_raw_response.create(
+            with client.chat.completions.with_streaming_response.create(
                 model=request["model"], messages=request["messages"], extra_body=body
-            )
-            http_status = int(raw.http_response.status_code)
-            completion = raw.parse()
+            ) as raw:
+                http_status = int(raw.http_response.status_code)
+                data = self._body(raw.http_response, max_reply_bytes, deadline, clock)
+            completion = json.loads(data)
+        except BodyTooLarge as exc:
+            raise TransportError(
+                AttemptStatus.REPLY_TOO_LARGE,
+                f"{self.endpoint} sent a response larger than max_reply_bytes "
+                f"{max_reply_bytes} ({exc.args[0]} bytes read or announced)",
+                http_status=http_status,
+            ) from None
+        except AttemptDeadline:
+            raise TransportError(
+                AttemptStatus.TIMEOUT,
+                f"{self.endpoint} did not finish its answer within attempt_timeout "
+                f"{attempt_timeout:g} s",
+                http_status=http_status,
+            ) from None
         except openai.APIStatusError as exc:
             code = int(exc.status_code)
             status = _status_of_http(code)
@@ -131,6 +169,7 @@ class OpenAITransport:
                 f"{self.endpoint} answered HTTP {code}" + (f": {detail}" if detail else ""),
                 http_status=code,
                 retry_after=parse_retry_after(dict(exc.response.headers)),
+                schema_refused=status is AttemptStatus.REQUEST_REFUSED and refuses_schema(detail),
             ) from None
         except openai.APITimeoutError:
             raise TransportError(
@@ -144,7 +183,13 @@ class OpenAITransport:
             raise TransportError(
                 AttemptStatus.CONNECTION_ERROR, f"cannot reach {self.endpoint} ({why})"
             ) from None
-        except (openai.APIResponseValidationError, ValueError, TypeError, KeyError) as exc:
+        except (
+            openai.APIResponseValidationError,
+            ValueError,
+            TypeError,
+            KeyError,
+            RecursionError,
+        ) as exc:
             raise TransportError(
                 AttemptStatus.MALFORMED_RESPONSE,
                 f"{self.endpoint} sent a response that is not a chat completion "
@@ -153,11 +198,38 @@ class OpenAITransport:
             ) from None
         return self._reply(completion), http_status
 
-    def _reply(self, completion: Any) -> Reply:
+    def _body(
+        self, response: Any, limit: int, deadline: float, clock: Callable[[], float]
+    ) -> bytes:
+        """The body under the size cap and deadline; the HTTP library's errors typed."""
         try:
-            choice = completion.choices[0]
-            content = choice.message.content
-        except (AttributeError, IndexError, TypeError):
+            return read_bounded(
+                response.iter_bytes(),
+                limit=limit,
+                deadline=deadline,
+                clock=clock,
+                declared=response.headers.get("content-length"),
+            )
+        except (BodyTooLarge, AttemptDeadline):
+            raise
+        except Exception as exc:  # the client's HTTP library, raised while the body streams
+            name = type(exc).__name__
+            timeout = "Timeout" in name
+            raise TransportError(
+                AttemptStatus.TIMEOUT if timeout else AttemptStatus.CONNECTION_ERROR,
+                f"{self.endpoint} broke off its answer ({name})"
+                if not timeout
+                else f"{self.endpoint} stopped sending its answer (read {self._read:g} s)",
+                http_status=int(response.status_code),
+            ) from None
+
+    def _reply(self, completion: Any) -> Reply:
+        if not isinstance(completion, dict):
+            completion = {}
+        try:
+            choice = completion["choices"][0]
+            content = choice["message"]["content"]
+        except (LookupError, TypeError):
             content = None
             choice = None
         if not isinstance(content, str):
@@ -166,12 +238,21 @@ class OpenAITransport:
                 f"{self.endpoint} sent a completion without message content",
                 http_status=200,
             )
-        usage = getattr(completion, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None)
-        done = getattr(usage, "completion_tokens", None)
+        usage = completion.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        prompt = usage.get("prompt_tokens")
+        done = usage.get("completion_tokens")
+        problem = usage_problem(prompt, done)
+        if problem is not None:
+            raise TransportError(
+                AttemptStatus.REPLY_INVALID,
+                f"{self.endpoint} sent a completion whose {problem}",
+                http_status=200,
+            )
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         return Reply(
             content=content,
             prompt_tokens=prompt if isinstance(prompt, int) else -1,
             completion_tokens=done if isinstance(done, int) else -1,
-            finish_reason=getattr(choice, "finish_reason", None),
+            finish_reason=finish if isinstance(finish, str) else None,
         )

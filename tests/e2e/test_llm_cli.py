@@ -142,6 +142,17 @@ def test_retried_then_success_is_journaled(cli, fake: ServerProcess, tmp_path: P
     ]
     assert attempts[0]["wait_ms"] == 200.0 and attempts[1]["wait_ms"] > 0
     assert doc["llm"]["spent"]["attempts"] == 7 and doc["llm"]["unsuccessful"] == 2
+    retries = doc["llm"]["retries"]
+    assert retries["rate_limited"] == {"attempts": 1, "wait_s": 0.2}
+    assert retries["server_error"]["attempts"] == 1 and retries["server_error"]["wait_s"] > 0
+    # text explain and the HTML report show the retries by cause and their waits
+    out = ["--output-root", str(project.out)]
+    text = cli("explain", doc["run_id"], *out).stdout
+    assert "5 call(s) (7 attempt(s))" in text and "rate_limited 1 (waited 0.2 s)" in text
+    proc = cli("report", doc["run_id"], *out, "-o", str(tmp_path / "r.html"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "spent: 5 calls (7 attempts)" in page and "rate_limited 1 (waited 0.2 s)" in page
 
 
 def test_permanent_failure_has_a_cause_and_no_traceback(
@@ -227,17 +238,37 @@ def test_the_budget_stops_new_calls_and_resume_goes_on(
     cli, fake: ServerProcess, tmp_path: Path
 ) -> None:
     project = Project(tmp_path, fake.url)
-    proc, doc = cli.json(*project.args("--max-tokens", "1"), env=_env())
+    # Each request reserves about 57 tokens (prompt estimate + max_tokens 40) and uses
+    # about 10: the budget starts a request only while the rest can pay for it.
+    proc, doc = cli.json(*project.args("--max-tokens", "60", "--jobs", "1"), env=_env())
     assert proc.returncode == 1
     assert doc["error"]["cause"] == "budget_exhausted"
-    assert "--max-tokens 1" in doc["error"]["message"] and "Traceback" not in proc.stderr
-    assert doc["llm"]["spent"]["calls"] == 1 and doc["llm"]["limits"]["max_tokens"] == 1
+    assert "--max-tokens 60" in doc["error"]["message"] and "Traceback" not in proc.stderr
+    spent = doc["llm"]["spent"]
+    assert 1 <= spent["calls"] < 5 and spent["tokens"] <= 60
+    assert doc["llm"]["limits"]["max_tokens"] == 60
     written = [e for e in project.events(doc["run_id"], cli) if e["type"] == "CheckpointWritten"]
-    assert len(written) == 1  # the finished call is checkpointed
+    assert len(written) == spent["calls"]  # the finished calls are checkpointed
     before = len(fake.requests())
     proc, again = cli.json(*project.args("--resume"), env=_env())
     assert proc.returncode == 0, proc.stderr
-    assert len(fake.requests()) - before == 4 and again["llm"]["saved"]["calls"] == 1
+    assert len(fake.requests()) - before == 5 - spent["calls"]
+    assert again["llm"]["saved"]["calls"] == spent["calls"]
+
+
+def test_the_budget_never_starts_a_call_it_cannot_pay_for(
+    cli, fake: ServerProcess, tmp_path: Path
+) -> None:
+    """Issue 26 defect 7: `--max-cost 0.05` stopped at 0.0511 with calls in flight."""
+    project = Project(tmp_path, fake.url)
+    prices = "prices = { input_per_million = 1000.0, output_per_million = 1000.0 }"
+    text = project.profiles.read_text()
+    project.profiles.write_text(text.replace(text.splitlines()[-1], prices))
+    # a request costs about 0.009 and may cost 0.057 (its prompt and max_tokens 40)
+    proc, doc = cli.json(*project.args("--max-cost", "0.03", "--jobs", "8"), env=_env())
+    assert proc.returncode == 1 and doc["error"]["cause"] == "budget_exhausted", proc.stderr
+    assert "may cost" in doc["error"]["message"]
+    assert doc["llm"]["spent"]["cost"] <= 0.03  # five at once would spend 0.045
 
 
 def test_record_and_replay(cli, fake: ServerProcess, tmp_path: Path) -> None:

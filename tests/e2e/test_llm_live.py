@@ -145,3 +145,24 @@ def test_the_example_live_asks_what_its_cassette_answers(
         assert fields["area"] in AREAS
     same = sum(live[k]["reply"] == committed[k]["reply"] for k in live)
     print(f"replies identical to the committed cassette: {same}/{len(live)}")
+
+
+def test_a_reply_cut_at_max_tokens_is_typed_and_max_tokens_retry_recovers(
+    cli, model: ServerProcess, tmp_path: Path
+) -> None:
+    """Issue 26 defect 4: 4 tokens cannot hold the JSON reply; the cause says so."""
+    pipeline, profiles = _project(tmp_path / "p", model.url)
+    (tmp_path / "p" / "docs" / "b.md").unlink()  # one request each way is enough
+    pipeline.write_text(PIPELINE.replace("max_tokens = 32", "max_tokens = 4"))
+    roots = ["--output-root", str(tmp_path / "o"), "--cache-root", str(tmp_path / "c")]
+    base = ["run", str(pipeline), "--profiles-file", str(profiles), "--profile", "live", *roots]
+    proc, doc = cli.json(*base, timeout=400)
+    assert proc.returncode == 1, proc.stderr
+    assert doc["error"]["cause"] == "reply_truncated", doc["error"]
+    assert "max_tokens 4" in doc["error"]["message"] and "max_tokens_retry" in proc.stderr
+    assert doc["llm"]["spent"]["attempts"] == 1  # not re-asked at the same limit
+
+    profiles.write_text(PROFILE.format(url=model.url) + "max_tokens_retry = 64\n")
+    proc, doc = cli.json(*base, "--resume", timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["llm"]["spent"]["attempts"] == 2  # cut at 4, whole at 64

@@ -379,7 +379,8 @@ def test_llm_estimates_from_chunk_sizes_then_from_checkpoints(
 
     cold = plan()
     executed = cold["estimate"]["llm"]["executed"]
-    assert executed["basis"] == {"checkpoint": 0, "chunk_size": 5, "unknown": 2 * 3}
+    # llm.json calls the model in its extract stage only (`llm_stages`)
+    assert executed["basis"] == {"checkpoint": 0, "chunk_size": 5, "unknown": 0}
     settings = ChunkingSettings(ChunkStrategy.PARAGRAPHS, 60)
     chunks = [
         text.encode()[span.start : span.end].decode()
@@ -411,3 +412,24 @@ def test_llm_estimates_from_chunk_sizes_then_from_checkpoints(
     assert executed["cost"] == pytest.approx(spent["cost"])
     text = cli(*plan_args, "--resume", env=env).stdout
     assert "llm: estimated 5 calls" in text and "checkpoint 5" in text
+
+
+def test_steps_that_never_call_a_model_are_no_llm_calls(
+    cli: Any, fake: ServerProcess, tmp_path: Path
+) -> None:
+    """Issue 26 defect 7: `--profile` is inherited by a step that never calls a model."""
+    project = LLMProject(tmp_path, fake.url)
+    text = project.pipeline.read_text()
+    project.pipeline.write_text(text + '\n[[steps]]\nid = "heads"\nmodule = "builtin.headings"\n')
+    env = llm_env()
+    plan_args = ["plan", *project.args()[1:]]
+    proc, cold = cli.json(*plan_args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert cold["estimate"]["llm"]["executed"]["calls"] == 5  # not 5 + headings' chunks
+    proc, first = cli.json(*project.args(), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert first["llm"]["spent"]["calls"] == 5
+    project.profiles.write_text(project.profiles.read_text().replace("fake-model", "fake-2"))
+    proc, changed = cli.json(*plan_args, "--resume", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert changed["estimate"]["llm"]["executed"]["calls"] == 5

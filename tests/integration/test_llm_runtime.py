@@ -20,7 +20,13 @@ from runjournal.adapters.llm.options import parse_client_options
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage
-from runjournal.domain.llm import AttemptStatus, CallScope, FailureCause, LLMCallFailed
+from runjournal.domain.llm import (
+    AttemptStatus,
+    CallOptions,
+    CallScope,
+    FailureCause,
+    LLMCallFailed,
+)
 from support.llm_servers import ServerProcess, start_fake
 
 KEY_ENV = "RJ_FAKE_KEY"
@@ -109,7 +115,7 @@ class TestSuccess:
         with start_fake() as server:
             runtime = services().runtime_for(profile(server.url))
             first = runtime.for_call(SCOPE)
-            assert first.ask("FAULTS: 400\nAna refused", Fields).owner
+            assert first.ask("FAULTS: 400schema\nAna refused", Fields).owner
             assert statuses(first) == ["request_refused", "ok"]
             assert [a.attempt for a in first.attempts] == [1, 2]
             second = runtime.for_call(SCOPE)
@@ -254,15 +260,17 @@ class TestSharedLimits:
         assert elapsed >= 0.75  # four requests of 0.2 s, one at a time
 
     def test_the_budget_stops_new_calls(self, fake: ServerProcess) -> None:
-        budget = Budget(max_tokens=10)
+        budget = Budget(max_tokens=40)
         runtime = services(budget=budget).runtime_for(profile(fake.url))
         first = runtime.for_call(SCOPE)
-        first.complete("one two three four five six seven eight")
+        first.complete("one two three four", options=CallOptions(max_tokens=20))
+        spent, _ = budget.spent()
         before = len(fake.requests())
         second = runtime.for_call(SCOPE)
-        with pytest.raises(LLMCallFailed) as info:
-            second.complete("one more")
+        with pytest.raises(LLMCallFailed) as info:  # it might take 40 - spent or more
+            second.complete("one more", options=CallOptions(max_tokens=40 - spent))
         assert info.value.cause is FailureCause.BUDGET_EXHAUSTED
+        assert "may take" in info.value.message and "--max-tokens 40" in info.value.message
         assert second.attempts == [] and len(fake.requests()) == before
 
 

@@ -19,7 +19,11 @@ prompt continue its script). Kinds: `ok`, `429[@SECONDS]`, `500`, `502`, `503[@S
 `401`, `403`, `400`, `timeout` (answers only after `--hang` seconds), `malformed`
 (200 with a body that is not JSON), `nocontent` (a completion without content),
 `reset` (the connection is reset), `badjson` (a reply that is not JSON), `badshape`
-(JSON that breaks the schema). `REPLY: text` makes the reply exactly `text`.
+(JSON that breaks the schema). Hostile kinds: `400schema` (a 400 blaming the
+response format), `length` (the reply cut in half, `finish_reason: "length"`),
+`tokens30` (`completion_tokens` 10**30), `slowloris` (headers at once, then one body
+byte every 0.5 s for `--hang` seconds), `huge` (a 64 MiB body without Content-Length).
+`REPLY: text` makes the reply exactly `text`.
 
 Control endpoints: `GET /_control/requests` (every request: path, model, first prompt,
 response format, whether Authorization was sent), `POST /_control/reset`.
@@ -223,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
                 kind = script[n]
         if self._fault(kind):
             return
+        if kind in ("slowloris", "huge"):
+            self._hostile(kind)
+            return
         reply = _REPLY.search(first)
         fmt = body.get("response_format") or {}
         words = _words(first)
@@ -240,7 +247,11 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(sample(schema, schema, words), sort_keys=True)
         else:
             content = json.dumps({"echo": len(words)})
+        finish = "stop"
+        if kind == "length":
+            content, finish = content[: max(1, len(content) // 2)], "length"
         prompt_tokens = sum(len(_words(str(m.get("content", "")))) for m in messages)
+        completion_tokens = 10**30 if kind == "tokens30" else len(_words(content)) + 1
         self._json(
             200,
             {
@@ -252,13 +263,13 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
-                    "completion_tokens": len(_words(content)) + 1,
-                    "total_tokens": prompt_tokens + len(_words(content)) + 1,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
                 },
             },
         )
@@ -267,6 +278,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Answer with the fault `kind`; False when the request should be served normally."""
         code, _, after = kind.partition("@")
         headers = {"Retry-After": after} if after else None
+        if code == "400schema":
+            self._error(400, "response_format json_schema is not supported by this server")
+            return True
         if code in ("429", "500", "502", "503", "400", "401", "403"):
             self._error(int(code), f"injected {code}", headers)
             return True
@@ -284,6 +298,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._reset()
             return True
         return False
+
+    def _hostile(self, kind: str) -> None:
+        """A body that never ends in time (`slowloris`) or never ends small (`huge`)."""
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            if kind == "slowloris":
+                until = time.monotonic() + self.state.hang
+                self.wfile.write(b'{"id": "slow", "choices": [')
+                while time.monotonic() < until:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            else:
+                block = b" " * 65536
+                for _ in range(1024):  # 64 MiB
+                    self.wfile.write(block)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 class _Server(ThreadingHTTPServer):

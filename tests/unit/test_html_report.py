@@ -20,6 +20,7 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    LLMCallAttempted,
     OutputsValidated,
     OutputWritten,
     PlanOutcome,
@@ -39,6 +40,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import DependencyFingerprint, LaneComponents, invocation_identity
+from runjournal.domain.llm import AttemptStatus
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.projections.base import fold
 from runjournal.projections.html_render import (
@@ -298,9 +300,11 @@ class TestFold:
         view = view_of(j)
         assert view["usage"]["spent"] == {
             "calls": 2,
+            "attempts": 2,
             "prompt_tokens": 240,
             "completion_tokens": 60,
             "cost": 0.5,
+            "retries": {},
         }
         assert view["usage"]["saved"] == {
             "stages": 1,
@@ -309,9 +313,42 @@ class TestFold:
             "cost": None,
         }
         page = render_report_html(view)
-        assert "spent: 2 calls, 240 prompt + 60 completion tokens, cost 0.5000" in page
+        assert "spent: 2 calls (2 attempts), 240 prompt + 60 completion tokens, cost 0.5000" in page
         assert "saved by reuse: 1 stage, 100 prompt + 20 completion tokens, cost —" in page
         assert "no LLM calls in this journal" in render_report_html(view_of(two_step_run()))
+
+    def test_attempts_of_one_call_are_one_call_and_retries_show_their_cause(self) -> None:
+        """Issue 26 defect 7: "spent: 4,648 calls" counted attempts; retries were hidden."""
+        j = two_step_run()
+        terminated = j.events.pop()
+        common = {
+            "step": "terms",
+            "lane": "docs/a.md",
+            "stage": Stage.EXTRACT,
+            "chunk": "c1",
+            "call": 1,
+            "profile_id": "p",
+            "provider": "openai",
+            "model": "m",
+            "request_sha256": "a" * 64,
+        }
+        j.emit(
+            LLMCallAttempted,
+            **common,
+            attempt=1,
+            status=AttemptStatus.RATE_LIMITED,
+            http_status=429,
+            wait_ms=1000.0,
+        )
+        j.emit(LLMCallAttempted, **common, attempt=2, status=AttemptStatus.OK, prompt_tokens=9)
+        j.emit(RunTerminated, status=terminated.status, phase=terminated.phase)
+        view = view_of(j)
+        spent = view["usage"]["spent"]
+        assert (spent["calls"], spent["attempts"]) == (1, 2)
+        assert spent["retries"] == {"rate_limited": {"attempts": 1, "wait_s": 1.0}}
+        page = render_report_html(view)
+        assert "spent: 1 call (2 attempts)" in page
+        assert "rate_limited 1 (waited 1 s)" in page
 
 
 class TestPage:

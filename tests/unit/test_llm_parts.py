@@ -231,6 +231,41 @@ class TestBudget:
             budget.check()
         assert budget.spent() == (10, 0.02)
 
+    def test_a_reservation_that_cannot_be_paid_is_refused(self) -> None:
+        """Issue 26 defect 7: `--max-cost 0.05` stopped at 0.0511 (calls in flight)."""
+        budget = Budget(max_cost=0.05)
+        held = [budget.reserve(100, 0.02), budget.reserve(100, 0.02)]
+        with pytest.raises(LLMCallFailed, match="reserved by requests in flight"):
+            budget.reserve(100, 0.02)  # 0.04 held + 0.02 > 0.05
+        for reservation in held:
+            budget.charge(100, 0.02)
+            budget.release(reservation)
+        assert budget.spent() == (200, 0.04)
+        budget.reserve(10, 0.01)  # 0.04 + 0.01 fits exactly
+
+    def test_concurrent_reservations_never_pass_the_limit(self) -> None:
+        budget = Budget(max_cost=0.05)
+        lock = threading.Lock()
+        made: list[float] = []
+
+        def call() -> None:
+            for _ in range(50):
+                try:
+                    reservation = budget.reserve(10, 0.003)
+                except LLMCallFailed:
+                    return
+                budget.charge(10, 0.003)
+                budget.release(reservation)
+                with lock:
+                    made.append(0.003)
+
+        threads = [threading.Thread(target=call) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert budget.spent()[1] <= 0.05 and len(made) == 16  # 16 x 0.003 = 0.048
+
     def test_unlimited(self) -> None:
         budget = Budget()
         budget.charge(10**9, 10**6)
