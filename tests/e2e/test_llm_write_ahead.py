@@ -144,7 +144,9 @@ class Project:
         return doc
 
     def recover(self) -> dict[str, Any]:
-        proc, doc = self.cli.json("recover", *self.where(), "--cache-root", str(self.root / "cache"))
+        proc, doc = self.cli.json(
+            "recover", *self.where(), "--cache-root", str(self.root / "cache")
+        )
         assert proc.returncode == 0, proc.stderr
         return doc
 
