@@ -378,8 +378,6 @@ class WriteAhead:
         """The request ended: its reply is stored, its outcome logged (no wait for sync)."""
         try:
             if attempt is not None and seq:
-                if reply is not None and self.replies is not None and key:
-                    self.replies.put(key, reply)
                 outcome = Outcome(
                     seq=seq,
                     status=attempt.status,
@@ -396,6 +394,10 @@ class WriteAhead:
                     self._lines.append(outcome)
                 if self.log is not None:
                     self.log.append(outcome)
+                # after the outcome: a reply file without it would be reused while its
+                # attempt is journaled in doubt; the log rebuilds a lost file instead
+                if reply is not None and self.replies is not None and key:
+                    self.replies.put(key, reply)
         finally:
             with self._lock:
                 self._in_flight -= 1
