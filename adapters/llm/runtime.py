@@ -439,7 +439,8 @@ class Call:
                 reply = self._counted(reply, request)
                 endpoint.limiter.release(ticket, reply.prompt_tokens + reply.completion_tokens)
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
-                wal.end(seq, self.attempts[-1], reply, key)
+                stored = msgspec.structs.replace(reply, content=endpoint.scrub(reply.content))
+                wal.end(seq, self.attempts[-1], stored, key)  # never the key, even echoed
                 if services.record is not None:  # never the key, even one echoed back
                     services.record.put(
                         digest,
