@@ -230,6 +230,7 @@ class ReplyStore:
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        self._made: set[str] = set()  # fan-out directories known to exist
 
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], f"{key}.json")
@@ -243,7 +244,10 @@ class ReplyStore:
 
     def put(self, key: str, reply: Reply) -> None:
         path = self._path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        parent = os.path.dirname(path)
+        if parent not in self._made:
+            os.makedirs(parent, exist_ok=True)
+            self._made.add(parent)
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
