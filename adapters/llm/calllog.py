@@ -248,7 +248,8 @@ class ReplyStore:
         if parent not in self._made:
             os.makedirs(parent, exist_ok=True)
             self._made.add(parent)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        # a killed writer's temp file is swept by `recover` (the `.rj-tmp-` prefix)
+        tmp = os.path.join(parent, f".rj-tmp-{key}.{os.getpid()}.{threading.get_ident()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, _encoder.encode(reply))
