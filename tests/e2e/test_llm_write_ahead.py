@@ -69,6 +69,9 @@ def test_sigkill_then_recover_accounts_for_every_request(
     code = project.interrupted(fake, signal.SIGKILL, after=after, jobs=4)
     assert code == -signal.SIGKILL
     killed = fake.usage()["requests"]
+    proc = cli("recover", "--dry-run", *project.where(), "--cache-root", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert "would journal" in proc.stdout and "LLM attempt(s) from its call log" in proc.stdout
     doc = project.recover()
     [row] = doc["abandoned"]
     got = account(project, fake)
