@@ -61,11 +61,27 @@ if TYPE_CHECKING:
     from runjournal.adapters.run_dirs import RunDirs
 
 
-def _llm_services(budget: Any, record: Any, replay: Any, text_trace: TraceRecorder | None) -> Any:
-    """The run's LLM runtime; imported here, when a step first needs it (not at start-up)."""
+def _llm_services(
+    budget: Any,
+    record: Any,
+    replay: Any,
+    text_trace: TraceRecorder | None,
+    cache_dir: str | None = None,
+    run_id: str | None = None,
+) -> Any:
+    """The run's LLM runtime; imported here, when a step first needs it (not at start-up).
+    With a cache root, its write-ahead replies and intent log (docs/operations.md "LLM
+    call log")."""
+    from runjournal.adapters.llm.calllog import WriteAhead
     from runjournal.adapters.llm.runtime import LLMServices
 
-    return LLMServices(budget=budget, record=record, replay=replay, text_trace=text_trace)
+    return LLMServices(
+        budget=budget,
+        record=record,
+        replay=replay,
+        text_trace=text_trace,
+        wal=WriteAhead(cache_dir, run_id),
+    )
 
 
 def _open_journal(url: str, **kwargs: Any) -> JournalStore:

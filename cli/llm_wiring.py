@@ -126,19 +126,67 @@ class RunLLM:
         if self._services is not None:
             self._services.stop()
 
+    def refuse_new(self) -> None:
+        """The first SIGINT: no request starts from now on; those in flight go on."""
+        if self._services is not None:
+            self._services.wal.refuse_new()
+
+    def settle(
+        self,
+        journaled: set[tuple[str, str, str, str, int, int]],
+        *,
+        drain: float = 0.0,
+        expired: Callable[[], bool] | None = None,
+    ) -> list[Any]:
+        """The attempts made that the journal lacks (`PendingAttempt`s), after waiting up
+        to `drain` s for the requests in flight (docs/operations.md "LLM call log")."""
+        if self._services is None:
+            return []
+        wal = self._services.wal
+        if drain > 0:
+            wal.drain(drain, expired)
+        return wal.pending(journaled)
+
+    def finish(self, *, settled: bool) -> None:
+        """Close the intent log; removed when every attempt it holds is journaled."""
+        if self._services is not None:
+            self._services.wal.close(settled=settled)
+
     def close(self) -> list[str]:
         return self._services.close() if self._services is not None else []
 
 
-def build_services(plan: LLMPlan, text_trace: TraceRecorder | None) -> RunLLM:
+def build_services(
+    plan: LLMPlan,
+    text_trace: TraceRecorder | None,
+    cache_dir: str | None = None,
+    run_id: str | None = None,
+) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (cli/compose.py) when first needed."""
     made = factories()
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
     return RunLLM(
-        lambda: made.llm_services(plan.budget, plan.record, plan.replay, text_trace),
+        lambda: made.llm_services(
+            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id
+        ),
         eager=eager,
     )
+
+
+def journal_pending(emit: Callable[..., None], pending: list[Any]) -> None:
+    """Journal attempts the call log holds and the journal lacks, as `LLMCallAttempted`."""
+    from runjournal.domain.events import LLMCallAttempted
+
+    for item in pending:
+        emit(
+            LLMCallAttempted,
+            step=item.step,
+            lane=item.lane,
+            stage=item.stage,
+            chunk=item.chunk,
+            **LLMCallAttempted.fields_of(item.attempt),
+        )
 
 
 def llm_report(usage_view: dict[str, Any], plan: LLMPlan) -> dict[str, Any]:

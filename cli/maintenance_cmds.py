@@ -6,6 +6,7 @@ terminated runs), always through the confined filesystem adapter.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from runjournal.cli.age import AGE_UNITS, parse_age
 from runjournal.cli.cache_gc import collect_cache, echo_cache, parse_size
 from runjournal.cli.compose import factories, output_objects
 from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.llm_wiring import journal_pending
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings
 from runjournal.cli.settings import (
@@ -56,9 +58,9 @@ def recover(opts: dict[str, Any]) -> int:
             if alive is not False:
                 skipped.append({**row, "why": "still running" if alive else "another host"})
                 continue
+            if store is not None:
+                row.update(_abandon(store, summary.run_id, summary.pid, summary.host, dry_run))
             abandoned.append(row)
-            if not dry_run and store is not None:
-                _abandon(store, summary.run_id, summary.pid, summary.host)
     finally:
         if store is not None:
             store.close()
@@ -97,6 +99,12 @@ def recover(opts: dict[str, Any]) -> int:
         click.echo(f"no journal at {config.journal}: no runs to abandon")
     for row in abandoned:
         click.echo(f"{verb} {row['run_id']} (pid {row['pid']} on {row['host']} is gone)")
+        if row.get("llm_attempts"):
+            verb_llm = "would journal" if dry_run else "journaled"
+            click.echo(
+                f"  {verb_llm} {row['llm_attempts']} LLM attempt(s) from its call log "
+                f"({row['llm_in_doubt']} in doubt, counted at their upper bound)"
+            )
     for row in skipped:
         click.echo(f"left {row['run_id']}: {row['why']}")
     if skipped:
@@ -109,13 +117,63 @@ def recover(opts: dict[str, Any]) -> int:
     return 0
 
 
-def _abandon(store: JournalStore, run_id: str, pid: int, host: str) -> None:
+def _abandon(
+    store: JournalStore, run_id: str, pid: int, host: str, dry_run: bool
+) -> dict[str, int]:
+    """Journal the attempts the run's LLM call log holds and its journal lacks, then
+    terminalize it as abandoned (docs/operations.md "LLM call log"); what was accounted."""
     try:
+        pending, log = _llm_pending(store, run_id)
+        accounted = {
+            "llm_attempts": len(pending),
+            "llm_in_doubt": sum(1 for p in pending if p.attempt.status.value == "in_doubt"),
+        }
+        if dry_run:
+            return accounted
         run = store.load_run(run_id)
-        terminal = Terminalizer(session=store.session(run), run_id=run_id)
+        session = store.session(run)
+        if pending:
+            journal_pending(session.emit, pending)
+        terminal = Terminalizer(session=session, run_id=run_id)
         terminal.abandon(f"process {pid} on {host} ended without terminalizing")
+        session.flush()
     except JournalError as exc:
         raise CliError(f"cannot abandon {run_id}: {exc}", ExitCode.FAILED) from None
+    if log is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(log)
+    return accounted
+
+
+def _llm_pending(store: JournalStore, run_id: str) -> tuple[list[Any], str | None]:
+    """The attempts of `run_id`'s call log its journal lacks, and the log's path (None:
+    the run left no log). Replies the log holds go back to the reply store first."""
+    from runjournal.domain.events import RunAllocated
+    from runjournal.projections.llm_usage import LLMUsageFold
+
+    fold = LLMUsageFold()
+    cache_root: str | None = None
+    for event in store.events(run_id):
+        if isinstance(event, RunAllocated):
+            cache_root = event.cache_root
+        fold.apply(event)
+    if not cache_root:
+        return [], None
+    from runjournal.adapters.llm.calllog import (
+        ReplyStore,
+        log_path,
+        pending_attempts,
+        read_log,
+        restore_replies,
+    )
+
+    path = log_path(cache_root, run_id)
+    if not os.path.exists(path):
+        return [], None
+    lines = list(read_log(path))
+    with contextlib.suppress(OSError):
+        restore_replies(lines, ReplyStore(os.path.join(cache_root, "llm", "replies")))
+    return pending_attempts(lines, fold.attempt_keys), path
 
 
 # --- gc ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import contextlib
 import os
 import secrets
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from runjournal.cli.llm_wiring import (
     LLMPlan,
     LLMRequest,
     build_services,
+    journal_pending,
     llm_report,
     plan_llm,
 )
@@ -347,7 +349,13 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
     config, session, bundle = parsed.config, inv.session, inv.bundle
     inv.progress.phase(f"resolving pipeline '{parsed.spec.name}'")
     # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
-    inv.llm = build_services(parsed.llm or plan_llm(None), bundle.llm_text if bundle else None)
+    cache_root = inv.collab.cache_root
+    inv.llm = build_services(
+        parsed.llm or plan_llm(None),
+        bundle.llm_text if bundle else None,
+        cache_dir=cache_root.path if cache_root is not None else None,
+        run_id=inv.run_id,
+    )
     try:
         profiles = factories().load_profiles(
             config.profiles_file, user_profiles=parsed.user_profiles
@@ -457,7 +465,7 @@ def _execute_and_terminalize(
     failures: list[dict[str, Any]] = []
     exit_code = ExitCode.OK
     progress.expect(resolved)
-    signals = _Signals(runner.stop).install()
+    signals = _Signals(runner.stop, inv.llm.refuse_new).install()
     try:
         try:
             # plugin print() output, redacted, on stderr; the start-up heap left out of
@@ -468,6 +476,7 @@ def _execute_and_terminalize(
             raise Interrupted() from None
         signals.stages_done()
         progress.finish()
+        _settle_llm(inv)
         terminal.not_persisted(outcome.persistence_errors)
         try:
             state = terminal.succeed(
@@ -494,14 +503,19 @@ def _execute_and_terminalize(
         )
         notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
         failures = [_failure_view(f) for f in exc.failures]
+        _settle_llm(inv)
         state = terminal.fail(error, detail=failure_detail(error, req.pipeline), failures=failures)
         exit_code = ExitCode.FAILED
     except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
         progress.finish()
         state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
         exit_code = ExitCode.LEASED
-    except (Interrupted, KeyboardInterrupt):
+    except (Interrupt, KeyboardInterrupt):  # a refused LLM request too (CallsStopped)
         progress.finish()
+        # replies in flight within the grace are kept: their attempts are journaled
+        # before the terminal event, the rest as in doubt (docs/operations.md "LLM call log")
+        signals.settling()
+        _settle_llm(inv, drain=signals.grace_left(), expired=lambda: signals.expired)
         state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
         exit_code = ExitCode.INTERRUPTED
     except JournalError:
@@ -513,6 +527,8 @@ def _execute_and_terminalize(
         progress.finish()
         notes.traceback = _escaped_traceback(exc)
         if terminal.state.status is RunStatus.RUNNING:
+            with contextlib.suppress(Exception):
+                _settle_llm(inv)
             state = terminal.fail(RunError(message=_escaped_message(exc)))
         else:  # the terminal event is already recorded: what failed after it is reported
             state = terminal.state
@@ -535,6 +551,7 @@ def _execute_and_terminalize(
     internal: str | None = None
     try:
         inv.session.flush()
+        inv.llm.finish(settled=True)  # every attempt of its call log is journaled
         # its manifest against its journal, every event committed (cli/manifest_check.py)
         internal = check_run_manifest(
             inv.journal, inv.run_id, inv.manifest, state.manifest is not None, inv.roots.output
@@ -736,18 +753,34 @@ def _print_result(
 STOP_GRACE_S = 5.0
 
 
+def _settle_llm(
+    inv: _Invocation, *, drain: float = 0.0, expired: Callable[[], bool] | None = None
+) -> None:
+    """Journal the LLM attempts the run's call log holds and its journal lacks (stages
+    interrupted or stopped before they stored their results), before the terminal event."""
+    if inv.llm is None:
+        return
+    pending = inv.llm.settle(inv.manifest.llm.attempt_keys, drain=drain, expired=expired)
+    journal_pending(inv.session.emit, pending)
+
+
 class _Signals:
     """SIGINT/SIGTERM while stages run: stop scheduling, bounded by `STOP_GRACE_S`.
 
-    The first signal asks the runner to start nothing new and arms a timer; the second
-    signal, or the timer, raises `Interrupted` at once. Outside the stages (`immediate`)
-    every signal raises `Interrupted` at once, as before.
+    The first signal asks the runner to start nothing new (no LLM request either) and
+    arms a timer; the second signal, or the timer, raises `Interrupted` at once. Outside
+    the stages (`immediate`) every signal raises `Interrupted` at once, as before. While
+    an interrupted run settles its LLM calls (`settling`), a signal only ends the wait.
     """
 
-    def __init__(self, stop: Callable[[], None]) -> None:
+    def __init__(self, stop: Callable[[], None], refuse: Callable[[], None]) -> None:
         self._stop = stop
+        self._refuse = refuse
         self.requested = False
         self.immediate = False
+        self.expired = False  # the grace is over: stop waiting for calls in flight
+        self._settling = False
+        self._deadline: float | None = None
         self._previous: dict[int, Any] = {}
 
     def install(self) -> _Signals:
@@ -757,14 +790,34 @@ class _Signals:
         return self
 
     def _signal(self, signum: int, frame: Any) -> None:
+        if self._settling:
+            self.expired = True
+            return
         if self.requested or self.immediate:
+            self.expired = True
             raise Interrupted()
         self.requested = True
+        self._refuse()
         self._stop()
+        self._deadline = time.monotonic() + STOP_GRACE_S
         signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_S)
 
     def _overdue(self, signum: int, frame: Any) -> None:
-        raise Interrupted()
+        self.expired = True
+        if not self._settling:
+            raise Interrupted()
+
+    def settling(self) -> None:
+        """The run is being terminalized as interrupted: signals only end the wait."""
+        self._settling = True
+        if not self.requested:  # interrupted without the first signal (e.g. KeyboardInterrupt)
+            self._refuse()
+
+    def grace_left(self) -> float:
+        """What remains of the grace for calls in flight (0 once it is over)."""
+        if self.expired or self._deadline is None:
+            return 0.0
+        return max(0.0, self._deadline - time.monotonic())
 
     def stages_done(self) -> None:
         """The runner returned: no timer, and a signal from now on interrupts at once."""

@@ -330,17 +330,23 @@ class LLMCallAttempted(RunEvent, frozen=True, kw_only=True):
 
     @staticmethod
     def fields_of(attempt: LLMAttempt) -> dict[str, Any]:
-        return {name: getattr(attempt, name) for name in LLMAttempt.__struct_fields__}
+        return {
+            name: getattr(attempt, name)
+            for name in LLMAttempt.__struct_fields__
+            if name != "reused"
+        }
 
 
 class LLMUsageReused(RunEvent, frozen=True, kw_only=True):
-    """A reused checkpoint's recorded cost: what this run did not spend again."""
+    """A reused checkpoint's recorded cost, or one stored reply reused instead of asking
+    again (`request_sha256` set): what this run did not spend again."""
 
     step: str
     lane: str
     stage: Stage
     chunk: str
     usage: LLMUsage
+    request_sha256: str | None = None
 
 
 class CheckpointWritten(RunEvent, frozen=True, kw_only=True):

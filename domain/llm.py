@@ -70,6 +70,10 @@ class AttemptStatus(enum.StrEnum):
     REPLY_INVALID = "reply_invalid"
     REPLY_TRUNCATED = "reply_truncated"
     REPLY_TOO_LARGE = "reply_too_large"
+    # sent, and no answer was ever heard (the process died or gave up waiting): the
+    # server may have billed it, so spend counts it at its upper bound
+    # (docs/operations.md "LLM call log")
+    IN_DOUBT = "in_doubt"
 
 
 # Transient statuses: the same request may succeed when asked again after a pause.
@@ -106,6 +110,10 @@ class CallScope(msgspec.Struct, frozen=True):
     lane: str
     stage: Stage
     chunk: str = ""
+    # the stage's identity scope: a stored reply is reused only within it
+    identity: str = ""
+    # whether a stored reply may answer this stage's requests (a resumed, unforced lane)
+    reuse: bool = False
 
     def where(self) -> str:
         """`step 's' lane 'l' chunk 'c…'` for error lines (the chunk id shortened)."""
@@ -136,6 +144,9 @@ class LLMAttempt(msgspec.Struct, frozen=True, kw_only=True):
     reply_sha256: str | None = None
     wait_ms: float = 0.0
     replayed: bool = False
+    # answered by a reply a run before stored (no request sent): journaled as
+    # `LLMUsageReused`, never as an attempt (docs/operations.md "LLM call log")
+    reused: bool = False
 
 
 class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -22,6 +22,9 @@ class LLMUsageFold:
         self.statuses: dict[str, int] = {}
         self.retries = RetryFold()
         self._calls: set[tuple[str, str, str, str, int]] = set()
+        # every journaled attempt, so a run's end (or `recover`) journals from the call
+        # log only what is missing (docs/operations.md "LLM call log")
+        self.attempt_keys: set[tuple[str, str, str, str, int, int]] = set()
 
     def _step(self, step: str) -> dict[str, LLMUsage]:
         return self.by_step.setdefault(step, {"spent": LLMUsage(), "saved": LLMUsage()})
@@ -31,6 +34,7 @@ class LLMUsageFold:
             key = (event.step, event.lane, event.stage.value, event.chunk, event.call)
             new_call = key not in self._calls
             self._calls.add(key)
+            self.attempt_keys.add((*key, event.attempt))
             usage = LLMUsage(
                 calls=int(new_call),
                 attempts=1,

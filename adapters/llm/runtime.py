@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.llm.budget import Budget
+from runjournal.adapters.llm.calllog import WriteAhead, reply_key
 from runjournal.adapters.llm.cassette import Cassette, CassetteError, Reply, request_digest
 from runjournal.adapters.llm.options import StructuredOutput
 from runjournal.adapters.llm.ratelimit import EndpointLimiter
@@ -148,7 +149,10 @@ class LLMServices:
         text_trace: TraceRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        wal: WriteAhead | None = None,
     ) -> None:
+        # write-ahead replies and intents (docs/operations.md "LLM call log")
+        self.wal = wal or WriteAhead(None, None)
         self.environ = os.environ if environ is None else environ
         self.budget = budget or Budget()
         self.record = record
@@ -284,6 +288,8 @@ class Call:
         self.scope = scope
         self.attempts: list[LLMAttempt] = []
         self._calls = 0
+        self._asked: dict[str, int] = {}  # how often each request was asked (reply keys)
+        self._last_key = ""
 
     # --- what modules call ---------------------------------------------------------------
 
@@ -372,6 +378,7 @@ class Call:
                 return decode_reply(reply.content, reply_type, schema)
             except ReplyInvalid as exc:
                 problem = str(exc)
+                self.runtime.services.wal.invalid(self._last_key)
                 self._mark_last(AttemptStatus.REPLY_INVALID)
                 if ask_no == asks:
                     raise LLMCallFailed(
@@ -408,6 +415,16 @@ class Call:
         digest = request_digest(canonical)
         attempt = attempt_base
         tries = 0
+        wal = services.wal
+        occurrence = self._asked[digest] = self._asked.get(digest, 0) + 1
+        key = self._last_key = reply_key(self.scope.identity, digest, occurrence)
+        if runtime.replay is None and self.scope is not _UNSCOPED:
+            stored = wal.lookup(self.scope, key)
+            if stored is not None:  # paid for by an earlier run: reused, not asked again
+                self._record(
+                    call, attempt + 1, AttemptStatus.OK, digest, stored, 0.0, None, reused=True
+                )
+                return stored, attempt + 1
         while True:
             attempt += 1
             tries += 1
@@ -429,6 +446,12 @@ class Call:
             except BaseException:
                 services.budget.release(reservation)
                 raise
+            try:
+                seq = self._intent(call, attempt, digest, key, request)
+            except BaseException:
+                endpoint.limiter.release(ticket, 0)
+                services.budget.release(reservation)
+                raise
             started = services.clock()
             error: TransportError | None = None
             reply: Reply | None = None
@@ -447,6 +470,10 @@ class Call:
                     AttemptStatus.MALFORMED_RESPONSE,
                     f"{endpoint.shown} could not be read ({type(exc).__name__})",
                 )
+            except BaseException:
+                wal.end(seq, None, None)  # no outcome heard: in doubt
+                services.budget.release(reservation)
+                raise
             finally:
                 latency_ms = round((services.clock() - started) * 1000, 3)
             if reply is not None:
@@ -456,6 +483,8 @@ class Call:
                 )
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
                 services.budget.release(reservation)
+                stored = msgspec.structs.replace(reply, content=endpoint.scrub(reply.content))
+                wal.end(seq, self.attempts[-1], stored, key)  # never the key, even echoed
                 if services.record is not None:  # never the key, even one echoed back
                     services.record.put(
                         digest,
@@ -468,6 +497,7 @@ class Call:
             endpoint.limiter.release(ticket, 0, limited=error.status is AttemptStatus.RATE_LIMITED)
             self._record(call, attempt, error.status, digest, None, latency_ms, http_status)
             services.budget.release(reservation)
+            wal.end(seq, self.attempts[-1], None)
             self._trace_text(call, attempt, request, None, error.status)
             where = f"{runtime.profile.id}: {error.message}{_note(error, endpoint)}"
             if error.status not in RETRYABLE:
@@ -488,6 +518,30 @@ class Call:
                 self.attempts[-1], wait_ms=round(wait * 1000, 3)
             )
             services.sleep(wait)
+
+    def _intent(
+        self, call: int, attempt: int, digest: str, key: str, request: dict[str, Any]
+    ) -> int:
+        """The request's intent, durable before it is sent (raises once the run stops)."""
+        profile = self.runtime.profile
+        if self.scope is _UNSCOPED:
+            return self.runtime.services.wal.begin(None)
+        prompt = _estimate_tokens(str(request.get("messages")))
+        limit = int(request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE)
+        return self.runtime.services.wal.begin(
+            self.scope,
+            call=call,
+            attempt=attempt,
+            profile_id=profile.id,
+            provider=profile.provider,
+            model=profile.model,
+            request_sha256=digest,
+            endpoint=self.runtime.endpoint.shown,
+            key=key,
+            prompt_tokens=prompt,
+            max_tokens=limit,
+            bound_cost=profile.client.prices.cost(prompt, limit),
+        )
 
     def _replayed(self, call: int, attempt: int, digest: str, canonical: dict[str, Any]) -> Reply:
         cassette = self.runtime.replay
@@ -525,12 +579,14 @@ class Call:
         http_status: int | None,
         *,
         replayed: bool = False,
+        reused: bool = False,
     ) -> None:
         profile = self.runtime.profile
         prompt = reply.prompt_tokens if reply is not None else 0
         done = reply.completion_tokens if reply is not None else 0
         cost = profile.client.prices.cost(prompt, done)
-        self.runtime.services.budget.charge(prompt + done, cost)
+        if not reused:  # a reused reply costs nothing now
+            self.runtime.services.budget.charge(prompt + done, cost)
         self.attempts.append(
             LLMAttempt(
                 call=call,
@@ -547,6 +603,7 @@ class Call:
                 request_sha256=digest,
                 reply_sha256=_text_sha(reply.content) if reply is not None else None,
                 replayed=replayed,
+                reused=reused,
             )
         )
 

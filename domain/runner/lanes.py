@@ -216,14 +216,35 @@ class LaneRun:
         ctx = self.ctxs[stage]
         if self.step.llm is None:
             return ctx, []
-        llm, attempts = bind_call(ctx.llm, CallScope(self.step.id, self.lane, stage, chunk))
+        store = self.scopes[stage]
+        scope = CallScope(
+            self.step.id,
+            self.lane,
+            stage,
+            chunk,
+            identity=sha256_hex(f"{store.step_identity}\n{store.dependencies}".encode()),
+            reuse=self.resumed and not self.forced,  # a stored reply answers only then
+        )
+        llm, attempts = bind_call(ctx.llm, scope)
         if llm is ctx.llm:
             return ctx, attempts
         return msgspec.structs.replace(ctx, llm=llm), attempts
 
     def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
-        """Journal a stage's LLM attempts, on the calling thread, in the stage's order."""
+        """Journal a stage's LLM attempts, on the calling thread, in the stage's order; a
+        stored reply reused instead of a request is journaled as saved, not spent."""
         for attempt in attempts:
+            if attempt.reused:
+                self.ledger.sink.emit(
+                    LLMUsageReused,
+                    step=self.step.id,
+                    lane=self.lane,
+                    stage=stage,
+                    chunk=chunk,
+                    usage=LLMUsage.of([attempt]),
+                    request_sha256=attempt.request_sha256,
+                )
+                continue
             self.ledger.sink.emit(
                 LLMCallAttempted,
                 step=self.step.id,

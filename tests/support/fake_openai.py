@@ -26,7 +26,8 @@ byte every 0.5 s for `--hang` seconds), `huge` (a 64 MiB body without Content-Le
 `REPLY: text` makes the reply exactly `text`.
 
 Control endpoints: `GET /_control/requests` (every request: path, model, first prompt,
-response format, whether Authorization was sent), `POST /_control/reset`.
+response format, whether Authorization was sent), `GET /_control/usage` (requests
+received, replies sent and the tokens they billed), `POST /_control/reset`.
 """
 
 from __future__ import annotations
@@ -111,6 +112,12 @@ def _shown_schema(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def _usage() -> dict[str, int]:
+    """What the server was asked and billed: requests received, replies sent (HTTP 200
+    with usage), and the tokens those replies reported."""
+    return {"requests": 0, "answered": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+
 class _State:
     def __init__(self, *, latency: float, hang: float, api_key: str | None, echo_auth: bool):
         self.latency = latency
@@ -120,6 +127,7 @@ class _State:
         self.lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.log: list[dict[str, Any]] = []
+        self.usage = _usage()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -164,6 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self._json(200, {"requests": list(self.state.log)})
             return
+        if self.path == "/_control/usage":
+            with self.state.lock:
+                self._json(200, dict(self.state.usage))
+            return
         if self.path in ("/v1/models", "/models"):
             self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
             return
@@ -176,6 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.counts.clear()
                 self.state.log.clear()
+                self.state.usage = _usage()
             self._json(200, {"ok": True})
             return
         if self.path not in ("/v1/chat/completions", "/chat/completions"):
@@ -198,6 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             n = state.counts.get(key, 0)
             state.counts[key] = n + 1
+            state.usage["requests"] += 1
             state.log.append(
                 {
                     "path": self.path,
@@ -252,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
             content, finish = content[: max(1, len(content) // 2)], "length"
         prompt_tokens = sum(len(_words(str(m.get("content", "")))) for m in messages)
         completion_tokens = 10**30 if kind == "tokens30" else len(_words(content)) + 1
+        with state.lock:
+            state.usage["answered"] += 1
+            state.usage["prompt_tokens"] += prompt_tokens
+            state.usage["completion_tokens"] += completion_tokens
         self._json(
             200,
             {

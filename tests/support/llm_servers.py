@@ -85,6 +85,10 @@ class ServerProcess:
     def requests(self) -> list[dict[str, Any]]:
         return self._control("/_control/requests")["requests"]
 
+    def usage(self) -> dict[str, int]:
+        """Requests received, replies sent and the tokens billed (`/_control/usage`)."""
+        return self._control("/_control/usage")
+
     def reset(self) -> None:
         self._control("/_control/reset", "POST")
 

@@ -1,0 +1,444 @@
+"""Write-ahead replies and exact spend: what a request cost is on disk before it is sent.
+
+Two stores under the cache root's `llm/` (docs/operations.md "LLM call log"):
+
+- `llm/runs/<run id>.log`, one per run: an *intent* line before each request is sent
+  (its digest, endpoint, estimated prompt tokens, `max_tokens`, upper-bound cost, where
+  it was asked), then an *outcome* line when it ends (the reply's usage and text, or
+  the failure's status). Intents are group-committed: calls in flight share one
+  `fsync`, and the request leaves only once its intent is durable. A run that ends
+  journals every attempt its log holds that its journal lacks (`pending_attempts`), and
+  `recover` does the same for a run that was killed: an intent without an outcome
+  becomes an `in_doubt` attempt counted at its upper bound.
+- `llm/replies/<k[:2]>/<k>.json`: every successful reply, keyed by the request's digest
+  within the stage's identity scope and its occurrence in the stage execution
+  (`reply_key`); a resumed run reuses it instead of asking again.
+
+A line is written with one `write` (whole or not at all when the process dies); a
+torn or unreadable line is skipped when the log is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+from runjournal.adapters.llm.cassette import Reply
+from runjournal.domain.decisions import Stage
+from runjournal.domain.identity import sha256_hex
+from runjournal.domain.llm import AttemptStatus, CallScope, LLMAttempt
+from runjournal.domain.runner.boundary import Interrupt
+
+__all__ = [
+    "CallLog",
+    "CallsStopped",
+    "Intent",
+    "Outcome",
+    "PendingAttempt",
+    "ReplyStore",
+    "WriteAhead",
+    "pending_attempts",
+    "read_log",
+    "reply_key",
+]
+
+
+class CallsStopped(Interrupt):
+    """A request asked for after the run began to stop: it is never sent (an interrupt,
+    so the stage that asked is not failed: the run ends interrupted)."""
+
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def reply_key(identity: str, digest: str, occurrence: int) -> str:
+    """The reply store's key: the request within its stage's identity scope, and which
+    time this stage execution asks it (a stage may ask the same thing twice)."""
+    return sha256_hex(f"{identity}\n{digest}\n{occurrence}".encode())
+
+
+class Intent(msgspec.Struct, frozen=True, kw_only=True, tag="i"):
+    """A request about to be sent: enough to journal it if nothing else is ever heard."""
+
+    seq: int
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    call: int
+    attempt: int
+    profile_id: str
+    provider: str
+    model: str
+    endpoint: str
+    request_sha256: str
+    key: str
+    prompt_tokens: int  # estimated before sending
+    max_tokens: int  # the reply's limit (or the runtime's estimate when none is set)
+    bound_cost: float  # prompt_tokens + max_tokens at the profile's prices
+    time: float
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, tag="o"):
+    """How a sent request ended (a reply or a failure status)."""
+
+    seq: int
+    status: AttemptStatus
+    http_status: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cost: float = 0.0
+    reply_sha256: str | None = None
+    content: str | None = None  # the reply, so the reply store can be rebuilt from here
+    finish_reason: str | None = None
+
+
+_Line = Intent | Outcome
+_encoder = msgspec.json.Encoder()
+_line_decoder = msgspec.json.Decoder(_Line)
+_reply_decoder = msgspec.json.Decoder(Reply)
+
+
+class PendingAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    """An attempt the log holds and the run's journal does not: where, and what."""
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+    attempt: LLMAttempt
+
+    def key(self) -> tuple[str, str, str, str, int, int]:
+        return attempt_key(self.step, self.lane, self.stage, self.chunk, self.attempt)
+
+
+def attempt_key(
+    step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
+) -> tuple[str, str, str, str, int, int]:
+    return (step, lane, stage.value, chunk, attempt.call, attempt.attempt)
+
+
+def read_log(path: str) -> Iterator[_Line]:
+    """The log's lines in order; a torn or foreign line is skipped."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return
+    for raw in data.split(b"\n"):
+        if raw:
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                yield _line_decoder.decode(raw)
+
+
+def pending_attempts(
+    lines: Iterable[_Line], journaled: set[tuple[str, str, str, str, int, int]]
+) -> list[PendingAttempt]:
+    """The attempts of `lines` not in `journaled`, in the order they were sent.
+
+    A reply that arrived is an attempt with its real usage; an intent whose outcome
+    never came (the process died, or gave up waiting) is `in_doubt`: the server may
+    have answered and billed it, so it counts at its upper bound.
+    """
+    intents: dict[int, Intent] = {}
+    outcomes: dict[int, Outcome] = {}
+    for line in lines:
+        if isinstance(line, Intent):
+            intents[line.seq] = line
+        else:
+            outcomes[line.seq] = line
+    out: list[PendingAttempt] = []
+    for seq in sorted(intents):
+        intent = intents[seq]
+        done = outcomes.get(seq)
+        if done is None:
+            attempt = LLMAttempt(
+                call=intent.call,
+                attempt=intent.attempt,
+                profile_id=intent.profile_id,
+                provider=intent.provider,
+                model=intent.model,
+                status=AttemptStatus.IN_DOUBT,
+                prompt_tokens=intent.prompt_tokens,
+                completion_tokens=intent.max_tokens,
+                cost=intent.bound_cost,
+                request_sha256=intent.request_sha256,
+            )
+        else:
+            attempt = LLMAttempt(
+                call=intent.call,
+                attempt=intent.attempt,
+                profile_id=intent.profile_id,
+                provider=intent.provider,
+                model=intent.model,
+                status=done.status,
+                http_status=done.http_status,
+                prompt_tokens=done.prompt_tokens,
+                completion_tokens=done.completion_tokens,
+                latency_ms=done.latency_ms,
+                cost=done.cost,
+                request_sha256=intent.request_sha256,
+                reply_sha256=done.reply_sha256,
+            )
+        pending = PendingAttempt(
+            step=intent.step,
+            lane=intent.lane,
+            stage=intent.stage,
+            chunk=intent.chunk,
+            attempt=attempt,
+        )
+        if pending.key() not in journaled:
+            out.append(pending)
+    return out
+
+
+def restore_replies(lines: Iterable[_Line], store: ReplyStore) -> int:
+    """Put back into `store` the replies a log holds that the store lacks (a reply
+    whose file was lost with the page cache); returns how many were restored."""
+    lines = list(lines)
+    keys = {line.seq: line.key for line in lines if isinstance(line, Intent)}
+    restored = 0
+    for line in lines:
+        if (
+            isinstance(line, Outcome)
+            and line.status is AttemptStatus.OK
+            and line.content is not None
+            and line.seq in keys
+            and store.get(keys[line.seq]) is None
+        ):
+            store.put(
+                keys[line.seq],
+                Reply(
+                    content=line.content,
+                    prompt_tokens=line.prompt_tokens,
+                    completion_tokens=line.completion_tokens,
+                    finish_reason=line.finish_reason,
+                ),
+            )
+            restored += 1
+    return restored
+
+
+class ReplyStore:
+    """Successful replies by `reply_key`, one small file each (atomic rename)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._made: set[str] = set()  # fan-out directories known to exist
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.directory, key[:2], f"{key}.json")
+
+    def get(self, key: str) -> Reply | None:
+        try:
+            with open(self._path(key), "rb") as fh:
+                return _reply_decoder.decode(fh.read())
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+
+    def put(self, key: str, reply: Reply) -> None:
+        path = self._path(key)
+        parent = os.path.dirname(path)
+        if parent not in self._made:
+            os.makedirs(parent, exist_ok=True)
+            self._made.add(parent)
+        # a killed writer's temp file is swept by `recover` (the `.rj-tmp-` prefix)
+        tmp = os.path.join(parent, f".rj-tmp-{key}.{os.getpid()}.{threading.get_ident()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, _encoder.encode(reply))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def forget(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(key))
+
+
+class CallLog:
+    """One run's append-only intent log, with group commit (one `fsync` per batch)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = -1  # opened by the first line: a run that sends nothing leaves no log
+        self._cond = threading.Condition()
+        self._written = 0  # lines written
+        self._synced = 0  # lines known durable
+        self._syncing = False
+        self.syncs = 0
+
+    def append(self, line: _Line) -> int:
+        """Write one line (surviving the process at once); returns its number for `sync`."""
+        data = _encoder.encode(line) + b"\n"
+        with self._cond:
+            if self._fd < 0:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self._fd = os.open(self.path, _FLAGS, 0o600)
+            os.write(self._fd, data)
+            self._written += 1
+            return self._written
+
+    def sync(self, upto: int) -> None:
+        """Return once line `upto` is durable: one caller syncs for everyone waiting."""
+        with self._cond:
+            while self._synced < upto:
+                if self._syncing:
+                    self._cond.wait()
+                    continue
+                self._syncing, target = True, self._written
+                self._cond.release()
+                try:
+                    os.fsync(self._fd)
+                finally:
+                    self._cond.acquire()
+                    self._syncing = False
+                    self._cond.notify_all()
+                self._synced = max(self._synced, target)
+                self.syncs += 1
+
+    def close(self, *, remove: bool) -> None:
+        with self._cond:
+            fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                if not remove:
+                    os.fsync(fd)
+            os.close(fd)
+        if remove and fd >= 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+
+class WriteAhead:
+    """The run's write-ahead replies and intents (one per run invocation, thread-safe).
+
+    `refuse_new` (the first SIGINT) makes every later `begin` refuse; `drain` waits for
+    the requests in flight; `pending` is what the run's journal still lacks.
+    """
+
+    def __init__(self, cache_dir: str | None, run_id: str | None) -> None:
+        self.replies = ReplyStore(os.path.join(cache_dir, "llm", "replies")) if cache_dir else None
+        self.log = (
+            CallLog(os.path.join(cache_dir, "llm", "runs", f"{run_id}.log"))
+            if cache_dir and run_id
+            else None
+        )
+        self._lines: list[_Line] = []
+        self._lock = threading.Condition()
+        self._seq = 0
+        self._in_flight = 0
+        self.refusing = False
+        self.reused = 0
+
+    # --- before and after one request ------------------------------------------------
+
+    def lookup(self, scope: CallScope, key: str) -> Reply | None:
+        """A stored reply for this request, when the stage may reuse one."""
+        if not scope.reuse or self.replies is None:
+            return None
+        reply = self.replies.get(key)
+        if reply is not None:
+            with self._lock:
+                self.reused += 1
+        return reply
+
+    def begin(self, scope: CallScope | None, **fields: Any) -> int:
+        """Record the intent durably (group commit) and count the request in flight;
+        returns its sequence number (0: not logged, a call outside any stage). Raises
+        `CallsStopped` once the run stops: no request starts after the first SIGINT."""
+        with self._lock:
+            if self.refusing:
+                raise CallsStopped()
+            self._in_flight += 1
+            if scope is None:
+                return 0
+            self._seq += 1
+            seq = self._seq
+            intent = Intent(
+                seq=seq,
+                step=scope.step,
+                lane=scope.lane,
+                stage=scope.stage,
+                chunk=scope.chunk,
+                time=time.time(),
+                **fields,
+            )
+            self._lines.append(intent)
+        if self.log is not None:
+            try:
+                self.log.sync(self.log.append(intent))
+            except BaseException:
+                self.end(seq, None, None)
+                raise
+        return seq
+
+    def end(self, seq: int, attempt: LLMAttempt | None, reply: Reply | None, key: str = "") -> None:
+        """The request ended: its reply is stored, its outcome logged (no wait for sync)."""
+        try:
+            if attempt is not None and seq:
+                outcome = Outcome(
+                    seq=seq,
+                    status=attempt.status,
+                    http_status=attempt.http_status,
+                    prompt_tokens=attempt.prompt_tokens,
+                    completion_tokens=attempt.completion_tokens,
+                    latency_ms=attempt.latency_ms,
+                    cost=attempt.cost,
+                    reply_sha256=attempt.reply_sha256,
+                    content=reply.content if reply is not None else None,
+                    finish_reason=reply.finish_reason if reply is not None else None,
+                )
+                with self._lock:
+                    self._lines.append(outcome)
+                if self.log is not None:
+                    self.log.append(outcome)
+                # after the outcome: a reply file without it would be reused while its
+                # attempt is journaled in doubt; the log rebuilds a lost file instead
+                if reply is not None and self.replies is not None and key:
+                    self.replies.put(key, reply)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+
+    def invalid(self, key: str) -> None:
+        """A stored reply that did not validate is never reused: the re-ask is sent."""
+        if self.replies is not None:
+            self.replies.forget(key)
+
+    # --- the end of the run ----------------------------------------------------------
+
+    def refuse_new(self) -> None:
+        self.refusing = True
+
+    def drain(self, timeout: float, expired: Any = None) -> bool:
+        """Wait up to `timeout` s for the requests in flight; True when none is left."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0 or (expired is not None and expired()):
+                    return False
+                self._lock.wait(min(left, 0.05))
+            return True
+
+    def pending(self, journaled: set[tuple[str, str, str, str, int, int]]) -> list[PendingAttempt]:
+        with self._lock:
+            lines = list(self._lines)
+        return pending_attempts(lines, journaled)
+
+    def close(self, *, settled: bool) -> None:
+        """Close the log; removed once every attempt it holds is journaled."""
+        if self.log is not None:
+            self.log.close(remove=settled)
+
+
+def log_path(cache_dir: str, run_id: str) -> str:
+    return os.path.join(cache_dir, "llm", "runs", f"{run_id}.log")

@@ -1,0 +1,205 @@
+"""The LLM call log: group-committed intents, write-ahead replies, in-doubt attempts.
+
+docs/operations.md "LLM call log". The runtime parts run against the fake server (a
+subprocess on loopback), counting the requests it really received.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from runjournal.adapters.llm.budget import Budget
+from runjournal.adapters.llm.calllog import (
+    CallsStopped,
+    Intent,
+    Outcome,
+    ReplyStore,
+    WriteAhead,
+    log_path,
+    pending_attempts,
+    read_log,
+    restore_replies,
+)
+from runjournal.adapters.llm.cassette import Reply
+from runjournal.adapters.llm.options import parse_client_options
+from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.profiles import Profile
+from runjournal.domain.decisions import Stage
+from runjournal.domain.llm import AttemptStatus, CallScope
+from support.llm_servers import ServerProcess, start_fake
+
+KEY_ENV = "RJ_FAKE_KEY"
+KEY = "sk-" + "test-" + "W3" * 20
+FRESH = CallScope("ask", "docs/a.md", Stage.EXTRACT, "c" * 64, identity="i" * 64)
+RESUMED = msgspec.structs.replace(FRESH, reuse=True)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ServerProcess]:
+    with start_fake(api_key_env=KEY_ENV, env={KEY_ENV: KEY}) as server:
+        yield server
+
+
+def profile(url: str) -> Profile:
+    return Profile(
+        id="fake",
+        provider="openai",
+        model="fake-model",
+        base_url=url,
+        api_key_env=KEY_ENV,
+        params={"temperature": 0, "max_tokens": 50},
+        client=parse_client_options(
+            {"max_retries": 0, "prices": {"input_per_million": 2.0, "output_per_million": 4.0}}
+        ),
+    )
+
+
+def services(cache: Path, run_id: str, **kw: Any) -> LLMServices:
+    return LLMServices(environ={KEY_ENV: KEY}, wal=WriteAhead(str(cache), run_id), **kw)
+
+
+def _intent(seq: int, **kw: Any) -> Intent:
+    fields: dict[str, Any] = {
+        "seq": seq,
+        "step": "s",
+        "lane": "l",
+        "stage": Stage.EXTRACT,
+        "chunk": "c",
+        "call": seq,
+        "attempt": 1,
+        "profile_id": "p",
+        "provider": "openai",
+        "model": "m",
+        "endpoint": "http://127.0.0.1:1/v1",
+        "request_sha256": "r" * 64,
+        "key": f"{seq:064x}",
+        "prompt_tokens": 10,
+        "max_tokens": 50,
+        "bound_cost": 0.5,
+        "time": 0.0,
+    }
+    return Intent(**{**fields, **kw})
+
+
+class TestLog:
+    def test_concurrent_intents_share_syncs_and_all_are_durable(self, tmp_path: Path) -> None:
+        wal = WriteAhead(str(tmp_path), "run1")
+        barrier = threading.Barrier(16)
+
+        def one(i: int) -> None:
+            barrier.wait()
+            for _ in range(20):
+                wal.begin(FRESH, **_fields(i))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert wal.log is not None
+        lines = list(read_log(wal.log.path))
+        assert len(lines) == 320 and {x.seq for x in lines} == set(range(1, 321))
+        assert wal.log.syncs < 320  # group commit: calls in flight share an fsync
+
+    def test_a_torn_last_line_is_skipped(self, tmp_path: Path) -> None:
+        path = tmp_path / "run.log"
+        whole = msgspec.json.encode(_intent(1)) + b"\n"
+        path.write_bytes(whole + whole[: len(whole) // 2])
+        assert [x.seq for x in read_log(str(path))] == [1]
+
+    def test_pending_attempts_in_doubt_ok_and_already_journaled(self) -> None:
+        lines = [
+            _intent(1),
+            _intent(2),
+            _intent(3),
+            Outcome(seq=2, status=AttemptStatus.OK, prompt_tokens=7, completion_tokens=3, cost=0.1),
+        ]
+        journaled = {("s", "l", "extract", "c", 3, 1)}
+        pending = pending_attempts(lines, journaled)
+        assert [p.attempt.call for p in pending] == [1, 2]
+        doubt, ok = pending[0].attempt, pending[1].attempt
+        assert doubt.status is AttemptStatus.IN_DOUBT
+        assert (doubt.prompt_tokens, doubt.completion_tokens, doubt.cost) == (10, 50, 0.5)
+        assert ok.status is AttemptStatus.OK and ok.prompt_tokens == 7 and ok.cost == 0.1
+
+    def test_replies_in_the_log_go_back_to_a_store_that_lost_them(self, tmp_path: Path) -> None:
+        store = ReplyStore(str(tmp_path / "replies"))
+        lines = [_intent(1), Outcome(seq=1, status=AttemptStatus.OK, content="hi")]
+        assert restore_replies(lines, store) == 1
+        assert store.get(_intent(1).key) == Reply(content="hi")
+        assert restore_replies(lines, store) == 0
+
+    def test_no_request_starts_once_the_run_stops(self, tmp_path: Path) -> None:
+        wal = WriteAhead(str(tmp_path), "run1")
+        wal.refuse_new()
+        with pytest.raises(CallsStopped):
+            wal.begin(FRESH, **_fields(1))
+        assert not os.path.exists(log_path(str(tmp_path), "run1"))  # nothing was sent
+
+
+def _fields(i: int) -> dict[str, Any]:
+    return {
+        "call": i,
+        "attempt": 1,
+        "profile_id": "p",
+        "provider": "openai",
+        "model": "m",
+        "request_sha256": "r" * 64,
+        "endpoint": "e",
+        "key": "k" * 64,
+        "prompt_tokens": 1,
+        "max_tokens": 2,
+        "bound_cost": 0.0,
+    }
+
+
+class TestRuntime:
+    def test_a_resumed_stage_reuses_the_stored_reply_and_spends_nothing(
+        self, fake: ServerProcess, tmp_path: Path
+    ) -> None:
+        first = services(tmp_path, "run1")
+        call = first.runtime_for(profile(fake.url)).for_call(FRESH)
+        before = len(fake.requests())
+        answers = [call.complete("same question"), call.complete("same question")]
+        assert len(fake.requests()) == before + 2  # asked twice in one stage: two requests
+        first.wal.close(settled=True)
+
+        budget = Budget(max_tokens=1)
+        again = services(tmp_path, "run2", budget=budget)
+        call = again.runtime_for(profile(fake.url)).for_call(RESUMED)
+        assert [call.complete("same question"), call.complete("same question")] == answers
+        assert len(fake.requests()) == before + 2  # nothing asked again
+        assert [a.reused for a in call.attempts] == [True, True]
+        assert budget.spent()[0] == 0  # a reused reply costs nothing now
+
+    def test_without_reuse_the_request_is_sent_and_logged(
+        self, fake: ServerProcess, tmp_path: Path
+    ) -> None:
+        run = services(tmp_path, "run1")
+        runtime = run.runtime_for(profile(fake.url))
+        runtime.for_call(FRESH).complete("asked once")
+        before = len(fake.requests())
+        call = runtime.for_call(FRESH)  # not resumed: a fresh run asks again
+        call.complete("asked once")
+        assert len(fake.requests()) == before + 1 and not call.attempts[0].reused
+        assert run.wal.log is not None
+        lines = list(read_log(run.wal.log.path))
+        assert [type(x).__name__ for x in lines] == ["Intent", "Outcome"] * 2
+        assert run.wal.pending(set())[0].attempt.status is AttemptStatus.OK
+
+    def test_an_invalid_reply_is_not_reused(self, fake: ServerProcess, tmp_path: Path) -> None:
+        run = services(tmp_path, "run1")
+        call = run.runtime_for(profile(fake.url)).for_call(RESUMED)
+        with pytest.raises(Exception, match="did not validate"):
+            call.ask("REPLY: not json at all", dict[str, int])
+        before = len(fake.requests())
+        call = run.runtime_for(profile(fake.url)).for_call(RESUMED)
+        with pytest.raises(Exception, match="did not validate"):
+            call.ask("REPLY: not json at all", dict[str, int])
+        assert len(fake.requests()) > before  # the invalid replies were asked again
