@@ -2,14 +2,26 @@
 loopback) and `--executor dask://HOST:PORT` (an existing scheduler).
 
 `distributed` is the optional extra `runjournal[dask]`, imported only here, only when such
-an executor is chosen. A worker that dies mid-call is the scheduler's to handle: it
-reschedules the call on another worker (up to its `allowed-failures`, then `KilledWorker`,
-which the run reports as `worker_lost`), so calls are never submitted twice from here.
+an executor is chosen. A worker that dies mid-call is first the scheduler's to handle: it
+reschedules the call on another worker, up to its `allowed-failures`, then `KilledWorker`.
+Dask charges a death to every task the dead worker was processing, so an innocent call
+queued behind a crashing one can be `KilledWorker` too: such a call is submitted once
+more from here (a new key, a fresh count), then it is `worker_lost`
+(docs/operations.md "Executors").
+
+The local cluster keeps its `--jobs` workers: Dask's `SpecCluster` hard-closes the nanny
+of a worker that has not re-registered `lost-worker-timeout` (15 s) after it died, and
+nothing starts another, so a module that crashes workers while the machine is slow to
+restart them could leave a cluster of no workers and calls queued for good. Here a nanny
+is never closed that way: it restarts its worker, as long as the run lasts. And whatever
+the cluster, a run is never left waiting on a cluster without workers: `stalled` says so
+after `NO_WORKERS_S`, and the calls still pending fail with `worker_lost`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import CancelledError
 from typing import Any
 
@@ -17,13 +29,23 @@ from runjournal.adapters.executors import ExecutorUnavailable
 from runjournal.adapters.executors.worker import run_stage_task
 from runjournal.domain.runner.tasks import StageTask
 
-__all__ = ["CONNECT_TIMEOUT_S", "MISSING_EXTRA", "DaskWorkers", "ExecutorUnavailable"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "MISSING_EXTRA",
+    "NO_WORKERS_S",
+    "DaskWorkers",
+    "ExecutorUnavailable",
+]
 
 MISSING_EXTRA = (
     "--executor {value} needs Dask's distributed scheduler, an optional extra: "
     "pip install 'runjournal[dask]'"
 )
 CONNECT_TIMEOUT_S = 10
+# How long a cluster may have no worker at all while calls are pending before they fail.
+NO_WORKERS_S = 120.0
+# Dask's `distributed.deploy.lost-worker-timeout` for the local cluster: never, in effect.
+_KEEP_NANNIES = "3650 days"
 
 
 def _distributed(value: str) -> Any:
@@ -37,15 +59,23 @@ def _distributed(value: str) -> Any:
 class DaskWorkers:
     """Calls submitted to a Dask cluster; the cluster too when this process started it."""
 
-    resubmit_lost = 0  # the scheduler reschedules a lost worker's calls itself
+    resubmit_lost = 1  # after the scheduler's own retries: an innocent `KilledWorker`
 
-    def __init__(self, jobs: int, address: str | None = None) -> None:
+    def __init__(
+        self, jobs: int, address: str | None = None, no_workers_s: float = NO_WORKERS_S
+    ) -> None:
         value = "dask" if address is None else f"dask://{address.removeprefix('tcp://')}"
         distributed = _distributed(value)
         self._killed = distributed.KilledWorker
         self._cluster: Any = None
+        self._no_workers_s = no_workers_s
+        self._workers_seen = time.monotonic()
         try:
             if address is None:
+                import dask
+
+                # read when a worker is removed, in this process: see the module docstring
+                dask.config.set({"distributed.deploy.lost-worker-timeout": _KEEP_NANNIES})
                 self._cluster = distributed.LocalCluster(
                     n_workers=jobs,
                     threads_per_worker=1,
@@ -73,7 +103,25 @@ class DaskWorkers:
         return self._client.submit(run_stage_task, task, pure=False)
 
     def lost(self, exc: BaseException) -> bool:
-        return isinstance(exc, (self._killed, CancelledError))
+        return isinstance(exc, (self._killed, CancelledError, TimeoutError))
+
+    def stalled(self) -> str | None:
+        """Why pending calls cannot finish (no worker for `no_workers_s`), else None."""
+        try:
+            workers = len(self._client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:
+            workers = 0
+        now = time.monotonic()
+        if workers:
+            self._workers_seen = now
+            return None
+        idle = now - self._workers_seen
+        if idle < self._no_workers_s:
+            return None
+        return f"the Dask cluster has had no worker for {idle:.0f} s"
+
+    def cancel(self, future: Any) -> None:
+        future.cancel()
 
     def close(self) -> None:
         client, self._client = self._client, None

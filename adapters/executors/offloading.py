@@ -8,16 +8,21 @@ into the call's outcome (`StageCall.accept`: decoded by this process's codec) an
 stays the only writer of the journal and the checkpoints.
 
 A worker lost mid-call: the `Workers` backend says whether its failure means that
-(`lost`) and how often such a call is submitted again (`resubmit_lost`: Dask reschedules
-by itself, a process pool is rebuilt); the call's one outcome is reported once, whatever
-attempt produced it, and a call every attempt of which lost its worker fails with the
-typed cause `worker_lost`.
+(`lost`) and how often such a call is submitted again (`resubmit_lost`); the call's one
+outcome is reported once, whatever attempt produced it, and a call every attempt of which
+lost its worker fails with the typed cause `worker_lost`, that call only.
+
+No shipped call is waited on for good: a finished future's result is fetched with a
+deadline (`RESULT_WAIT_S`: a Dask result lost with its worker is computed again, or never),
+and a backend that can tell it cannot make progress (`stalled`: a cluster with no worker)
+fails the shipped calls still pending with `worker_lost` (docs/operations.md "Executors").
 """
 
 from __future__ import annotations
 
 import queue
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +35,14 @@ __all__ = ["OffloadingExecutor", "Workers"]
 # How long one wait for a completion blocks before it waits again: bounds how late a
 # signal handler's exception is raised on the calling thread (as `cli/parallel.py`).
 _WAIT_S = 0.2
+# How long fetching a finished call's result may take before the attempt counts as lost.
+RESULT_WAIT_S = 120.0
+# How often a backend's `stalled` is asked while shipped calls are pending.
+_STALL_CHECK_S = 1.0
+
+
+class _Stalled(Exception):
+    """A pending call given up on: its backend cannot run it (`Workers.stalled`)."""
 
 
 class Workers(Protocol):
@@ -67,6 +80,7 @@ class OffloadingExecutor:
         self._pending: dict[int, _Pending] = {}
         self.shipped = 0  # calls sent to the workers (tests and the bench read it)
         self.resubmitted = 0
+        self._stall_checked = time.monotonic()
 
     @property
     def capacity(self) -> int:
@@ -89,6 +103,7 @@ class OffloadingExecutor:
     def next_done(self) -> tuple[int, Any]:
         """The next finished call's key and outcome, each call exactly once."""
         while True:
+            self._check_stalled()
             try:
                 key, future = self._done.get(timeout=_WAIT_S)
             except queue.Empty:
@@ -99,36 +114,59 @@ class OffloadingExecutor:
             if entry.task is None:
                 del self._pending[key]
                 return key, future.result()
-            reply = self._reply(key, entry)
+            reply = self._reply(key, entry, future)
             if reply is None:
                 continue  # submitted again: its worker was lost
             del self._pending[key]
             return key, entry.call.accept(reply)
 
-    def _reply(self, key: int, entry: _Pending) -> StageReply | None:
+    def _check_stalled(self) -> None:
+        """Fail the shipped calls still pending when the backend says none can finish."""
+        stalled = getattr(self.workers, "stalled", None)
+        now = time.monotonic()
+        if stalled is None or now - self._stall_checked < _STALL_CHECK_S:
+            return
+        self._stall_checked = now
+        shipped = [(k, e) for k, e in self._pending.items() if e.task is not None]
+        if not shipped:
+            return
+        why = stalled()
+        if why is None:
+            return
+        for key, entry in shipped:
+            stale = entry.future
+            entry.attempts = self.workers.resubmit_lost + 1  # no attempt left: fail it
+            entry.future = _failed_future(_Stalled(why))
+            getattr(self.workers, "cancel", lambda f: None)(stale)
+            self._watch(key, entry.future)
+
+    def _reply(self, key: int, entry: _Pending, future: Any) -> StageReply | None:
         try:
-            reply = entry.future.result()
+            reply = future.result(timeout=RESULT_WAIT_S)
         except BaseException as exc:
             if is_interrupt(exc):
                 raise
-            if not self.workers.lost(exc):
+            if not (isinstance(exc, (_Stalled, TimeoutError)) or self.workers.lost(exc)):
                 return StageReply(
                     error=f"WorkerError: the worker could not run the call: {exception_text(exc)}",
                     cause=FailureCause.MODULE_UNAVAILABLE if isinstance(exc, ImportError) else None,
                 )
             if entry.attempts <= self.workers.resubmit_lost:
                 entry.attempts += 1
+                getattr(self.workers, "cancel", lambda f: None)(future)
                 entry.future = self.workers.submit(entry.task)
                 self.resubmitted += 1
                 self._watch(key, entry.future)
                 return None
-            return StageReply(
-                error=(
-                    f"WorkerLost: the worker running this call died, {entry.attempts} "
+            if isinstance(exc, _Stalled):
+                error = f"WorkerLost: no worker can run this call: {exc}"
+            else:
+                deaths = getattr(exc, "deaths", entry.attempts)
+                error = (
+                    f"WorkerLost: the worker running this call died, {deaths} "
                     f"time(s) ({exception_text(exc)})"
-                ),
-                cause=FailureCause.WORKER_LOST,
-            )
+                )
+            return StageReply(error=error, cause=FailureCause.WORKER_LOST)
         if not isinstance(reply, StageReply):
             return StageReply(error=f"WorkerError: not a reply: {type(reply).__name__}")
         return reply
@@ -139,3 +177,9 @@ class OffloadingExecutor:
         if threads is not None:
             threads.shutdown(wait=True, cancel_futures=True)
             self.workers.close()
+
+
+def _failed_future(exc: BaseException) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_exception(exc)
+    return future

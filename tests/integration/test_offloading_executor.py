@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 from runjournal.adapters.executors.offloading import OffloadingExecutor
-from runjournal.adapters.executors.processes import RESUBMIT_LOST, ProcessWorkers
+from runjournal.adapters.executors.processes import CHARGED_DEATHS, ProcessWorkers
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.modules import Chunk
@@ -167,7 +167,7 @@ def test_process_pool_is_replaced_when_a_worker_dies(tmp_path) -> None:
     [reply] = accepted
     assert reply.error is None and reply.data is not None, reply
     assert workers.pools >= 2  # the broken pool was replaced
-    assert RESUBMIT_LOST >= 1
+    assert CHARGED_DEATHS >= 1
 
 
 @pytest.mark.parametrize("jobs", [0, -1, True, "2"])
