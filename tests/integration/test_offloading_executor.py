@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
+from runjournal.adapters.executors import offloading
 from runjournal.adapters.executors.offloading import OffloadingExecutor
 from runjournal.adapters.executors.processes import CHARGED_DEATHS, ProcessWorkers
 from runjournal.domain.decisions import Stage
@@ -174,3 +175,70 @@ def test_process_pool_is_replaced_when_a_worker_dies(tmp_path) -> None:
 def test_jobs_must_be_a_positive_integer(jobs: Any) -> None:
     with pytest.raises(ValueError):
         OffloadingExecutor(FakeWorkers([]), jobs)
+
+
+class StalledWorkers(FakeWorkers):
+    """Futures that never complete, on a backend that says it has no worker."""
+
+    def __init__(self, why: str | None) -> None:
+        super().__init__([])
+        self.why = why
+        self.cancelled: list[Future[Any]] = []
+
+    def submit(self, task: StageTask) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.futures.append(future)
+        return future
+
+    def stalled(self) -> str | None:
+        return self.why
+
+    def cancel(self, future: Future[Any]) -> None:
+        self.cancelled.append(future)
+        future.cancel()
+
+
+def test_calls_pending_on_a_backend_without_workers_fail_with_worker_lost(monkeypatch) -> None:
+    """Issue #25 (defect 5): a Dask cluster left with no worker never completes its
+    futures; the run is not left waiting on them."""
+    monkeypatch.setattr(offloading, "_STALL_CHECK_S", 0.0)
+    workers = StalledWorkers("the Dask cluster has had no worker for 120 s")
+    executor = OffloadingExecutor(workers, 2)
+    executor.submit(0, _call("a"))
+    executor.submit(1, _call("b", ship=False))
+    done = _drain(executor, 2)
+    executor.close()
+    assert done[1] == ("local", "b")  # a local call is not the cluster's
+    _, reply = done[0]
+    assert reply.cause is FailureCause.WORKER_LOST
+    assert reply.error == (
+        "WorkerLost: no worker can run this call: the Dask cluster has had no worker for 120 s"
+    )
+    assert workers.cancelled == workers.futures[:1]  # the stale future is let go
+
+
+def test_a_result_that_cannot_be_fetched_in_time_counts_as_a_lost_worker(monkeypatch) -> None:
+    monkeypatch.setattr(offloading, "RESULT_WAIT_S", 0.01)
+
+    class Unfetchable(FakeWorkers):
+        def submit(self, task: StageTask) -> Any:
+            real = super().submit(task)
+            if len(self.futures) > 1:
+                return real
+
+            class Slow:  # done, but its result never arrives (a Dask gather that waits)
+                def add_done_callback(self, fn: Any) -> None:
+                    fn(self)
+
+                def result(self, timeout: float | None = None) -> Any:
+                    raise TimeoutError
+
+            return Slow()
+
+    workers = Unfetchable([])
+    executor = OffloadingExecutor(workers, 1)
+    executor.submit(0, _call("a"))
+    [(kind, reply)] = _drain(executor, 1).values()
+    executor.close()
+    assert (kind, reply.data, reply.error) == ("accepted", b"a", None)
+    assert executor.resubmitted == 1
