@@ -65,6 +65,7 @@ class _Pending:
     task: StageTask | None
     future: Any
     attempts: int = 1
+    given_up: bool = False  # failed by `_check_stalled`, its outcome on its way
 
 
 class OffloadingExecutor:
@@ -127,7 +128,9 @@ class OffloadingExecutor:
         if stalled is None or now - self._stall_checked < _STALL_CHECK_S:
             return
         self._stall_checked = now
-        shipped = [(k, e) for k, e in self._pending.items() if e.task is not None]
+        shipped = [
+            (k, e) for k, e in self._pending.items() if e.task is not None and not e.given_up
+        ]
         if not shipped:
             return
         why = stalled()
@@ -136,6 +139,7 @@ class OffloadingExecutor:
         for key, entry in shipped:
             stale = entry.future
             entry.attempts = self.workers.resubmit_lost + 1  # no attempt left: fail it
+            entry.given_up = True
             entry.future = _failed_future(_Stalled(why))
             getattr(self.workers, "cancel", lambda f: None)(stale)
             self._watch(key, entry.future)
