@@ -268,6 +268,27 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, bytes]]:
     return out
 
 
+REGISTRY = "journals"  # the cache root's journal registry (docs/operations.md "Cache retention")
+
+
+def cache_content(root: Path) -> dict[str, tuple[str, int, bytes]]:
+    """`snapshot` of the cache root without its journal registry: a run that uses the cache
+    root records its journal there first, whatever happens next, so that another
+    project's `gc --cache` keeps what this journal references."""
+    return {
+        rel: entry
+        for rel, entry in snapshot(root).items()
+        if rel != REGISTRY and not rel.startswith(REGISTRY + "/")
+    }
+
+
+def registered_journals(root: Path) -> set[str]:
+    """The journals the cache root's registry names."""
+    return {
+        json.loads(path.read_text())["journal"] for path in (root / REGISTRY).glob("*.json")
+    }
+
+
 def decisions(events: list[dict]) -> list[tuple[str, str, str, str, str]]:
     return [
         (
@@ -378,12 +399,12 @@ class TestRecomputeSuccess:
         assert restored == {(s, ln) for s in STEPS if s not in forced for ln in LANES[s]}
 
     def test_recompute_without_checkpoints_restores_and_writes_nothing(self, primed: Probe) -> None:
-        before = snapshot(primed.cache)
+        before = cache_content(primed.cache)
         proc, doc = primed.run("--recompute", "summary", "--no-checkpoints")
         assert proc.returncode == 0, proc.stderr
         assert doc["decisions"]["predecessor_reused"] == 6
         assert {c.step for c in primed.calls()} == {"summary"}
-        assert snapshot(primed.cache) == before
+        assert cache_content(primed.cache) == before
 
     def test_recompute_after_resume_refresh_still_finds_producers(self, primed: Probe) -> None:
         """A resumed run keeps the accepted artifacts restorable by a later --recompute."""
@@ -529,13 +550,16 @@ class TestRecomputeFailure:
         probe = primed
         pristine = snapshot(probe.root)
         step, lane, code = FAILURES[case](probe)
-        cache_before = snapshot(probe.cache)
+        cache_before = cache_content(probe.cache)
 
         proc, doc = probe.run("--recompute", "rolls")
 
         assert proc.returncode == 1, proc.stderr
         assert probe.calls() == [], "neither the producer nor any consumer may execute"
-        assert snapshot(probe.cache) == cache_before, "the cache root must stay byte-identical"
+        assert cache_content(probe.cache) == cache_before, "the cache must stay byte-identical"
+        assert f"sqlite://{(probe.root / 'out' / 'journal.sqlite3').resolve()}" in (
+            registered_journals(probe.cache)
+        ), "the journal that references this cache is registered in it"
         # one stderr line naming only the step, the lane and the reason code
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in proc.stderr
@@ -599,7 +623,9 @@ class TestRecomputeFailure:
         assert doc["error"]["reason_code"] == "predecessor_missing"
         assert (doc["error"]["step"], doc["error"]["lane"]) == ("words", "docs/a.md")
         assert probe.calls() == []
-        assert list(probe.cache.rglob("*")) == []  # no file and no directory either
+        # no file and no directory either, but the journal's registry entry
+        assert cache_content(probe.cache) == {}
+        assert len(registered_journals(probe.cache)) == 1
 
 
 def _restore_tree(root: Path, pristine: dict[str, tuple[str, int, bytes]]) -> None:
