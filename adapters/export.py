@@ -23,7 +23,7 @@ import hashlib
 import io
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 import zstandard
@@ -32,7 +32,12 @@ from runjournal.adapters.journal import EventMapper, JournalCorrupt, JournalStor
 from runjournal.adapters.journal.codec import event_type_for_topic
 from runjournal.adapters.journal.seal import note_for
 from runjournal.domain.events import RunAllocated, RunEvent, SealReason
-from runjournal.domain.merkle import consistency_proof, root_of, verify_consistency
+from runjournal.domain.merkle import (
+    PackedLeaves,
+    consistency_proof,
+    root_of,
+    verify_consistency,
+)
 from runjournal.domain.run import run_aggregate_id
 from runjournal.domain.seal import origin
 from runjournal.domain.signed_note import NoteError, parse_checkpoint, parse_note
@@ -211,12 +216,13 @@ def export_run(
     Streamed in two passes over the run, holding no event list: the first measures the
     body (the zstd frame records its content size, which readers require), the second
     compresses it, so memory does not grow with the run (docs/performance.md "Reading
-    commands on a large run"; the Merkle leaves, 32 bytes an event, are kept). The bytes
+    commands on a large run"; the Merkle leaves, 32 bytes an event packed in one buffer,
+    are kept). The bytes
     are the same format `encode_export` writes. The trailer carries the run's seals and a
     checkpoint of the exported events, signed when there is a `signer`.
     """
     count = size = 0
-    leaves: list[bytes] = []
+    leaves = PackedLeaves()
     for frame in _frames(store, run_id, leaves):
         count += 1
         size += _LEN.size + len(frame) + _HASH_BYTES
@@ -243,13 +249,13 @@ def export_run(
         level=_ZSTD_LEVEL, write_checksum=True, write_content_size=True
     )
     written = 0
-    again: list[bytes] = []
+    again = _LeafDigest()
     with compressor.stream_writer(out, size=size, closefd=False) as writer:
         for frame in _frames(store, run_id, again):
             written += 1
             digest = hashlib.sha256(digest + frame).digest()
             writer.write(b"".join((_LEN.pack(len(frame)), frame, digest)))
-        if written != count or again != leaves:
+        if written != count or again.digest() != leaves.digest():
             raise ExportError(f"run {run_id!r} changed while it was exported")
         trailer = _encoder.encode(
             _Trailer(events=count, final_hash=digest.hex(), checkpoints=checkpoints)
@@ -259,8 +265,25 @@ def export_run(
     return content + hashlib.sha256(content).digest(), count
 
 
+class _LeafDigest:
+    """Takes the leaves of the second pass over a run and keeps only their digest."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+
+    def append(self, leaf: bytes) -> None:
+        self._hash.update(leaf)
+
+    def digest(self) -> bytes:
+        return self._hash.digest()
+
+
+class _LeafSink(Protocol):
+    def append(self, leaf: bytes, /) -> None: ...
+
+
 def _checkpoints(
-    store: JournalStore, run_id: str, leaves: list[bytes], signer: Signer | None
+    store: JournalStore, run_id: str, leaves: PackedLeaves, signer: Signer | None
 ) -> list[ExportCheckpoint]:
     """The run's seals that hold for the exported events, then the export's own."""
     carried = []
@@ -286,7 +309,7 @@ def _checkpoints(
     return carried
 
 
-def _frames(store: JournalStore, run_id: str, leaves: list[bytes]) -> Iterator[bytes]:
+def _frames(store: JournalStore, run_id: str, leaves: _LeafSink) -> Iterator[bytes]:
     """The export frame of each of the run's events, in order; the first must be the
     run's allocation (as `encode_export` requires). Appends each event's Merkle leaf."""
     mapper = EventMapper()

@@ -113,6 +113,22 @@ def make_key(directory: str, name: str, *, force: bool = False) -> Signer:
     return signer
 
 
+def claim_once(directory: str, mark: str) -> bool:
+    """True the first time `mark` is claimed in `directory` (created 0700), for a hint said
+    once per user; False when it was claimed before or cannot be (said next time then)."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(
+            os.path.join(directory, mark),
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0),
+            0o600,
+        )
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _write_private(path: str, text: str, *, force: bool, mode: int = 0o600) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)

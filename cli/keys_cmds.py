@@ -18,6 +18,7 @@ from runjournal.adapters.signing import (
     Signer,
     SigningKeyError,
     TrustedKey,
+    claim_once,
     load_signer,
     local_trusted,
     make_key,
@@ -59,15 +60,8 @@ def signing_hints() -> list[str]:
     directory = key_dir()
     if os.path.exists(os.path.join(directory, "signing-key")):
         return []
-    mark = os.path.join(directory, _HINT_MARK)
-    if os.path.exists(mark):
+    if not claim_once(directory, _HINT_MARK):
         return []
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        with open(mark, "x"):
-            pass
-    except OSError:
-        return []  # said next time instead
     return [
         "runs are sealed with an unsigned checkpoint; `runjournal keys init` makes a "
         "signing key so `journal audit` can prove who wrote them (said once)"

@@ -140,8 +140,10 @@ def _abandon(
     except JournalError as exc:
         raise CliError(f"cannot abandon {run_id}: {exc}", ExitCode.FAILED) from None
     if log is not None:
+        from runjournal.adapters.llm.calllog import remove_log
+
         with contextlib.suppress(OSError):
-            os.unlink(log)
+            remove_log(log)
     return accounted
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "WriteAhead",
     "pending_attempts",
     "read_log",
+    "remove_log",
     "reply_key",
 ]
 
@@ -314,6 +315,12 @@ class CallLog:
         if remove and fd >= 0:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
+
+
+def remove_log(path: str) -> None:
+    """Remove a run's intent log once its attempts are journaled (`recover`)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 class WriteAhead:

@@ -106,5 +106,10 @@ def test_progress_counts_the_whole_run_on_a_terminal(project) -> None:
     assert done == sorted(done) and done[-1] > done[0]  # it moves
     for d, total, reused, executed, _ in lines:
         assert int(d) == int(reused) + int(executed) <= int(total)
+    # cleared before anything else is printed (hints, then the summary)
     summary = out.index("\nrun ") if "\nrun " in out else out.index("run ")
-    assert out[:summary].rstrip("\r\n").endswith("\r\x1b[2K")  # cleared before the summary
+    last = list(PROGRESS_LINE.finditer(out))[-1]
+    assert last.end() < summary
+    after = out[last.end() : summary]
+    assert after.startswith("\r\x1b[2K"), repr(after[:80])
+    assert "stages " not in after

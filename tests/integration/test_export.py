@@ -91,7 +91,8 @@ class TestFormat:
             assert body[pos + 4 + size : pos + 36 + size] == digest
             pos += 36 + size
         trailer = msgspec.msgpack.decode(body[pos + 4 :])
-        assert trailer == {"events": len(RUN.events), "final_hash": digest.hex()}
+        # an unsealed run carries no checkpoint (docs/internals.md "Export and import")
+        assert trailer == {"events": len(RUN.events), "final_hash": digest.hex(), "checkpoints": []}
         assert decode_export(data).final_hash == digest.hex()
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from runjournal.domain.merkle import (
     EMPTY_ROOT,
     Frontier,
+    PackedLeaves,
     consistency_proof,
     inclusion_proof,
     leaf_hash,
@@ -87,3 +89,29 @@ def test_every_consistency_proof_verifies_and_a_rewritten_prefix_fails(
         m, n, old_root, root_of(rewritten), consistency_proof(m, rewritten)
     )
     assert not verify_consistency(m, n, root_of(rewritten[:m]), new_root, proof)
+
+
+@given(leaves_data, st.data())
+def test_packed_leaves_give_the_same_roots_and_proofs_as_a_list(leaves, data) -> None:
+    hashes = [leaf_hash(x) for x in leaves]
+    packed = PackedLeaves()
+    for h in hashes:
+        packed.append(h)
+    assert len(packed) == len(hashes) and list(packed) == hashes
+    assert root_of(packed) == root_of(hashes)
+    old = data.draw(st.integers(1, len(hashes)))
+    assert consistency_proof(old, packed) == consistency_proof(old, hashes)
+    start = data.draw(st.integers(0, len(hashes)))
+    stop = data.draw(st.integers(start, len(hashes)))
+    assert list(packed[start:stop]) == hashes[start:stop]
+    assert packed[-1] == hashes[-1]
+    assert packed.digest() == hashlib.sha256(b"".join(hashes)).digest()
+
+
+def test_a_slice_of_packed_leaves_is_read_only() -> None:
+    packed = PackedLeaves()
+    packed.append(leaf_hash(b"a"))
+    with pytest.raises(TypeError):
+        packed[0:1].append(leaf_hash(b"b"))
+    with pytest.raises(ValueError):
+        packed.append(b"short")

@@ -27,6 +27,15 @@ ALLOWED = {
     "adapters/fsroot.py": None,
     "adapters/journal/application.py": {"os.O_WRONLY"},
     "cli/main.py": {"os.O_WRONLY"},  # redirecting stdout to /dev/null on a broken pipe
+    # The signing key and the once-said hint live in the user's config directory, not
+    # under a run root: 0700 directory, 0600 files, O_EXCL, a key never replaced unasked
+    # (docs/operations.md "Signed checkpoints").
+    "adapters/signing.py": None,
+    # The LLM call log (O_APPEND intent log with group fsync, write-ahead reply files)
+    # under <cache root>/llm/, which the run created 0700 (docs/operations.md "LLM call
+    # log"); the leaf is opened O_NOFOLLOW. Not yet through FsRoot: its append-and-fsync
+    # protocol has no FsRoot form.
+    "adapters/llm/calllog.py": None,
 }
 
 
