@@ -31,10 +31,10 @@ ALLOWED = {
     # under a run root: 0700 directory, 0600 files, O_EXCL, a key never replaced unasked
     # (docs/operations.md "Signed checkpoints").
     "adapters/signing.py": None,
-    # The LLM call log (O_APPEND intent log with group fsync, write-ahead reply files)
-    # under <cache root>/llm/, which the run created 0700 (docs/operations.md "LLM call
-    # log"); the leaf is opened O_NOFOLLOW. Not yet through FsRoot: its append-and-fsync
-    # protocol has no FsRoot form.
+    # The LLM call log (docs/operations.md "LLM call log"): an O_APPEND intent log with
+    # group fsync and write-ahead reply files under <cache root>/llm/, which the run
+    # created 0700; leaves are opened O_NOFOLLOW. Not yet through FsRoot: its
+    # append-and-fsync protocol has no FsRoot form.
     "adapters/llm/calllog.py": None,
 }
 
