@@ -20,7 +20,7 @@ import pytest
 from e2e.test_llm_cli import DOCS as LLM_DOCS
 from e2e.test_llm_cli import Project as LLMProject
 from e2e.test_llm_cli import _env as llm_env
-from e2e.test_recompute import FAILURES, Probe, _delete, _make_probe
+from e2e.test_recompute import FAILURES, Probe, _delete, _make_probe, cache_content
 from e2e.test_resume_reasons import WORDS, Project
 from runjournal.domain.chunking import ChunkingSettings, ChunkStrategy, plan_chunks
 from support.llm_servers import ServerProcess, start_fake
@@ -325,9 +325,12 @@ class TestRecomputeScenarios:
         )
 
     def test_empty_cache(self, probe: Probe) -> None:
+        plan_probe(probe, "--recompute", "rolls")
+        assert not probe.cache.exists() or list(probe.cache.rglob("*")) == []  # plan writes nothing
         plan = plan_then_run_probe(probe, "--recompute", "rolls", expect=1)
         assert plan["stopped"]["code"] == "predecessor_missing"
-        assert not probe.cache.exists() or list(probe.cache.rglob("*")) == []
+        # the failed run wrote nothing but its journal's registry entry
+        assert cache_content(probe.cache) == {}
 
     def test_ordinary_run_after_a_missing_predecessor(self, primed: Probe) -> None:
         _delete("words", "docs/a.md")(primed)
