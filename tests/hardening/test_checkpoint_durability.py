@@ -171,6 +171,14 @@ def test_lost_writes_of_the_last_batch_are_reported_and_recomputed(cli, tmp_path
     assert outputs_of(Path(doc["run_dir"])) == expected
 
 
+def _wait_for_a_checkpoint(child: subprocess.Popen[bytes], cache: Path) -> None:
+    """Return once the run has written its first checkpoint file (or has ended)."""
+    while child.poll() is None:
+        if cache.exists() and next(cache.rglob("*.ckpt"), None) is not None:
+            return
+        time.sleep(0.005)
+
+
 def test_sigkill_at_random_moments_then_lost_writes_resume_identically(cli, tmp_path, reference):
     pipeline, expected, wall = reference
     rng = random.Random(1515)
@@ -187,7 +195,11 @@ def test_sigkill_at_random_moments_then_lost_writes_resume_identically(cli, tmp_
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
         )
-        time.sleep(rng.uniform(0.2, 0.9) * wall)  # scaled to this machine's current speed
+        if iteration % 2:
+            time.sleep(rng.uniform(0.2, 0.9) * wall)  # scaled to this machine's current speed
+        else:  # while checkpoints are being written, however slow the machine is now
+            _wait_for_a_checkpoint(child, cache)
+            time.sleep(rng.uniform(0.0, 0.1) * wall)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
 
