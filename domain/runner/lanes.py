@@ -22,7 +22,6 @@ from runjournal.domain.decisions import (
     decide_stage,
     lane_only_digests,
 )
-from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
 from runjournal.domain.identity import (
     codec_id,
     scope_dependencies,
@@ -235,8 +234,7 @@ class LaneRun:
         stored reply reused instead of a request is journaled as saved, not spent."""
         for attempt in attempts:
             if attempt.reused:
-                self.ledger.sink.emit(
-                    LLMUsageReused,
+                self.ledger.journal.llm_reused(
                     step=self.step.id,
                     lane=self.lane,
                     stage=stage,
@@ -245,21 +243,15 @@ class LaneRun:
                     request_sha256=attempt.request_sha256,
                 )
                 continue
-            self.ledger.sink.emit(
-                LLMCallAttempted,
-                step=self.step.id,
-                lane=self.lane,
-                stage=stage,
-                chunk=chunk,
-                **LLMCallAttempted.fields_of(attempt),
+            self.ledger.journal.llm_attempt(
+                step=self.step.id, lane=self.lane, stage=stage, chunk=chunk, attempt=attempt
             )
         attempts.clear()
 
     def _reused(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
         """A reused checkpoint that cost LLM calls: journal what this run did not spend."""
         if record.usage:
-            self.ledger.sink.emit(
-                LLMUsageReused,
+            self.ledger.journal.llm_reused(
                 step=self.step.id,
                 lane=self.lane,
                 stage=stage,
@@ -330,8 +322,7 @@ class LaneRun:
     ) -> None:
         usage = LLMUsage.of(result.attempts) if result.attempts else None
         self.emit_attempts(stage, chunk, result.attempts)
-        self.ledger.sink.emit(
-            StageExecuted,
+        self.ledger.journal.executed(
             step=self.step.id,
             lane=self.lane,
             stage=stage,
@@ -557,5 +548,5 @@ class LaneRun:
                 provenance=artifact.provenance(module.fingerprint),
                 lease=held.pop((Stage.NORMALIZE, 0), None),
             )
-        self.ledger.emit_artifact(artifact)
+        self.ledger.artifact(artifact)
         return artifact
