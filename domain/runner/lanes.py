@@ -229,7 +229,7 @@ class LaneRun:
             return ctx, attempts
         return msgspec.structs.replace(ctx, llm=llm), attempts
 
-    def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
+    def record_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
         """Journal a stage's LLM attempts, on the calling thread, in the stage's order; a
         stored reply reused instead of a request is journaled as saved, not spent."""
         for attempt in attempts:
@@ -321,7 +321,7 @@ class LaneRun:
         lease: Lease | None = None,
     ) -> None:
         usage = LLMUsage.of(result.attempts) if result.attempts else None
-        self.emit_attempts(stage, chunk, result.attempts)
+        self.record_attempts(stage, chunk, result.attempts)
         self.ledger.journal.executed(
             step=self.step.id,
             lane=self.lane,
@@ -439,7 +439,7 @@ class LaneRun:
                 lease = held.pop((Stage.EXTRACT, i), None)
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result, lease=lease)
             elif isinstance(result, StageError):
-                self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
+                self.record_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
             if self.services.progress:
                 self.services.progress(step_id, lane, j + 1, len(misses))

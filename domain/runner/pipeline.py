@@ -84,7 +84,7 @@ class PipelineRunner:
     # --- public ------------------------------------------------------------------
 
     def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
-        self._emit_inputs(pipeline)
+        self._record_inputs(pipeline)
         planned = resolve_plans(pipeline, self._plan_store)
         chunks_by_source = {p.source.name: p.chunks for p in planned}
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
@@ -172,7 +172,7 @@ class PipelineRunner:
         if self._stop_requested and done < len(jobs):
             raise RunStopped()
 
-    def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:
+    def _record_inputs(self, pipeline: ResolvedPipeline) -> None:
         self._ledger.journal.inputs_fingerprinted(
             sources=[FileFingerprint(s.name, s.sha256, len(s.data)) for s in pipeline.sources],
             references=[
@@ -304,7 +304,7 @@ class PipelineRunner:
             module_exc = err.exc
             message = safe_error_text(err.text, ERROR_MESSAGE_LIMIT)
             cause = err.cause or guarded(lambda: failure_cause(module_exc), lambda _: None)
-            lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
+            lane_run.record_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
             ledger.journal.stage_failed(
                 step=step.id,
