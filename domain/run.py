@@ -13,7 +13,8 @@ Live, every new event is checked against both kinds of rule, and one that breaks
 is refused with `JournalInvariantError` before it is recorded: the runner records through
 the typed command methods (one per thing that happened: `resolve_lane`, `decide`,
 `record_execution`, `record_checkpoint`, ... `terminate`), which the journal session
-calls for each method of the `RunRecorder` port (domain/ports.py); `trigger` is the
+calls for each method of the `RunRecorder` port (domain/ports.py; docs/internals.md
+"Recording a run (`RunRecorder`)"); `trigger` is the
 generic form the same rules guard. `apply` takes an already recorded event (a stored
 run read back) under the structural rules only. `Run.replay` feeds recorded events
 through every rule and collects each break as a `Violation` instead: `journal audit`
