@@ -1,4 +1,4 @@
-"""Journal append cost: RunSession.emit of 10,000 StageDecided events in batches of 256.
+"""Journal append cost: RunSession.decided of 10,000 StageDecided events in batches of 256.
 
 Compares against raw sqlite3 inserts of the same encoded rows (same table shape, WAL,
 one transaction per batch) measured in the same run, so the ratio is machine-neutral.
@@ -16,29 +16,49 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runjournal.adapters.journal import open_journal
-from runjournal.domain.decisions import CheckpointState, Stage
-from runjournal.domain.events import StageDecided
-from runjournal.domain.reasons import Category, ReasonCode
+from runjournal.adapters.journal import RunSession, open_journal
+from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
+from runjournal.domain.identity import LaneComponents
+from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.run import Run
+
+LANES = 8
+COMPONENTS = LaneComponents(*(c * 64 for c in "cmvrops"))
 
 
 def _decision(i: int) -> dict[str, Any]:
+    """`RunSession.decided`'s arguments: a reused merge of one of LANES lanes."""
+    current = StageDigests(COMPONENTS, f"{i:064x}", "d" * 64)
+    facts = StageFacts(
+        stage=Stage.MERGE,
+        resumed=True,
+        checkpoint=CheckpointState.PRESENT,
+        current=current,
+        recorded=current,
+    )
+    lane = f"lane-{i % LANES}"
     return {
         "step": "normalize",
-        "lane": f"lane-{i % 8}",
-        "stage": Stage.MERGE,
+        "lane": lane,
         "chunk": f"c{i:05d}",
+        "facts": facts,
         "code": ReasonCode.REUSED,
-        "category": Category.REUSE,
-        "detail": "",
-        "forced": False,
-        "resumed": True,
-        "checkpoint": CheckpointState.PRESENT,
-        "input": f"{i:064x}",
-        "dependencies": "d" * 64,
-        "recorded": {},
     }
+
+
+def _resolve_lanes(session: RunSession) -> None:
+    """Each lane's LaneResolved, which the aggregate wants before its decisions."""
+    for n in range(LANES):
+        session.lane_resolved(
+            step="normalize",
+            lane=f"lane-{n}",
+            components=COMPONENTS,
+            lane_identity="l" * 64,
+            dependencies=[],
+            chunks=1,
+            forced=False,
+            reads={},
+        )
 
 
 def _allocation(run_id: str) -> dict[str, Any]:
@@ -60,29 +80,32 @@ def _allocation(run_id: str) -> dict[str, Any]:
 
 
 def bench_library(directory: Path, n: int, batch: int) -> tuple[float, float, list[Any]]:
-    """Returns (total seconds, seconds spent in emit without commits, stored rows)."""
+    """Returns (total seconds, seconds spent recording without commits, stored rows)."""
     store = open_journal(str(directory / "journal.sqlite3"))
     try:
         fields = [_decision(i) for i in range(n)]
         run = Run.allocate(lambda: datetime.now(UTC), **_allocation("bench-run"))
         session = store.session(run, batch_size=batch)
+        _resolve_lanes(session)
+        session.flush()
         started = time.perf_counter()
         for f in fields:
-            session.emit(StageDecided, **f)
+            session.decided(**f)
         session.flush()
         total = time.perf_counter() - started
 
-        # The same emits with commits deferred: what emit itself costs.
+        # The same decisions with commits deferred: what recording itself costs.
         run2 = Run.allocate(lambda: datetime.now(UTC), **_allocation("bench-run-2"))
-        session2 = store.session(run2, batch_size=n + 1)
+        session2 = store.session(run2, batch_size=n + LANES + 1)
+        _resolve_lanes(session2)
         started = time.perf_counter()
         for f in fields:
-            session2.emit(StageDecided, **f)
+            session2.decided(**f)
         emit_only = time.perf_counter() - started
         session2.flush()
 
         mapper = store._app.mapper
-        stored = [mapper.to_stored_event(e) for e in list(store.events("bench-run"))[1:]]
+        stored = [mapper.to_stored_event(e) for e in list(store.events("bench-run"))[1 + LANES :]]
         return total, emit_only, stored
     finally:
         store.close()

@@ -31,7 +31,8 @@ from bench_resume import make_corpus  # the same corpus as the resume benchmark
 PHASES = (
     ("runjournal.domain.runner.pipeline", "PipelineRunner.run", "runner (all lanes)"),
     ("runjournal.adapters.checkpoints", "CheckpointLoader.load", "  checkpoint loads"),
-    ("runjournal.adapters.journal.session", "RunSession.emit", "  journal emit"),
+    ("runjournal.domain.run", "Run.trigger", "  journal events built, checked"),
+    ("runjournal.adapters.journal.session", "RunSession._recorded", "  journal listeners"),
     ("runjournal.adapters.chunkplans", "ChunkPlanFileStore.get", "  chunk plan reads"),
     ("runjournal.adapters.sources", "load_sources", "input files read and hashed"),
     ("runjournal.cli.terminal", "Terminalizer.succeed", "terminalization"),

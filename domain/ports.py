@@ -1,8 +1,9 @@
 """Ports: what the runner needs from the world, as small protocols.
 
 Adapters implement them; the CLI's composition root decides which exist (no loader
-without --resume/--recompute, no recorder with --no-checkpoints, no plan store in
-bypass mode). The runner never sees a root or a path.
+without --resume/--recompute, no checkpoint recorder with --no-checkpoints, no plan store
+in bypass mode). The runner never sees a root or a path; what it records about the run
+goes through `RunRecorder`, typed methods named after what happened.
 """
 
 from __future__ import annotations
@@ -11,17 +12,116 @@ from typing import Any, Protocol
 
 import msgspec
 from runjournal.domain.chunking import Span
-from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
-from runjournal.domain.events import PlanOutcome, RunEvent
-from runjournal.domain.identity import ArtifactRef
-from runjournal.domain.llm import LLMUsage
+from runjournal.domain.decisions import (
+    CheckpointState,
+    PredecessorState,
+    Stage,
+    StageDigests,
+    StageFacts,
+)
+from runjournal.domain.events import FileFingerprint, LeaseWaitOutcome, PlanOutcome
+from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.plan_keys import PlanFacts
+from runjournal.domain.reasons import ReasonCode
 
 
-class EventSink(Protocol):
-    """Appends events to the run's journal (the adapter batches the commits)."""
+class RunRecorder(Protocol):
+    """What the runner records about its run: one method per thing that happened.
 
-    def emit(self, event_type: type[RunEvent], **fields: Any) -> None: ...
+    The journal session implements it (adapters/journal/session.py), each method through
+    the `Run` aggregate's command of the same event (domain/run.py), so an event that
+    would break the journal's invariants is refused as it is recorded; a lane's records
+    are held back and replayed in plan order by `BufferedRecorder`
+    (domain/runner/ledger.py). Free text (messages, warnings, profile names) is redacted
+    by the implementation, at the journal boundary.
+    """
+
+    def inputs_fingerprinted(
+        self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
+    ) -> None: ...
+
+    def plan_resolved(
+        self, *, source: str, plan_key: str, outcomes: list[PlanOutcome], chunks: int
+    ) -> None: ...
+
+    def lane_resolved(
+        self,
+        *,
+        step: str,
+        lane: str,
+        components: LaneComponents,
+        lane_identity: str,
+        dependencies: list[ArtifactRef],
+        chunks: int,
+        forced: bool,
+        reads: dict[Stage, list[ArtifactRef]],
+    ) -> None: ...
+
+    def lease_waited(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        holder: str,
+        outcome: LeaseWaitOutcome,
+    ) -> None: ...
+
+    def decided(
+        self,
+        *,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        code: ReasonCode,
+        cause: FailureCause | None = None,
+    ) -> None: ...
+
+    def executed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None: ...
+
+    def stage_failed(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        code: ReasonCode,
+        message: str,
+        cause: FailureCause | None = None,
+    ) -> None: ...
+
+    def llm_attempt(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
+    ) -> None: ...
+
+    def llm_reused(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        usage: LLMUsage,
+        request_sha256: str | None = None,
+    ) -> None: ...
+
+    def checkpoint_written(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None: ...
+
+    def checkpoint_write_failed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, message: str
+    ) -> None: ...
+
+    def artifact(
+        self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
+    ) -> None: ...
 
 
 class StoreScope(msgspec.Struct, frozen=True):

@@ -9,26 +9,39 @@ place (docs/internals.md "The journal"):
 - ordering: a `StageDecided` follows its lane's `LaneResolved`, a `CheckpointWritten` or
   `StageExecuted` follows a decision of its scope, and no execution follows a reuse.
 
-Live, `trigger` refuses an event that breaks a structural invariant (and, for a run made
-with `strict_order=True`, an ordering one) by raising `JournalInvariantError`; the
-command methods (`decide`, `record_checkpoint`, `record_execution`, `terminate`,
-`abandon`, `record_persistence_failure`) always check both. `Run.replay` feeds recorded
-events through the same rules and collects every break as a `Violation` instead:
-`journal audit` reports those (domain/audit.py). Timestamps come from an injected clock,
-so the domain never reads the time itself.
+Live, every new event is checked against both kinds of rule, and one that breaks either
+is refused with `JournalInvariantError` before it is recorded: the runner records through
+the typed command methods (one per thing that happened: `resolve_lane`, `decide`,
+`record_execution`, `record_checkpoint`, ... `terminate`), which the journal session
+calls for each method of the `RunRecorder` port (domain/ports.py; docs/internals.md
+"Recording a run (`RunRecorder`)"); `trigger` is the
+generic form the same rules guard. `apply` takes an already recorded event (a stored
+run read back) under the structural rules only. `Run.replay` feeds recorded events
+through every rule and collects each break as a `Violation` instead: `journal audit`
+reports those (domain/audit.py). Timestamps come from an injected clock, so the domain
+never reads the time itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
 import msgspec
-from runjournal.domain.decisions import REUSE_CODES
+from runjournal.domain.decisions import REUSE_CODES, Stage, StageFacts
 from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
     CheckpointWritten,
+    ChunkPlanResolved,
+    FileFingerprint,
+    InputsFingerprinted,
     LaneResolved,
+    LeaseWaitOutcome,
+    LLMCallAttempted,
+    LLMUsageReused,
+    PlanOutcome,
     RunAllocated,
     RunError,
     RunEvent,
@@ -37,10 +50,16 @@ from runjournal.domain.events import (
     RunTerminated,
     StageDecided,
     StageExecuted,
+    StageFailed,
+    StageLeaseWaited,
     TerminalPersistenceFailed,
     Timestamp,
 )
+from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
+
+E = TypeVar("E", bound=RunEvent)
 
 RUN_NAMESPACE = UUID("5d8c0c8e-6f43-5b8e-9a51-7b3f1f3f6a10")
 
@@ -74,8 +93,10 @@ class Run:
         aggregate_id: UUID,
         clock: Callable[[], Timestamp] | None = None,
         *,
-        strict_order: bool = False,
+        strict_order: bool = True,
     ) -> None:
+        """`strict_order` is accepted for callers written when ordering was optional; the
+        ordering rules now guard every live event whatever it says."""
         self.id = aggregate_id
         self.version = 0
         self.run_id = ""
@@ -84,7 +105,6 @@ class Run:
         self.events_seen = 0
         self.violations: list[Violation] = []
         self._clock = clock
-        self._strict_order = strict_order
         self._replaying = False
         self._allocated = False
         self._lanes: set[tuple[str, str]] = set()
@@ -119,19 +139,179 @@ class Run:
         """The last decision recorded for one stage scope (None: not decided yet)."""
         return self._last_decision.get((step, lane, stage, chunk))
 
-    # --- commands: validate, then trigger --------------------------------------------
+    # --- commands: one per thing that happened, each checked by every rule -------------
 
-    def decide(self, **fields: Any) -> StageDecided:
-        """Record one stage decision; its lane must be resolved first."""
-        return self._command(StageDecided, fields)  # type: ignore[return-value]
+    def record_inputs(
+        self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
+    ) -> InputsFingerprinted:
+        """The run's sources and references, as it read them."""
+        return self._command(InputsFingerprinted, sources=sources, references=references)
 
-    def record_checkpoint(self, **fields: Any) -> CheckpointWritten:
-        """Record a written checkpoint; a decision of its scope must precede it."""
-        return self._command(CheckpointWritten, fields)  # type: ignore[return-value]
+    def record_plan(
+        self, *, source: str, plan_key: str, outcomes: list[PlanOutcome], chunks: int
+    ) -> ChunkPlanResolved:
+        """How a source's chunk plan was obtained."""
+        return self._command(
+            ChunkPlanResolved, source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
+        )
 
-    def record_execution(self, **fields: Any) -> StageExecuted:
+    def resolve_lane(
+        self,
+        *,
+        step: str,
+        lane: str,
+        components: LaneComponents,
+        lane_identity: str,
+        dependencies: list[ArtifactRef],
+        chunks: int,
+        forced: bool,
+        reads: dict[Stage, list[ArtifactRef]] | None = None,
+    ) -> LaneResolved:
+        """A lane's components, identity and dependencies: before any decision of it."""
+        return self._command(
+            LaneResolved,
+            step=step,
+            lane=lane,
+            components=components,
+            lane_identity=lane_identity,
+            dependencies=dependencies,
+            chunks=chunks,
+            forced=forced,
+            reads=reads if reads is not None else {},
+        )
+
+    def record_lease_wait(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        holder: str,
+        outcome: LeaseWaitOutcome,
+    ) -> StageLeaseWaited:
+        """A wait for another run's lease on a stage, before its decision."""
+        return self._command(
+            StageLeaseWaited,
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            holder=holder,
+            outcome=outcome,
+        )
+
+    def decide(
+        self,
+        *,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        code: ReasonCode,
+        cause: FailureCause | None = None,
+    ) -> StageDecided:
+        """Record one stage decision with its facts; its lane must be resolved first."""
+        fields = StageDecided.fields(step, lane, chunk, facts, code)
+        return self._command(StageDecided, **fields, cause=cause)
+
+    def record_execution(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> StageExecuted:
         """Record a stage execution; it must follow a decision that did not reuse."""
-        return self._command(StageExecuted, fields)  # type: ignore[return-value]
+        return self._command(
+            StageExecuted, step=step, lane=lane, stage=stage, chunk=chunk, sha256=sha256, size=size
+        )
+
+    def record_stage_failure(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        code: ReasonCode,
+        message: str,
+        cause: FailureCause | None = None,
+    ) -> StageFailed:
+        """A stage (or a module's `outputs()`) that failed, with its typed cause."""
+        return self._command(
+            StageFailed,
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            code=code,
+            message=message,
+            cause=cause,
+        )
+
+    def record_llm_attempt(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
+    ) -> LLMCallAttempted:
+        """One request to an LLM endpoint, spent by this run."""
+        return self._command(
+            LLMCallAttempted,
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            **LLMCallAttempted.fields_of(attempt),
+        )
+
+    def record_llm_reuse(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        usage: LLMUsage,
+        request_sha256: str | None = None,
+    ) -> LLMUsageReused:
+        """LLM usage this run did not spend again (a reused checkpoint or stored reply)."""
+        return self._command(
+            LLMUsageReused,
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            usage=usage,
+            request_sha256=request_sha256,
+        )
+
+    def record_checkpoint(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> CheckpointWritten:
+        """Record a written checkpoint; a decision of its scope must precede it."""
+        return self._command(
+            CheckpointWritten,
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            sha256=sha256,
+            size=size,
+        )
+
+    def record_checkpoint_failure(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, message: str
+    ) -> CheckpointWriteFailed:
+        """A checkpoint that could not be written (the run goes on)."""
+        return self._command(
+            CheckpointWriteFailed, step=step, lane=lane, stage=stage, chunk=chunk, message=message
+        )
+
+    def record_artifact(
+        self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
+    ) -> ArtifactGenerated:
+        """A lane's artifact (restored: taken from a checkpoint by --recompute)."""
+        return self._command(
+            ArtifactGenerated,
+            **ArtifactGenerated.fields_of(artifact),
+            warnings=warnings,
+            restored=restored,
+        )
 
     def terminate(
         self, status: RunStatus, phase: RunPhase, error: RunError | None = None
@@ -141,8 +321,7 @@ class Run:
             raise JournalInvariantError("a run cannot terminate as running")
         if (status is RunStatus.SUCCEEDED) != (error is None):
             raise JournalInvariantError("a run terminates with an error exactly when it fails")
-        fields = {"status": status, "phase": phase, "error": error}
-        return self._command(RunTerminated, fields)  # type: ignore[return-value]
+        return self._command(RunTerminated, status=status, phase=phase, error=error)
 
     def abandon(self, message: str) -> RunTerminated:
         """`recover`: a run whose process is gone ends as abandoned, at recovery."""
@@ -150,19 +329,19 @@ class Run:
 
     def record_persistence_failure(self, target: str, message: str) -> TerminalPersistenceFailed:
         """A terminal file or debug write that failed (allowed after the terminal event)."""
-        fields = {"target": target, "message": message}
-        return self._command(TerminalPersistenceFailed, fields)  # type: ignore[return-value]
+        return self._command(TerminalPersistenceFailed, target=target, message=message)
 
-    def _command(self, event_type: type[RunEvent], fields: dict[str, Any]) -> RunEvent:
-        return self._trigger(event_type, fields, order=True)
+    def _command(self, event_type: type[E], **fields: Any) -> E:
+        return self.trigger(event_type, **fields)
 
     # --- events ------------------------------------------------------------------------
 
-    def trigger(self, event_type: type[RunEvent], **fields: Any) -> RunEvent:
-        """Build the next event and apply it (structural rules; ordering if strict_order)."""
-        return self._trigger(event_type, fields, order=self._strict_order)
+    def trigger(self, event_type: type[E], **fields: Any) -> E:
+        """Build the next event and apply it under every rule (refused: nothing recorded).
 
-    def _trigger(self, event_type: type[RunEvent], fields: dict[str, Any], *, order: bool) -> Any:
+        The generic form of the commands, for the few events recorded outside the runner
+        that have no command of their own yet (the CLI's allocation, settings and outputs).
+        """
         if self._clock is None:
             raise JournalInvariantError("a replayed run cannot record new events without a clock")
         event = event_type(
@@ -171,7 +350,7 @@ class Run:
             timestamp=self._clock(),
             **fields,
         )
-        self._apply(event, order=order)
+        self._apply(event, order=True)
         self._pending.append(event)
         return event
 

@@ -9,7 +9,7 @@ One module per job (docs/internals.md "Run journal adapter"):
   and `open_journal`;
 - `store`: `JournalStore`, the facade the CLI uses;
 - `runs_table`: the runs index table `list_runs` starts from;
-- `session`: `RunSession`, the runner's `EventSink`, committing in bounded batches;
+- `session`: `RunSession`, the runner's `RunRecorder`, committing in bounded batches;
 - `json_view`: the event view of `journal show --json`.
 
 The public names are re-exported here; the errors at once, the rest when first used.

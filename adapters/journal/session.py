@@ -1,7 +1,9 @@
-"""`RunSession`: the runner's `EventSink`, one in-memory `Run` committed in batches.
+"""`RunSession`: the runner's `RunRecorder`, one in-memory `Run` committed in batches.
 
-Free-text fields are redacted here, at the journal boundary, before any listener or the
-store sees them. See docs/internals.md "Batching (`RunSession`)".
+Each recorder method goes through the `Run` aggregate's command for its event, so the
+journal's invariants are checked as every event is recorded. Free-text fields are
+redacted here, at the journal boundary, before any listener or the store sees them. See
+docs/internals.md "Batching (`RunSession`)" and "Recording a run (`RunRecorder`)".
 """
 
 from __future__ import annotations
@@ -13,15 +15,19 @@ from typing import Any, Final
 import msgspec
 from runjournal.adapters.journal.behind import CommitBehind
 from runjournal.adapters.journal.errors import JournalError
+from runjournal.domain.decisions import Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
     CheckpointWriteFailed,
     ConfigurationResolved,
     DebugBundleAllocated,
+    FileFingerprint,
     HintRecorded,
+    LeaseWaitOutcome,
     LLMCallAttempted,
     ModuleObserved,
     OutputsValidated,
+    PlanOutcome,
     ProfileObserved,
     RefusedName,
     RunAllocated,
@@ -35,6 +41,9 @@ from runjournal.domain.events import (
     TerminalPersistenceFailed,
     WarningRecorded,
 )
+from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
+from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
 from runjournal.domain.run import Run
 
@@ -119,7 +128,9 @@ _FREE_TEXT: Final[Mapping[type[RunEvent], tuple[tuple[str, _Redactor], ...]]] = 
 }
 """The event fields that carry free text (errors, paths, plugin or user strings).
 
-Every other field holds ids, digests, enums, numbers or code-owned text, and the hot
+`emit` redacts by this table; the `RunRecorder` methods redact the same fields of their
+own events by name (`stage_failed`, `llm_attempt`, `checkpoint_write_failed`,
+`artifact`). Every other field holds ids, digests, enums, numbers or code-owned text, and the hot
 path (StageDecided, StageExecuted, CheckpointWritten) pays one dict lookup. Redaction is
 idempotent, so fields already redacted upstream come through unchanged. Document names
 (InputsFingerprinted, OutputWritten) are the user's data and are never redacted; refused
@@ -131,9 +142,9 @@ output names (OutputsValidated) only get their lone surrogates escaped.
 
 
 class RunSession:
-    """The runner's `EventSink`: one in-memory `Run`, events committed in batches.
+    """The runner's `RunRecorder`: one in-memory `Run`, events committed in batches.
 
-    `emit` does no I/O until `batch_size` events are pending; a failed commit keeps
+    Recording does no I/O until `batch_size` events are pending; a failed commit keeps
     its events for the next `flush`, so the journal never gets a gap. `before_commit`
     runs before every commit: the checkpoint recorder's group sync, so a batch that
     records checkpoints commits only after they are durable (docs/internals.md
@@ -172,8 +183,179 @@ class RunSession:
         inflight = len(self._inflight.events) if self._inflight is not None else 0
         return self._run.pending_count + len(self._unsaved) + inflight
 
+    # --- the RunRecorder port (domain/ports.py): each through a `Run` command ---------
+
+    def inputs_fingerprinted(
+        self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
+    ) -> None:
+        self._recorded(self._run.record_inputs(sources=sources, references=references))
+
+    def plan_resolved(
+        self, *, source: str, plan_key: str, outcomes: list[PlanOutcome], chunks: int
+    ) -> None:
+        self._recorded(
+            self._run.record_plan(
+                source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
+            )
+        )
+
+    def lane_resolved(
+        self,
+        *,
+        step: str,
+        lane: str,
+        components: LaneComponents,
+        lane_identity: str,
+        dependencies: list[ArtifactRef],
+        chunks: int,
+        forced: bool,
+        reads: dict[Stage, list[ArtifactRef]],
+    ) -> None:
+        self._recorded(
+            self._run.resolve_lane(
+                step=step,
+                lane=lane,
+                components=components,
+                lane_identity=lane_identity,
+                dependencies=dependencies,
+                chunks=chunks,
+                forced=forced,
+                reads=reads,
+            )
+        )
+
+    def lease_waited(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        holder: str,
+        outcome: LeaseWaitOutcome,
+    ) -> None:
+        self._recorded(
+            self._run.record_lease_wait(
+                step=step, lane=lane, stage=stage, chunk=chunk, holder=holder, outcome=outcome
+            )
+        )
+
+    def decided(
+        self,
+        *,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        code: ReasonCode,
+        cause: FailureCause | None = None,
+    ) -> None:
+        self._recorded(
+            self._run.decide(step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause)
+        )
+
+    def executed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None:
+        self._recorded(
+            self._run.record_execution(
+                step=step, lane=lane, stage=stage, chunk=chunk, sha256=sha256, size=size
+            )
+        )
+
+    def stage_failed(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        code: ReasonCode,
+        message: str,
+        cause: FailureCause | None = None,
+    ) -> None:
+        self._recorded(
+            self._run.record_stage_failure(
+                step=step,
+                lane=lane,
+                stage=stage,
+                chunk=chunk,
+                code=code,
+                message=_redact_str(message),
+                cause=cause,
+            )
+        )
+
+    def llm_attempt(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
+    ) -> None:
+        named = msgspec.structs.replace(  # user-named profile and model (docs/internals.md)
+            attempt,
+            profile_id=_redact_str(attempt.profile_id),
+            provider=_redact_str(attempt.provider),
+            model=_redact_str(attempt.model),
+        )
+        self._recorded(
+            self._run.record_llm_attempt(
+                step=step, lane=lane, stage=stage, chunk=chunk, attempt=named
+            )
+        )
+
+    def llm_reused(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        usage: LLMUsage,
+        request_sha256: str | None = None,
+    ) -> None:
+        self._recorded(
+            self._run.record_llm_reuse(
+                step=step,
+                lane=lane,
+                stage=stage,
+                chunk=chunk,
+                usage=usage,
+                request_sha256=request_sha256,
+            )
+        )
+
+    def checkpoint_written(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None:
+        self._recorded(
+            self._run.record_checkpoint(
+                step=step, lane=lane, stage=stage, chunk=chunk, sha256=sha256, size=size
+            )
+        )
+
+    def checkpoint_write_failed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, message: str
+    ) -> None:
+        self._recorded(
+            self._run.record_checkpoint_failure(
+                step=step, lane=lane, stage=stage, chunk=chunk, message=_redact_str(message)
+            )
+        )
+
+    def artifact(
+        self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
+    ) -> None:
+        self._recorded(
+            self._run.record_artifact(
+                artifact=artifact, warnings=_redact_strs(warnings), restored=restored
+            )
+        )
+
+    # --- the run's own events --------------------------------------------------------
+
     def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
-        """Record one event; its free-text fields are redacted first (`_FREE_TEXT`)."""
+        """Record one event of a kind the CLI records (allocation, settings, modules,
+        outputs), through `Run.trigger` under the same rules as the commands; its
+        free-text fields are redacted first (`_FREE_TEXT`). The runner records through
+        the typed methods above instead."""
         redactors = _FREE_TEXT.get(event_type)
         if redactors is not None:
             for name, redact in redactors:

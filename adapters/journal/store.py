@@ -164,7 +164,7 @@ class JournalStore:
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
     ) -> RunSession:
-        """An `EventSink` for `run`; commits what the run already has pending at once."""
+        """The `RunRecorder` of `run`; commits what the run already has pending at once."""
         return RunSession(
             self._put,
             run,

@@ -22,7 +22,6 @@ from runjournal.domain.decisions import (
     decide_stage,
     lane_only_digests,
 )
-from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, StageExecuted
 from runjournal.domain.identity import (
     codec_id,
     scope_dependencies,
@@ -230,13 +229,12 @@ class LaneRun:
             return ctx, attempts
         return msgspec.structs.replace(ctx, llm=llm), attempts
 
-    def emit_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
+    def record_attempts(self, stage: Stage, chunk: str, attempts: list[LLMAttempt]) -> None:
         """Journal a stage's LLM attempts, on the calling thread, in the stage's order; a
         stored reply reused instead of a request is journaled as saved, not spent."""
         for attempt in attempts:
             if attempt.reused:
-                self.ledger.sink.emit(
-                    LLMUsageReused,
+                self.ledger.journal.llm_reused(
                     step=self.step.id,
                     lane=self.lane,
                     stage=stage,
@@ -245,21 +243,15 @@ class LaneRun:
                     request_sha256=attempt.request_sha256,
                 )
                 continue
-            self.ledger.sink.emit(
-                LLMCallAttempted,
-                step=self.step.id,
-                lane=self.lane,
-                stage=stage,
-                chunk=chunk,
-                **LLMCallAttempted.fields_of(attempt),
+            self.ledger.journal.llm_attempt(
+                step=self.step.id, lane=self.lane, stage=stage, chunk=chunk, attempt=attempt
             )
         attempts.clear()
 
     def _reused(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
         """A reused checkpoint that cost LLM calls: journal what this run did not spend."""
         if record.usage:
-            self.ledger.sink.emit(
-                LLMUsageReused,
+            self.ledger.journal.llm_reused(
                 step=self.step.id,
                 lane=self.lane,
                 stage=stage,
@@ -329,9 +321,8 @@ class LaneRun:
         lease: Lease | None = None,
     ) -> None:
         usage = LLMUsage.of(result.attempts) if result.attempts else None
-        self.emit_attempts(stage, chunk, result.attempts)
-        self.ledger.sink.emit(
-            StageExecuted,
+        self.record_attempts(stage, chunk, result.attempts)
+        self.ledger.journal.executed(
             step=self.step.id,
             lane=self.lane,
             stage=stage,
@@ -448,7 +439,7 @@ class LaneRun:
                 lease = held.pop((Stage.EXTRACT, i), None)
                 self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result, lease=lease)
             elif isinstance(result, StageError):
-                self.emit_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
+                self.record_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
             if self.services.progress:
                 self.services.progress(step_id, lane, j + 1, len(misses))
@@ -557,5 +548,5 @@ class LaneRun:
                 provenance=artifact.provenance(module.fingerprint),
                 lease=held.pop((Stage.NORMALIZE, 0), None),
             )
-        self.ledger.emit_artifact(artifact)
+        self.ledger.artifact(artifact)
         return artifact

@@ -1,33 +1,29 @@
 """`RunLedger`: what the runner journals and tallies while it runs.
 
-Decisions, checkpoint writes, generated artifacts and plan outcomes go to the event sink
-through here, and the persistence errors the runner meets are kept in one place that every
-part of the runner is handed. Counts are not kept: the projections fold them from the
-events (projections/report.py).
+Everything the runner records goes to its `RunRecorder` (domain/ports.py) as `journal`:
+decisions, checkpoint writes and artifacts through the methods here, the rest by the
+part of the runner that meets it. The persistence errors the runner meets are kept in
+one place that every part of the runner is handed. Counts are not kept: the projections
+fold them from the events (projections/report.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import methodcaller
 from typing import Any, Protocol
 
-from runjournal.domain.decisions import StageFacts, decide_stage
-from runjournal.domain.events import (
-    ArtifactGenerated,
-    CheckpointWriteFailed,
-    CheckpointWritten,
-    RunEvent,
-    StageDecided,
-    StageLeaseWaited,
-)
+from runjournal.domain.decisions import Stage, StageFacts, decide_stage
+from runjournal.domain.events import FileFingerprint, LeaseWaitOutcome, PlanOutcome
+from runjournal.domain.identity import ArtifactRef, LaneComponents
 from runjournal.domain.leases import LeaseWait
-from runjournal.domain.llm import FailureCause
+from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.ports import (
     CheckpointKey,
     CheckpointRecord,
     CheckpointRecorder,
     CheckpointWriteError,
-    EventSink,
+    RunRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import safe_error_text
@@ -48,51 +44,204 @@ class CheckpointWrites(Protocol):
         ...
 
 
-# A held-back event, or a checkpoint write to settle into the ledger that replays it.
-_Held = tuple[type[RunEvent], dict[str, Any]] | Callable[["RunLedger"], None]
+Held = Callable[["RunLedger"], None]
+"""A lane's held-back record, or a checkpoint write to settle, replayed into a ledger."""
 
 
-class BufferedSink:
-    """Holds one lane's events until the scheduler replays them in plan order."""
+class BufferedRecorder:
+    """A `RunRecorder` that holds one lane's records until the scheduler replays them in
+    plan order (`RunLedger.absorb`): each method keeps the call, made later on the
+    ledger's own recorder, so a held record goes through the same typed method."""
 
     def __init__(self) -> None:
-        self.events: list[_Held] = []
+        self.held: list[Held] = []
 
-    def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
-        self.events.append((event_type, fields))
+    def defer(self, settle: Held) -> None:
+        self.held.append(settle)
 
-    def defer(self, settle: Callable[[RunLedger], None]) -> None:
-        self.events.append(settle)
+    def _hold(self, method: str, /, **fields: Any) -> None:
+        call = methodcaller(method, **fields)
+        self.held.append(lambda ledger: call(ledger.journal))
+
+    def inputs_fingerprinted(
+        self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
+    ) -> None:
+        self._hold("inputs_fingerprinted", sources=sources, references=references)
+
+    def plan_resolved(
+        self, *, source: str, plan_key: str, outcomes: list[PlanOutcome], chunks: int
+    ) -> None:
+        self._hold(
+            "plan_resolved", source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
+        )
+
+    def lane_resolved(
+        self,
+        *,
+        step: str,
+        lane: str,
+        components: LaneComponents,
+        lane_identity: str,
+        dependencies: list[ArtifactRef],
+        chunks: int,
+        forced: bool,
+        reads: dict[Stage, list[ArtifactRef]],
+    ) -> None:
+        self._hold(
+            "lane_resolved",
+            step=step,
+            lane=lane,
+            components=components,
+            lane_identity=lane_identity,
+            dependencies=dependencies,
+            chunks=chunks,
+            forced=forced,
+            reads=reads,
+        )
+
+    def lease_waited(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        holder: str,
+        outcome: LeaseWaitOutcome,
+    ) -> None:
+        self._hold(
+            "lease_waited",
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            holder=holder,
+            outcome=outcome,
+        )
+
+    def decided(
+        self,
+        *,
+        step: str,
+        lane: str,
+        chunk: str,
+        facts: StageFacts,
+        code: ReasonCode,
+        cause: FailureCause | None = None,
+    ) -> None:
+        self._hold(
+            "decided", step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause
+        )
+
+    def executed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None:
+        self._hold(
+            "executed", step=step, lane=lane, stage=stage, chunk=chunk, sha256=sha256, size=size
+        )
+
+    def stage_failed(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        code: ReasonCode,
+        message: str,
+        cause: FailureCause | None = None,
+    ) -> None:
+        self._hold(
+            "stage_failed",
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            code=code,
+            message=message,
+            cause=cause,
+        )
+
+    def llm_attempt(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
+    ) -> None:
+        self._hold("llm_attempt", step=step, lane=lane, stage=stage, chunk=chunk, attempt=attempt)
+
+    def llm_reused(
+        self,
+        *,
+        step: str,
+        lane: str,
+        stage: Stage,
+        chunk: str,
+        usage: LLMUsage,
+        request_sha256: str | None = None,
+    ) -> None:
+        self._hold(
+            "llm_reused",
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            usage=usage,
+            request_sha256=request_sha256,
+        )
+
+    def checkpoint_written(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
+    ) -> None:
+        self._hold(
+            "checkpoint_written",
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            sha256=sha256,
+            size=size,
+        )
+
+    def checkpoint_write_failed(
+        self, *, step: str, lane: str, stage: Stage, chunk: str, message: str
+    ) -> None:
+        self._hold(
+            "checkpoint_write_failed",
+            step=step,
+            lane=lane,
+            stage=stage,
+            chunk=chunk,
+            message=message,
+        )
+
+    def artifact(
+        self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
+    ) -> None:
+        self._hold("artifact", artifact=artifact, warnings=warnings, restored=restored)
 
 
 class RunLedger:
-    """The run's event sink and checkpoint recorder, with the tallies of one run."""
+    """The run's recorder and checkpoint recorder, with the persistence errors of one run."""
 
     def __init__(
         self,
-        sink: EventSink,
+        journal: RunRecorder,
         recorder: CheckpointRecorder | None,
         writes: CheckpointWrites | None = None,
     ) -> None:
-        self.sink = sink
+        self.journal = journal
         self._recorder = recorder
         self._writes = writes
         self.persistence_errors: list[str] = []
 
     def child(self) -> RunLedger:
-        """A ledger for one lane: same recorder, its events and errors held back."""
-        return RunLedger(BufferedSink(), self._recorder, self._writes)
+        """A ledger for one lane: same checkpoint recorder, its records and errors held back."""
+        return RunLedger(BufferedRecorder(), self._recorder, self._writes)
 
     def absorb(self, child: RunLedger) -> None:
-        """Replay a lane's held-back events into this ledger's sink, then its errors."""
-        if isinstance(child.sink, BufferedSink):
-            for held in child.sink.events:
-                if isinstance(held, tuple):
-                    event_type, fields = held
-                    self.sink.emit(event_type, **fields)
-                else:
-                    held(self)  # a checkpoint write: waited for, journaled here
-            child.sink.events.clear()
+        """Replay a lane's held-back records into this ledger's recorder, then its errors."""
+        if isinstance(child.journal, BufferedRecorder):
+            for held in child.journal.held:
+                held(self)  # a record, or a checkpoint write: waited for, journaled here
+            child.journal.held.clear()
         self.persistence_errors.extend(child.persistence_errors)
         child.persistence_errors.clear()
 
@@ -114,16 +263,12 @@ class RunLedger:
     ) -> ReasonCode:
         """Decide a stage from its facts and journal the decision with them."""
         code = decide_stage(facts)
-        fields = StageDecided.fields(step, lane, chunk, facts, code)
-        if cause is not None:
-            fields["cause"] = cause
-        self.sink.emit(StageDecided, **fields)
+        self.journal.decided(step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause)
         return code
 
     def lease_waited(self, key: CheckpointKey, wait: LeaseWait) -> None:
         """Journal a wait for another run's lease on `key`, before its decision."""
-        self.sink.emit(
-            StageLeaseWaited,
+        self.journal.lease_waited(
             step=key.step,
             lane=key.lane,
             stage=key.stage,
@@ -150,10 +295,10 @@ class RunLedger:
             if then is not None:
                 then()
             return
-        if self._writes is not None and isinstance(self.sink, BufferedSink):
+        if self._writes is not None and isinstance(self.journal, BufferedRecorder):
             writes = self._writes
             wait = writes.submit(key, record) if then is None else writes.submit(key, record, then)
-            self.sink.defer(lambda ledger: ledger._settle_write(key, wait))
+            self.journal.defer(lambda ledger: ledger._settle_write(key, wait))
             return
         try:
             self._settle_write(key, lambda: recorder.write(key, record))
@@ -167,8 +312,7 @@ class RunLedger:
         except CheckpointWriteError as exc:
             message = safe_error_text(str(exc))
             self.persistence_errors.append(message)
-            self.sink.emit(
-                CheckpointWriteFailed,
+            self.journal.checkpoint_write_failed(
                 step=key.step,
                 lane=key.lane,
                 stage=key.stage,
@@ -176,8 +320,7 @@ class RunLedger:
                 message=message,
             )
             return
-        self.sink.emit(
-            CheckpointWritten,
+        self.journal.checkpoint_written(
             step=key.step,
             lane=key.lane,
             stage=key.stage,
@@ -186,10 +329,5 @@ class RunLedger:
             size=size,
         )
 
-    def emit_artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
-        self.sink.emit(
-            ArtifactGenerated,
-            **ArtifactGenerated.fields_of(artifact.ref),
-            warnings=artifact.warnings,
-            restored=restored,
-        )
+    def artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
+        self.journal.artifact(artifact=artifact.ref, warnings=artifact.warnings, restored=restored)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from runjournal.domain.decisions import Stage
-from runjournal.domain.events import StageFailed
 from runjournal.domain.modules import OutputFile, StageContext
 from runjournal.domain.names import safe_lane_id
 from runjournal.domain.pipeline import ResolvedPipeline
@@ -41,8 +40,7 @@ def collect_outputs(
                 if is_interrupt(exc):
                     raise
                 message = safe_error_text(exception_text(exc), ERROR_MESSAGE_LIMIT)
-                ledger.sink.emit(
-                    StageFailed,
+                ledger.journal.stage_failed(
                     step=step.id,
                     lane=lane,
                     stage=Stage.NORMALIZE,

@@ -1,14 +1,14 @@
 """`PipelineRunner`: a resolved pipeline's steps and lanes, run through the ports.
 
-It works only through ports (event sink, checkpoint loader and recorder, plan store,
-trace) and returns logical output files; it never sees a root or a path. Every stage
-is decided by `decide_stage` from facts that go into the `StageDecided` event.
+It works only through ports (`sink`, the run's `RunRecorder`; checkpoint loader and
+recorder, plan store, trace) and returns logical output files; it never sees a root or a
+path. Every stage is decided by `decide_stage` from facts that go into the `StageDecided` event.
 """
 
 from __future__ import annotations
 
 from runjournal.domain.decisions import Stage
-from runjournal.domain.events import FileFingerprint, InputsFingerprinted, LaneResolved, StageFailed
+from runjournal.domain.events import FileFingerprint
 from runjournal.domain.identity import lane_identity
 from runjournal.domain.leases import StageLeases
 from runjournal.domain.llm import failure_cause
@@ -20,7 +20,7 @@ from runjournal.domain.ports import (
     CheckpointLoader,
     CheckpointRecorder,
     ChunkPlanStore,
-    EventSink,
+    RunRecorder,
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
@@ -56,7 +56,7 @@ class PipelineRunner:
     def __init__(
         self,
         *,
-        sink: EventSink,
+        sink: RunRecorder,
         loader: CheckpointLoader | None = None,
         recorder: CheckpointRecorder | None = None,
         plan_store: ChunkPlanStore | None = None,
@@ -68,7 +68,6 @@ class PipelineRunner:
         checkpoint_writes: CheckpointWrites | None = None,
         leases: StageLeases | None = None,
     ) -> None:
-        self._sink = sink
         self._loader = loader
         self._plan_store = plan_store
         self._trace = trace
@@ -85,7 +84,7 @@ class PipelineRunner:
     # --- public ------------------------------------------------------------------
 
     def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
-        self._emit_inputs(pipeline)
+        self._record_inputs(pipeline)
         planned = resolve_plans(pipeline, self._plan_store)
         chunks_by_source = {p.source.name: p.chunks for p in planned}
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
@@ -173,9 +172,8 @@ class PipelineRunner:
         if self._stop_requested and done < len(jobs):
             raise RunStopped()
 
-    def _emit_inputs(self, pipeline: ResolvedPipeline) -> None:
-        self._sink.emit(
-            InputsFingerprinted,
+    def _record_inputs(self, pipeline: ResolvedPipeline) -> None:
+        self._ledger.journal.inputs_fingerprinted(
             sources=[FileFingerprint(s.name, s.sha256, len(s.data)) for s in pipeline.sources],
             references=[
                 FileFingerprint(name, digest, len(pipeline.references[name].encode("utf-8")))
@@ -280,8 +278,7 @@ class PipelineRunner:
                     first = chunks[0].id if chunks and stage is Stage.EXTRACT else ""
                     reads_error = StageError(stage, first, exc)
                     break
-        ledger.sink.emit(
-            LaneResolved,
+        ledger.journal.lane_resolved(
             step=step.id,
             lane=lane,
             components=step.components,
@@ -307,10 +304,9 @@ class PipelineRunner:
             module_exc = err.exc
             message = safe_error_text(err.text, ERROR_MESSAGE_LIMIT)
             cause = err.cause or guarded(lambda: failure_cause(module_exc), lambda _: None)
-            lane_run.emit_attempts(err.stage, err.chunk, err.attempts)
+            lane_run.record_attempts(err.stage, err.chunk, err.attempts)
             lane_run.record_failure(err.stage, err.chunk, cause)
-            ledger.sink.emit(
-                StageFailed,
+            ledger.journal.stage_failed(
                 step=step.id,
                 lane=lane,
                 stage=err.stage,

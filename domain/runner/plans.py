@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
-from runjournal.domain.events import ChunkPlanResolved, PlanOutcome
+from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import chunk_ids
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ResolvedPipeline, Source
@@ -80,8 +80,7 @@ def settle_plans(
                     p.outcomes.append(PlanOutcome.PUBLISHED)
             except PlanPublishError as exc:
                 ledger.persistence_error(safe_error_text(str(exc)))
-        ledger.sink.emit(
-            ChunkPlanResolved,
+        ledger.journal.plan_resolved(
             source=p.source.name,
             plan_key=p.key,
             outcomes=p.outcomes,

@@ -67,5 +67,5 @@ def restore_lane(
             code,
             f"required predecessor step '{step.id}' lane '{lane}' cannot be restored: {code.value}",
         )
-    ledger.emit_artifact(artifact, restored=True)
+    ledger.artifact(artifact, restored=True)
     return artifact

@@ -156,6 +156,30 @@ def decision(chunk: str = "c0001", **over: Any) -> dict[str, Any]:
     return fields
 
 
+LANE: tuple[type[RunEvent], dict[str, Any]] = (
+    LaneResolved,
+    {
+        "step": "normalize",
+        "lane": "en",
+        "components": COMPONENTS,
+        "lane_identity": "l" * 64,
+        "dependencies": [DEP],
+        "chunks": 3,
+        "forced": True,
+    },
+)
+# A decision, after the LaneResolved the aggregate wants before it (domain/run.py).
+DECIDED: list[tuple[type[RunEvent], dict[str, Any]]] = [LANE, (StageDecided, decision())]
+
+
+def waited(session: Any, chunk: str) -> None:
+    """One runner event that needs no other before it (a lease wait), for the batching
+    tests: it goes through the typed recorder as the runner's do."""
+    session.lease_waited(
+        **{**STAGE, "chunk": chunk}, holder="r0", outcome=LeaseWaitOutcome.RELEASED
+    )
+
+
 # Realistic fields for every event type after RunAllocated, in an order a run emits them.
 SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
     (
@@ -206,18 +230,7 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
             "chunks": 3,
         },
     ),
-    (
-        LaneResolved,
-        {
-            "step": "normalize",
-            "lane": "en",
-            "components": COMPONENTS,
-            "lane_identity": "l" * 64,
-            "dependencies": [DEP],
-            "chunks": 3,
-            "forced": True,
-        },
-    ),
+    LANE,
     (
         StageLeaseWaited,
         {**STAGE, "holder": "20260101T000000Z-abcd1234", "outcome": LeaseWaitOutcome.RELEASED},
@@ -515,14 +528,14 @@ class TestBatching:
         session = store.session(run, batch_size=4)
         assert stored_count(store, rows(store, run_id)) == 1  # RunAllocated is committed at once
         for i in range(3):
-            session.emit(StageDecided, **decision(f"c{i}"))
+            waited(session, f"c{i}")
         assert stored_count(store, rows(store, run_id)) == 1
         assert session.pending == 3
-        session.emit(StageDecided, **decision("c3"))
+        waited(session, "c3")
         assert stored_count(store, rows(store, run_id)) == 5
         assert session.pending == 0
-        session.emit(StageDecided, **decision("c4"))
-        session.emit(StageDecided, **decision("c5"))
+        waited(session, "c4")
+        waited(session, "c5")
         assert stored_count(store, rows(store, run_id)) == 5
         session.flush()
         assert stored_count(store, rows(store, run_id)) == 7
@@ -540,7 +553,7 @@ class TestBatching:
         run = Run.allocate(StepClock(), **allocation(run_id))
         with store.session(run, batch_size=100, listeners=[listener]) as session:
             for i in range(3):
-                session.emit(StageDecided, **decision(f"c{i}"))
+                waited(session, f"c{i}")
         assert seen == [(2, 1), (3, 1), (4, 1)]
         assert stored_count(store, rows(store, run_id)) == 4
 
@@ -556,13 +569,13 @@ class TestBatching:
             raise OperationalError("disk I/O error\nsecond line")
 
         monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", failing_put)
-        session.emit(StageDecided, **decision("c0"))
+        waited(session, "c0")
         with pytest.raises(JournalError) as info:
-            session.emit(StageDecided, **decision("c1"))
+            waited(session, "c1")
         assert "\n" not in str(info.value) and "disk I/O error" in str(info.value)
         assert session.pending == 2
         monkeypatch.setattr(sqlite_store._app.recorder, "insert_events", real_put)
-        session.emit(StageDecided, **decision("c2"))
+        waited(session, "c2")
         session.flush()
         versions = [e.originator_version for e in sqlite_store.events(run_id)]
         assert versions == [1, 2, 3, 4]
@@ -572,7 +585,7 @@ class TestBatching:
         run_id = new_run_id()
         run = Run.allocate(StepClock(), **allocation(run_id))
         with pytest.raises(RuntimeError), sqlite_store.session(run) as session:
-            session.emit(StageDecided, **decision())
+            waited(session, "c0")
             raise RuntimeError("runner crashed")
         assert len(rows(sqlite_store, run_id)) == 2
 
@@ -600,7 +613,7 @@ def test_construct_env_ignores_os_environ(monkeypatch: pytest.MonkeyPatch, tmp_p
         assert "bogus" not in journal._app.env.values()
         assert journal._app.env.get("SQLITE_DBNAME") == str(tmp_path / "j.sqlite3")
         run_id = new_run_id()
-        emitted = record(journal, run_id, [(StageDecided, decision())])
+        emitted = record(journal, run_id, DECIDED)
         assert list(journal.events(run_id)) == emitted
     assert not (tmp_path / "bogus").exists()
 
@@ -613,7 +626,7 @@ class TestRunQueries:
         self, sqlite_store: JournalStore
     ) -> None:
         clock = StepClock()
-        record(sqlite_store, "alpha-1", [(StageDecided, decision())], clock=clock, pid=11)
+        record(sqlite_store, "alpha-1", DECIDED, clock=clock, pid=11)
         record(
             sqlite_store,
             "alpha-2",
@@ -689,9 +702,9 @@ class TestRunQueries:
 
     def test_load_run_replays_with_a_clock(self, store: JournalStore) -> None:
         run_id = new_run_id()
-        record(store, run_id, [(StageDecided, decision())])
+        record(store, run_id, DECIDED)
         run = store.load_run(run_id, StepClock(datetime(2031, 1, 1, tzinfo=UTC)))
-        assert (run.run_id, run.version, run.status) == (run_id, 2, RunStatus.RUNNING)
+        assert (run.run_id, run.version, run.status) == (run_id, 3, RunStatus.RUNNING)
         replayed = run.decision_of(STAGE["step"], STAGE["lane"], STAGE["stage"].value, "c0001")
         assert replayed is ReasonCode.PREDECESSOR_MISSING
         with store.session(run) as session:
@@ -1037,7 +1050,7 @@ class TestRedactionAtTheBoundary:
 
     def test_already_redacted_and_plain_text_is_unchanged(self, sqlite_store: JournalStore) -> None:
         run_id = new_run_id()
-        samples = [(cls, fields) for cls, fields in SAMPLES if cls is not StageDecided]
+        samples = SAMPLES
         emitted = record(sqlite_store, run_id, samples)
         assert list(sqlite_store.events(run_id)) == emitted
         already = "token [REDACTED:github_token] and [REDACTED]"

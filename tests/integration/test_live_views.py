@@ -24,6 +24,7 @@ from runjournal.cli.manifest_check import manifest_mismatch
 from runjournal.cli.output import json_bytes
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (
+    LaneResolved,
     RunAllocated,
     RunError,
     RunPhase,
@@ -32,6 +33,7 @@ from runjournal.domain.events import (
     StageExecuted,
     StageFailed,
 )
+from runjournal.domain.identity import LaneComponents
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.projections.base import fold
@@ -51,6 +53,18 @@ CHUNK = st.tuples(
 LANES = st.lists(st.lists(CHUNK, min_size=1, max_size=5), min_size=1, max_size=4)
 
 Emitted = tuple[type, dict[str, Any]]
+
+
+def _resolved(lane: str, chunks: int) -> dict[str, Any]:
+    return {
+        "step": "s",
+        "lane": lane,
+        "components": LaneComponents("c", "m", "", "", "", "", ""),
+        "lane_identity": f"id-{lane}",
+        "dependencies": [],
+        "chunks": chunks,
+        "forced": False,
+    }
 
 
 def _decided(lane: str, chunk: str, code: ReasonCode) -> dict[str, Any]:
@@ -73,10 +87,16 @@ def _decided(lane: str, chunk: str, code: ReasonCode) -> dict[str, Any]:
 
 
 def lane_events(n: int, chunks: list[tuple[str, ReasonCode, str]]) -> list[Emitted]:
-    """One lane as the runner journals it: every extract decided, then the misses run in
-    chunk order; a failure is its second decision and `StageFailed`, and ends the lane."""
+    """One lane as the runner journals it: resolved, every extract decided, then the misses
+    run in chunk order; a failure is its second decision and `StageFailed`, and ends the
+    lane. A chunk id a lane repeats is the same text, so each copy gets the decision of
+    the first (the journal's aggregate refuses an execution after a reuse of its scope).
+    """
     lane = f"l{n}"
-    out: list[Emitted] = [(StageDecided, _decided(lane, c, code)) for c, code, _ in chunks]
+    first: dict[str, ReasonCode] = {}
+    chunks = [(c, first.setdefault(c, code), fate) for c, code, fate in chunks]
+    out: list[Emitted] = [(LaneResolved, _resolved(lane, len(chunks)))]
+    out += [(StageDecided, _decided(lane, c, code)) for c, code, _ in chunks]
     for c, code, fate in chunks:
         if code is ReasonCode.REUSED or fate == "never":
             continue

@@ -11,7 +11,6 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
@@ -22,6 +21,7 @@ from runjournal.domain.identity import LaneComponents
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.runner import PipelineRunner, StageFailure
 from runjournal.domain.runner.tasks import StageReply
+from support.recorder import FakeRecorder
 
 PLUGIN = """
 import msgspec
@@ -62,14 +62,6 @@ class Words(Module):
         seen = sum(len(t.words) for lanes in ctx.consumed.values() for t in lanes.values())
         return Normalized(Tally(merged, seen), [] if merged else ["no words"])
 """
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, event_type: Any, **fields: Any) -> None:
-        self.events.append((event_type.__name__, msgspec.to_builtins(fields)))
 
 
 class Shipping:
@@ -143,12 +135,12 @@ def _pipeline(plugin_dir: Path, texts: dict[str, str]) -> ResolvedPipeline:
 
 
 def _run(pipe: ResolvedPipeline, executor: Any = None) -> tuple[Any, list, str | None]:
-    sink = Sink()
+    sink = FakeRecorder()
     try:
         outcome = PipelineRunner(sink=sink, executor=executor).run(pipe)
     except StageFailure as failure:
-        return None, sink.events, failure.message
-    return [(o.name, o.data) for o in outcome.outputs], sink.events, None
+        return None, sink.records(), failure.message
+    return [(o.name, o.data) for o in outcome.outputs], sink.records(), None
 
 
 WORDS = st.sampled_from(["alpha", "beta", "Gamma.", "delta,", "boom", "é", "zeta"])

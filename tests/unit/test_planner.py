@@ -30,9 +30,7 @@ def predict(pipe, store, *, resume=True, recompute=(), prices=None):
 
 
 def assert_matches(plan, sink):
-    decided = [
-        (f["step"], f["lane"], f["stage"], f["chunk"], f["code"]) for f in sink.of(StageDecided)
-    ]
+    decided = [(f.step, f.lane, f.stage, f.chunk, f.code) for f in sink.of(StageDecided)]
     assert len(plan.predictions) == len(decided)
     for p, (step, lane, stage, chunk, code) in zip(plan.predictions, decided, strict=True):
         assert p.where == StageRef(step, lane, stage, chunk)
@@ -72,8 +70,8 @@ def test_early_cutoff_is_pending_and_resolves_to_reused():
     assert plan.decisions()["input_changed"] == 2  # words and count see the new chunk
     _outcome, sink = run(pipeline(edited), store, resume=True)
     assert_matches(plan, sink)
-    merge = [f for f in sink.of(StageDecided) if f["step"] == "words" and f["lane"] == "b.md"]
-    assert merge[-2]["code"] is ReasonCode.REUSED  # same words: the merge was a hit
+    merge = [f for f in sink.of(StageDecided) if f.step == "words" and f.lane == "b.md"]
+    assert merge[-2].code is ReasonCode.REUSED  # same words: the merge was a hit
 
 
 def test_recompute_restores_first_and_a_missing_predecessor_stops_the_plan():

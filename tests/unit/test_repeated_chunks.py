@@ -24,6 +24,7 @@ from runjournal.domain.events import (
     StageDecided,
     StageExecuted,
 )
+from runjournal.domain.identity import LaneComponents
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.projections.base import fold
@@ -79,6 +80,16 @@ def _events(chunks: list[str], ran: int, status: RunStatus) -> list[RunEvent]:
         pid=1,
         process_start=0.0,
     )
+    lane = "l"
+    run.resolve_lane(
+        step="s",
+        lane=lane,
+        components=LaneComponents("c", "m", "", "", "", "", ""),
+        lane_identity=f"id-{lane}",
+        dependencies=[],
+        chunks=len(chunks),
+        forced=False,
+    )  # before its decisions, as the aggregate wants
     for chunk in chunks:
         run.trigger(StageDecided, **_decided(chunk))
     for chunk in chunks[:ran]:

@@ -1,7 +1,8 @@
 """The `Run` aggregate holds the journal's invariants: commands validate, replay collects.
 
-The same rules serve the live run (`trigger` and the command methods raise) and the audit
-(`Run.replay` collects each break as a `Violation`), so there is one copy of them.
+The same rules serve the live run (`trigger` and the command methods raise, whatever the
+run was made with) and the audit (`Run.replay` collects each break as a `Violation`), so
+there is one copy of them.
 """
 
 from __future__ import annotations
@@ -10,18 +11,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from runjournal.domain.decisions import CheckpointState, Stage
+from runjournal.domain.decisions import Stage, StageDigests, StageFacts
 from runjournal.domain.events import (
+    CheckpointWritten,
     LaneResolved,
     RunError,
     RunPhase,
     RunStatus,
     RunTerminated,
     StageDecided,
+    StageExecuted,
     TerminalPersistenceFailed,
 )
 from runjournal.domain.identity import LaneComponents
-from runjournal.domain.reasons import Category, ReasonCode
+from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.run import JournalInvariantError, Run
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -70,18 +73,15 @@ SCOPE = {"step": "s", "lane": "l", "stage": Stage.MERGE, "chunk": ""}
 
 
 def decision(code: ReasonCode = ReasonCode.NOT_RESUMED) -> dict[str, Any]:
-    return {
-        **SCOPE,
-        "code": code,
-        "category": Category.MISS if code is ReasonCode.NOT_RESUMED else Category.REUSE,
-        "detail": "d",
-        "forced": False,
-        "resumed": False,
-        "checkpoint": CheckpointState.NOT_LOOKED_UP,
-        "input": "i",
-        "dependencies": "",
-        "recorded": {},
-    }
+    """`Run.decide`'s arguments for the merge stage of SCOPE."""
+    facts = StageFacts(stage=Stage.MERGE, current=StageDigests(LANE["components"], "i", ""))
+    return {"step": "s", "lane": "l", "chunk": "", "facts": facts, "code": code}
+
+
+def decided_fields(code: ReasonCode = ReasonCode.NOT_RESUMED) -> dict[str, Any]:
+    """The same decision as a `StageDecided`'s fields (for the generic `trigger`)."""
+    d = decision(code)
+    return StageDecided.fields(d["step"], d["lane"], d["chunk"], d["facts"], code)
 
 
 def test_decide_needs_the_lane_and_execution_its_decision() -> None:
@@ -93,7 +93,7 @@ def test_decide_needs_the_lane_and_execution_its_decision() -> None:
     with pytest.raises(JournalInvariantError, match=r"checkpoint write of .* no decision"):
         run.record_checkpoint(**SCOPE, sha256="e" * 64, size=1)
     assert run.version == 1  # nothing refused was recorded
-    run.trigger(LaneResolved, **LANE)
+    run.resolve_lane(**LANE)
     run.decide(**decision(ReasonCode.REUSED))
     with pytest.raises(JournalInvariantError, match="follows a reused decision"):
         run.record_execution(**SCOPE, sha256="e" * 64, size=1)
@@ -101,17 +101,24 @@ def test_decide_needs_the_lane_and_execution_its_decision() -> None:
     assert run.decision_of("s", "l", "merge") is ReasonCode.REUSED
 
 
-def test_strict_order_applies_the_same_rules_to_trigger() -> None:
-    run = allocated()
-    run.trigger(StageDecided, **decision())  # a plain trigger checks structure only
+@pytest.mark.parametrize("strict_order", [None, False, True])
+def test_trigger_applies_the_ordering_rules_whatever_the_run_was_made_with(
+    strict_order: bool | None,
+) -> None:
+    # Before, a run made without strict_order=True took a decision with no lane resolved.
     plain = allocated("r2")
-    strict = Run(plain.id, clock(), strict_order=True)
-    strict.apply(plain.collect_events()[0])  # its RunAllocated
+    flags = {} if strict_order is None else {"strict_order": strict_order}
+    run = Run(plain.id, clock(), **flags)
+    run.apply(plain.collect_events()[0])  # its RunAllocated
     with pytest.raises(JournalInvariantError, match="has no LaneResolved before it"):
-        strict.trigger(StageDecided, **decision())
-    strict.trigger(LaneResolved, **LANE)
-    strict.trigger(StageDecided, **decision())
-    assert strict.version == 3
+        run.trigger(StageDecided, **decided_fields())
+    with pytest.raises(JournalInvariantError, match=r"checkpoint write of .* no decision"):
+        run.trigger(CheckpointWritten, **SCOPE, sha256="e" * 64, size=1)
+    run.trigger(LaneResolved, **LANE)
+    run.trigger(StageDecided, **decided_fields(ReasonCode.REUSED))
+    with pytest.raises(JournalInvariantError, match="follows a reused decision"):
+        run.trigger(StageExecuted, **SCOPE, sha256="e" * 64, size=1)
+    assert run.version == 3 and run.pending_count == 2  # nothing refused was recorded
 
 
 def test_terminate_once_with_an_error_exactly_when_it_fails() -> None:

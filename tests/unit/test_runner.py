@@ -21,17 +21,7 @@ from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, So
 from runjournal.domain.ports import LoadedCheckpoint, RestoredArtifact
 from runjournal.domain.recompute import plan_recompute
 from runjournal.domain.runner import PipelineRunner, StageFailure
-
-
-class FakeSink:
-    def __init__(self):
-        self.events = []
-
-    def emit(self, event_type, **fields):
-        self.events.append((event_type, fields))
-
-    def of(self, event_type):
-        return [f for t, f in self.events if t is event_type]
+from support.recorder import FakeRecorder
 
 
 class FakeStore:
@@ -165,7 +155,7 @@ DOCS = {
 
 def run(pipe, store=None, resume=False, recompute=()):
     CALLS.clear()
-    sink = FakeSink()
+    sink = FakeRecorder()
     policy = plan_recompute(
         [s.id for s in pipe.steps], {s.id: s.consumes for s in pipe.steps}, recompute
     )
@@ -180,9 +170,9 @@ def run(pipe, store=None, resume=False, recompute=()):
 
 def codes(sink, step=None, stage=None):
     return Counter(
-        f["code"].value
+        f.code.value
         for f in sink.of(StageDecided)
-        if (step is None or f["step"] == step) and (stage is None or f["stage"] is stage)
+        if (step is None or f.step == step) and (stage is None or f.stage is stage)
     )
 
 
@@ -197,14 +187,14 @@ def test_cold_run_executes_everything_and_returns_logical_outputs():
         "count.txt",
     ]
     lanes = sink.of(LaneResolved)
-    assert [(x["step"], x["lane"]) for x in lanes] == [
+    assert [(x.step, x.lane) for x in lanes] == [
         ("words", "a.md"),
         ("words", "b.md"),
         ("count", "corpus"),
     ]
     art = sink.of(ArtifactGenerated)[0]
     data = outcome.outputs[0].data
-    assert art["sha256"] == hashlib.sha256(data).hexdigest() and art["size"] == len(data)
+    assert art.sha256 == hashlib.sha256(data).hexdigest() and art.size == len(data)
     assert msgspec.json.decode(data) == sorted(msgspec.json.decode(data))
 
 
@@ -257,14 +247,14 @@ def test_stage_failure_is_recorded_and_raised_with_redacted_message():
         run(pipeline(docs), store)
     assert info.value.step == "words" and info.value.lane == "c.md"
     # failure path: a stage_failed decision and a StageFailed event were emitted before raising
-    outcome_sink = FakeSink()
+    outcome_sink = FakeRecorder()
     runner = PipelineRunner(sink=outcome_sink, recorder=store)
     with pytest.raises(StageFailure):
         runner.run(pipeline(docs))
     sink_codes = codes(outcome_sink)
     assert sink_codes["stage_failed"] == 1
     failure = outcome_sink.of(StageFailed)[0]
-    assert "boom" in failure["message"]
+    assert "boom" in failure.message
 
 
 def test_selective_recompute_restores_producers_without_running_them():
@@ -312,7 +302,7 @@ def test_finished_extracts_are_checkpointed_before_an_interrupt():
     )
     store = FakeStore()
     with pytest.raises(KeyboardInterrupt):
-        PipelineRunner(sink=FakeSink(), recorder=store).run(pipe)
+        PipelineRunner(sink=FakeRecorder(), recorder=store).run(pipe)
     kept = [k for k in store.files if k.stage is Stage.EXTRACT]
     assert len(kept) == 2  # a.md's first two chunks finished before the third was interrupted
     _, sink = run(pipeline(DOCS), store, resume=True)
@@ -322,7 +312,7 @@ def test_finished_extracts_are_checkpointed_before_an_interrupt():
 def test_progress_is_reported_as_each_extract_finishes():
     seen = []
     runner = PipelineRunner(
-        sink=FakeSink(),
+        sink=FakeRecorder(),
         progress=lambda step, lane, done, total: seen.append((step, lane, done, total)),
     )
     runner.run(pipeline(DOCS))
@@ -345,10 +335,10 @@ def test_a_stored_plan_that_does_not_fit_the_source_is_corrupt_and_recomputed():
             self.published.append(key)
             return True
 
-    sink = FakeSink()
+    sink = FakeRecorder()
     outcome = PipelineRunner(sink=sink, plan_store=LyingStore()).run(pipeline(DOCS))
     plans = sink.of(ChunkPlanResolved)
-    assert all(p["outcomes"][:2] == [PlanOutcome.CORRUPT, PlanOutcome.COMPUTED] for p in plans)
-    counted = Counter(o.value for p in plans for o in p["outcomes"])
+    assert all(p.outcomes[:2] == [PlanOutcome.CORRUPT, PlanOutcome.COMPUTED] for p in plans)
+    counted = Counter(o.value for p in plans for o in p.outcomes)
     assert counted["corrupt"] == len(DOCS) and len(LyingStore.published) == len(DOCS)
     assert outcome.outputs  # the run still produced its outputs

@@ -21,17 +21,7 @@ from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, So
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner import ERROR_MESSAGE_LIMIT, PipelineRunner, StageFailure
 from runjournal.domain.runner.boundary import WARNING_LIMIT, Interrupt, exception_text
-
-
-class Sink:
-    def __init__(self):
-        self.events = []
-
-    def emit(self, event_type, **fields):
-        self.events.append((event_type, fields))
-
-    def of(self, event_type):
-        return [f for t, f in self.events if t is event_type]
+from support.recorder import FakeRecorder
 
 
 class Store:
@@ -184,15 +174,15 @@ def pipe(module, validators=()):
 
 
 def run(module, validators=()):
-    sink = Sink()
+    sink = FakeRecorder()
     outcome = PipelineRunner(sink=sink, recorder=Store()).run(pipe(module, validators))
     return outcome, sink
 
 
 def assert_journalable(sink):
     """Every event the runner emitted encodes as the journal encodes it (UTF-8 JSON)."""
-    for _, fields in sink.events:
-        msgspec.json.encode(fields)
+    for event in sink.events:
+        msgspec.json.encode(event)
 
 
 def _case(where, kind):
@@ -206,7 +196,7 @@ def _case(where, kind):
 @pytest.mark.parametrize("where", WHERE)
 def test_whatever_a_module_raises_is_a_typed_stage_failure(where, kind):
     module, validators = _case(where, kind)
-    sink = Sink()
+    sink = FakeRecorder()
     runner = PipelineRunner(sink=sink, recorder=Store())
     with pytest.raises(StageFailure) as info:
         runner.run(pipe(module, validators))
@@ -220,9 +210,9 @@ def test_whatever_a_module_raises_is_a_typed_stage_failure(where, kind):
     data = failure.message.encode("utf-8")  # never a lone surrogate
     assert 0 < len(data) <= ERROR_MESSAGE_LIMIT
     (failed,) = sink.of(StageFailed)
-    assert failed["message"] == failure.message
+    assert failed.message == failure.message
     if where not in ("outputs",):
-        assert any(f["failed"] for f in sink.of(StageDecided))
+        assert any(f.failed for f in sink.of(StageDecided))
     assert_journalable(sink)
 
 
@@ -239,7 +229,7 @@ def test_whatever_a_module_raises_is_a_typed_stage_failure(where, kind):
 def test_unprintable_exceptions_get_a_safe_fallback_text(kind, expected):
     module, _ = _case("extract", kind)
     with pytest.raises(StageFailure) as info:
-        PipelineRunner(sink=Sink()).run(pipe(module))
+        PipelineRunner(sink=FakeRecorder()).run(pipe(module))
     assert info.value.message == expected
     assert exception_text(RAISED[kind]()) == expected
 
@@ -251,7 +241,7 @@ def test_an_interrupt_still_propagates(where, interrupt):
         module, validators = Hostile(), [HostileValidator(interrupt)]
     else:
         module, validators = Hostile(where, interrupt), []
-    sink = Sink()
+    sink = FakeRecorder()
     with pytest.raises(interrupt):
         PipelineRunner(sink=sink).run(pipe(module, validators))
     assert sink.of(StageFailed) == []
@@ -269,7 +259,7 @@ def test_an_interrupt_still_propagates(where, interrupt):
     ids=["extract value", "merge value", "normalized value", "output name", "name not str"],
 )
 def test_unencodable_returned_strings_are_refused_as_stage_failures(module):
-    sink = Sink()
+    sink = FakeRecorder()
     with pytest.raises(StageFailure) as info:
         PipelineRunner(sink=sink, recorder=Store()).run(pipe(module))
     assert info.value.code is ReasonCode.STAGE_FAILED
@@ -279,7 +269,7 @@ def test_unencodable_returned_strings_are_refused_as_stage_failures(module):
 
 def test_an_output_name_with_a_lone_surrogate_is_named_escaped():
     with pytest.raises(StageFailure) as info:
-        PipelineRunner(sink=Sink()).run(pipe(Hostile(names=["bad\udcffname.txt"])))
+        PipelineRunner(sink=FakeRecorder()).run(pipe(Hostile(names=["bad\udcffname.txt"])))
     assert "not valid UTF-8" in info.value.message
     assert "bad\\udcffname.txt" in info.value.message
 
@@ -288,7 +278,7 @@ def test_warnings_with_lone_surrogates_or_no_str_are_made_safe():
     warnings = ["bad \udcff warning", UnprintableWarning(), 7]
     _outcome, sink = run(Hostile(warnings=warnings), [HostileValidator(warnings=["v \ud800"])])
     # Warnings are the events' (the report projection folds them), not the outcome's.
-    kept = [w for e in sink.of(ArtifactGenerated) for w in e["warnings"]]
+    kept = [w for e in sink.of(ArtifactGenerated) for w in e.warnings]
     assert kept == [
         "bad \\xff warning",
         "<unprintable UnprintableWarning warning>",
@@ -296,24 +286,24 @@ def test_warnings_with_lone_surrogates_or_no_str_are_made_safe():
         "v \\ud800",
     ]
     (generated,) = sink.of(ArtifactGenerated)
-    assert generated["warnings"] == kept
+    assert generated.warnings == kept
     assert_journalable(sink)
 
 
 def test_a_huge_warning_is_bounded_everywhere_the_runner_keeps_it():
     huge = "w" * 3_000_000
     store = Store()
-    sink = Sink()
+    sink = FakeRecorder()
     PipelineRunner(sink=sink, recorder=store).run(
         pipe(Hostile(warnings=[huge]), [HostileValidator(warnings=[huge])])
     )
-    kept = [w for e in sink.of(ArtifactGenerated) for w in e["warnings"]]
+    kept = [w for e in sink.of(ArtifactGenerated) for w in e.warnings]
     assert len(kept) == 2
     for warning in kept:
         assert len(warning.encode("utf-8")) <= WARNING_LIMIT
         assert warning.startswith("www") and warning.endswith("…")
     (generated,) = sink.of(ArtifactGenerated)
-    assert generated["warnings"] == kept
+    assert generated.warnings == kept
     (normalize,) = [r for k, r in store.files.items() if k.stage.value == "normalize"]
     assert normalize.warnings == kept
 
@@ -323,7 +313,7 @@ def test_bounded_warnings_recorded_before_are_bounded_again_on_reuse():
     from runjournal.domain.ports import LoadedCheckpoint
 
     store = Store()
-    PipelineRunner(sink=Sink(), recorder=store).run(pipe(Hostile(warnings=["short"])))
+    PipelineRunner(sink=FakeRecorder(), recorder=store).run(pipe(Hostile(warnings=["short"])))
     for key, record in list(store.files.items()):
         if key.stage.value == "normalize":  # as an older runjournal would have recorded it
             store.files[key] = msgspec.structs.replace(record, warnings=["z" * 3_000_000])
@@ -335,10 +325,10 @@ def test_bounded_warnings_recorded_before_are_bounded_again_on_reuse():
                 return LoadedCheckpoint(state=CheckpointState.MISSING)
             return LoadedCheckpoint(state=CheckpointState.PRESENT, record=record)
 
-    sink = Sink()
+    sink = FakeRecorder()
     PipelineRunner(sink=sink, loader=Loader(), recorder=store).run(
         pipe(Hostile(warnings=["short"]))
     )
     assert sink.of(StageExecuted) == []  # no module call: module_calls is 0
-    ((warning,),) = [e["warnings"] for e in sink.of(ArtifactGenerated)]
+    ((warning,),) = [e.warnings for e in sink.of(ArtifactGenerated)]
     assert len(warning.encode("utf-8")) <= WARNING_LIMIT

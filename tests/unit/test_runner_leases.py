@@ -13,7 +13,8 @@ from runjournal.domain.leases import LeaseWait
 from runjournal.domain.ports import CheckpointKey
 from runjournal.domain.recompute import plan_recompute
 from runjournal.domain.runner import PipelineRunner
-from unit.test_runner import DOCS, FakeSink, FakeStore, codes, pipeline
+from support.recorder import FakeRecorder
+from unit.test_runner import DOCS, FakeStore, codes, pipeline
 
 
 class FakeLeases:
@@ -51,8 +52,8 @@ class FakeLeases:
         return self._lease(key)
 
 
-def _run(pipe: Any, store: FakeStore, leases: FakeLeases, *, resume: bool) -> FakeSink:
-    sink = FakeSink()
+def _run(pipe: Any, store: FakeStore, leases: FakeLeases, *, resume: bool) -> FakeRecorder:
+    sink = FakeRecorder()
     steps = [s.id for s in pipe.steps]
     runner = PipelineRunner(
         sink=sink,
@@ -70,8 +71,8 @@ def test_a_resume_leases_only_what_it_executes_and_releases_after_the_write() ->
     _run(pipeline(DOCS), store, FakeLeases(store), resume=False)
     leases = FakeLeases(store)
     sink = _run(pipeline(DOCS, count_tag="b"), store, leases, resume=True)
-    executed = [f for f in sink.of(StageDecided) if f["code"].value != "reused"]
-    assert {f["step"] for f in executed} == {"count"}
+    executed = [f for f in sink.of(StageDecided) if f.code.value != "reused"]
+    assert {f.step for f in executed} == {"count"}
     acquired = [k for verb, k in leases.log if verb == "acquire"]
     assert {(k.step, k.stage) for k in acquired} == {
         ("count", Stage.EXTRACT),
@@ -96,15 +97,15 @@ def test_a_wait_is_journaled_before_the_decision_and_the_stage_is_reused() -> No
     store = FakeStore()
     sink = _run(pipeline(DOCS), store, FakeLeases(store, other=other), resume=True)
     assert set(codes(sink)) == {"reused"}  # it waited, then found every checkpoint
-    kinds = [t for t, _ in sink.events if t in (StageLeaseWaited, StageDecided)]
+    kinds = [type(e) for e in sink.events if type(e) in (StageLeaseWaited, StageDecided)]
     waits = sink.of(StageLeaseWaited)
-    assert waits and all(w["holder"] == "run-other" for w in waits)
+    assert waits and all(w.holder == "run-other" for w in waits)
     assert kinds[0] is StageLeaseWaited and kinds[1] is StageDecided
     first = waits[0]
     decided = sink.of(StageDecided)[0]
-    assert (first["step"], first["lane"], first["stage"], first["chunk"]) == (
-        decided["step"],
-        decided["lane"],
-        decided["stage"],
-        decided["chunk"],
+    assert (first.step, first.lane, first.stage, first.chunk) == (
+        decided.step,
+        decided.lane,
+        decided.stage,
+        decided.chunk,
     )

@@ -1,7 +1,9 @@
 """The scheduler (domain/runner/scheduler.py), with no threads.
 
 A fake executor finishes calls last-in first-out, so completion order is never
-submission order; lanes are small generators that journal what they do. What must
+submission order; lanes are small generators that journal what they do through the
+typed recorder (a lane resolved, a decision per call that arrived, an artifact when
+done), into `FakeRecorder` (tests/support/recorder.py). What must
 hold: the bound, readiness after producers, plan-ordered journal whatever the
 completion order, and both failure policies.
 """
@@ -12,7 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from runjournal.domain.decisions import Stage
+from runjournal.domain.decisions import Stage, StageDigests, StageFacts
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    CheckpointWriteFailed,
+    CheckpointWritten,
+    LaneResolved,
+    StageDecided,
+)
+from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.ports import CheckpointKey, CheckpointWriteError
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner.failures import StageError, StageFailure
 from runjournal.domain.runner.ledger import RunLedger
@@ -24,14 +35,33 @@ from runjournal.domain.runner.scheduler import (
     Scheduler,
     SerialExecutor,
 )
+from support.recorder import FakeRecorder
+
+COMPONENTS = LaneComponents("c", "m", "", "", "", "", "")
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+def resolved(ledger: RunLedger, step: str, lane: str) -> None:
+    ledger.journal.lane_resolved(
+        step=step,
+        lane=lane,
+        components=COMPONENTS,
+        lane_identity=f"id-{step}-{lane}",
+        dependencies=[],
+        chunks=0,
+        forced=False,
+        reads={},
+    )
 
-    def emit(self, event_type: Any, **fields: Any) -> None:
-        self.events.append((event_type.__name__, fields))
+
+def decided(ledger: RunLedger, step: str, lane: str, chunk: str) -> None:
+    facts = StageFacts(stage=Stage.EXTRACT, current=StageDigests(COMPONENTS, chunk, ""))
+    ledger.journal.decided(
+        step=step, lane=lane, chunk=chunk, facts=facts, code=ReasonCode.NOT_RESUMED
+    )
+
+
+def lanes_resolved(sink: FakeRecorder) -> list[str]:
+    return [e.lane for e in sink.of(LaneResolved)]
 
 
 class LifoExecutor:
@@ -52,15 +82,11 @@ class LifoExecutor:
         return key, call()
 
 
-class Event:  # stands in for an event type: only its name is journaled
-    pass
-
-
 def _lane(
     step: str, lane: str, calls: int, log: list[str], *, fail_at: int | None = None
 ) -> Callable[[RunLedger], LaneWork]:
     def start(ledger: RunLedger) -> LaneWork:
-        ledger.sink.emit(type("LaneResolved", (Event,), {}), step=step, lane=lane)
+        resolved(ledger, step, lane)
 
         def call(i: int) -> Callable[[], Any]:
             def run() -> Any:
@@ -78,7 +104,7 @@ def _lane(
             waiting[i] = outcome
             while cursor[0] in waiting:
                 waiting.pop(cursor[0])
-                ledger.sink.emit(type("Arrived", (Event,), {}), step=step, lane=lane, i=cursor[0])
+                decided(ledger, step, lane, str(cursor[0]))  # the call's result arrived
                 cursor[0] += 1
 
         outcomes = yield Batch([call(i) for i in range(calls)], arrived)
@@ -86,7 +112,8 @@ def _lane(
         if errors:
             raise StageFailure(step, lane, ReasonCode.STAGE_FAILED, "boom", chunk=errors[0].chunk)
         [merged] = yield Batch([lambda: sum(outcomes)])
-        ledger.sink.emit(type("Done", (Event,), {}), step=step, lane=lane, value=merged)
+        ref = ArtifactRef(step, lane, "k", "k/v1", "application/json", "0" * 64, merged)
+        ledger.journal.artifact(artifact=ref, warnings=[])
         return merged  # type: ignore[return-value]
 
     return start
@@ -113,8 +140,8 @@ def _jobs(log: list[str], docs: int = 4, calls: int = 3, fail: str = "") -> list
 
 def _run(
     executor: Any, jobs: list[LaneJob], policy=FailurePolicy.STOP
-) -> tuple[Sink, dict, RunLedger]:
-    sink = Sink()
+) -> tuple[FakeRecorder, dict, RunLedger]:
+    sink = FakeRecorder()
     ledger = RunLedger(sink, None)
     artifacts: dict[str, dict[str, Any]] = {}
     Scheduler(ledger, executor, policy).run(jobs, artifacts)
@@ -127,15 +154,14 @@ def test_the_journal_is_in_plan_order_whatever_the_completion_order() -> None:
     lifo_log: list[str] = []
     executor = LifoExecutor(5)
     lifo, lifo_artifacts, _ = _run(executor, _jobs(lifo_log))
-    assert serial.events == lifo.events
+    assert serial.records() == lifo.records()
     assert serial_artifacts == lifo_artifacts
     assert len(serial_log) == len(lifo_log) == 4 * 3 + 4 + 1  # every extract call, once
     assert serial_log != lifo_log and sorted(serial_log) == sorted(lifo_log)
     # each lane's results arrive (are journaled) in call order
-    arrived = [
-        (f["lane"], f["i"]) for name, f in lifo.events if name == "Arrived" and f["step"] == "a"
-    ]
-    assert arrived == [(f"d{d}", i) for d in range(4) for i in range(3)]
+    arrived = [(e.lane, e.chunk) for e in lifo.of(StageDecided) if e.step == "a"]
+    assert arrived == [(f"d{d}", str(i)) for d in range(4) for i in range(3)]
+    assert [e.size for e in lifo.of(ArtifactGenerated) if e.step == "a"] == [0 + 1 + 2] * 4
 
 
 def test_every_ready_lanes_calls_share_one_bound() -> None:
@@ -158,7 +184,7 @@ def test_a_consumer_starts_only_after_its_producers() -> None:
 def test_the_first_failure_stops_new_work_and_calls_in_flight_are_kept() -> None:
     log: list[str] = []
     executor = LifoExecutor(4)
-    sink = Sink()
+    sink = FakeRecorder()
     with pytest.raises(StageFailure) as info:
         Scheduler(RunLedger(sink, None), executor, FailurePolicy.STOP).run(
             _jobs(log, fail="d1"), {}
@@ -169,7 +195,7 @@ def test_the_first_failure_stops_new_work_and_calls_in_flight_are_kept() -> None
     assert not any(entry.startswith(("b/", "c/")) for entry in log)
     assert len(log) < 12  # queued extracts never started
     # what finished is journaled, in plan order
-    lanes = [f["lane"] for name, f in sink.events if name == "LaneResolved"]
+    lanes = lanes_resolved(sink)
     assert lanes == sorted(lanes)
 
 
@@ -177,7 +203,7 @@ def test_keep_going_finishes_every_lane_not_downstream_of_a_failure() -> None:
     log: list[str] = []
     artifacts: dict[str, dict[str, Any]] = {}
     with pytest.raises(StageFailure) as info:
-        Scheduler(RunLedger(Sink(), None), LifoExecutor(3), FailurePolicy.KEEP_GOING).run(
+        Scheduler(RunLedger(FakeRecorder(), None), LifoExecutor(3), FailurePolicy.KEEP_GOING).run(
             _jobs(log, fail="d2"), artifacts
         )
     assert [(f.step, f.lane) for f in info.value.failures] == [("a", "d2")]
@@ -187,7 +213,7 @@ def test_keep_going_finishes_every_lane_not_downstream_of_a_failure() -> None:
     # the failing lane's own remaining extracts never start; the other lanes' all do
     serial_log: list[str] = []
     with pytest.raises(StageFailure):
-        Scheduler(RunLedger(Sink(), None), SerialExecutor(), FailurePolicy.KEEP_GOING).run(
+        Scheduler(RunLedger(FakeRecorder(), None), SerialExecutor(), FailurePolicy.KEEP_GOING).run(
             _jobs(serial_log, fail="d2"), {}
         )
     assert "a/d2/1" in serial_log and "a/d2/2" not in serial_log
@@ -197,7 +223,7 @@ def test_keep_going_finishes_every_lane_not_downstream_of_a_failure() -> None:
 def test_stop_lets_calls_in_flight_finish_and_starts_nothing() -> None:
     log: list[str] = []
     executor = LifoExecutor(2)
-    scheduler = Scheduler(RunLedger(Sink(), None), executor, FailurePolicy.STOP)
+    scheduler = Scheduler(RunLedger(FakeRecorder(), None), executor, FailurePolicy.STOP)
     original = executor.next_done
 
     def stop_after_first() -> tuple[int, Any]:
@@ -211,9 +237,6 @@ def test_stop_lets_calls_in_flight_finish_and_starts_nothing() -> None:
 
 
 def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file() -> None:
-    from runjournal.domain.events import CheckpointWriteFailed, CheckpointWritten
-    from runjournal.domain.ports import CheckpointKey, CheckpointWriteError
-
     written: list[str] = []
     pending: list[tuple[str, Callable[[], tuple[str, int]]]] = []
 
@@ -232,18 +255,21 @@ def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file(
             pending.append((key.chunk, wait))
             return wait
 
-    sink = Sink()
+    sink = FakeRecorder()
     run_ledger = RunLedger(sink, Recorder(), Writes())  # type: ignore[arg-type]
     lane = run_ledger.child()
+    resolved(lane, "s", "l")
     for chunk in ("a", "bad", "c"):
+        decided(lane, "s", "l", chunk)  # the aggregate wants a decision before its checkpoint
         lane.write_checkpoint(CheckpointKey("s", "l", Stage.EXTRACT, chunk), None)  # type: ignore[arg-type]
     assert written == [] and sink.events == []  # nothing waited for, nothing journaled yet
     run_ledger.absorb(lane)
     assert written == ["a", "bad", "c"]
-    assert [(name, f["chunk"]) for name, f in sink.events] == [
-        (CheckpointWritten.__name__, "a"),
-        (CheckpointWriteFailed.__name__, "bad"),
-        (CheckpointWritten.__name__, "c"),
+    checkpoints = (CheckpointWritten, CheckpointWriteFailed)
+    assert [(type(e), e.chunk) for e in sink.events if isinstance(e, checkpoints)] == [
+        (CheckpointWritten, "a"),
+        (CheckpointWriteFailed, "bad"),
+        (CheckpointWritten, "c"),
     ]
     assert run_ledger.persistence_errors == ["disk full"]
 
@@ -274,19 +300,17 @@ def test_lanes_start_only_while_few_calls_wait_for_a_slot(capacity: int, most: i
     sink, artifacts, _ = _run(executor, jobs)
     assert len(artifacts["a"]) == 200
     assert 1 < live[1] <= most  # lanes overlap, but only a few at a time
-    assert [f["lane"] for name, f in sink.events if name == "LaneResolved"] == [
-        f"d{i}" for i in range(200)
-    ]
+    assert lanes_resolved(sink) == [f"d{i}" for i in range(200)]
 
 
 def test_a_lane_that_settles_at_once_is_journaled_before_the_next_starts() -> None:
-    sink = Sink()
+    sink = FakeRecorder()
     seen_at_start: list[int] = []
 
     def settled(i: int) -> Callable[[RunLedger], LaneWork]:
         def start(ledger: RunLedger) -> LaneWork:
             seen_at_start.append(len(sink.events))
-            ledger.sink.emit(type("StageDecided", (Event,), {}), lane=f"d{i}")
+            resolved(ledger, "a", f"d{i}")
             return i
             yield  # a generator that needs no call: every stage reused
 

@@ -22,6 +22,7 @@ from runjournal.domain.events import (
     StageExecuted,
     StageFailed,
 )
+from runjournal.domain.identity import LaneComponents
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.domain.run import Run, run_aggregate_id
 from runjournal.projections.base import fold
@@ -64,6 +65,15 @@ def _run(lanes: list[list[tuple[ReasonCode, str]]], status: RunStatus) -> list:
     )
     for n, chunks in enumerate(lanes):
         lane = f"l{n}"
+        run.resolve_lane(
+            step="s",
+            lane=lane,
+            components=LaneComponents("c", "m", "", "", "", "", ""),
+            lane_identity=f"id-{lane}",
+            dependencies=[],
+            chunks=len(chunks),
+            forced=False,
+        )  # before its decisions, as the aggregate wants
         for i, (code, _fate) in enumerate(chunks):  # every extract decided first
             run.trigger(StageDecided, **_decision(lane, f"c{i}", code))
         for i, (code, fate) in enumerate(chunks):

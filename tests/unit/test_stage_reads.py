@@ -141,21 +141,21 @@ def test_a_change_inside_the_part_invalidates_the_extracts() -> None:
 
 def test_the_lane_records_the_parts_and_each_decision_their_digest() -> None:
     _, sink = run(pipeline(DOCS), FakeStore())
-    [lane] = [f for f in sink.of(LaneResolved) if f["step"] == "letters"]
-    assert set(lane["reads"]) == {Stage.EXTRACT, Stage.MERGE}
-    assert lane["reads"][Stage.MERGE] == []
-    parts = lane["reads"][Stage.EXTRACT]
-    assert [(p.step, p.lane) for p in parts] == [(d.step, d.lane) for d in lane["dependencies"]]
-    assert all(p.sha256 != d.sha256 for p, d in zip(parts, lane["dependencies"], strict=True))
+    [lane] = [f for f in sink.of(LaneResolved) if f.step == "letters"]
+    assert set(lane.reads) == {Stage.EXTRACT, Stage.MERGE}
+    assert lane.reads[Stage.MERGE] == []
+    parts = lane.reads[Stage.EXTRACT]
+    assert [(p.step, p.lane) for p in parts] == [(d.step, d.lane) for d in lane.dependencies]
+    assert all(p.sha256 != d.sha256 for p, d in zip(parts, lane.dependencies, strict=True))
     expected = {
         Stage.EXTRACT: dependencies_digest(parts),
         Stage.MERGE: "",
-        Stage.NORMALIZE: dependencies_digest(lane["dependencies"]),
+        Stage.NORMALIZE: dependencies_digest(lane.dependencies),
     }
-    decided = [f for f in sink.of(StageDecided) if f["step"] == "letters"]
+    decided = [f for f in sink.of(StageDecided) if f.step == "letters"]
     assert len(decided) == UNCHANGED + 1 + 2  # the chunk of b.md, then merge and normalize
     for f in decided:
-        assert f["dependencies"] == expected[f["stage"]], f["stage"]
+        assert f.dependencies == expected[f.stage], f.stage
 
 
 def test_a_module_whose_reads_fails_fails_that_stage() -> None:
