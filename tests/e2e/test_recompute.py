@@ -284,9 +284,7 @@ def cache_content(root: Path) -> dict[str, tuple[str, int, bytes]]:
 
 def registered_journals(root: Path) -> set[str]:
     """The journals the cache root's registry names."""
-    return {
-        json.loads(path.read_text())["journal"] for path in (root / REGISTRY).glob("*.json")
-    }
+    return {json.loads(path.read_text())["journal"] for path in (root / REGISTRY).glob("*.json")}
 
 
 def decisions(events: list[dict]) -> list[tuple[str, str, str, str, str]]:
