@@ -21,6 +21,12 @@ and after):
 Targets (issue 26): at 1,000 calls, 200 ms, N = 64: wall <= 1.5x ideal and cpu per call
 <= 1.5 ms (at LATENCY).
 
+Then the first request: a cold run of FIRST documents (`--first 500`, 8 chunks each,
+`--jobs` the first N) is started against the latency server, whose request count the
+bench polls every 5 ms; the time from starting the process to the first request it
+receives is printed (median of REPEAT), and the run is interrupted (SIGINT) once it
+arrived. Target (issue 26): within 1 s for 500 documents.
+
     python bench/bench_concurrency.py --rate-limited 0.035 [--docs 600 --chunks 4 --jobs 32]
 
 With `--rate-limited F`, a fraction F of the chunks (chosen with a fixed seed) is
@@ -180,6 +186,46 @@ def run(
     return wall, cpu, json.loads(proc.stdout)
 
 
+def first_request(args: argparse.Namespace, url: str, tmp: Path) -> None:
+    """Seconds from starting a cold run of --first documents to its first request."""
+    root = tmp / "first"
+    make_corpus(root, args.first, 8, url, url)
+    argv = [str(SCRIPT), "run", str(root / "pipeline.toml"), "--json", "--no-progress"]
+    argv += ["--profile", "fake", "--profiles-file", str(root / "profiles.toml")]
+    argv += ["--jobs", str(args.jobs[0]), "--output-root", str(root / "out")]
+    usage = url.removesuffix("/v1") + "/_control/usage"
+    env = {**os.environ, KEY_VAR: "sk-" + "bench-" + "x" * 24}
+    times = []
+    for i in range(args.repeat):
+        reset(url)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [*argv, "--cache-root", str(tmp / f"cache-first-{i}")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            while True:
+                with urllib.request.urlopen(usage, timeout=10) as response:
+                    if json.loads(response.read()).get("requests", 0) > 0:
+                        times.append(time.monotonic() - start)
+                        break
+                if proc.poll() is not None:
+                    raise SystemExit(f"the run ended ({proc.returncode}) before any request")
+                time.sleep(0.005)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        shutil.rmtree(tmp / f"cache-first-{i}", ignore_errors=True)
+        shutil.rmtree(root / "out", ignore_errors=True)
+    print(
+        f"first request of a cold run of {args.first} documents x 8 chunks, --jobs "
+        f"{args.jobs[0]}: {statistics.median(times):.2f} s after start (median of "
+        f"{args.repeat}; target <= 1 s)"
+    )
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -191,6 +237,9 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per answer")
     parser.add_argument("--jobs", type=int, nargs="+", default=[64])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--first", type=int, default=500, help="documents of the first-request run (0: skip)"
+    )
     parser.add_argument(
         "--rate-limited",
         type=float,
@@ -249,6 +298,8 @@ def main() -> int:
                 f"{per:>11.2f} {cpu / calls * 1000:>6.2f} {iwall:>14.2f} {icpu:>6.2f} "
                 f"{iper:>11.2f}"
             )
+        if args.first:
+            first_request(args, url, tmp)
         print(
             f"load {load()} after; targets at 1,000 calls, 200 ms, 64 jobs: wall/ideal "
             "<= 1.5x, cpu/call <= 1.5 ms"
