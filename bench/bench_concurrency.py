@@ -10,6 +10,7 @@ instant server (start-up and fixed costs: the "start-up" row).
     python bench/bench_concurrency.py [--docs 250] [--chunks 4] [--latency 0.2]
                                       [--jobs 64] [--repeat 5]
 
+Children run with bytecode caching on, whatever PYTHONDONTWRITEBYTECODE says here.
 Printed per N, every figure a median of REPEAT runs measured here (cpu = user + system
 of the run process, from `getrusage` of the children; the load average is read before
 and after):
@@ -58,6 +59,9 @@ REPO = Path(__file__).resolve().parent.parent
 FAKE = REPO / "tests" / "support" / "fake_openai.py"
 SCRIPT = Path(sys.executable).parent / "runjournal"
 KEY_VAR = "RJ_BENCH_KEY"
+# Children run with bytecode caching on (an installed package's normal state), whatever
+# PYTHONDONTWRITEBYTECODE says here: compiling every module would be most of start-up.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 PIPELINE = """name = "concurrency"
 inputs = ["docs/*.md"]
@@ -174,7 +178,7 @@ def run(
     argv = [str(SCRIPT), "run", str(root / "pipeline.toml"), "--json", "--no-progress"]
     argv += ["--profile", "fake", "--profiles-file", str(root / profiles)]
     argv += ["--output-root", str(root / "out"), "--cache-root", str(cache), *extra]
-    env = {**os.environ, KEY_VAR: "sk-" + "bench-" + "x" * 24}
+    env = {**ENV, KEY_VAR: "sk-" + "bench-" + "x" * 24}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
@@ -194,7 +198,7 @@ def first_request(args: argparse.Namespace, url: str, tmp: Path) -> None:
     argv += ["--profile", "fake", "--profiles-file", str(root / "profiles.toml")]
     argv += ["--jobs", str(args.jobs[0]), "--output-root", str(root / "out")]
     usage = url.removesuffix("/v1") + "/_control/usage"
-    env = {**os.environ, KEY_VAR: "sk-" + "bench-" + "x" * 24}
+    env = {**ENV, KEY_VAR: "sk-" + "bench-" + "x" * 24}
     times = []
     for i in range(args.repeat):
         reset(url)
