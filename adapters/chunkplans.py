@@ -69,6 +69,15 @@ class ChunkPlanStoreError(Exception):
     """Base of the chunk-plan store's errors (messages are one line)."""
 
 
+class PlanStoreSyncError(ChunkPlanStoreError, PlanPublishError):
+    """The group sync of published plans failed: they may not be durable."""
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        text = " ".join(str(cause).split()) or type(cause).__name__
+        super().__init__(f"chunk plans may not be durable: {text}")
+
+
 class PlanStoreWriteError(ChunkPlanStoreError, PlanPublishError):
     """An accepted plan could not be published; the run still uses the plan."""
 
@@ -272,6 +281,7 @@ class ChunkPlanFileStore:
         # late: the handle is set once, under this lock, so none is opened twice and
         # leaked (docs/internals.md "Objects shared between threads").
         self._root_lock = threading.Lock()
+        self._unsynced = False  # a plan was published with durable=False since the last sync
 
     @classmethod
     def open_for_mode(
@@ -354,10 +364,19 @@ class ChunkPlanFileStore:
                 self._owns_root = True
             return self._root
 
-    def publish(self, key: str, spans: list[Span], facts: PlanFacts | None = None) -> bool:
+    def publish(
+        self,
+        key: str,
+        spans: list[Span],
+        facts: PlanFacts | None = None,
+        *,
+        durable: bool = True,
+    ) -> bool:
         """Atomically store an accepted plan; False in read-only mode (nothing written).
 
-        `facts` (recommended) are recorded in the header and must hash to `key`.
+        `facts` (recommended) are recorded in the header and must hash to `key`. With
+        `durable=False` no fsync is made: the plan is durable after the next `sync()`
+        (until then a crash may lose or tear it, and a torn plan reads as CORRUPT).
         """
         name = plan_file_name(key)
         if self._mode is CacheMode.READ_ONLY:
@@ -365,10 +384,22 @@ class ChunkPlanFileStore:
         data = encode_plan(key, spans, facts)
         try:
             root = self._root or self._created_root()
-            root.write_bytes(name, data, overwrite=True)
+            root.write_bytes(name, data, overwrite=True, durable=durable)
         except OSError as exc:
             raise PlanStoreWriteError(key, exc) from exc
+        self._unsynced = self._unsynced or not durable
         return True
+
+    def sync(self) -> None:
+        """One `syncfs` of the store's file system for every plan published with
+        `durable=False` since the last sync (nothing when there is none)."""
+        if not self._unsynced or self._root is None:
+            return
+        try:
+            self._root.sync()
+        except OSError as exc:
+            raise PlanStoreSyncError(exc) from exc
+        self._unsynced = False
 
     def _created_root(self) -> FsRoot:
         """`chunkplans/`, created by the first publish (once, whichever thread gets here)."""

@@ -245,8 +245,22 @@ class PlanPublishError(Exception):
 class ChunkPlanStore(Protocol):
     def get(self, key: str) -> PlanLookup: ...
 
-    def publish(self, key: str, spans: list[Span], facts: PlanFacts | None = None) -> bool:
-        """Publish an accepted plan; False when the mode does not write (read-only)."""
+    def publish(
+        self,
+        key: str,
+        spans: list[Span],
+        facts: PlanFacts | None = None,
+        *,
+        durable: bool = True,
+    ) -> bool:
+        """Publish an accepted plan; False when the mode does not write (read-only).
+
+        `durable=False`: atomic for readers, durable only after the next `sync()`."""
+        ...
+
+    def sync(self) -> None:
+        """Make every plan published with `durable=False` durable (one barrier); raises
+        PlanPublishError when it cannot (docs/internals.md "Group durability")."""
         ...
 
 

@@ -72,14 +72,24 @@ def resolve_plans(
 def settle_plans(
     planned: list[PlannedSource], plan_store: ChunkPlanStore | None, ledger: RunLedger
 ) -> None:
-    """Publish the computed plans, then record each source's plan outcomes."""
+    """Publish the computed plans as one durable group, then record each source's plan
+    outcomes (docs/internals.md "Group durability": one sync for the batch, before any
+    `ChunkPlanResolved` names a published plan)."""
+    published = 0
     for p in planned:
         if p.publish and plan_store is not None:
             try:
-                if plan_store.publish(p.key, p.spans, p.facts):
+                if plan_store.publish(p.key, p.spans, p.facts, durable=False):
                     p.outcomes.append(PlanOutcome.PUBLISHED)
+                    published += 1
             except PlanPublishError as exc:
                 ledger.persistence_error(safe_error_text(str(exc)))
+    if published and plan_store is not None:
+        try:
+            plan_store.sync()
+        except PlanPublishError as exc:
+            ledger.persistence_error(safe_error_text(f"{published} {exc}"))
+    for p in planned:
         ledger.journal.plan_resolved(
             source=p.source.name,
             plan_key=p.key,

@@ -109,8 +109,8 @@ class Spy:
                 spy.used.add(f"chunkplans/{key[:2]}/{key}.plan")
             return lookup
 
-        def published(self, key, spans, facts=None):
-            done = publish(self, key, spans, facts)
+        def published(self, key, spans, facts=None, *, durable=True):
+            done = publish(self, key, spans, facts, durable=durable)
             if done:
                 spy.used.add(f"chunkplans/{key[:2]}/{key}.plan")
             return done

@@ -601,3 +601,68 @@ class TestChunkMap:
     def test_encoder_options_are_keyword_only(self) -> None:
         with pytest.raises(TypeError):
             ChunkMapEncoder(True, True)  # type: ignore[misc]
+
+
+# --- group durability (issue 26: the first request of a 500-document run waited for
+# 1,230 fsyncs of its chunk plans) -------------------------------------------------------
+
+
+def _count_syncs(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    from runjournal.adapters import fsroot
+
+    counts = {"fsync": 0, "syncfs": 0}
+    real_fsync, real_syncfs = os.fsync, fsroot._sync_fs
+
+    def fsync(fd: int) -> None:
+        counts["fsync"] += 1
+        real_fsync(fd)
+
+    def syncfs(fd: int) -> None:
+        counts["syncfs"] += 1
+        real_syncfs(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(fsroot, "_sync_fs", syncfs)
+    return counts
+
+
+def test_plans_published_as_a_group_take_one_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = store(tmp_path / "cache")
+    assert plans.publish(KEY, SPANS, FACTS)  # creates chunkplans/ (durably, once)
+    keys = [other_key(f"group-{i}") for i in range(20)]
+    counts = _count_syncs(monkeypatch)
+    try:
+        for key in keys:
+            assert plans.publish(key, SPANS, durable=False)
+        assert counts == {"fsync": 0, "syncfs": 0}  # none on its own
+        plans.sync()
+        assert counts == {"fsync": 0, "syncfs": 1}  # one barrier for the twenty
+        plans.sync()
+        assert counts["syncfs"] == 1  # nothing published since: nothing to sync
+        assert all(plans.get(k) == PlanLookup(PlanOutcome.REUSED, SPANS) for k in keys)
+    finally:
+        plans.close()
+
+
+def test_a_failed_group_sync_is_a_publish_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.adapters import fsroot
+    from runjournal.adapters.chunkplans import PlanStoreSyncError
+    from runjournal.domain.ports import PlanPublishError
+
+    plans = store(tmp_path / "cache")
+    try:
+        assert plans.publish(KEY, SPANS, FACTS, durable=False)
+
+        def broken(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(fsroot, "_sync_fs", broken)
+        with pytest.raises(PlanStoreSyncError, match="may not be durable") as caught:
+            plans.sync()
+        assert isinstance(caught.value, PlanPublishError)
+    finally:
+        plans.close()

@@ -331,9 +331,12 @@ def test_a_stored_plan_that_does_not_fit_the_source_is_corrupt_and_recomputed():
         def get(self, key):
             return PlanLookup(PlanOutcome.REUSED, [Span(0, 3)])  # does not cover the source
 
-        def publish(self, key, spans, facts=None):
+        def publish(self, key, spans, facts=None, *, durable=True):
             self.published.append(key)
             return True
+
+        def sync(self):
+            pass
 
     sink = FakeRecorder()
     outcome = PipelineRunner(sink=sink, plan_store=LyingStore()).run(pipeline(DOCS))
