@@ -2,9 +2,8 @@
 
 `options` (how a profile's endpoint is called), `structured` (reply formats and their
 check), `retry` (backoff, Retry-After), `ratelimit` (per-endpoint limits), `budget`
-(`--max-cost`, `--max-tokens`), `cassette` (record/replay), `chat_http` (the kept-alive
-HTTP client), `transport` (one request, failures typed) and `runtime` (`LLMServices`,
-metered calls).
+(`--max-cost`, `--max-tokens`), `cassette` (record/replay), `transport` (one request
+through the `openai` client) and `runtime` (`LLMServices`, metered calls).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""One chat-completion request to an OpenAI-compatible endpoint.
+"""One chat-completion request to an OpenAI-compatible endpoint, through the `openai` client.
 
-The HTTP client (adapters/llm/chat_http.py) is created once per endpoint and reused by
-every call (its pool of keep-alive connections is thread-safe); it never retries: the
-runtime retries, so every attempt is journaled. Every failure becomes a `TransportError`
-with a typed status; its message names the endpoint and the HTTP status, never the key,
-a header or the request.
+The client is created once per endpoint and reused by every call (its HTTP connection
+pool is thread-safe), with the client's own retries off: the runtime retries, so every
+attempt is journaled. `openai` is imported only when the first request is sent (start-up
+time is measured). Every failure becomes a `TransportError` with a typed status; its
+message names the endpoint and the HTTP status, never the key, a header or the request.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runjournal.adapters.llm import chat_http
 from runjournal.adapters.llm.cassette import Reply
 from runjournal.adapters.llm.replies import (
     AttemptDeadline,
@@ -99,20 +98,20 @@ class OpenAITransport:
         self._lock = threading.Lock()
 
     def connect(self) -> None:
-        """Build the client now (not part of any attempt's latency)."""
+        """Build the client now (the import is not part of any attempt's latency)."""
         self._get_client()
 
-    def _get_client(self) -> chat_http.ChatClient:
-        client = self._client
-        if client is not None:
-            return client
+    def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                self._client = chat_http.ChatClient(
-                    base_url=self._base_url,
+                import openai  # lazy: about 0.8 s of imports, paid only by runs that call
+
+                self._openai = openai
+                self._client = openai.OpenAI(
                     api_key=self._api_key,
-                    connect_timeout=self._connect,
-                    read_timeout=self._read,
+                    base_url=self._base_url,
+                    max_retries=0,
+                    timeout=openai.Timeout(self._read, connect=self._connect),
                 )
             return self._client
 
@@ -136,12 +135,16 @@ class OpenAITransport:
         (adapters/llm/replies.py), never all at once.
         """
         client = self._get_client()
+        openai = self._openai
+        body = {k: v for k, v in request.items() if k not in ("model", "messages")}
         http_status: int | None = None
         deadline = clock() + attempt_timeout
         try:
-            with client.post_chat(request) as response:
-                http_status = int(response.status_code)
-                data = self._body(response, max_reply_bytes, deadline, clock)
+            with client.chat.completions.with_streaming_response.create(
+                model=request["model"], messages=request["messages"], extra_body=body
+            ) as raw:
+                http_status = int(raw.http_response.status_code)
+                data = self._body(raw.http_response, max_reply_bytes, deadline, clock)
             completion = json.loads(data)
         except BodyTooLarge as exc:
             raise TransportError(
@@ -157,7 +160,7 @@ class OpenAITransport:
                 f"{attempt_timeout:g} s",
                 http_status=http_status,
             ) from None
-        except chat_http.StatusError as exc:
+        except openai.APIStatusError as exc:
             code = int(exc.status_code)
             status = _status_of_http(code)
             detail = self._scrub(_server_message(exc.body))
@@ -165,22 +168,23 @@ class OpenAITransport:
                 status,
                 f"{self.endpoint} answered HTTP {code}" + (f": {detail}" if detail else ""),
                 http_status=code,
-                retry_after=parse_retry_after(exc.headers),
+                retry_after=parse_retry_after(dict(exc.response.headers)),
                 schema_refused=status is AttemptStatus.REQUEST_REFUSED and refuses_schema(detail),
             ) from None
-        except chat_http.RequestTimeout:
+        except openai.APITimeoutError:
             raise TransportError(
                 AttemptStatus.TIMEOUT,
                 f"{self.endpoint} did not answer within the timeouts "
                 f"(connect {self._connect:g} s, read {self._read:g} s)",
             ) from None
-        except chat_http.ConnectionFailure as exc:
+        except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc.__context__
             why = type(cause).__name__ if cause is not None else "connection error"
             raise TransportError(
                 AttemptStatus.CONNECTION_ERROR, f"cannot reach {self.endpoint} ({why})"
             ) from None
         except (
+            openai.APIResponseValidationError,
             ValueError,
             TypeError,
             KeyError,
