@@ -22,7 +22,7 @@ class Ledger:
     def __init__(self, log: list[Any]) -> None:
         self.log = log
         self.persistence_errors: list[str] = []
-        self.journal = self  # the run's typed recorder (docs/internals.md "Recording a run")
+        self.journal = self  # the typed recorder (docs/internals.md "Recording a run (`RunRecorder`)")
 
     def plan_resolved(self, **fields: Any) -> None:
         self.log.append(("emit", ChunkPlanResolved, fields))
