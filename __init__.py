@@ -1,3 +1,38 @@
-"""runjournal: resumable, explainable, auditable document pipelines."""
+"""runjournal: resumable, explainable, auditable document pipelines.
+
+The Python API (docs/python-api.md) is imported on first use of one of its names, so
+`import runjournal` stays cheap (docs/performance.md "Start-up").
+"""
+
+from typing import Any
 
 __version__ = "0.2.0"
+
+# Each public name and the module that defines it, imported when first asked for.
+_LAZY = {
+    "Project": "runjournal.api",
+    "RunResult": "runjournal.api",
+    "Output": "runjournal.api",
+    "RunjournalError": "runjournal.app.errors",
+    "UsageError": "runjournal.app.errors",
+    "RunFailedError": "runjournal.app.errors",
+    "NotPersistedError": "runjournal.app.errors",
+    "RunInterruptedError": "runjournal.app.errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runjournal' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -14,6 +14,7 @@ import enum
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import click
@@ -73,28 +74,58 @@ def _where(d: Difference) -> str:
 # --- audit -----------------------------------------------------------------------
 
 
+@dataclass
+class AuditOutcome:
+    """What `journal audit` found: the re-decided run, its chain, seals and directory."""
+
+    run_id: str
+    report: AuditReport
+    chain: ChainReport
+    run_dir: RunDirectoryCheck
+    seals: SealCheck
+    allocated: RunAllocated | None
+    tampering: list[_Problem]
+
+    @property
+    def clean(self) -> bool:
+        return self.report.ok and not self.tampering
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """`journal audit --json`'s document (the Python API's `Project.audit`)."""
+        return _audit_doc(self.report, self.chain, self.run_dir, self.clean, self.seals)
+
+
+def audit_outcome(store: JournalStore, run: str, trusted: Any) -> AuditOutcome:
+    """Re-decide every recorded decision of RUN and verify its chain, tree, seals and
+    run directory (docs/internals.md "`journal audit RUN`")."""
+    facts = RunFacts()
+    run_id = _resolve(store, run)
+    try:  # streamed: the audit and the run directory's facts see each event once
+        report = audit_run(_fed(store.events(run_id), facts))
+        chain = store.verify_chain(run_id)
+        seals = check_run_seals(store, run_id, facts.allocated, facts.terminal, trusted)
+    except JournalError as exc:
+        raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
+    run_dir = check_run_directory(facts, open_root=factories().open_root)
+    tampering = _tampering(chain, run_dir, seals, facts.allocated)
+    return AuditOutcome(run_id, report, chain, run_dir, seals, facts.allocated, tampering)
+
+
 def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
     trusted = trusted_keys(keys)
     store = open_cli_journal(opts, read_only=True)
-    facts = RunFacts()
     try:
-        run_id = _resolve(store, run)
-        try:  # streamed: the audit and the run directory's facts see each event once
-            report = audit_run(_fed(store.events(run_id), facts))
-            chain = store.verify_chain(run_id)
-            seals = check_run_seals(store, run_id, facts.allocated, facts.terminal, trusted)
-        except JournalError as exc:
-            raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
+        outcome = audit_outcome(store, run, trusted)
     finally:
         store.close()
-    run_dir = check_run_directory(facts, open_root=factories().open_root)
-    tampering = _tampering(chain, run_dir, seals, facts.allocated)
-    clean = report.ok and not tampering
+    report, chain, run_dir, seals = outcome.report, outcome.chain, outcome.run_dir, outcome.seals
+    run_id, tampering, clean = outcome.run_id, outcome.tampering, outcome.clean
     if opts.get("as_json"):
         emit_json(_audit_doc(report, chain, run_dir, clean, seals))
     else:
-        _print_audit(report, chain, run_dir, tampering, clean, seals, facts.allocated)
-    if chain.status is ChainStatus.UNCHAINED and not _chain_stripped(chain, facts.allocated):
+        _print_audit(report, chain, run_dir, tampering, clean, seals, outcome.allocated)
+    if chain.status is ChainStatus.UNCHAINED and not _chain_stripped(chain, outcome.allocated):
         print_warning(
             f"run {report.run_id or run_id} was recorded without the journal hash chain: "
             "edits to its events cannot be detected"

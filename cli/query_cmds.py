@@ -99,13 +99,18 @@ def stream_events(store: JournalStore, run_id: str) -> Iterator[RunEvent]:
         raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
 
 
+def run_rows(store: JournalStore) -> list[dict[str, Any]]:
+    """The journal's runs, oldest first, as `runs list --json` lists them (and the
+    Python API's `Project.runs`)."""
+    return [_run_row(r) for r in store.list_runs()]
+
+
 def runs_list(opts: dict[str, Any]) -> int:
     store = open_cli_journal(opts, read_only=True)
     try:
-        runs = store.list_runs()
+        rows = run_rows(store)
     finally:
         store.close()
-    rows = [_run_row(r) for r in runs]
     if opts.get("as_json"):
         emit_json({"runs": rows})
         return 0
@@ -275,6 +280,13 @@ def _stream_events(store: JournalStore, run_id: str, jsonl: bool) -> int:
         raise CliError(message, ExitCode.FAILED) from None
     out.flush()
     return 0
+
+
+def explain_view(store: JournalStore, run: str) -> dict[str, Any]:
+    """RUN's decisions by step and reason code: `explain RUN --json`'s document (the
+    Python API's `Project.explain`)."""
+    run_id = _resolve(store, run)
+    return fold(ReasonReportProjection(None), stream_events(store, run_id)).view()
 
 
 def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -> int:
