@@ -28,15 +28,97 @@ from runjournal.app.errors import (
 __all__ = [
     "NotPersistedError",
     "Output",
+    "Pipeline",
     "Project",
     "RunFailedError",
     "RunInterruptedError",
     "RunResult",
     "RunjournalError",
+    "Step",
     "UsageError",
 ]
 
 PIPELINE_FILE = "pipeline.toml"  # what `runjournal init` writes, found in a directory
+CODE_PIPELINE = "<python>"  # the file name a pipeline built in code is recorded under
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a pipeline built in code: `module` is a module class (a function
+    decorated with `@chunk_step`, or a `Module` subclass) or a module spec string; the
+    other keys are those of a `[[steps]]` table (docs/pipeline.md)."""
+
+    id: str
+    module: Any
+    scope: str = "document"
+    consumes: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+    validators: tuple[str, ...] = ()
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline built in code, no TOML file: what `pipeline.toml` would hold
+    (docs/pipeline.md). `directory` is where it lives: inputs, references and the roots'
+    defaults are relative to it, as to a pipeline file's directory."""
+
+    name: str
+    inputs: tuple[str, ...]
+    steps: tuple[Step, ...]
+    directory: str = "."
+    chunking: Mapping[str, Any] = field(default_factory=dict)
+    references: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)  # its `[runjournal]` table
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "steps", tuple(self.steps))
+        object.__setattr__(self, "references", tuple(self.references))
+
+    def document(self) -> dict[str, Any]:
+        """The pipeline as the parsed TOML document it equals."""
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "inputs": list(self.inputs),
+            "steps": [
+                {
+                    "id": step.id,
+                    "module": _module_spec(step.module),
+                    "scope": step.scope,
+                    **({"consumes": list(step.consumes)} if step.consumes else {}),
+                    **({"params": dict(step.params)} if step.params else {}),
+                    **({"validators": list(step.validators)} if step.validators else {}),
+                    **({"profile": step.profile} if step.profile else {}),
+                }
+                for step in self.steps
+            ],
+        }
+        if self.chunking:
+            doc["chunking"] = dict(self.chunking)
+        if self.references:
+            doc["references"] = list(self.references)
+        if self.settings:
+            doc["runjournal"] = dict(self.settings)
+        return doc
+
+    def modules(self) -> dict[str, Any]:
+        """The module instances of the steps given as classes (step id -> instance)."""
+        return {step.id: step.module() for step in self.steps if isinstance(step.module, type)}
+
+
+def _module_spec(module: Any) -> str:
+    """The spec a module class is recorded (and found again) by: `package.module:Name`."""
+    if isinstance(module, str):
+        return module
+    return f"{module.__module__}:{module.__qualname__}"
+
+
+def chunk_step(fn: Any = None, **options: Any) -> Any:
+    """`@runjournal.chunk_step`: a function of a chunk as a module (adapters/function_steps.py)."""
+    from runjournal.adapters.function_steps import chunk_step as make
+
+    return make(fn, **options)
 
 
 @dataclass(frozen=True)
@@ -136,19 +218,27 @@ def _settings_flags(settings: Mapping[str, Any]) -> dict[str, object]:
 class Project:
     """A pipeline file and its settings; `run`, `plan`, `runs`, `explain`, `audit`."""
 
-    def __init__(self, pipeline: str, settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self, pipeline: str, settings: Mapping[str, Any], built: Pipeline | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.settings = dict(settings)
+        self.built = built  # a pipeline built in code, or None: the file `pipeline`
 
     @classmethod
-    def open(cls, path_or_pipeline: str | os.PathLike[str], **settings: Any) -> Project:
-        """A pipeline TOML file, or a directory holding `pipeline.toml`. `settings` are
-        the settings of docs/configuration.md by name (`output_root=`, `cache_root=`,
-        `journal=`, `jobs=`, ...), as their flags would give them."""
+    def open(cls, path_or_pipeline: str | os.PathLike[str] | Pipeline, **settings: Any) -> Project:
+        """A pipeline TOML file, a directory holding `pipeline.toml`, or a `Pipeline`
+        built in code. `settings` are the settings of docs/configuration.md by name
+        (`output_root=`, `cache_root=`, `journal=`, `jobs=`, ...), as their flags give them."""
+        _settings_flags(settings)  # an unknown name fails here, not at the first run
+        if isinstance(path_or_pipeline, Pipeline):
+            where = os.path.abspath(path_or_pipeline.directory)
+            project = cls(os.path.join(where, CODE_PIPELINE), settings, path_or_pipeline)
+            project._parse({})  # the pipeline and the settings are checked now
+            return project
         path = os.fspath(path_or_pipeline)
         if os.path.isdir(path):
             path = os.path.join(path, PIPELINE_FILE)
-        _settings_flags(settings)  # an unknown name fails here, not at the first run
         project = cls(path, settings)
         project._parse({})  # the file and the settings are checked now (UsageError)
         return project
@@ -264,6 +354,9 @@ class Project:
         flags = _settings_flags(
             {**self.settings, **{k: v for k, v in given.items() if v is not None}}
         )
+        if self.built is not None:
+            kwargs["source"] = (self._built_spec(), self.pipeline)
+            kwargs["modules"] = self.built.modules()
         try:
             return parse_run(
                 self.pipeline,
@@ -273,6 +366,16 @@ class Project:
             )
         except RunjournalError as exc:
             raise _typed(exc) from None
+
+    def _built_spec(self) -> Any:
+        """The spec of the pipeline built in code, checked as a pipeline file's would be."""
+        from runjournal.domain.pipeline_spec import PipelineSpecError, parse_pipeline
+
+        assert self.built is not None
+        try:
+            return parse_pipeline(self.built.document(), file=self.pipeline)
+        except PipelineSpecError as exc:
+            raise UsageError(str(exc)) from None
 
     def _reading(self, read: Any, missing: Any = None) -> Any:
         """`read(store)` on this project's journal, opened read-only; `missing` when no

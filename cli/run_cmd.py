@@ -87,17 +87,21 @@ def parse_run(
     argv: tuple[str, ...] = (),
     report: bool = False,
     with_llm: bool = True,
+    source: tuple[Any, str] | None = None,
+    modules: dict[str, Any] | None = None,
 ) -> RunSettings:
     """P1: the pipeline file, settings, overrides, recompute names; nothing is allocated.
     Shared by `run` and the Python API (api.py), so both run with the same settings."""
-    spec, pipeline_path = load_pipeline_spec(pipeline)
+    # `source`: a pipeline built in code (api.py `Pipeline`): its spec and where it lives
+    spec, pipeline_path = source if source is not None else load_pipeline_spec(pipeline)
     config, user_profiles = resolve_config_and_profiles(spec, pipeline_path, flags)
     parsed_overrides = parse_overrides(overrides)
     try:
         policy = plan_recompute(spec.step_ids, {s.id: s.consumes for s in spec.steps}, recompute)
     except UnknownStepError as exc:
         raise CliError(str(exc)) from None
-    modules = check_overrides(spec, os.path.dirname(pipeline_path), parsed_overrides)
+    loaded = check_overrides(spec, os.path.dirname(pipeline_path), parsed_overrides)
+    modules = {**(modules or {}), **loaded}  # built in code, then loaded for --set
     return RunSettings(
         spec=spec,
         pipeline_path=pipeline_path,
