@@ -326,24 +326,26 @@ class Project:
 
     def runs(self) -> list[dict[str, Any]]:
         """The runs of this project's journal, oldest first (`runs list --json`)."""
-        from runjournal.cli.query_cmds import run_rows
+        from runjournal.app.queries import run_rows
 
         return self._reading(run_rows, missing=[])
 
     def explain(self, run: str = "latest") -> dict[str, Any]:
         """Every decision of RUN by step and reason code (`explain RUN --json`)."""
-        from runjournal.cli.query_cmds import explain_view
+        from runjournal.app.queries import explain
 
-        return self._reading(lambda store: explain_view(store, run))
+        return self._reading(lambda store: explain(store, run))
 
     def audit(self, run: str = "latest", *, keys: Iterable[str] = ()) -> dict[str, Any]:
         """Re-decide every decision of RUN and verify its chain, tree, seals and run
         directory (`journal audit RUN --json`); `["verdict"]` is "ok" or "different"."""
-        from runjournal.cli.journal_cmds import audit_outcome
+        from runjournal.app.audit import audit
+        from runjournal.cli.compose import factories
         from runjournal.cli.keys_cmds import trusted_keys
 
         trusted = trusted_keys(tuple(keys))
-        return self._reading(lambda store: audit_outcome(store, run, trusted).document)
+        open_root = factories().open_root
+        return self._reading(lambda store: audit(store, run, trusted, open_root=open_root).document)
 
     # --- shared ---------------------------------------------------------------------
 
