@@ -40,7 +40,7 @@ def chunk_step(
     artifact_kind: str | None = None,
     schema: str | None = None,
     override_keys: tuple[str, ...] = (),
-    llm_stages: tuple[str, ...] | None = (),
+    llm_stages: tuple[str, ...] | None = None,
     chunk_type: Any = None,
     merged_type: Any = None,
     artifact_type: Any = None,
