@@ -39,7 +39,7 @@ EXAMPLES = _examples()
 
 
 def test_the_page_shows_what_the_api_promises() -> None:
-    assert {"resume", "notebook", "errors"} <= set(EXAMPLES)
+    assert {"resume", "notebook", "errors", "llm"} <= set(EXAMPLES)
     resume = [lang for lang, _ in EXAMPLES["resume"]]
     assert resume == ["python", "console", "python"]  # Python, then the CLI, then back
     text = DOC.read_text(encoding="utf-8")
