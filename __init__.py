@@ -21,6 +21,7 @@ _LAZY = {
     "RunFailedError": "runjournal.app.errors",
     "NotPersistedError": "runjournal.app.errors",
     "RunInterruptedError": "runjournal.app.errors",
+    "RunEnd": "runjournal.app.errors",
 }
 
 __all__ = ["__version__", *_LAZY]

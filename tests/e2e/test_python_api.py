@@ -46,7 +46,7 @@ def _cli(*args: str) -> dict:
 def test_a_python_run_resumes_from_the_cli_with_every_stage_reused(glossary: Path) -> None:
     project = runjournal.Project.open(glossary / "pipeline.toml", jobs=2)
     first = project.run()
-    assert first.succeeded and first.end is runjournal.api.RunEnd.OK
+    assert first.succeeded and first.end is runjournal.RunEnd.OK
     assert set(first.decisions) == {"checkpoint_missing"}
     glossary_md = first.outputs["glossary.md"]
     assert Path(glossary_md.path).is_file() and glossary_md.bytes.startswith(b"#")
