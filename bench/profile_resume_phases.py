@@ -35,7 +35,7 @@ PHASES = (
     ("runjournal.adapters.journal.session", "RunSession._recorded", "  journal listeners"),
     ("runjournal.adapters.chunkplans", "ChunkPlanFileStore.get", "  chunk plan reads"),
     ("runjournal.adapters.sources", "load_sources", "input files read and hashed"),
-    ("runjournal.cli.terminal", "Terminalizer.succeed", "terminalization"),
+    ("runjournal.app.terminal", "Terminalizer.succeed", "terminalization"),
     ("runjournal.adapters.objects", "OutputObjects.place", "  outputs linked"),
     ("runjournal.adapters.journal.store", "JournalStore._put", "journal commits (committer)"),
     ("runjournal.adapters.journal.codec", "EventMapper.to_stored_rows", "  rows encoded"),

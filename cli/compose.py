@@ -502,3 +502,65 @@ class _EmptyLoader:
         self, step: str, lane: str, lane_identity: str, codec_id: str
     ) -> RestoredArtifact:
         return RestoredArtifact(state=PredecessorState.MISSING)
+
+
+# --- the run use-case's wiring ------------------------------------------------------------
+
+
+def _checkpoint_writes(made: Factories) -> Callable[[Any, int], Any]:
+    """A write pool for checkpoints with `--jobs` > 1 (cli/parallel.py); None otherwise."""
+    from runjournal.cli.parallel import MAX_WRITE_THREADS
+
+    def writes(recorder: Any, jobs: int) -> Any:
+        if recorder is None or jobs <= 1:
+            return None
+        return made.checkpoint_writes(recorder, min(jobs, MAX_WRITE_THREADS))
+
+    return writes
+
+
+def run_ports(made: Factories | None = None) -> Any:
+    """What the run use-case (app/run.py) is wired with: the one place its collaborators
+    are chosen (docs/internals.md "The application layer (`app/`)")."""
+    from runjournal.app.run import RunPorts
+    from runjournal.cli import llm_wiring, run_summary
+
+    made = made or factories()
+    return RunPorts(
+        made=made,
+        roots=lambda config: Roots(config, made),
+        journal_for=journal_for,
+        build_collaborators=build_collaborators,
+        live_views=live_views,
+        output_objects=output_objects,
+        stage_leases=stage_leases,
+        workspace_dir=workspace_dir,
+        allocate_debug_bundle=allocate_debug_bundle,
+        llm_services=lambda plan, text, **kw: llm_wiring.build_services(
+            plan, text, made=made, **kw
+        ),
+        journal_pending=llm_wiring.journal_pending,
+        llm_report=llm_wiring.llm_report,
+        checkpoint_writes=_checkpoint_writes(made),
+        before_execution=run_summary.before_execution,
+        keep_traceback=run_summary.keep_traceback,
+        module_traceback=run_summary.module_traceback,
+        failure_detail=run_summary.failure_detail,
+        main_outputs=run_summary.main_outputs,
+        point_latest=run_summary.point_latest,
+        write_run_report=_write_run_report,
+    )
+
+
+def _write_run_report(*args: Any) -> Any:
+    """`--report`'s page, imported only when asked for (docs/performance.md "Start-up")."""
+    from runjournal.cli.report_cmds import write_run_report
+
+    return write_run_report(*args)
+
+
+def plan_ports() -> Any:
+    """What the plan use-case (app/plan.py) is wired with."""
+    from runjournal.app.plan import PlanPorts
+
+    return PlanPorts(load_profiles=factories().load_profiles, cache_view=cache_view)

@@ -5,6 +5,15 @@ from __future__ import annotations
 import enum
 import sys
 
+from runjournal.app.errors import (
+    NotPersistedError,
+    RunEnd,
+    RunFailedError,
+    RunInterruptedError,
+    RunjournalError,
+    UsageError,
+)
+
 # Importing the redaction shapes and the progress display costs start-up time that
 # `--version` and `--help` never need: both are imported when a message is printed.
 
@@ -31,7 +40,7 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
 
 
-class CliError(Exception):
+class CliError(RunjournalError):
     """An error the CLI reports as one line with a documented exit code."""
 
     def __init__(
@@ -42,11 +51,38 @@ class CliError(Exception):
         run_id: str | None = None,
         json_printed: bool = False,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, run_id=run_id)  # run_id: once allocated (P2 and later)
         self.exit_code = exit_code
-        self.run_id = run_id  # set once a run id was allocated (P2 and later)
         self.json_printed = json_printed  # the --json document is already on stdout
+
+
+# The one error table: each typed error of the use-cases (app/errors.py) and each way a
+# run that reached its stages ended, with its documented exit code
+# (docs/operations.md "Exit codes").
+EXIT_CODES: dict[type[RunjournalError], ExitCode] = {
+    UsageError: ExitCode.USAGE,
+    RunFailedError: ExitCode.FAILED,
+    NotPersistedError: ExitCode.NOT_PERSISTED,
+    RunInterruptedError: ExitCode.INTERRUPTED,
+}
+RUN_END_CODES: dict[RunEnd, ExitCode] = {
+    RunEnd.OK: ExitCode.OK,
+    RunEnd.FAILED: ExitCode.FAILED,
+    RunEnd.LEASED: ExitCode.LEASED,
+    RunEnd.INTERRUPTED: ExitCode.INTERRUPTED,
+    RunEnd.NOT_PERSISTED: ExitCode.NOT_PERSISTED,
+    RunEnd.INTERNAL: ExitCode.INTERNAL,
+}
+
+
+def exit_code_of(exc: RunjournalError) -> ExitCode:
+    """The exit code of a typed error: a CliError carries its own, the rest are in the table."""
+    if isinstance(exc, CliError):
+        return exc.exit_code
+    for kind in type(exc).__mro__:
+        if kind in EXIT_CODES:
+            return EXIT_CODES[kind]
+    return ExitCode.FAILED
 
 
 def error_document(message: str, exit_code: int, run_id: str | None = None) -> dict:

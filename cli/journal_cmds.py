@@ -10,11 +10,9 @@ runjournal export, 1 verification failed or the journal holds other events of th
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import os
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 from runjournal import __version__
@@ -36,33 +34,20 @@ from runjournal.adapters.journal.seal import SealCheck
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunDirectoryStatus,
-    RunFacts,
-    check_run_directory,
 )
+from runjournal.app.audit import IntegrityProblem, chain_stripped
+from runjournal.app.audit import audit as audit_run_use_case
+from runjournal.app.queries import resolve_run as _resolve
 from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
 from runjournal.cli.keys_cmds import export_signer, trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
-from runjournal.cli.seal_cmds import check_run_seals, seal_note
-from runjournal.domain.audit import AuditReport, Difference, Problem, audit_run
-from runjournal.domain.events import RunAllocated, RunEvent
-from runjournal.domain.seal import writes_seals
+from runjournal.cli.seal_cmds import seal_note
+from runjournal.domain.audit import AuditReport, Difference, Problem
+from runjournal.domain.events import RunAllocated
 
 # --- shared ----------------------------------------------------------------------
-
-
-def _resolve(store: JournalStore, ref: str) -> str:
-    try:
-        return store.resolve_run(ref)
-    except JournalError as exc:
-        raise CliError(str(exc), ExitCode.FAILED) from None
-
-
-def _fed(events: Iterator[RunEvent], facts: RunFacts) -> Iterator[RunEvent]:
-    for event in events:
-        facts.feed(event)
-        yield event
 
 
 def _where(d: Difference) -> str:
@@ -76,25 +61,17 @@ def _where(d: Difference) -> str:
 def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
     trusted = trusted_keys(keys)
     store = open_cli_journal(opts, read_only=True)
-    facts = RunFacts()
     try:
-        run_id = _resolve(store, run)
-        try:  # streamed: the audit and the run directory's facts see each event once
-            report = audit_run(_fed(store.events(run_id), facts))
-            chain = store.verify_chain(run_id)
-            seals = check_run_seals(store, run_id, facts.allocated, facts.terminal, trusted)
-        except JournalError as exc:
-            raise CliError(f"cannot replay run {run_id}: {exc}", ExitCode.FAILED) from None
+        outcome = audit_run_use_case(store, run, trusted, open_root=factories().open_root)
     finally:
         store.close()
-    run_dir = check_run_directory(facts, open_root=factories().open_root)
-    tampering = _tampering(chain, run_dir, seals, facts.allocated)
-    clean = report.ok and not tampering
+    report, chain, run_dir, seals = outcome.report, outcome.chain, outcome.run_dir, outcome.seals
+    run_id, tampering, clean = outcome.run_id, outcome.tampering, outcome.clean
     if opts.get("as_json"):
-        emit_json(_audit_doc(report, chain, run_dir, clean, seals))
+        emit_json(outcome.document)
     else:
-        _print_audit(report, chain, run_dir, tampering, clean, seals, facts.allocated)
-    if chain.status is ChainStatus.UNCHAINED and not _chain_stripped(chain, facts.allocated):
+        _print_audit(report, chain, run_dir, tampering, clean, seals, outcome.allocated)
+    if chain.status is ChainStatus.UNCHAINED and not chain_stripped(chain, outcome.allocated):
         print_warning(
             f"run {report.run_id or run_id} was recorded without the journal hash chain: "
             "edits to its events cannot be detected"
@@ -113,118 +90,10 @@ def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
     return int(ExitCode.FAILED)
 
 
-class _Check(enum.StrEnum):
-    """Which integrity check found a problem (the word printed before the event type)."""
-
-    CHAIN = "chain"
-    CHECKPOINT = "checkpoint"
-    RUN_DIRECTORY = "run directory"
-
-
-class _Problem(NamedTuple):
-    version: int
-    event: str
-    check: _Check
-    message: str
-
-
-def _chain_stripped(chain: ChainReport, allocated: RunAllocated | None) -> bool:
-    """An unchained run whose writer always chains (docs/operations.md "Signed
-    checkpoints"): its links were removed, it was not recorded without them."""
-    return (
-        chain.status is ChainStatus.UNCHAINED
-        and allocated is not None
-        and writes_seals(allocated.tool_version)
-    )
-
-
-def _tampering(
-    chain: ChainReport,
-    run_dir: RunDirectoryCheck,
-    seals: SealCheck,
-    allocated: RunAllocated | None,
-) -> list[_Problem]:
-    found = [_Problem(b.version, b.event, _Check.CHAIN, b.message) for b in chain.breaks]
-    if _chain_stripped(chain, allocated):
-        assert allocated is not None
-        found.append(
-            _Problem(
-                1,
-                "RunAllocated",
-                _Check.CHAIN,
-                f"no row carries a chain link, but runjournal {allocated.tool_version} always "
-                "writes the chain: it was stripped",
-            )
-        )
-    found += [_Problem(0, "RunSealed", _Check.CHECKPOINT, m) for m in seals.problems]
-    found += [
-        _Problem(p.version, p.event, _Check.RUN_DIRECTORY, p.message) for p in run_dir.problems
-    ]
-    return found
-
-
-def _audit_doc(
-    report: AuditReport,
-    chain: ChainReport,
-    run_dir: RunDirectoryCheck,
-    clean: bool,
-    seals: SealCheck,
-) -> dict[str, Any]:
-    return {
-        "run_id": report.run_id,
-        "verdict": "ok" if clean else "different",
-        "events": report.events,
-        "decisions": report.decisions,
-        "differences": [
-            {
-                "version": d.version,
-                "step": d.step,
-                "lane": d.lane,
-                "stage": d.stage,
-                "chunk": d.chunk or None,
-                "recorded": d.recorded.value,
-                "redecided": d.redecided.value,
-                "problem": d.problem.value,
-                "detail": d.detail,
-            }
-            for d in report.differences
-        ],
-        "violations": [
-            {"version": v.version, "event": v.event, "message": v.message}
-            for v in report.violations
-        ],
-        "chain": {
-            "status": chain.status.value,
-            "events": chain.events,
-            "head": chain.head,
-            "breaks": [
-                {"version": b.version, "event": b.event, "message": b.message} for b in chain.breaks
-            ],
-        },
-        "checkpoints": {
-            "status": seals.status.value,
-            "seals": seals.seals,
-            "tree_size": seals.size,
-            "root": seals.root,
-            "signed_by": seals.signers,
-            "problems": seals.problems,
-        },
-        "run_directory": {
-            "status": run_dir.status.value,
-            "path": run_dir.path,
-            "files_checked": run_dir.files_checked,
-            "problems": [
-                {"version": p.version, "event": p.event, "message": p.message}
-                for p in run_dir.problems
-            ],
-        },
-    }
-
-
 def _chain_note(chain: ChainReport, allocated: RunAllocated | None) -> str:
     if chain.status is ChainStatus.VERIFIED:
         return "hash chain verified"
-    if _chain_stripped(chain, allocated):
+    if chain_stripped(chain, allocated):
         return "hash chain stripped"
     if chain.status is ChainStatus.UNCHAINED:
         return "unchained: recorded before the journal hash chain, edits cannot be detected"
@@ -237,7 +106,7 @@ def _print_audit(
     report: AuditReport,
     chain: ChainReport,
     run_dir: RunDirectoryCheck,
-    tampering: list[_Problem],
+    tampering: list[IntegrityProblem],
     clean: bool,
     seals: SealCheck,
     allocated: RunAllocated | None,

@@ -161,10 +161,11 @@ def build_services(
     text_trace: TraceRecorder | None,
     cache_dir: str | None = None,
     run_id: str | None = None,
+    made: Any = None,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (cli/compose.py) when first needed."""
-    made = factories()
+    made = made or factories()
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
     return RunLLM(
         lambda: made.llm_services(

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 from runjournal import __version__
+from runjournal.app.errors import RunjournalError
 from runjournal.cli.age import AGE_UNITS
 from runjournal.cli.completion import (
     complete_reason_codes,
@@ -19,7 +20,7 @@ from runjournal.cli.completion import (
     complete_runs,
     complete_steps,
 )
-from runjournal.cli.errors import CliError, ExitCode, error_document, print_error
+from runjournal.cli.errors import ExitCode, error_document, exit_code_of, print_error
 from runjournal.cli.output import emit_json
 from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
 
@@ -738,8 +739,8 @@ def _call(target: str, opts: dict[str, Any], **kwargs: Any) -> None:
     )
     try:
         code = fn(opts, **kwargs)
-    except CliError as exc:
-        _fail(opts, exc.message, exc.exit_code)
+    except RunjournalError as exc:  # CliError and the use-cases' typed errors (app/errors.py)
+        _fail(opts, exc.message, exit_code_of(exc))
     except BrokenPipeError:
         raise
     except Exception as exc:

@@ -8,7 +8,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
+from runjournal.app.documents import json_bytes
 from runjournal.projections.streamed import Streamed
+
+__all__ = ["emit_json", "emit_json_streamed", "json_bytes", "jsonl_line"]
 
 _json = msgspec.json.Encoder(order="sorted")
 
@@ -17,11 +20,6 @@ def emit_json(doc: Any) -> None:
     sys.stdout.write(msgspec.json.format(_json.encode(doc), indent=2).decode("utf-8"))
     sys.stdout.write("\n")
     sys.stdout.flush()
-
-
-def json_bytes(doc: Any) -> bytes:
-    """Canonical, human-readable JSON for files the CLI writes (manifest, report, …)."""
-    return msgspec.json.format(_json.encode(doc), indent=2) + b"\n"
 
 
 def jsonl_line(doc: Any) -> str:

@@ -9,96 +9,33 @@ as for `run`; every prediction, a stop at a required predecessor included, is ex
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
-from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.module_stdout import module_stdout_to_stderr
-from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
-from runjournal.adapters.profiles import ProfileError
-from runjournal.cli.compose import cache_view, factories
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.compose import plan_ports
+from runjournal.cli.errors import ExitCode
 from runjournal.cli.output import emit_json
-from runjournal.cli.overrides import check_overrides
-from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
-from runjournal.cli.run_cmd import parse_overrides
+from runjournal.cli.run_cmd import parse_run
 from runjournal.cli.settings.options import settings_flags
-from runjournal.domain.planner import Outcome, Plan, Planner, Prediction, Prices
-from runjournal.domain.recompute import UnknownStepError, plan_recompute
-from runjournal.domain.redaction import safe_error_text
+from runjournal.domain.planner import Outcome, Plan, Prediction
 
 
 def _predict(
     pipeline: str, inputs: tuple[str, ...], opts: dict[str, Any]
 ) -> tuple[Plan, dict[str, Any]]:
-    """The plan and its `--json` document (docs/operations.md "JSON documents")."""
-    spec, path = load_pipeline_spec(pipeline)
-    config, user_profiles = resolve_config_and_profiles(spec, path, settings_flags(opts))
-    overrides = parse_overrides(opts["overrides"])
-    try:
-        policy = plan_recompute(
-            spec.step_ids, {s.id: s.consumes for s in spec.steps}, opts["recompute"]
-        )
-    except UnknownStepError as exc:
-        raise CliError(str(exc)) from None
-    pipeline_dir = os.path.dirname(path)
-    modules = check_overrides(spec, pipeline_dir, overrides)
-    try:
-        profiles = factories().load_profiles(config.profiles_file, user_profiles=user_profiles)
-        resolved, resolution = resolve_pipeline(
-            spec,
-            pipeline_dir=pipeline_dir,
-            inputs_override=inputs or None,
-            cwd=os.getcwd(),
-            overrides=overrides,
-            default_profile=config.profile,
-            profiles=profiles,
-            modules=modules,
-        )
-    except (ResolutionError, ProfileError) as exc:
-        raise CliError(safe_error_text(f"{path}: {exc}")) from None
-    prices = {
-        step: Prices(
-            input_per_million=p.client.prices.input_per_million,
-            output_per_million=p.client.prices.output_per_million,
-        )
-        for step, p in resolution.profiles.items()
-    }
-    try:
-        view = cache_view(config, spec.name)
-    except FsError as exc:
-        raise CliError(f"cache root {config.cache_root}: {exc}") from None
-    try:
-        resumed = config.resume or policy.active
-        with module_stdout_to_stderr():  # a module's `reads` may print: never on stdout
-            plan = Planner(
-                loader=view if resumed else None,
-                cache=view,
-                plan_store=view.plans,
-                policy=policy,
-                prices=prices,
-                scopes=view,
-            ).plan(resolved)
-    finally:
-        view.close()
-    return plan, {
-        "pipeline": spec.name,
-        "resume": config.resume,
-        "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
-        "roots": {
-            "output": config.output_root,
-            "cache": config.cache_root,
-            "debug": config.debug_root,
-        },
-        "decisions": plan.decisions(),
-        "stages": [p.view() for p in plan.predictions],
-        "stopped": plan.stopped.view() if plan.stopped else None,
-        "estimate": plan.estimate(),
-    }
+    """P1 (`parse_run`, as `run` parses), then the plan use-case (app/plan.py)."""
+    from runjournal.app.plan import plan as plan_use_case
 
-
-# --- text --------------------------------------------------------------------------
+    settings = parse_run(
+        pipeline,
+        flags=settings_flags(opts),
+        inputs=inputs,
+        overrides=opts["overrides"],
+        recompute=opts["recompute"],
+        with_llm=False,
+    )
+    result = plan_use_case(settings, plan_ports())
+    return result.plan, result.document
 
 
 def _row_label(p: Prediction) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -13,6 +12,7 @@ from runjournal.adapters.journal import (
     JournalStore,
     journal_event_to_json,
 )
+from runjournal.app.queries import resolve_run, run_rows, stream_events
 from runjournal.cli.compose import journal_for, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json, emit_json_streamed, jsonl_line
@@ -82,30 +82,16 @@ def _sqlite_path(url: str) -> str:
     return url[len("sqlite:///") - 1 :] if url.startswith("sqlite:///") else url
 
 
-def _resolve(store: JournalStore, ref: str) -> str:
-    try:
-        return store.resolve_run(ref)
-    except JournalError as exc:
-        raise CliError(str(exc), ExitCode.FAILED) from None
-
-
-def stream_events(store: JournalStore, run_id: str) -> Iterator[RunEvent]:
-    """The run's events one page at a time, for a fold that must not hold the run
-    (docs/performance.md "Reading commands on a large run"); consume it before closing.
-    A row that does not decode (e.g. an unknown type) is one line, exit 1."""
-    try:
-        yield from store.events(run_id)
-    except JournalError as exc:
-        raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+# The read-only use-cases (app/queries.py): run ids, the event stream, the runs, explain.
+_resolve = resolve_run
 
 
 def runs_list(opts: dict[str, Any]) -> int:
     store = open_cli_journal(opts, read_only=True)
     try:
-        runs = store.list_runs()
+        rows = run_rows(store)
     finally:
         store.close()
-    rows = [_run_row(r) for r in runs]
     if opts.get("as_json"):
         emit_json({"runs": rows})
         return 0
@@ -117,17 +103,6 @@ def runs_list(opts: dict[str, Any]) -> int:
         status = paint.status(f"{row['status']:<11}", row["status"])
         click.echo(f"{row['run_id']}  {status} {row['pipeline']:<20} {row['started']}")
     return 0
-
-
-def _run_row(summary: Any) -> dict[str, Any]:
-    return {
-        "run_id": summary.run_id,
-        "pipeline": summary.pipeline,
-        "status": summary.status,
-        "started": summary.started.isoformat() if summary.started else None,
-        "ended": summary.ended.isoformat() if summary.ended else None,
-        "run_dir": summary.run_dir,
-    }
 
 
 def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:

@@ -4,44 +4,22 @@ published earlier (docs/operations.md "Signed checkpoints")."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import click
-from runjournal.adapters.journal import JournalError, JournalStore
-from runjournal.adapters.journal.seal import SealCheck, SealStatus, check_seals
-from runjournal.adapters.signing import TrustedKey, trusted_key_for
+from runjournal.adapters.journal import JournalError
+from runjournal.adapters.journal.seal import SealCheck, SealStatus
+from runjournal.adapters.signing import trusted_key_for
 from runjournal.adapters.signing import verify as verify_signature
 from runjournal.cli.errors import CliError, ExitCode, print_error
 from runjournal.cli.keys_cmds import trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
-from runjournal.domain.events import RunAllocated, RunTerminated
 from runjournal.domain.merkle import consistency_proof, root_of, verify_consistency
-from runjournal.domain.seal import origin, writes_seals
+from runjournal.domain.seal import origin
 from runjournal.domain.signed_note import NoteError, parse_checkpoint, parse_note
 
 _MAX_NOTE = 64 * 1024
-
-
-def check_run_seals(
-    store: JournalStore,
-    run_id: str,
-    allocated: RunAllocated | None,
-    terminal: RunTerminated | None,
-    trusted: Sequence[TrustedKey],
-) -> SealCheck:
-    """The run's seals checked against its events; due when its writer always seals and it
-    ended."""
-    due = allocated is not None and terminal is not None and writes_seals(allocated.tool_version)
-    return check_seals(
-        run_id,
-        store.tree_leaves(run_id),
-        store.seals(run_id),
-        due=due,
-        trusted=trusted,
-        started=allocated.timestamp if allocated is not None else None,
-    )
 
 
 def seal_note(seals: SealCheck) -> str:

@@ -364,7 +364,7 @@ class RunSession:
         self._recorded(self._run.trigger(event_type, **fields))
 
     def terminate(self, status: RunStatus, phase: RunPhase, error: RunError | None = None) -> None:
-        """The run's terminal event, through `Run.terminate` (only cli/terminal.py calls it)."""
+        """The run's terminal event, through `Run.terminate` (only app/terminal.py calls it)."""
         self._recorded(self._run.terminate(status, phase, _redact_run_error(error)))
 
     def persistence_failed(self, target: str, message: str) -> None:

@@ -33,7 +33,7 @@ OUTSIDE = re.compile(
         )
     )
 )
-PRODUCT = ("__init__.py", "domain", "projections", "adapters", "cli")
+PRODUCT = ("__init__.py", "api.py", "domain", "projections", "adapters", "app", "cli")
 
 
 def python_files(*tops: Path) -> list[Path]:

@@ -22,7 +22,7 @@ import pytest
 from support.paths import REPO
 
 PURE = ("domain", "projections")
-PRODUCT = ("__init__.py", "domain", "projections", "adapters", "cli")
+PRODUCT = ("__init__.py", "api.py", "domain", "projections", "adapters", "app", "cli")
 
 
 def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -46,7 +46,7 @@ def lint_imports(cwd: Path, *, pythonpath: Path | None = None) -> subprocess.Com
 def test_import_linter_contracts_are_kept():
     proc = lint_imports(REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "cli > adapters > projections > domain KEPT" in proc.stdout
+    assert "api > cli > app > adapters > projections > domain KEPT" in proc.stdout
     assert "domain and projections are pure KEPT" in proc.stdout
     assert "2 kept, 0 broken" in proc.stdout
 
@@ -94,7 +94,7 @@ def test_the_purity_contract_fails_on_a_violating_module(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "domain and projections are pure BROKEN" in proc.stdout
     assert f"runjournal.{layer}._purity_probe -> {imported}" in proc.stdout
-    assert "cli > adapters > projections > domain KEPT" in proc.stdout
+    assert "api > cli > app > adapters > projections > domain KEPT" in proc.stdout
 
 
 def test_the_copy_keeps_both_contracts_without_the_probe(product_copy: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from support.paths import REPO
 
-LAYERS = ("domain", "projections", "adapters", "cli")
+LAYERS = ("domain", "projections", "adapters", "app", "cli")
 
 WRITE_CALL = re.compile(
     r"os\.(mkdir|makedirs|rename|replace|link|unlink|remove|rmdir|symlink|chmod|truncate)\("

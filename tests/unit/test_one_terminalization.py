@@ -3,7 +3,7 @@
 Scanned on the syntax tree of every product module: `RunTerminated` passed to a call of
 `emit`/`trigger`/`_trigger`/`_command` happens exactly once (in `Run.terminate`), and the
 session's `terminate`, which is the only way to reach it from outside the domain, is
-called only by `cli/terminal.py`'s Terminalizer.
+called only by `app/terminal.py`'s Terminalizer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import ast
 
 from support.paths import REPO
 
-PRODUCT = ("domain", "projections", "adapters", "cli")
+PRODUCT = ("domain", "projections", "adapters", "app", "cli")
 EMITTERS = frozenset({"emit", "trigger", "_trigger", "_command"})
 
 
@@ -70,8 +70,8 @@ def test_run_terminated_is_recorded_in_exactly_one_place() -> None:
 def test_only_the_terminalizer_and_the_session_reach_run_terminate() -> None:
     assert terminate_callers(product_trees()) == [
         "adapters/journal/session.py",  # RunSession.terminate -> Run.terminate
+        "app/terminal.py",  # Terminalizer._terminate -> session.terminate
         "cli/maintenance_cmds.py",  # recover: Terminalizer(...).abandon(...)
-        "cli/terminal.py",  # Terminalizer._terminate -> session.terminate
         "domain/run.py",  # Run.abandon -> Run.terminate
     ]
 

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT_DIRS = ("domain", "projections", "adapters", "cli")
+PRODUCT_DIRS = ("domain", "projections", "adapters", "app", "cli")
 
 
 def _packages_on_disk() -> set[str]:

@@ -30,7 +30,7 @@ from runjournal.adapters.debug_bundle.layout import FAILURE as BUNDLE_FAILURE
 from runjournal.adapters.debug_bundle.layout import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
-from runjournal.cli.output import json_bytes
+from runjournal.app.documents import json_bytes
 from runjournal.domain.events import (
     OutputsValidated,
     OutputWritten,
