@@ -40,10 +40,6 @@ from runjournal.app.heap import settled_heap
 from runjournal.app.manifest_check import check_run_manifest
 from runjournal.app.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
-    ConfigurationResolved,
-    DebugBundleAllocated,
-    ProfileObserved,
-    RunAllocated,
     RunError,
     RunPhase,
     RunStatus,
@@ -236,7 +232,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
             run_id = inv.run_id
             resolved = _resolve(settings, ports, view, inv, stack)
             notes = ports.before_execution(
-                emit=inv.session.emit,
+                recorder=inv.session,
                 store=inv.journal,
                 spec=settings.spec,
                 resolved=resolved,
@@ -302,9 +298,9 @@ def _allocate(
     listeners: list[Any] = [manifest.apply, report.apply, spans, view.progress.event]
     if summary is not None:
         listeners.append(summary.apply)
-    # strict_order: the runner's decisions, checkpoints and executions are checked as they
-    # are recorded (domain/run.py), not only by `journal audit` afterwards.
-    aggregate = Run(run_aggregate_id(run_id), _now, strict_order=True)
+    # The aggregate checks the runner's decisions, checkpoints and executions as they are
+    # recorded (domain/run.py), not only `journal audit` afterwards.
+    aggregate = Run(run_aggregate_id(run_id), _now)
     # Checkpoints are durable in groups: one sync before each batch that records them
     # commits (docs/internals.md "Group durability").
     recorder = collab.recorder
@@ -353,8 +349,7 @@ def _record_allocation(
     """RunAllocated (with what `recover` and the report need) and the redacted effective
     configuration."""
     config, spec = settings.config, settings.spec
-    session.emit(
-        RunAllocated,
+    session.allocated(
         run_id=run_id,
         pipeline=spec.name,
         pipeline_file=settings.pipeline_path,
@@ -373,9 +368,8 @@ def _record_allocation(
         recompute=list(settings.policy.selected),
         forced=list(settings.policy.forced),
     )
-    session.emit(
-        ConfigurationResolved,
-        settings=[
+    session.configuration_resolved(
+        [
             Setting(name=str(r["name"]), value=redact_obj(r["value"]), origin=str(r["origin"]))
             for r in config.as_rows()
         ],
@@ -408,7 +402,7 @@ def _allocate_bundle(
         raise NotPersistedError(
             str(exc), document=_allocation_failure(terminal, str(exc))
         ) from None
-    session.emit(DebugBundleAllocated, path=bundle.path, trace=config.debug_trace)
+    session.debug_bundle_allocated(bundle.path, trace=config.debug_trace)
     spans.attach(bundle.trace)
     bundle.summary.write(COMMAND, command_payload(**command))
     return bundle
@@ -490,8 +484,7 @@ def _resolve(
         session.flush()
         raise UsageError(message, run_id=inv.run_id, persistence_errors=not_persisted) from None
     for step_id, profile in resolution.profiles.items():
-        session.emit(
-            ProfileObserved,
+        session.profile_observed(
             step=step_id,
             profile_id=profile.id,
             provider=profile.provider,
@@ -721,7 +714,7 @@ def _settle_llm(
     if inv.llm is None:
         return
     pending = inv.llm.settle(inv.manifest.llm.attempt_keys, drain=drain, expired=expired)
-    ports.journal_pending(inv.session.emit, pending)
+    ports.journal_pending(inv.session, pending)
 
 
 def _failure_view(failure: StageFailure) -> dict[str, Any]:

@@ -32,8 +32,6 @@ from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
 from runjournal.app.documents import json_bytes
 from runjournal.domain.events import (
-    OutputsValidated,
-    OutputWritten,
     RefusedName,
     RunError,
     RunPhase,
@@ -145,7 +143,7 @@ class Terminalizer:
                 [name for name, _ in files], reserved_ok=[name for name, _ in own]
             )
         ]
-        self._session.emit(OutputsValidated, checked=len(files), refused=refused)
+        self._session.outputs_validated(checked=len(files), refused=refused)
         if refused:
             raise OutputsRefused(refused)
         run_dir = self._create_run_dir()
@@ -161,8 +159,8 @@ class Terminalizer:
             raise
         for (name, data), digest in zip(files, digests, strict=True):
             step, lane = (attribution or {}).get(name, (None, None))
-            self._session.emit(
-                OutputWritten, name=name, sha256=digest, size=len(data), step=step, lane=lane
+            self._session.output_written(
+                name=name, sha256=digest, size=len(data), step=step, lane=lane
             )
             self.state.outputs.append(
                 {

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from runjournal.cli.compose import factories
 from runjournal.cli.errors import CliError
+from runjournal.domain.ports import RunRecorder
 from runjournal.projections.llm_usage import usage_line
 
 if TYPE_CHECKING:
@@ -175,18 +176,11 @@ def build_services(
     )
 
 
-def journal_pending(emit: Callable[..., None], pending: list[Any]) -> None:
+def journal_pending(recorder: RunRecorder, pending: list[Any]) -> None:
     """Journal attempts the call log holds and the journal lacks, as `LLMCallAttempted`."""
-    from runjournal.domain.events import LLMCallAttempted
-
     for item in pending:
-        emit(
-            LLMCallAttempted,
-            step=item.step,
-            lane=item.lane,
-            stage=item.stage,
-            chunk=item.chunk,
-            **LLMCallAttempted.fields_of(item.attempt),
+        recorder.llm_attempt(
+            step=item.step, lane=item.lane, stage=item.stage, chunk=item.chunk, attempt=item.attempt
         )
 
 

@@ -133,7 +133,7 @@ def _abandon(
         run = store.load_run(run_id)
         session = store.session(run)
         if pending:
-            journal_pending(session.emit, pending)
+            journal_pending(session, pending)
         terminal = Terminalizer(session=session, run_id=run_id)
         terminal.abandon(f"process {pid} on {host} ended without terminalizing")
         session.flush()

@@ -10,19 +10,32 @@ in the run's output and journaled as `WarningRecorded`. Nothing about reuse chan
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runjournal.adapters.journal.errors import JournalError
 from runjournal.adapters.module_loader import module_source
-from runjournal.domain.events import ModuleObserved, WarningRecorded
+from runjournal.domain.events import ModuleObserved
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.run import run_aggregate_id
 
 if TYPE_CHECKING:
     from runjournal.adapters.journal import JournalStore
 
-Emit = Callable[..., Any]
+
+class ModuleRecorder(Protocol):
+    """What observing the modules records (the run's journal session)."""
+
+    def module_observed(
+        self,
+        *,
+        step: str,
+        module: str,
+        fingerprint: str,
+        source: str | None,
+        source_sha256: str | None,
+    ) -> None: ...
+
+    def warning(self, *, step: str, lane: str, message: str) -> None: ...
 
 
 def _previous(store: JournalStore, pipeline: str, run_id: str) -> dict[str, tuple[str, Any]]:
@@ -46,7 +59,7 @@ def _previous(store: JournalStore, pipeline: str, run_id: str) -> dict[str, tupl
 
 def observe_modules(
     *,
-    emit: Emit,
+    recorder: ModuleRecorder,
     store: JournalStore,
     pipeline: ResolvedPipeline,
     specs: dict[str, str],
@@ -68,8 +81,7 @@ def observe_modules(
     for step in pipeline.steps:
         found = sources[step.id]
         fingerprint = type(step.module).fingerprint
-        emit(
-            ModuleObserved,
+        recorder.module_observed(
             step=step.id,
             module=specs.get(step.id, ""),
             fingerprint=fingerprint,
@@ -87,6 +99,6 @@ def observe_modules(
             f"but its fingerprint '{fingerprint}' did not: results computed by the old code "
             "are still reused; bump `fingerprint` to recompute them"
         )
-        emit(WarningRecorded, step=step.id, lane="", message=message)
+        recorder.warning(step=step.id, lane="", message=message)
         warnings.append({"step": step.id, "lane": None, "message": message})
     return warnings

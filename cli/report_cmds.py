@@ -21,7 +21,6 @@ from runjournal.cli.compose import factories, run_dirs
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
-from runjournal.domain.events import TerminalPersistenceFailed
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
 from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
@@ -127,7 +126,7 @@ def write_run_report(
         line = safe_error_text(f"could not write report_html: {exc}")
     lines = [line]
     try:
-        session.emit(TerminalPersistenceFailed, target="report_html", message=line)
+        session.persistence_failed("report_html", line)
         session.flush()
     except Exception as exc:  # the journal itself failed: say so, keep the primary error
         lines.append(safe_error_text(f"journal: {exc}"))

@@ -14,15 +14,15 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.cli.llm_wiring import llm_summary_line
-from runjournal.cli.module_sources import observe_modules
+from runjournal.cli.module_sources import ModuleRecorder, observe_modules
 from runjournal.cli.progress import clear_active
 from runjournal.cli.resume_hint import plain_run_hint
 from runjournal.cli.style import Styler
-from runjournal.domain.events import HintRecorded, RunError
+from runjournal.domain.events import RunError
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.pipeline_spec import PipelineSpec
 from runjournal.domain.ports import TraceRecorder
@@ -58,9 +58,15 @@ def sink_steps(spec: PipelineSpec) -> tuple[str, ...]:
     return tuple(step.id for step in spec.steps if step.id not in consumed)
 
 
+class SetupRecorder(ModuleRecorder, Protocol):
+    """What the step before execution records: modules, warnings and the hint."""
+
+    def hint(self, message: str) -> None: ...
+
+
 def before_execution(
     *,
-    emit: Callable[..., Any],
+    recorder: SetupRecorder,
     store: JournalStore,
     spec: PipelineSpec,
     resolved: ResolvedPipeline,
@@ -73,7 +79,7 @@ def before_execution(
     and record it (`HintRecorded`)."""
     notes = RunNotes(sinks=sink_steps(spec))
     notes.warnings = observe_modules(
-        emit=emit,
+        recorder=recorder,
         store=store,
         pipeline=resolved,
         specs={step.id: step.module for step in spec.steps},
@@ -83,7 +89,7 @@ def before_execution(
         cache_root=cache_root, pipeline_arg=pipeline_arg, pipeline=resolved, resumed=resumed
     )
     for hint in notes.hints:  # journaled: the report shows it (projections/report.py)
-        emit(HintRecorded, message=hint)
+        recorder.hint(hint)
     return notes
 
 

@@ -27,6 +27,7 @@ from runjournal.domain.events import (
     LLMCallAttempted,
     ModuleObserved,
     OutputsValidated,
+    OutputWritten,
     PlanOutcome,
     ProfileObserved,
     RefusedName,
@@ -351,11 +352,120 @@ class RunSession:
 
     # --- the run's own events --------------------------------------------------------
 
+    # --- what the run's application layer records around the runner (app/run.py,
+    # app/terminal.py): typed, through the same redaction and `Run.trigger` rules
+
+    def allocated(
+        self,
+        *,
+        run_id: str,
+        pipeline: str,
+        pipeline_file: str,
+        argv: list[str],
+        tool_version: str,
+        run_dir: str,
+        output_root: str,
+        cache_root: str,
+        workspace: str | None,
+        debug_bundle: str | None,
+        host: str,
+        pid: int,
+        process_start: float,
+        debug_root: str | None = None,
+        journal: str | None = None,
+        recompute: list[str] | None = None,
+        forced: list[str] | None = None,
+    ) -> None:
+        """The run's first event (`RunAllocated`): what `recover` and the report need."""
+        self._trigger(
+            RunAllocated,
+            run_id=run_id,
+            pipeline=pipeline,
+            pipeline_file=pipeline_file,
+            argv=argv,
+            tool_version=tool_version,
+            run_dir=run_dir,
+            output_root=output_root,
+            cache_root=cache_root,
+            workspace=workspace,
+            debug_bundle=debug_bundle,
+            host=host,
+            pid=pid,
+            process_start=process_start,
+            debug_root=debug_root,
+            journal=journal,
+            recompute=list(recompute or []),
+            forced=list(forced or []),
+        )
+
+    def configuration_resolved(self, settings: list[Setting]) -> None:
+        self._trigger(ConfigurationResolved, settings=settings)
+
+    def debug_bundle_allocated(self, path: str, *, trace: bool) -> None:
+        self._trigger(DebugBundleAllocated, path=path, trace=trace)
+
+    def module_observed(
+        self,
+        *,
+        step: str,
+        module: str,
+        fingerprint: str,
+        source: str | None,
+        source_sha256: str | None,
+    ) -> None:
+        self._trigger(
+            ModuleObserved,
+            step=step,
+            module=module,
+            fingerprint=fingerprint,
+            source=source,
+            source_sha256=source_sha256,
+        )
+
+    def profile_observed(
+        self,
+        *,
+        step: str,
+        profile_id: str,
+        provider: str,
+        model: str,
+        profile: str,
+        profile_source: str,
+        source_kind: str,
+    ) -> None:
+        self._trigger(
+            ProfileObserved,
+            step=step,
+            profile_id=profile_id,
+            provider=provider,
+            model=model,
+            profile=profile,
+            profile_source=profile_source,
+            source_kind=source_kind,
+        )
+
+    def warning(self, *, step: str, lane: str, message: str) -> None:
+        self._trigger(WarningRecorded, step=step, lane=lane, message=message)
+
+    def hint(self, message: str) -> None:
+        self._trigger(HintRecorded, message=message)
+
+    def outputs_validated(self, *, checked: int, refused: list[RefusedName]) -> None:
+        self._trigger(OutputsValidated, checked=checked, refused=refused)
+
+    def output_written(
+        self, *, name: str, sha256: str, size: int, step: str | None, lane: str | None
+    ) -> None:
+        self._trigger(OutputWritten, name=name, sha256=sha256, size=size, step=step, lane=lane)
+
     def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
-        """Record one event of a kind the CLI records (allocation, settings, modules,
-        outputs), through `Run.trigger` under the same rules as the commands; its
-        free-text fields are redacted first (`_FREE_TEXT`). The runner records through
-        the typed methods above instead."""
+        """Record any event by its type (tests that build runs by hand, and importers of
+        hand-made runs); the product records through the typed methods above."""
+        self._trigger(event_type, **fields)
+
+    def _trigger(self, event_type: type[RunEvent], **fields: Any) -> None:
+        """One event through `Run.trigger` under the same rules as the commands; its
+        free-text fields are redacted first (`_FREE_TEXT`)."""
         redactors = _FREE_TEXT.get(event_type)
         if redactors is not None:
             for name, redact in redactors:

@@ -150,9 +150,9 @@ class OpenAITransport:
             # The client's generic POST (its "undocumented endpoints" form) with the request
             # as built, not `chat.completions.create`: the same HTTP layer, retries off,
             # errors and auth, without re-transforming the typed parameters (about 0.5 ms
-            # of CPU a call: docs/performance.md "Concurrency: `--jobs N` against an LLM
-            # endpoint"). The raw-response header keeps the body streamed, so it is read
-            # under the size cap and deadline.
+            # of CPU a call, docs/performance.md
+            # "Concurrency: `--jobs N` against an LLM endpoint"). The raw-response header
+            # keeps the body streamed, so it is read under the size cap and deadline.
             response = client.post(
                 "/chat/completions",
                 body=request,

@@ -22,7 +22,9 @@ class Ledger:
     def __init__(self, log: list[Any]) -> None:
         self.log = log
         self.persistence_errors: list[str] = []
-        self.journal = self  # the typed recorder (docs/internals.md "Recording a run (`RunRecorder`)")
+        self.journal = (
+            self  # the typed recorder (docs/internals.md "Recording a run (`RunRecorder`)")
+        )
 
     def plan_resolved(self, **fields: Any) -> None:
         self.log.append(("emit", ChunkPlanResolved, fields))
