@@ -64,3 +64,25 @@ def test_one_table_maps_each_error_to_its_exit_code(error: RunjournalError, code
 def test_every_way_a_run_ends_has_an_exit_code() -> None:
     assert set(RUN_END_CODES) == set(RunEnd)
     assert set(EXIT_CODES) == {UsageError, RunFailedError, NotPersistedError, RunInterruptedError}
+
+
+def _untyped_emissions(source: str) -> list[int]:
+    """Lines of `X.emit(...)` calls: the untyped `emit(event_type, **fields)` form."""
+    return [
+        call.lineno
+        for call in _calls(ast.parse(source))
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "emit"
+    ]
+
+
+def test_no_product_module_records_an_event_untyped() -> None:
+    """Events are recorded through typed methods (docs/internals.md "Recording a run
+    (`RunRecorder`)"), never `emit(event_type, **fields)`."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}"
+        for layer in ("domain", "projections", "adapters", "app", "cli")
+        for path in sorted((REPO / layer).rglob("*.py"))
+        for line in _untyped_emissions(path.read_text())
+    ]
+    assert found == []
+    assert _untyped_emissions("session.emit(RunAllocated, run_id='x')") == [1]
