@@ -360,6 +360,9 @@ def _resolve(req: RunRequest, parsed: _Parsed, inv: _Invocation) -> ResolvedPipe
         profiles = factories().load_profiles(
             config.profiles_file, user_profiles=parsed.user_profiles
         )
+        # Every key and URL credential the profiles give this process is hidden by value
+        # from here on, wherever text is redacted (docs/internals.md "Known secrets").
+        profiles.remember_secrets(os.environ)
         resolved, resolution = resolve_pipeline(
             parsed.spec,
             pipeline_dir=parsed.pipeline_dir,
