@@ -36,8 +36,12 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 
 class ProfileError(Exception):
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+    """`<key>: <message>`; or, for a `named` key, the message alone: it names the key in
+    quotes, so a key such as `api_key` never reads as an assignment whose value
+    redaction would hide (docs/operations.md "Redaction")."""
+
+    def __init__(self, key: str, message: str, *, named: bool = False) -> None:
+        super().__init__(message if named else f"{key}: {message}")
         self.key = key
 
 
@@ -172,7 +176,8 @@ def _parse_profiles(
             raise ProfileError(where, "must be a table")
         unknown = set(raw) - _PROFILE_KEYS
         if unknown:
-            raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown key")
+            name = sorted(unknown)[0]
+            raise ProfileError(f"{where}.{name}", f"unknown key {name!r} in {where}", named=True)
         provider, model = raw.get("provider"), raw.get("model")
         if provider is None and isinstance(model, str) and _provider_model(model):
             provider, model = _provider_model(model)  # type: ignore[misc]
@@ -185,7 +190,11 @@ def _parse_profiles(
             raise ProfileError(f"{where}.params", "must be a table")
         for key in ("base_url", "api_key_env", "replay"):
             if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
-                raise ProfileError(f"{where}.{key}", "must be a non-empty string")
+                raise ProfileError(
+                    f"{where}.{key}",
+                    f"key {key!r} in {where} must be a non-empty string",
+                    named=True,
+                )
         try:
             client = parse_client_options(raw)
         except OptionError as exc:
