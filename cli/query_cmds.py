@@ -14,7 +14,7 @@ from runjournal.adapters.journal import (
     journal_event_to_json,
 )
 from runjournal.cli.compose import journal_for, run_dirs
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.errors import CliError, ExitCode, print_warning
 from runjournal.cli.output import emit_json, emit_json_streamed, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.settings import (
@@ -49,6 +49,7 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
             user_config_path=user_path,
             cwd=os.getcwd(),
             home=os.path.expanduser("~"),
+            warn=print_warning,
         )
     except SettingsError as exc:
         raise CliError(str(exc)) from None
