@@ -24,6 +24,7 @@ from runjournal.adapters.llm.options import (
     parse_client_options,
 )
 from runjournal.adapters.llm.structured import offline_answer
+from runjournal.adapters.secrets import remember_secrets, url_secrets
 from runjournal.domain.identity import profile_digest, profile_source_digest
 from runjournal.domain.llm import CallOptions
 from runjournal.domain.redaction import is_secret_key
@@ -35,8 +36,12 @@ DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 
 class ProfileError(Exception):
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+    """`<key>: <message>`; or, for a `named` key, the message alone: it names the key in
+    quotes, so a key such as `api_key` never reads as an assignment whose value
+    redaction would hide (docs/operations.md "Redaction")."""
+
+    def __init__(self, key: str, message: str, *, named: bool = False) -> None:
+        super().__init__(message if named else f"{key}: {message}")
         self.key = key
 
 
@@ -50,6 +55,18 @@ class Profile(msgspec.Struct, frozen=True):
     source_kind: str = "builtin"
     client: ClientOptions = msgspec.field(default_factory=ClientOptions)
     replay: str | None = None  # absolute path of a cassette that answers instead
+
+    def key_env(self) -> str | None:
+        """The variable that holds this profile's API key (None: it needs none)."""
+        if self.api_key_env:
+            return self.api_key_env
+        return DEFAULT_API_KEY_ENV if self.provider == "openai" else None
+
+    def secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """The secrets this profile gives the process: its key and its URL credentials."""
+        env = self.key_env()
+        key = environ.get(env) if env else None
+        return ([key] if key else []) + url_secrets(self.base_url)
 
     def non_secret(self) -> dict[str, Any]:
         params = {k: v for k, v in self.params.items() if not is_secret_key(k)}
@@ -83,6 +100,11 @@ OFFLINE = Profile(id="offline", provider="offline", model="echo-1", source_kind=
 class ProfileRegistry:
     def __init__(self, profiles: Mapping[str, Profile]) -> None:
         self._profiles = dict(profiles)
+
+    def remember_secrets(self, environ: Mapping[str, str]) -> None:
+        """Register every profile's key and URL credentials with the redactor
+        (docs/internals.md "Known secrets")."""
+        remember_secrets(v for p in self._profiles.values() for v in p.secrets(environ))
 
     def ids(self) -> list[str]:
         """Every profile id this registry knows, sorted."""
@@ -154,7 +176,8 @@ def _parse_profiles(
             raise ProfileError(where, "must be a table")
         unknown = set(raw) - _PROFILE_KEYS
         if unknown:
-            raise ProfileError(f"{where}.{sorted(unknown)[0]}", "unknown key")
+            name = sorted(unknown)[0]
+            raise ProfileError(f"{where}.{name}", f"unknown key {name!r} in {where}", named=True)
         provider, model = raw.get("provider"), raw.get("model")
         if provider is None and isinstance(model, str) and _provider_model(model):
             provider, model = _provider_model(model)  # type: ignore[misc]
@@ -167,7 +190,11 @@ def _parse_profiles(
             raise ProfileError(f"{where}.params", "must be a table")
         for key in ("base_url", "api_key_env", "replay"):
             if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
-                raise ProfileError(f"{where}.{key}", "must be a non-empty string")
+                raise ProfileError(
+                    f"{where}.{key}",
+                    f"key {key!r} in {where} must be a non-empty string",
+                    named=True,
+                )
         try:
             client = parse_client_options(raw)
         except OptionError as exc:

@@ -452,6 +452,9 @@ def _resolve(
         profiles = ports.made.load_profiles(
             config.profiles_file, user_profiles=settings.user_profiles
         )
+        # Every key and URL credential the profiles give this process is hidden by value
+        # from here on, wherever text is redacted (docs/internals.md "Known secrets").
+        profiles.remember_secrets(os.environ)
         resolved, resolution = resolve_pipeline(
             settings.spec,
             pipeline_dir=settings.pipeline_dir,

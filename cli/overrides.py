@@ -47,7 +47,6 @@ def check_overrides(
         hint = f"; did you mean '{close[0]}'?" if close else ""
         steps = "; ".join(f"{step_id}: {_keys(m)}" for step_id, m in modules.items())
         raise CliError(
-            f"--set {key!r}: no step reads this override{hint} (the override keys each "
-            f"step reads: {steps})"
+            f"--set {key!r} is read by no step{hint} (the override keys each step reads: {steps})"
         )
     return modules

@@ -14,7 +14,7 @@ from runjournal.adapters.journal import (
 )
 from runjournal.app.queries import resolve_run, run_rows, stream_events
 from runjournal.cli.compose import journal_for, run_dirs
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.errors import CliError, ExitCode, print_warning
 from runjournal.cli.output import emit_json, emit_json_streamed, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.settings import (
@@ -49,6 +49,7 @@ def resolve_cli_settings(opts: dict[str, Any]) -> EffectiveConfig:
             user_config_path=user_path,
             cwd=os.getcwd(),
             home=os.path.expanduser("~"),
+            warn=print_warning,
         )
     except SettingsError as exc:
         raise CliError(str(exc)) from None
@@ -112,12 +113,19 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
 
     store = open_cli_journal(opts, read_only=True)
     run_facts, manifest, allocated = RunFactsProjection(), ManifestProjection(), _Allocated()
+    counted = _Counted()
     try:
         run_id = _resolve(store, run)
         # One pass, folding every view it prints: the run is never held.
-        fold_together(stream_events(store, run_id), run_facts, manifest, allocated)
+        fold_together(stream_events(store, run_id), run_facts, manifest, allocated, counted)
     finally:
         store.close()
+    if not counted.events:  # listed, but its rows are gone: no view to show of nothing
+        raise CliError(
+            f"run {run_id} is listed but the journal holds none of its events "
+            "(its rows were removed; `journal audit` checks the rest)",
+            ExitCode.FAILED,
+        )
     facts = provenance(run_facts.view())
     paint = stdout_styler()
     if outputs:
@@ -156,6 +164,16 @@ def runs_show(opts: dict[str, Any], *, run: str, outputs: bool = False) -> int:
         click.echo("  outputs (produced by: step · lane: its decisions):")
         click.echo("\n".join(output_lines(facts["outputs"], paint)))
     return 0
+
+
+class _Counted:
+    """How many events the fold saw."""
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def apply(self, event: RunEvent) -> None:
+        self.events += 1
 
 
 class _Allocated:

@@ -88,10 +88,13 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
 
 
 def _unknown(doc: dict[str, Any], allowed: set[str], file: str, prefix: str) -> None:
+    """The message names the key in quotes, never as `key: …`: an unknown `api_key` must
+    not read as an assignment whose value redaction hides (issue #27 defect 11)."""
     for key in doc:
         if key not in allowed:
+            where = f" in {prefix.removesuffix('.')}" if prefix else ""
             raise PipelineSpecError(
-                file, f"{prefix}{key}", "unknown key" + did_you_mean(str(key), allowed)
+                file, "", f"unknown key {str(key)!r}{where}" + did_you_mean(str(key), allowed)
             )
 
 

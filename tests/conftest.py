@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from runjournal.domain.redaction import clear_known_secrets
 from support.console import CEILING, CLI
 from support.inprocess import InProcess
 from support.paths import EXAMPLE
@@ -23,6 +25,15 @@ def _discovery_ceiling(
     current directory: never above this session's temp dir, so no pipeline file outside
     the test's own directories can steer a command."""
     monkeypatch.setenv(CEILING, str(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture(autouse=True)
+def _no_known_secrets() -> Iterator[None]:
+    """Secrets a test registered with the redactor (docs/internals.md "Known secrets") are
+    forgotten after it, so no test's redaction depends on which tests ran before."""
+    clear_known_secrets()
+    yield
+    clear_known_secrets()
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ answered it. Recording merges into an existing file and writes it atomically at 
 end of the run; replay is strict: a request not in the cassette fails its stage with
 `replay_miss` naming step, lane and chunk, and nothing touches the network.
 The file is canonical JSON (sorted, no timestamps), so re-recording the same answers
-changes no byte (docs/operations.md "Recording and replaying LLM calls").
+changes no byte; a file with two exchanges for one request is refused, naming both
+(docs/operations.md "Recording and replaying LLM calls").
 """
 
 from __future__ import annotations
@@ -88,7 +89,18 @@ class Cassette:
                 f"cassette {path}: format {doc.format!r} version {doc.version} is not "
                 f"{FORMAT!r} version {VERSION}"
             )
-        return cls(path, {e.key: e for e in doc.exchanges})
+        exchanges: dict[str, Exchange] = {}
+        seen: dict[str, int] = {}
+        for number, exchange in enumerate(doc.exchanges, 1):
+            first = seen.setdefault(exchange.key, number)
+            if first != number:  # which answer would replay give? Neither, silently.
+                raise CassetteError(
+                    f"cassette {path}: exchanges {first} and {number} both answer request "
+                    f"{exchange.key[:16]} (a cassette holds one exchange per request; "
+                    f"remove one of them)"
+                )
+            exchanges[exchange.key] = exchange
+        return cls(path, exchanges)
 
     def __len__(self) -> int:
         with self._lock:

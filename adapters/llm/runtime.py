@@ -40,6 +40,7 @@ from runjournal.adapters.llm.structured import (
 from runjournal.adapters.llm.transport import OpenAITransport, TransportError
 from runjournal.adapters.llm.truncation import truncated_message, widen
 from runjournal.adapters.profiles import DEFAULT_API_KEY_ENV, Profile, runtime_for
+from runjournal.adapters.secrets import remember_secrets
 from runjournal.domain.decisions import Stage
 from runjournal.domain.identity import sha256_hex
 from runjournal.domain.llm import (
@@ -53,7 +54,8 @@ from runjournal.domain.llm import (
     cause_of_status,
 )
 from runjournal.domain.ports import TraceRecorder
-from runjournal.domain.redaction import is_secret_key, redact_text
+from runjournal.domain.redaction import KNOWN_MARKER, is_secret_key, redact_text, scrub_known
+from runjournal.domain.redaction.known import MIN_FRAGMENT
 
 __all__ = ["Call", "LLMServices", "ProfileRuntime", "SchemaRefused"]
 
@@ -94,12 +96,16 @@ class _Endpoint:
         self._key: str | None = None
         self.json_schema_refused = False  # set once the server refused a json_schema format
         self._lock = threading.Lock()
+        remember_secrets(profile.secrets(services.environ))
 
     def scrub(self, text: str) -> str:
-        """Remove the key (if any was read) from text the endpoint sent back."""
+        """Text the endpoint sent back without any secret the process holds, before it is
+        cut, stored or recorded (docs/internals.md "Known secrets"). A key too short to be
+        told apart from words (under 8 characters) is replaced here, exactly, only."""
+        text = scrub_known(text)
         key = self._key
-        if key and len(key) >= 4 and key in text:
-            text = text.replace(key, "***")
+        if key and 4 <= len(key) < MIN_FRAGMENT and key in text:
+            text = text.replace(key, KNOWN_MARKER)
         return text
 
     def transport(self) -> OpenAITransport:
@@ -113,6 +119,7 @@ class _Endpoint:
                         f"{self.shown})",
                     )
                 self._key = key
+                remember_secrets([key])
                 self._transport = OpenAITransport(
                     base_url=self.base_url,
                     api_key=key or _UNKEYED,
@@ -483,14 +490,11 @@ class Call:
                 )
                 self._record(call, attempt, AttemptStatus.OK, digest, reply, latency_ms, 200)
                 services.budget.release(reservation)
-                stored = msgspec.structs.replace(reply, content=endpoint.scrub(reply.content))
-                wal.end(seq, self.attempts[-1], stored, key)  # never the key, even echoed
-                if services.record is not None:  # never the key, even one echoed back
-                    services.record.put(
-                        digest,
-                        _scrubbed(canonical, endpoint.scrub),
-                        msgspec.structs.replace(reply, content=endpoint.scrub(reply.content)),
-                    )
+                # The reply was scrubbed as it arrived: what the module gets, the call log
+                # and the cassette hold the same text, so a replay is byte-identical.
+                wal.end(seq, self.attempts[-1], reply, key)
+                if services.record is not None:
+                    services.record.put(digest, _scrubbed(canonical, redact_text), reply)
                 self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
                 return reply, attempt
             assert error is not None
@@ -553,6 +557,8 @@ class Call:
                 f"cassette {cassette.path} has no recorded answer for {self.scope.where()} "
                 f"(request {digest[:16]}; record it with --llm-record)",
             )
+        # The boundary a live reply passes (a no-op on the text a recording stored).
+        reply = msgspec.structs.replace(reply, content=self.runtime.endpoint.scrub(reply.content))
         self._record(call, attempt, AttemptStatus.OK, digest, reply, 0.0, None, replayed=True)
         self._trace_text(call, attempt, canonical, reply.content, AttemptStatus.OK)
         return reply

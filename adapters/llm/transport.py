@@ -48,8 +48,9 @@ class TransportError(Exception):
         self.retry_after = retry_after
 
 
-def _server_message(body: Any) -> str:
-    """A short account of an error body (its `message`, else its start)."""
+def _server_message(body: Any, scrub: Callable[[str], str]) -> str:
+    """A short account of an error body (its `message`, else its start), scrubbed of
+    every secret the process holds *before* it is cut: a cut secret is not found."""
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
@@ -60,7 +61,7 @@ def _server_message(body: Any) -> str:
         text = ""
     else:
         text = str(body)
-    text = " ".join(text.split())
+    text = " ".join(scrub(text).split())
     return text[:_SERVER_MESSAGE_LIMIT]
 
 
@@ -77,7 +78,8 @@ def _status_of_http(code: int) -> AttemptStatus:
 
 
 class OpenAITransport:
-    """Sends requests to one endpoint; `scrub` removes the key from any text it returns."""
+    """Sends requests to one endpoint; `scrub` removes every secret the process holds
+    from any text the endpoint sent, as it arrives (reply content, error text)."""
 
     def __init__(
         self,
@@ -182,7 +184,7 @@ class OpenAITransport:
         except openai.APIStatusError as exc:
             code = int(exc.status_code)
             status = _status_of_http(code)
-            detail = self._scrub(_server_message(exc.body))
+            detail = _server_message(exc.body, self._scrub)
             raise TransportError(
                 status,
                 f"{self.endpoint} answered HTTP {code}" + (f": {detail}" if detail else ""),
@@ -270,7 +272,7 @@ class OpenAITransport:
             )
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         return Reply(
-            content=content,
+            content=self._scrub(content),  # before anything reads, cuts or stores it
             prompt_tokens=prompt if isinstance(prompt, int) else -1,
             completion_tokens=done if isinstance(done, int) else -1,
             finish_reason=finish if isinstance(finish, str) else None,

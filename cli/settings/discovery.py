@@ -5,14 +5,17 @@ pipeline's `run` used are named in that pipeline's `[runjournal]` table. So thes
 commands walk up from the current directory to the nearest directory holding a pipeline
 file, and resolve their settings with its table as the `pipeline` origin, exactly as
 `run` does (docs/configuration.md "Finding the project"). Flags and the environment still
-win, value by value. Nothing is created or written here.
+win, value by value. Only pipeline files you or root own, reached through symlinks you
+or root own, in directories only you or root may write, are trusted; others are passed
+over with one line saying why. Nothing is created or written here.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -55,21 +58,24 @@ def _owned(st: os.stat_result) -> bool:
     return getuid is None or st.st_uid in (getuid(), 0)
 
 
-def _walk(cwd: str, home: str | None, env: Mapping[str, str]) -> Iterator[str]:
+def _walk(cwd: str, home: str | None, env: Mapping[str, str]) -> Iterator[tuple[str, bool]]:
     """The current directory, then each parent: up to and including your home directory
-    or a repository root, never into a ceiling directory or one you do not own."""
+    or a repository root, never into a ceiling directory. A directory owned by another
+    user ends the walk; it is yielded (flagged) so that a pipeline file planted there is
+    reported, never used."""
     ceilings = _ceilings(env)
     home_real = os.path.realpath(home) if home else None
     current = os.path.realpath(cwd)
     while current not in ceilings:
         try:
-            if not _owned(os.stat(current)):
-                return
+            foreign = not _owned(os.stat(current))
         except OSError:
             return
-        yield current
-        if current == home_real or any(
-            os.path.lexists(os.path.join(current, marker)) for marker in REPOSITORY_MARKERS
+        yield current, foreign
+        if (
+            foreign
+            or current == home_real
+            or any(os.path.lexists(os.path.join(current, marker)) for marker in REPOSITORY_MARKERS)
         ):
             return
         parent = os.path.dirname(current)
@@ -78,11 +84,67 @@ def _walk(cwd: str, home: str | None, env: Mapping[str, str]) -> Iterator[str]:
         current = parent
 
 
+def _holder_problem(directory: str) -> str | None:
+    """Why an entry of `directory` cannot be trusted: someone else may replace it."""
+    st = os.stat(directory)
+    if not _owned(st):
+        return f"{directory} is owned by another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{directory} is writable by group or others"
+    return None
+
+
+_MAX_LINKS: Final = 40
+
+
+def distrust(path: str) -> str | None:
+    """Why the pipeline file at `path` (absolute) must not steer your commands, or None.
+
+    Followed one component at a time: the file and every symlink on the way to it must
+    be owned by you or root, each in a directory owned by you or root that neither group
+    nor others may write (docs/configuration.md "Finding the project").
+    """
+    parts = path.split("/")[1:]
+    parts.reverse()
+    current, links = "/", 0
+    try:
+        while parts:
+            name = parts.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                current = os.path.dirname(current)
+                continue
+            candidate = os.path.join(current, name)
+            st = os.lstat(candidate)
+            is_link = stat.S_ISLNK(st.st_mode)
+            if is_link or not parts:  # an entry that decides what is read
+                problem = _holder_problem(current)
+                if problem is not None:
+                    return problem
+                if not _owned(st):
+                    what = "the symlink " if is_link else ""
+                    return f"{what}{candidate} is owned by another user (uid {st.st_uid})"
+            if not is_link:
+                current = candidate
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                return "too many levels of symlinks"
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                current = "/"
+            parts.extend(reversed(target.split("/")))
+    except OSError as exc:
+        return f"it cannot be checked ({exc.strerror})"
+    return None
+
+
 def _read_pipeline(path: str) -> dict[str, Any] | None:
     """The document of a pipeline file (a TOML table with a `steps` list), else None."""
     try:
         st = os.stat(path)
-        if not os.path.isfile(path) or st.st_size > MAX_PIPELINE_BYTES or not _owned(st):
+        if not os.path.isfile(path) or st.st_size > MAX_PIPELINE_BYTES:
             return None
         with open(path, "rb") as handle:
             doc = tomllib.load(handle)
@@ -91,8 +153,9 @@ def _read_pipeline(path: str) -> dict[str, Any] | None:
     return doc if isinstance(doc.get("steps"), list) else None
 
 
-def _pipelines_in(directory: str) -> list[tuple[str, dict[str, Any]]] | None:
-    """Every pipeline file directly in `directory` with its document; None if none."""
+def _pipelines_in(directory: str, ignored: list[str]) -> list[tuple[str, dict[str, Any]]] | None:
+    """Every trusted pipeline file directly in `directory` with its document; None if none.
+    Pipeline files that cannot be trusted are left out, each with a line in `ignored`."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -103,24 +166,36 @@ def _pipelines_in(directory: str) -> list[tuple[str, dict[str, Any]]] | None:
             continue
         path = os.path.join(directory, name)
         doc = _read_pipeline(path)
-        if doc is not None:
-            found.append((os.path.realpath(path), doc))
+        if doc is None:
+            continue
+        problem = distrust(path)
+        if problem is not None:
+            ignored.append(f"ignoring pipeline file {path}: {problem}")
+            continue
+        found.append((os.path.realpath(path), doc))
     return found or None
 
 
 def find_project(
-    cwd: str, *, home: str | None, env: Mapping[str, str] | None = None
+    cwd: str,
+    *,
+    home: str | None,
+    env: Mapping[str, str] | None = None,
+    ignored: list[str] | None = None,
 ) -> Project | None:
     """The nearest directory holding a pipeline file, and its pipelines that say where
     their journal is (a `[runjournal]` table with `output_root` or `journal`).
 
-    The nearest directory with any pipeline file ends the walk: when none of its pipelines
-    locates anything, their runs used the roots of `run`'s current directory, so there is
-    no project (None) and the defaults apply.
+    The nearest directory with any trusted pipeline file ends the walk: when none of its
+    pipelines locates anything, their runs used the roots of `run`'s current directory, so
+    there is no project (None) and the defaults apply. A pipeline file that cannot be
+    trusted (`distrust`) is passed over as if absent, with one line in `ignored` saying
+    why.
     """
-    for directory in _walk(cwd, home, os.environ if env is None else env):
-        found = _pipelines_in(directory)
-        if found is None:
+    ignored = [] if ignored is None else ignored
+    for directory, foreign in _walk(cwd, home, os.environ if env is None else env):
+        found = _pipelines_in(directory, ignored)
+        if found is None or foreign:
             continue
         locating = tuple(
             ProjectPipeline(path, dict(doc["runjournal"]))
@@ -148,15 +223,20 @@ def resolve_project_settings(
     user_config_path: str | None,
     cwd: str,
     home: str | None,
+    warn: Callable[[str], None] | None = None,
 ) -> EffectiveConfig:
     """Settings of a command without a PIPELINE: the found project's pipeline table is
-    the `pipeline` origin (flag > env > pipeline > user-config > default).
+    the `pipeline` origin (flag > env > pipeline > user-config > default). Each pipeline
+    file passed over as untrusted is one line to `warn`.
 
     Several pipelines in the project directory must agree on the journal and the roots
     after resolution (a flag or variable that overrides a value settles it); otherwise
     `ProjectAmbiguous`, listing them.
     """
-    project = find_project(cwd, home=home, env=env)
+    ignored: list[str] = []
+    project = find_project(cwd, home=home, env=env, ignored=ignored)
+    for line in ignored if warn is not None else ():
+        warn(line)
 
     def resolve(pipeline: ProjectPipeline | None) -> EffectiveConfig:
         return resolve_settings(

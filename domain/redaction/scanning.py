@@ -12,6 +12,7 @@ import functools
 import itertools
 import re
 
+from runjournal.domain.redaction.known import KNOWN_NAME, known_spans
 from runjournal.domain.redaction.shapes import SHAPES, Shape
 from runjournal.domain.redaction.views import View
 
@@ -188,15 +189,37 @@ def _replace_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(parts)
 
 
+def _with_known(spans: list[tuple[int, int, str]], text: str) -> list[tuple[int, int, str]]:
+    """`spans` united with where registered secrets are (docs/internals.md "Known
+    secrets"), both found in the same text: a known piece inside a shaped token must not
+    break the shape and leave the token's rest. A merged span keeps its shape's name."""
+    known = known_spans(text)
+    if not known:
+        return spans
+    found = sorted([*spans, *((s, e, KNOWN_NAME) for s, e in known)])
+    merged: list[tuple[int, int, str]] = []
+    for start, end, name in found:
+        if merged and start < merged[-1][1]:
+            first, last, kept = merged[-1]
+            merged[-1] = (first, max(last, end), name if kept == KNOWN_NAME else kept)
+        else:
+            merged.append((start, end, name))
+    return merged
+
+
 def redact_text(text: str) -> str:
-    """Replace every credential-shaped substring with `[REDACTED:<shape>]`.
+    """Replace every registered secret with `[REDACTED:known_secret]` and every
+    credential-shaped substring with `[REDACTED:<shape>]`, both found in `text` itself,
+    before any caller cuts it.
 
     Repeats until nothing matches, so the result is a fixed point and redacting it
     again is a no-op. Returns `text` itself when nothing was found.
     """
     current = text
-    for _ in range(_MAX_PASSES):
+    for round_ in range(_MAX_PASSES):
         spans = find_secrets(current)
+        if round_ == 0:
+            spans = _with_known(spans, current)
         if not spans:
             return current
         current = _replace_spans(current, spans)

@@ -79,19 +79,19 @@ def test_steps_listed_in_any_order_run_in_dependency_order(project: Path) -> Non
 BAD = {
     "step-key": (
         STEPS_REVERSED.replace('module = "builtin.terms"', 'modul = "builtin.terms"'),
-        "steps[2].modul: unknown key; did you mean 'module'?",
+        "unknown key 'modul' in steps[2]; did you mean 'module'?",
     ),
     "step-scope-key": (
         STEPS_REVERSED.replace('scope = "corpus"', 'scop = "corpus"'),
-        "steps[0].scop: unknown key; did you mean 'scope'?",
+        "unknown key 'scop' in steps[0]; did you mean 'scope'?",
     ),
     "top-key": (
         STEPS_REVERSED.replace("inputs =", "input ="),
-        "input: unknown key; did you mean 'inputs'?",
+        "unknown key 'input'; did you mean 'inputs'?",
     ),
     "chunking-key": (
         STEPS_REVERSED.replace("[[steps]]", "[chunking]\nmax_char = 3\n\n[[steps]]", 1),
-        "chunking.max_char: unknown key; did you mean 'max_chars'?",
+        "unknown key 'max_char' in chunking; did you mean 'max_chars'?",
     ),
     "consumes-typo": (
         STEPS_REVERSED.replace('consumes = ["terms"]', 'consumes = ["trems"]'),

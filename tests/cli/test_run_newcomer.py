@@ -314,7 +314,7 @@ def test_a_long_warning_is_one_bounded_line(project: Project) -> None:
 SET_CASES = {
     # name: (plugin class, --set pairs, expected exit code, text in the error)
     "declared": ("Words", ["tone=!"], 0, None),
-    "unknown": ("Words", ["anything=1"], 2, "--set 'anything': no step reads this override"),
+    "unknown": ("Words", ["anything=1"], 2, "--set 'anything' is read by no step"),
     "typo": ("Words", ["tonne=1"], 2, "did you mean 'tone'?"),
     "one-good-one-bad": ("Words", ["tone=!", "colour=red"], 2, "--set 'colour'"),
     "undeclared-reads-any": ("Loose", ["anything=1"], 0, None),

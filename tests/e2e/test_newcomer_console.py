@@ -95,5 +95,5 @@ def test_set_unknown_key_on_the_example(cli, example: Path, tmp_path) -> None:
     proc = _run(cli, example, out, "--set", "anything=1")
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
-    assert line.startswith("runjournal: error: --set 'anything': no step reads this override")
+    assert line.startswith("runjournal: error: --set 'anything' is read by no step")
     assert not out.exists()

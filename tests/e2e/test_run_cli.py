@@ -184,7 +184,7 @@ P1_ERRORS = {
     "unknown_key": (f'name = "x"\ninputs = ["docs/*.md"]\ncolour = 1\n{STEP}', "colour"),
     "unknown_step_key": (
         f'name = "x"\ninputs = ["docs/*.md"]\n{STEP}modul = "y"\n',
-        "steps[0].modul",
+        "unknown key 'modul' in steps[0]",
     ),
     "no_steps": ('name = "x"\ninputs = ["docs/*.md"]\n', "steps"),
     "duplicate_ids": (f'name = "x"\ninputs = ["docs/*.md"]\n{STEP}{STEP}', "duplicate step id"),

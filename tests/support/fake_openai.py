@@ -25,6 +25,14 @@ response format), `length` (the reply cut in half, `finish_reason: "length"`),
 byte every 0.5 s for `--hang` seconds), `huge` (a 64 MiB body without Content-Length).
 `REPLY: text` makes the reply exactly `text`.
 
+Echo kinds send back the credential the request carried (the bearer token, or for Basic
+auth the decoded `user:password`), as a hostile server would (issue #27): `echo400` (a
+400 whose message quotes it), `echocut` (a 400 whose message puts it across the
+client's 200-character cut), `echosplit` (a 400 with a line break inside it),
+`echoauth` (a 400 quoting the whole `Authorization` header, base64 for Basic),
+`echojunk` (a reply that is not JSON, the credential late enough to be cut in a
+preview), `echocontent` (a valid reply whose every string holds it).
+
 Control endpoints: `GET /_control/requests` (every request: path, model, first prompt,
 response format, whether Authorization was sent), `GET /_control/usage` (requests
 received, replies sent and the tokens they billed), `POST /_control/reset`.
@@ -33,6 +41,7 @@ received, replies sent and the tokens they billed), `POST /_control/reset`.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
 import json
@@ -110,6 +119,26 @@ def _shown_schema(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
             with contextlib.suppress(ValueError):
                 return json.loads(text.split("JSON Schema:\n", 1)[1])
     return None
+
+
+def _credential(auth: str | None) -> str:
+    """What the `Authorization` header carries: a bearer token, or Basic's `user:password`."""
+    scheme, _, value = (auth or "").partition(" ")
+    if scheme.lower() == "basic":
+        with contextlib.suppress(ValueError):
+            return base64.b64decode(value).decode("utf-8", "replace")
+    return value or "no-credential"
+
+
+def _echoed(value: Any, text: str) -> Any:
+    """`value` with every string replaced by `text`."""
+    if isinstance(value, str):
+        return text
+    if isinstance(value, dict):
+        return {k: _echoed(v, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_echoed(v, text) for v in value]
+    return value
 
 
 def _usage() -> dict[str, int]:
@@ -239,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
             script = [f.strip() for f in faults.group("list").split(",") if f.strip()]
             if n < len(script):
                 kind = script[n]
-        if self._fault(kind):
+        if self._fault(kind) or self._echo_error(kind, auth):
             return
         if kind in ("slowloris", "huge"):
             self._hostile(kind)
@@ -251,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = reply.group("text")
         elif kind == "badjson":
             content = "this is not json"
+        elif kind == "echojunk":
+            content = "not json; the key I was sent is " + "." * 60 + _credential(auth)
         elif kind == "badshape":
             content = json.dumps({"unexpected": True})
         elif fmt.get("type") == "json_schema":
@@ -261,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(sample(schema, schema, words), sort_keys=True)
         else:
             content = json.dumps({"echo": len(words)})
+        if kind == "echocontent":
+            content = json.dumps(_echoed(json.loads(content), f"echo {_credential(auth)}"))
         finish = "stop"
         if kind == "length":
             content, finish = content[: max(1, len(content) // 2)], "length"
@@ -291,6 +324,22 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             },
         )
+
+    def _echo_error(self, kind: str, auth: str | None) -> bool:
+        """A 400 whose message carries the request's credential (the echo kinds)."""
+        secret = _credential(auth)
+        if kind == "echo400":
+            message = f"the key {secret} is not allowed to use this model"
+        elif kind == "echocut":
+            message = "." * (200 - len(secret) // 2) + secret + " was refused"
+        elif kind == "echosplit":
+            message = f"bad key {secret[:5]}\n{secret[5:]} given"
+        elif kind == "echoauth":
+            message = f"refused Authorization: {auth}"
+        else:
+            return False
+        self._error(400, message)
+        return True
 
     def _fault(self, kind: str) -> bool:
         """Answer with the fault `kind`; False when the request should be served normally."""

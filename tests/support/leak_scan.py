@@ -120,3 +120,35 @@ def journal_states(db: Path) -> tuple[list[bytes], int]:
         assert isinstance(msgspec.msgpack.decode(body), dict)  # really an event map
         states.append(body)
     return states, compressed
+
+
+PIECE = 8
+"""The shortest piece of a secret that must not be found (docs/internals.md "Known
+secrets"): any longer piece holds one of this length, so these are enough to look for."""
+
+
+def encodings(secret: str) -> dict[str, str]:
+    """`secret` as text may carry it, computed here independently of the product:
+    URL-encoded, JSON-escaped, and base64 (standard, URL-safe) at each of the three
+    alignments inside a longer base64 text (only the characters made of its own bits)."""
+    import base64
+    import json
+    from urllib.parse import quote
+
+    forms = {"plain": secret, "url": quote(secret, safe=""), "json": json.dumps(secret)[1:-1]}
+    data = secret.encode()
+    for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
+        forms[name] = encode(data).decode()
+        for pad in (1, 2):
+            text = encode(b"\0" * pad + data).decode().rstrip("=")
+            forms[f"{name}+{pad}"] = text[-(-8 * pad // 6) : 8 * (pad + len(data)) // 6]
+    return forms
+
+
+def secret_pieces(*secrets: str) -> tuple[str, ...]:
+    """Every `PIECE`-character piece of every secret and of each of its encodings."""
+    out: set[str] = set()
+    for secret in secrets:
+        for form in encodings(secret).values():
+            out |= {form[i : i + PIECE] for i in range(len(form) - PIECE + 1)}
+    return tuple(sorted(out))

@@ -130,7 +130,9 @@ def test_top_level_and_chunking_typos(extra, key, suggestion) -> None:
     doc = {**_doc([_step("t")]), **extra}
     with pytest.raises(PipelineSpecError) as caught:
         parse_pipeline(doc, file="p.toml")
-    assert str(caught.value) == f"p.toml: {key}: unknown key; did you mean '{suggestion}'?"
+    table, _, name = key.rpartition(".")
+    where = f" in {table}" if table else ""
+    assert str(caught.value) == f"p.toml: unknown key '{name}'{where}; did you mean '{suggestion}'?"
 
 
 @pytest.mark.parametrize(("key", "suggestion"), STEP_TYPOS, ids=[t[0] for t in STEP_TYPOS])
@@ -138,10 +140,13 @@ def test_step_key_typos(key, suggestion) -> None:
     step = {**_step("t"), key: "x"}
     with pytest.raises(PipelineSpecError) as caught:
         parse_pipeline(_doc([_step("a"), step]), file="p.toml")
-    assert str(caught.value) == f"p.toml: steps[1].{key}: unknown key; did you mean '{suggestion}'?"
+    assert (
+        str(caught.value)
+        == f"p.toml: unknown key '{key}' in steps[1]; did you mean '{suggestion}'?"
+    )
 
 
 def test_an_unknown_key_like_nothing_gets_no_suggestion() -> None:
     with pytest.raises(PipelineSpecError) as caught:
         parse_pipeline({**_doc([_step("t")]), "zzzz": 1}, file="p.toml")
-    assert str(caught.value) == "p.toml: zzzz: unknown key"
+    assert str(caught.value) == "p.toml: unknown key 'zzzz'"
