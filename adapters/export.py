@@ -152,6 +152,12 @@ _frame_decoder = msgspec.msgpack.Decoder(_Frame)
 _trailer_decoder = msgspec.msgpack.Decoder(_Trailer)
 
 
+def frame_link(previous: bytes, frame: bytes) -> bytes:
+    """The export chain's link of one frame: sha256(previous hash ‖ frame bytes), the one
+    place it is computed (docs/internals.md "Export and import")."""
+    return hashlib.sha256(previous + frame).digest()
+
+
 def _chain_start(prefix: bytes, header: bytes) -> bytes:
     return hashlib.sha256(prefix + _LEN.pack(len(header)) + header).digest()
 
@@ -188,7 +194,7 @@ def encode_export(
     for event in events:
         stored = mapper.to_stored_event(event)
         frame = _encoder.encode(_Frame(stored.topic, stored.originator_version, stored.state))
-        digest = hashlib.sha256(digest + frame).digest()
+        digest = frame_link(digest, frame)
         body += (_LEN.pack(len(frame)), frame, digest)
     trailer = _encoder.encode(
         _Trailer(events=len(events), final_hash=digest.hex(), checkpoints=list(checkpoints))
@@ -253,7 +259,7 @@ def export_run(
     with compressor.stream_writer(out, size=size, closefd=False) as writer:
         for frame in _frames(store, run_id, again):
             written += 1
-            digest = hashlib.sha256(digest + frame).digest()
+            digest = frame_link(digest, frame)
             writer.write(b"".join((_LEN.pack(len(frame)), frame, digest)))
         if written != count or again.digest() != leaves.digest():
             raise ExportError(f"run {run_id!r} changed while it was exported")
@@ -389,7 +395,7 @@ def decode_export(data: bytes) -> RunExport:
     for version in range(1, header.events + 1):
         frame_bytes = reader.record(f"event frame {version}", _MAX_FRAME)
         carried = reader.take(_HASH_BYTES, f"hash of event frame {version}")
-        digest = hashlib.sha256(digest + frame_bytes).digest()
+        digest = frame_link(digest, frame_bytes)
         if carried != digest:
             raise VerificationFailed(f"hash chain broken at event {version}")
         events.append(_decode_frame(mapper, frame_bytes, aggregate, version))
@@ -531,7 +537,7 @@ def _records(data: bytes) -> Iterator[tuple[int, bytes]]:
         # The frame and the hash after it, in one read.
         framed = body.record(f"event frame {version}", _MAX_FRAME, extra=_HASH_BYTES)
         frame_bytes, carried = framed[:-_HASH_BYTES], framed[-_HASH_BYTES:]
-        digest = hashlib.sha256(digest + frame_bytes).digest()
+        digest = frame_link(digest, frame_bytes)
         if carried != digest:
             raise VerificationFailed(f"hash chain broken at event {version}")
         yield version, frame_bytes

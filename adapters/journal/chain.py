@@ -53,17 +53,16 @@ def link_digest(
     body: bytes,
 ) -> bytes:
     """The link of one event (see the module docstring)."""
+    return chain_link(previous, aggregate_id, version, type_part(topic, class_version), body)
+
+
+def chain_link(
+    previous: bytes, aggregate_id: UUID, version: int, type_bytes: bytes, body: bytes
+) -> bytes:
+    """The one place a link is computed: of an event row (its class's `type_part`) and of
+    a delta row (the delta type part), so the writer and every checker agree."""
     return hashlib.sha256(
-        b"".join(
-            (
-                TAG,
-                previous,
-                aggregate_id.bytes,
-                version.to_bytes(8, "big"),
-                type_part(topic, class_version),
-                body,
-            )
-        )
+        b"".join((TAG, previous, aggregate_id.bytes, version.to_bytes(8, "big"), type_bytes, body))
     ).digest()
 
 

@@ -20,7 +20,7 @@ import msgspec
 import zstandard
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
-from runjournal.adapters.journal.chain import TAG, type_part
+from runjournal.adapters.journal.chain import chain_link, type_part
 from runjournal.adapters.journal.delta import DELTA_TOPIC, decode_items, encode_items, groups
 from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
 from runjournal.adapters.journal.pack import unpack
@@ -210,18 +210,10 @@ class EventMapper(Mapper[UUID]):
         """
         codec = self.codec_for(type(event))
         body = self._body(event)
-        digest = sha256(
-            b"".join(
-                (
-                    TAG,
-                    previous,
-                    event.originator_id.bytes,
-                    event.originator_version.to_bytes(8, "big"),
-                    codec.type_part,
-                    body,
-                )
-            )
-        ).digest()  # = chain.link_digest(...), with the class's part computed once
+        # the class's type part computed once (its codec), not per event
+        digest = chain_link(
+            previous, event.originator_id, event.originator_version, codec.type_part, body
+        )
         return self._stored(event, codec, _with_link(body, digest)), digest
 
     def to_stored_rows(
@@ -254,18 +246,9 @@ class EventMapper(Mapper[UUID]):
         body = b"\x82" + encode_items(events, self._body)  # a map of ~types and ~rows
         link = None
         if previous is not None:
-            link = sha256(
-                b"".join(
-                    (
-                        TAG,
-                        previous,
-                        last.originator_id.bytes,
-                        last.originator_version.to_bytes(8, "big"),
-                        _DELTA_TYPE_PART,
-                        body,
-                    )
-                )
-            ).digest()
+            link = chain_link(
+                previous, last.originator_id, last.originator_version, _DELTA_TYPE_PART, body
+            )
             body = _with_link(body, link)
         fmt, body = self._compressed(body)
         head = bytes((fmt | _FLAG_DELTA,)) + len(events).to_bytes(2, "big")
