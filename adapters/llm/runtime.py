@@ -16,6 +16,7 @@ validation error. What cannot succeed raises `LLMCallFailed` with a typed cause.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -143,6 +144,26 @@ class _Endpoint:
             transport.close()
 
 
+_client_import_started = threading.Event()
+
+
+def _import_client_meanwhile() -> None:
+    """Start importing the `openai` client on a daemon thread, once per process, as soon
+    as a step is known to call an endpoint: its ~1 s of imports then overlap planning and
+    the chunk plans instead of delaying the first request (docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint"). The first request's own import
+    waits on Python's import lock until it is done."""
+    if _client_import_started.is_set():
+        return
+    _client_import_started.set()
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # the request's own import reports it
+            import openai  # noqa: F401
+
+    threading.Thread(target=load, name="runjournal-openai-import", daemon=True).start()
+
+
 class LLMServices:
     """One run invocation's LLM runtime services (built by the CLI's composition root)."""
 
@@ -181,6 +202,8 @@ class LLMServices:
         replay = self.replay
         if replay is None and profile.replay is not None:
             replay = self._profile_cassette(profile.replay)
+        if replay is None:
+            _import_client_meanwhile()
         return ProfileRuntime(self, profile, self._endpoint(profile), replay)
 
     def _profile_cassette(self, path: str) -> Cassette:
