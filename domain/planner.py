@@ -1,7 +1,7 @@
 """`runjournal plan`: predict every stage decision of a run without executing anything.
 
 Pure: from a resolved pipeline, the recompute policy and a read-only view of the cache
-(the same `CheckpointLoader` and `ChunkPlanStore` ports the runner reads), it walks the
+(the same `CheckpointLoaderPort` and `ChunkPlanStore` ports the runner reads), it walks the
 stages in the order the runner decides them (docs/internals.md "The runner") and takes
 each decision with the runner's own `decide_stage` (docs/operations.md "Decision order").
 
@@ -49,7 +49,7 @@ from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, So
 from runjournal.domain.plan_keys import PlanFacts
 from runjournal.domain.ports import (
     CheckpointKey,
-    CheckpointLoader,
+    CheckpointLoaderPort,
     CheckpointRecord,
     ChunkPlanStore,
     ScopeIndex,
@@ -209,8 +209,8 @@ class Planner:
     def __init__(
         self,
         *,
-        loader: CheckpointLoader | None,
-        cache: CheckpointLoader | None,
+        loader: CheckpointLoaderPort | None,
+        cache: CheckpointLoaderPort | None,
         plan_store: ChunkPlanStore | None,
         policy: RecomputePolicy,
         prices: Mapping[str, Prices],

@@ -209,7 +209,7 @@ class RestoredArtifact(msgspec.Struct, frozen=True, kw_only=True):
     record: CheckpointRecord | None = None
 
 
-class CheckpointLoader(Protocol):
+class CheckpointLoaderPort(Protocol):
     def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint: ...
 
     def load_accepted_artifact(
@@ -227,7 +227,7 @@ class CheckpointWriteError(Exception):
     """A checkpoint could not be persisted (the run goes on; exit 3 at the end)."""
 
 
-class CheckpointRecorder(Protocol):
+class CheckpointRecorderPort(Protocol):
     def write(self, key: CheckpointKey, record: CheckpointRecord) -> tuple[str, int]:
         """Persist atomically; returns (sha256, size) of the file written."""
         ...

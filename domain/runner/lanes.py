@@ -35,7 +35,7 @@ from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.pipeline import ResolvedStep
 from runjournal.domain.ports import (
     CheckpointKey,
-    CheckpointLoader,
+    CheckpointLoaderPort,
     CheckpointRecord,
     Provenance,
     StoreScope,
@@ -64,7 +64,7 @@ class LaneServices:
     """The collaborators every lane of a run shares (each lane has its own ledger)."""
 
     ledger: RunLedger
-    loader: CheckpointLoader | None
+    loader: CheckpointLoaderPort | None
     progress: Progress | None = None
     leases: StageLeases | None = None  # docs/operations.md "Concurrent runs"
 

@@ -21,7 +21,7 @@ from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.ports import (
     CheckpointKey,
     CheckpointRecord,
-    CheckpointRecorder,
+    CheckpointRecorderPort,
     CheckpointWriteError,
     RunRecorder,
 )
@@ -224,7 +224,7 @@ class RunLedger:
     def __init__(
         self,
         journal: RunRecorder,
-        recorder: CheckpointRecorder | None,
+        recorder: CheckpointRecorderPort | None,
         writes: CheckpointWrites | None = None,
     ) -> None:
         self.journal = journal

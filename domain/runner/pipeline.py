@@ -17,8 +17,8 @@ from runjournal.domain.names import CORPUS_LANE
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.ports import (
-    CheckpointLoader,
-    CheckpointRecorder,
+    CheckpointLoaderPort,
+    CheckpointRecorderPort,
     ChunkPlanStore,
     RunRecorder,
     TraceRecorder,
@@ -57,8 +57,8 @@ class PipelineRunner:
         self,
         *,
         sink: RunRecorder,
-        loader: CheckpointLoader | None = None,
-        recorder: CheckpointRecorder | None = None,
+        loader: CheckpointLoaderPort | None = None,
+        recorder: CheckpointRecorderPort | None = None,
         plan_store: ChunkPlanStore | None = None,
         trace: TraceRecorder | None = None,
         recompute: RecomputePolicy | None = None,

@@ -14,7 +14,7 @@ from runjournal.domain.decisions import (
 )
 from runjournal.domain.identity import codec_id
 from runjournal.domain.pipeline import ResolvedStep
-from runjournal.domain.ports import CheckpointLoader
+from runjournal.domain.ports import CheckpointLoaderPort
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.failures import StageFailure
@@ -23,7 +23,7 @@ from runjournal.domain.runner.ledger import RunLedger
 
 def restore_lane(
     ledger: RunLedger,
-    loader: CheckpointLoader | None,
+    loader: CheckpointLoaderPort | None,
     step: ResolvedStep,
     lane: str,
     lid: str,
