@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NoReturn
 
 import click
@@ -205,7 +205,7 @@ def plan(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
       runjournal plan examples/glossary/pipeline.toml --resume
       runjournal plan pipeline.toml --recompute glossary --json
     """
-    _call("plan_cmd.plan", opts, pipeline=pipeline, inputs=inputs)
+    _call(lambda: _plan_cmd().plan, opts, pipeline=pipeline, inputs=inputs)
 
 
 @cli.group("runs", cls=Group)
@@ -232,7 +232,7 @@ def runs_list(**opts: Any) -> None:
       runjournal runs list
       runjournal runs list --output-root out --json
     """
-    _call("query_cmds.runs_list", opts)
+    _call(lambda: _query_cmds().runs_list, opts)
 
 
 @runs_group.command("show")
@@ -259,7 +259,7 @@ def runs_show(run: str, outputs: bool, **opts: Any) -> None:
       runjournal runs show latest --outputs
       runjournal runs show 20261130T150405Z --json
     """
-    _call("query_cmds.runs_show", opts, run=run, outputs=outputs)
+    _call(lambda: _query_cmds().runs_show, opts, run=run, outputs=outputs)
 
 
 @runs_group.command("diff")
@@ -281,7 +281,7 @@ def runs_diff(run_a: str, run_b: str, **opts: Any) -> None:
       runjournal runs diff 20261130T150405Z latest
       runjournal runs diff 20261130T1504 20261130T1610 --json
     """
-    _call("query_cmds.runs_diff", opts, run_a=run_a, run_b=run_b)
+    _call(lambda: _query_cmds().runs_diff, opts, run_a=run_a, run_b=run_b)
 
 
 @cli.group("journal", cls=Group)
@@ -311,7 +311,7 @@ def journal_show(run: str, jsonl: bool, **opts: Any) -> None:
       runjournal journal show latest --json
       runjournal journal show latest --jsonl | jq -c 'select(.type == "StageDecided")'
     """
-    _call("query_cmds.journal_show", opts, run=run, jsonl=jsonl)
+    _call(lambda: _query_cmds().journal_show, opts, run=run, jsonl=jsonl)
 
 
 def key_option(fn: F) -> F:
@@ -342,7 +342,7 @@ def journal_audit(run: str, keys: tuple[str, ...], **opts: Any) -> None:
       runjournal journal audit 20261130T150405Z --json
       runjournal journal audit latest --key alice+1a2b3c4d+AeT...
     """
-    _call("journal_cmds.audit", opts, run=run, keys=keys)
+    _call(lambda: _journal_cmds().audit, opts, run=run, keys=keys)
 
 
 @journal_group.command("checkpoint")
@@ -358,7 +358,7 @@ def journal_checkpoint(run: str, **opts: Any) -> None:
       runjournal journal checkpoint latest > published.note
       runjournal journal verify latest --checkpoint published.note
     """
-    _call("seal_cmds.checkpoint", opts, run=run)
+    _call(lambda: _seal_cmds().checkpoint, opts, run=run)
 
 
 @journal_group.command("verify")
@@ -385,7 +385,7 @@ def journal_verify(run: str, checkpoint: str, keys: tuple[str, ...], **opts: Any
     Examples:
       runjournal journal verify latest --checkpoint published.note
     """
-    _call("seal_cmds.verify", opts, run=run, checkpoint=checkpoint, keys=keys)
+    _call(lambda: _seal_cmds().verify, opts, run=run, checkpoint=checkpoint, keys=keys)
 
 
 @journal_group.command("export")
@@ -410,7 +410,7 @@ def journal_export(run: str, output: str, force: bool, **opts: Any) -> None:
       runjournal journal export latest -o run.rjx
       runjournal journal export latest -o run.rjx --force
     """
-    _call("journal_cmds.export", opts, run=run, output=output, force=force)
+    _call(lambda: _journal_cmds().export, opts, run=run, output=output, force=force)
 
 
 @journal_group.command("import")
@@ -428,7 +428,7 @@ def journal_import(file: str, **opts: Any) -> None:
       runjournal journal import run.rjx
       runjournal journal import run.rjx --journal other.sqlite3
     """
-    _call("journal_cmds.import_", opts, file=file)
+    _call(lambda: _journal_cmds().import_, opts, file=file)
 
 
 @cli.group("projections", cls=Group)
@@ -454,7 +454,7 @@ def projections_status(**opts: Any) -> None:
       runjournal projections status
       runjournal projections status --json
     """
-    _call("projection_cmds.status", opts, name=None)
+    _call(lambda: _projection_cmds().status, opts, name=None)
 
 
 @projections_group.command("rebuild")
@@ -471,7 +471,7 @@ def projections_rebuild(name: str | None, run: str | None, **opts: Any) -> None:
       runjournal projections rebuild
       runjournal projections rebuild manifest --run latest
     """
-    _call("projection_cmds.rebuild", opts, name=name, run=run)
+    _call(lambda: _projection_cmds().rebuild, opts, name=name, run=run)
 
 
 @cli.command("explain")
@@ -525,7 +525,7 @@ def explain(run: str, step: str | None, **opts: Any) -> None:
       runjournal explain 20261130T150405Z --json
     """
     drill = {k: opts.pop(k) for k in ("lane", "code", "executed", "changed", "limit")}
-    _call("query_cmds.explain", opts, run=run, step=step, **drill)
+    _call(lambda: _query_cmds().explain, opts, run=run, step=step, **drill)
 
 
 @cli.command("report")
@@ -553,7 +553,7 @@ def report(run: str, output: str | None, force: bool, **opts: Any) -> None:
       runjournal report latest -o /tmp/run.html --force
       runjournal report latest -o - > run.html
     """
-    _call("report_cmds.report", opts, run=run, output=output, force=force)
+    _call(lambda: _report_cmds().report, opts, run=run, output=output, force=force)
 
 
 @cli.command("reasons")
@@ -569,7 +569,7 @@ def reasons(**opts: Any) -> None:
       runjournal reasons
       runjournal reasons --json
     """
-    _call("query_cmds.reasons", opts)
+    _call(lambda: _query_cmds().reasons, opts)
 
 
 @cli.group("config", cls=Group)
@@ -598,7 +598,7 @@ def config_show(pipeline: str, **opts: Any) -> None:
       runjournal config show pipeline.toml --jobs 4 --json
       RUNJOURNAL_CACHE_MODE=bypass runjournal config show pipeline.toml
     """
-    _call("query_cmds.config_show", opts, pipeline=pipeline)
+    _call(lambda: _query_cmds().config_show, opts, pipeline=pipeline)
 
 
 @cli.command("recover")
@@ -614,7 +614,7 @@ def recover(**opts: Any) -> None:
       runjournal recover --dry-run
       runjournal recover
     """
-    _call("maintenance_cmds.recover", opts)
+    _call(lambda: _maintenance_cmds().recover, opts)
 
 
 @cli.command("gc")
@@ -677,7 +677,7 @@ def gc(**opts: Any) -> None:
       runjournal gc --keep 5 --older-than 2w
       runjournal gc --keep 5 --cache --max-cache-size 2G --dry-run
     """
-    _call("maintenance_cmds.gc", opts)
+    _call(lambda: _maintenance_cmds().gc, opts)
 
 
 @cli.group("keys", cls=Group)
@@ -704,7 +704,7 @@ def keys_init(name: str, force: bool, **opts: Any) -> None:
       runjournal keys init
       runjournal keys init --name alice@example.org
     """
-    _call("keys_cmds.keys_init", opts, name=name, force=force)
+    _call(lambda: _keys_cmds().keys_init, opts, name=name, force=force)
 
 
 @cli.command("init")
@@ -724,19 +724,20 @@ def init(directory: str, **opts: Any) -> None:
       runjournal init demo --output-root demo/out
       runjournal init demo --journal postgresql://db.example/runjournal
     """
-    _call("maintenance_cmds.init", opts, directory=directory)
+    _call(lambda: _maintenance_cmds().init, opts, directory=directory)
 
 
-def _call(target: str, opts: dict[str, Any], **kwargs: Any) -> None:
-    """Run `module.function` of runjournal.cli, importing the module only now.
+def _call(
+    target: Callable[[], Callable[..., int | None]], opts: dict[str, Any], **kwargs: Any
+) -> None:
+    """Run the command function `target()` returns, importing its module only now.
 
     Command modules pull in the journal, eventsourcing and the adapters; importing them
-    lazily keeps `--version`, `--help` and completion fast.
+    lazily keeps `--version`, `--help` and completion fast. `target` is a lazy reference
+    (`lambda: _query_cmds().runs_list`), not a string: a type checker and
+    tests/unit/test_command_targets.py resolve every one.
     """
-    module, _, name = target.partition(".")
-    fn: Callable[..., int | None] = getattr(
-        importlib.import_module(f"runjournal.cli.{module}"), name
-    )
+    fn = target()
     try:
         code = fn(opts, **kwargs)
     except RunjournalError as exc:  # CliError and the use-cases' typed errors (app/errors.py)
@@ -748,6 +749,57 @@ def _call(target: str, opts: dict[str, Any], **kwargs: Any) -> None:
             traceback.print_exc()
         _fail(opts, f"{type(exc).__name__}: {exc}", ExitCode.FAILED)
     sys.exit(int(code or 0))
+
+
+# --- the command modules, imported on first use (see `_call`) ---------------------------
+
+
+def _journal_cmds() -> ModuleType:
+    from runjournal.cli import journal_cmds
+
+    return journal_cmds
+
+
+def _keys_cmds() -> ModuleType:
+    from runjournal.cli import keys_cmds
+
+    return keys_cmds
+
+
+def _maintenance_cmds() -> ModuleType:
+    from runjournal.cli import maintenance_cmds
+
+    return maintenance_cmds
+
+
+def _plan_cmd() -> ModuleType:
+    from runjournal.cli import plan_cmd
+
+    return plan_cmd
+
+
+def _projection_cmds() -> ModuleType:
+    from runjournal.cli import projection_cmds
+
+    return projection_cmds
+
+
+def _query_cmds() -> ModuleType:
+    from runjournal.cli import query_cmds
+
+    return query_cmds
+
+
+def _report_cmds() -> ModuleType:
+    from runjournal.cli import report_cmds
+
+    return report_cmds
+
+
+def _seal_cmds() -> ModuleType:
+    from runjournal.cli import seal_cmds
+
+    return seal_cmds
 
 
 def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> NoReturn:
