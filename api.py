@@ -263,8 +263,8 @@ class Project:
         """Run the pipeline (docs/python-api.md "Running"). `resume=True` reuses every
         stage whose checkpoint is valid, as `run --resume` does. A run that reached its
         stages is a `RunResult` whatever its outcome; one that could not is an error."""
-        from runjournal.app.run import RunView
-        from runjournal.app.run import run as run_use_case
+        from runjournal.app.run_pipeline import RunView
+        from runjournal.app.run_pipeline import run as run_use_case
         from runjournal.cli.compose import factories, run_ports
         from runjournal.cli.llm_wiring import LLMRequest
 
@@ -339,7 +339,7 @@ class Project:
     def audit(self, run: str = "latest", *, keys: Iterable[str] = ()) -> dict[str, Any]:
         """Re-decide every decision of RUN and verify its chain, tree, seals and run
         directory (`journal audit RUN --json`); `["verdict"]` is "ok" or "different"."""
-        from runjournal.app.audit import audit
+        from runjournal.app.audit_run import audit
         from runjournal.cli.compose import factories
         from runjournal.cli.keys_cmds import trusted_keys
 
@@ -382,7 +382,7 @@ class Project:
     def _reading(self, read: Any, missing: Any = None) -> Any:
         """`read(store)` on this project's journal, opened read-only; `missing` when no
         run made the journal yet (None: that is a UsageError)."""
-        from runjournal.adapters.journal.errors import JournalError
+        from runjournal.adapters.journal.journal_errors import JournalError
         from runjournal.cli.compose import journal_for
         from runjournal.cli.query_cmds import journal_exists
 

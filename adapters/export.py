@@ -30,7 +30,7 @@ import zstandard
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.journal import EventMapper, JournalCorrupt, JournalStore
 from runjournal.adapters.journal.codec import event_type_for_topic
-from runjournal.adapters.journal.seal import note_for
+from runjournal.adapters.journal.sealer import note_for
 from runjournal.domain.events import RunAllocated, RunEvent, SealReason
 from runjournal.domain.merkle import (
     PackedLeaves,

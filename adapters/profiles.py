@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from runjournal.adapters.llm.options import (
+from runjournal.adapters.llm.client_options import (
     CLIENT_KEYS,
     ClientOptions,
     OptionError,
     StructuredOutput,
     parse_client_options,
 )
-from runjournal.adapters.llm.structured import offline_answer
+from runjournal.adapters.llm.reply_formats import offline_answer
 from runjournal.adapters.secrets import remember_secrets, url_secrets
 from runjournal.domain.identity import profile_digest, profile_source_digest
 from runjournal.domain.llm import CallOptions

@@ -19,7 +19,7 @@ from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
 from runjournal.adapters.profiles import ProfileError
 from runjournal.app.errors import UsageError
-from runjournal.app.run import RunSettings
+from runjournal.app.run_pipeline import RunSettings
 from runjournal.domain.planner import Plan, Planner, Prices
 from runjournal.domain.redaction import safe_error_text
 

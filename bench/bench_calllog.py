@@ -77,7 +77,7 @@ def _run(wal: WriteAhead, calls: int, threads: int) -> tuple[float, float]:
 
 def _calls(url: str, calls: int, threads: int, cache: str | None) -> float:
     """CPU seconds of `calls` metered calls from `threads` threads (the log on or off)."""
-    from runjournal.adapters.llm.options import parse_client_options
+    from runjournal.adapters.llm.client_options import parse_client_options
     from runjournal.adapters.llm.runtime import LLMServices
     from runjournal.adapters.profiles import Profile
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_resume import make_corpus  # the same corpus as the resume benchmark
 
 PHASES = (
-    ("runjournal.domain.runner.pipeline", "PipelineRunner.run", "runner (all lanes)"),
+    ("runjournal.domain.runner.pipeline_runner", "PipelineRunner.run", "runner (all lanes)"),
     ("runjournal.adapters.checkpoints", "CheckpointLoader.load", "  checkpoint loads"),
     ("runjournal.domain.run", "Run.trigger", "  journal events built, checked"),
     ("runjournal.adapters.journal.session", "RunSession._recorded", "  journal listeners"),

@@ -127,7 +127,7 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
     from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
     from runjournal.cli.query_cmds import resolve_cli_settings
     from runjournal.cli.settings import SettingsError, load_user_config
-    from runjournal.cli.settings.options import settings_flags
+    from runjournal.cli.settings.click_options import settings_flags
 
     params = _params(ctx)
     try:

@@ -27,7 +27,7 @@ from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.debug_bundle.spans import JournalSpans
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.journal.errors import JournalUnavailable
+from runjournal.adapters.journal.journal_errors import JournalUnavailable
 from runjournal.adapters.journal.url import (
     DEFAULT_CONNECT_TIMEOUT,
     SqliteLocation,
@@ -427,7 +427,7 @@ def allocate_debug_bundle(
     """`<debug root>/<run id>/` under the invocation's one debug-root handle
     (`Roots.debug` in `run`); a root that cannot be opened is a `BundleAllocationError`."""
     from runjournal.adapters.debug_bundle.bundle import DebugBundle
-    from runjournal.adapters.debug_bundle.failures import BundleAllocationError
+    from runjournal.adapters.debug_bundle.bundle_failures import BundleAllocationError
 
     planned = os.path.join(os.path.abspath(debug_root), run_id)
     try:
@@ -520,9 +520,9 @@ def _checkpoint_writes(made: Factories) -> Callable[[Any, int], Any]:
 
 
 def run_ports(made: Factories | None = None) -> Any:
-    """What the run use-case (app/run.py) is wired with: the one place its collaborators
+    """What the run use-case (app/run_pipeline.py) is wired with: the one place its collaborators
     are chosen (docs/internals.md "The application layer (`app/`)")."""
-    from runjournal.app.run import RunPorts
+    from runjournal.app.run_pipeline import RunPorts
     from runjournal.cli import llm_wiring, run_summary
 
     made = made or factories()

@@ -30,13 +30,13 @@ from runjournal.adapters.export import (
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.chain import ChainReport, ChainStatus
-from runjournal.adapters.journal.seal import SealCheck
+from runjournal.adapters.journal.sealer import SealCheck
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunDirectoryStatus,
 )
-from runjournal.app.audit import IntegrityProblem, chain_stripped
-from runjournal.app.audit import audit as audit_run_use_case
+from runjournal.app.audit_run import IntegrityProblem, chain_stripped
+from runjournal.app.audit_run import audit as audit_run_use_case
 from runjournal.app.queries import resolve_run as _resolve
 from runjournal.cli.compose import factories, journal_for
 from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning

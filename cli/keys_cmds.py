@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 import platformdirs
-from runjournal.adapters.journal.seal import Sealer
+from runjournal.adapters.journal.sealer import Sealer
 from runjournal.adapters.signing import (
     Signer,
     SigningKeyError,

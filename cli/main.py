@@ -22,7 +22,7 @@ from runjournal.cli.completion import (
 )
 from runjournal.cli.errors import ExitCode, error_document, exit_code_of, print_error
 from runjournal.cli.output import emit_json
-from runjournal.cli.settings.options import ShownPath, setting_options, settings_flags
+from runjournal.cli.settings.click_options import ShownPath, setting_options, settings_flags
 
 F = Callable[..., Any]
 

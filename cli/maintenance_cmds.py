@@ -14,11 +14,11 @@ from typing import Any
 import click
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
-from runjournal.adapters.processes import is_alive
+from runjournal.adapters.process_identity import is_alive
 from runjournal.adapters.starter import STARTER_FILES, starter_pipeline
 from runjournal.app.terminal import Terminalizer
 from runjournal.cli.age import AGE_UNITS, parse_age
-from runjournal.cli.cache_gc import collect_cache, echo_cache, parse_size
+from runjournal.cli.cache_gc_cmd import collect_cache, echo_cache, parse_size
 from runjournal.cli.compose import factories, output_objects
 from runjournal.cli.errors import CliError, ExitCode
 from runjournal.cli.llm_wiring import journal_pending
@@ -30,7 +30,7 @@ from runjournal.cli.settings import (
     redact_journal,
     resolve_settings,
 )
-from runjournal.cli.settings.options import settings_flags
+from runjournal.cli.settings.click_options import settings_flags
 from runjournal.domain.events import RunStatus
 from runjournal.domain.names import is_valid_run_id, recorded_run_parent
 

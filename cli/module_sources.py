@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runjournal.adapters.journal.errors import JournalError
+from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.adapters.module_loader import module_source
 from runjournal.domain.events import ModuleObserved
 from runjournal.domain.pipeline import ResolvedPipeline

@@ -16,7 +16,7 @@ from runjournal.cli.compose import plan_ports
 from runjournal.cli.errors import ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.run_cmd import parse_run
-from runjournal.cli.settings.options import settings_flags
+from runjournal.cli.settings.click_options import settings_flags
 from runjournal.domain.planner import Outcome, Plan, Prediction
 
 

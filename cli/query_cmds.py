@@ -25,7 +25,7 @@ from runjournal.cli.settings import (
     load_user_config,
     resolve_project_settings,
 )
-from runjournal.cli.settings.options import settings_flags
+from runjournal.cli.settings.click_options import settings_flags
 from runjournal.cli.style import stdout_styler
 from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode

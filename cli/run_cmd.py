@@ -1,4 +1,4 @@
-"""`runjournal run`: parse, call the run use-case (app/run.py), render, map errors to exit
+"""`runjournal run`: parse, call the run use-case (app/run_pipeline.py), render, map errors to exit
 codes (docs/internals.md "One run, phase by phase").
 
 P1 (parse: the pipeline file, settings, overrides, recompute names, LLM options) is here
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-from runjournal.adapters.journal.errors import JournalError
+from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.app.errors import RunjournalError
-from runjournal.app.run import Interrupted, RunResult, RunSettings, RunView
-from runjournal.app.run import run as run_use_case
+from runjournal.app.run_pipeline import Interrupted, RunResult, RunSettings, RunView
+from runjournal.app.run_pipeline import run as run_use_case
 from runjournal.cli.compose import factories, run_ports
 from runjournal.cli.errors import (
     RUN_END_CODES,

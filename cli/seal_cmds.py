@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 from runjournal.adapters.journal import JournalError
-from runjournal.adapters.journal.seal import SealCheck, SealStatus
+from runjournal.adapters.journal.sealer import SealCheck, SealStatus
 from runjournal.adapters.signing import trusted_key_for
 from runjournal.adapters.signing import verify as verify_signature
 from runjournal.cli.errors import CliError, ExitCode, print_error

@@ -24,9 +24,9 @@ __getattr__, __dir__ = lazy_exports(
     globals(),
     {
         "DebugBundle": "bundle",
-        "BundleAllocationError": "failures",
-        "DebugBundleError": "failures",
-        "PersistenceFailure": "failures",
+        "BundleAllocationError": "bundle_failures",
+        "DebugBundleError": "bundle_failures",
+        "PersistenceFailure": "bundle_failures",
         "COMMAND": "layout",
         "FAILURE": "layout",
         "INCOMPLETE_MARKER": "layout",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import msgspec
-from runjournal.adapters.debug_bundle.failures import (
+from runjournal.adapters.debug_bundle.bundle_failures import (
     BundleAllocationError,
     PersistenceFailure,
     failure_of,

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
-from runjournal.adapters.debug_bundle.failures import PersistenceFailure, failure_of
+from runjournal.adapters.debug_bundle.bundle_failures import PersistenceFailure, failure_of
 from runjournal.adapters.debug_bundle.layout import FORMAT_VERSION, SUMMARY_FILES, SUMMARY_TARGET
 from runjournal.adapters.debug_bundle.redacted import encoder, redacted_json
 from runjournal.adapters.fsroot import FsRoot

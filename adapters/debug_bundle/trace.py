@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from runjournal.adapters.debug_bundle.failures import PersistenceFailure, failure_of
+from runjournal.adapters.debug_bundle.bundle_failures import PersistenceFailure, failure_of
 from runjournal.adapters.debug_bundle.layout import (
     MAX_TRACE_RECORD_BYTES,
     TRACE_FILE,

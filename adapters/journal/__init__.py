@@ -15,7 +15,7 @@ One module per job (docs/internals.md "Run journal adapter"):
 The public names are re-exported here; the errors at once, the rest when first used.
 """
 
-from runjournal.adapters.journal.errors import (
+from runjournal.adapters.journal.journal_errors import (
     AmbiguousRun,
     JournalCorrupt,
     JournalError,

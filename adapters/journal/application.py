@@ -23,7 +23,7 @@ from eventsourcing.utils import Environment, EnvType
 from runjournal.adapters.fsroot import FsError, FsRoot, make_trusted_dirs
 from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.codec import EventMapper
-from runjournal.adapters.journal.errors import (
+from runjournal.adapters.journal.journal_errors import (
     JournalMissing,
     JournalUnavailable,
     describe,

@@ -107,7 +107,7 @@ def verify_chain(
     """
     from runjournal.adapters.journal.codec import event_type_for_topic
     from runjournal.adapters.journal.delta import DELTA_TOPIC
-    from runjournal.adapters.journal.errors import JournalCorrupt
+    from runjournal.adapters.journal.journal_errors import JournalCorrupt
 
     # One pass, holding no row: a run whose rows carry no link at all is unchained, which
     # is known only at the end, so breaks are gathered as if chained and dropped then.

@@ -22,7 +22,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic
 from runjournal.adapters.journal.chain import chain_link, type_part
 from runjournal.adapters.journal.delta import DELTA_TOPIC, decode_items, encode_items, groups
-from runjournal.adapters.journal.errors import JournalCorrupt, describe, one_line
+from runjournal.adapters.journal.journal_errors import JournalCorrupt, describe, one_line
 from runjournal.adapters.journal.pack import unpack
 from runjournal.domain.events import EVENT_TYPES, MAINTENANCE_EVENT_TYPES, RunEvent, StageDecided
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import msgspec
 from runjournal.adapters.journal.behind import CommitBehind
-from runjournal.adapters.journal.errors import JournalError
+from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.domain.decisions import Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
@@ -352,7 +352,7 @@ class RunSession:
 
     # --- the run's own events --------------------------------------------------------
 
-    # --- what the run's application layer records around the runner (app/run.py,
+    # --- what the run's application layer records around the runner (app/run_pipeline.py,
     # app/terminal.py): typed, through the same redaction and `Run.trigger` rules
 
     def allocated(

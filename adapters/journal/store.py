@@ -20,7 +20,7 @@ from runjournal.adapters.journal.bounded import TimedOut, call_bounded
 from runjournal.adapters.journal.chain import ChainReport, genesis, verify_chain
 from runjournal.adapters.journal.codec import EventMapper, event_type_for_topic
 from runjournal.adapters.journal.delta import DELTA_TOPIC, PACKABLE
-from runjournal.adapters.journal.errors import (
+from runjournal.adapters.journal.journal_errors import (
     AmbiguousRun,
     JournalCorrupt,
     JournalError,
@@ -31,7 +31,7 @@ from runjournal.adapters.journal.errors import (
     one_line,
 )
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
-from runjournal.adapters.journal.seal import Sealer, frontier_of, note_for
+from runjournal.adapters.journal.sealer import Sealer, frontier_of, note_for
 from runjournal.adapters.journal.session import RunSession
 from runjournal.adapters.journal.views_table import ViewsTable
 from runjournal.domain.events import (

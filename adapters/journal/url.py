@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from runjournal.adapters.journal.errors import JournalUrlError, one_line
+from runjournal.adapters.journal.journal_errors import JournalUrlError, one_line
 from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.redaction import redact_url
 

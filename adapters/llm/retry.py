@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Mapping
 
-from runjournal.adapters.llm.options import ClientOptions
+from runjournal.adapters.llm.client_options import ClientOptions
 
 
 def backoff_delay(attempt: int, options: ClientOptions, rng: random.Random) -> float:

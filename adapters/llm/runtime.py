@@ -29,15 +29,15 @@ import msgspec
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.calllog import WriteAhead, reply_key
 from runjournal.adapters.llm.cassette import Cassette, CassetteError, Reply, request_digest
-from runjournal.adapters.llm.options import StructuredOutput
+from runjournal.adapters.llm.client_options import StructuredOutput
 from runjournal.adapters.llm.ratelimit import EndpointLimiter
-from runjournal.adapters.llm.retry import next_wait
-from runjournal.adapters.llm.structured import (
+from runjournal.adapters.llm.reply_formats import (
     ReplyInvalid,
     decode_reply,
     response_format,
     schema_for,
 )
+from runjournal.adapters.llm.retry import next_wait
 from runjournal.adapters.llm.transport import OpenAITransport, TransportError
 from runjournal.adapters.llm.truncation import truncated_message, widen
 from runjournal.adapters.profiles import DEFAULT_API_KEY_ENV, Profile, runtime_for

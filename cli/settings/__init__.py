@@ -6,10 +6,10 @@ Resolution is value by value, flag > env > pipeline `[runjournal]` > user config
 default, and each value remembers where it came from (docs/configuration.md).
 
 Modules: `table` (the settings, origins, enums), `parsing` (value parsers, journal
-redaction), `errors`, `resolution` (`resolve_settings`, `EffectiveConfig`),
+redaction), `settings_errors`, `resolution` (`resolve_settings`, `EffectiveConfig`),
 `user_config` (the user config file), `discovery` (finding the project of a command
 without a pipeline), `roots` (the roots rule), `formatting` (`config
-show` and error wording), `options` (click option bundles; imported on its own).
+show` and error wording), `click_options` (click option bundles; imported on its own).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from runjournal.cli.settings.discovery import (
     find_project,
     resolve_project_settings,
 )
-from runjournal.cli.settings.errors import (
+from runjournal.cli.settings.formatting import format_table
+from runjournal.cli.settings.parsing import is_postgres_url, redact_journal
+from runjournal.cli.settings.resolution import EffectiveConfig, ResolvedSetting, resolve_settings
+from runjournal.cli.settings.roots import check_roots
+from runjournal.cli.settings.settings_errors import (
     InvalidSettingValue,
     RootsConflict,
     SettingsError,
     UnknownSettingKey,
     UserConfigUnreadable,
 )
-from runjournal.cli.settings.formatting import format_table
-from runjournal.cli.settings.parsing import is_postgres_url, redact_journal
-from runjournal.cli.settings.resolution import EffectiveConfig, ResolvedSetting, resolve_settings
-from runjournal.cli.settings.roots import check_roots
 from runjournal.cli.settings.table import (
     APP_NAME,
     CONFIG_ENV_VAR,

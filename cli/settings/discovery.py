@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
-from runjournal.cli.settings.errors import SettingsError, one_line
 from runjournal.cli.settings.formatting import display_value
 from runjournal.cli.settings.resolution import EffectiveConfig, resolve_settings
+from runjournal.cli.settings.settings_errors import SettingsError, one_line
 from runjournal.cli.settings.table import ENV_PREFIX, SETTINGS_BY_NAME, Origin
 
 CEILING_ENV_VAR: Final = ENV_PREFIX + "CEILING_DIRECTORIES"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
-from runjournal.cli.settings.errors import one_line
 from runjournal.cli.settings.parsing import redact_journal
+from runjournal.cli.settings.settings_errors import one_line
 from runjournal.cli.settings.table import SETTINGS_BY_NAME, Origin, SettingSpec
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from runjournal.cli.settings.errors import InvalidSettingValue, UnknownSettingKey
 from runjournal.cli.settings.formatting import display_value, short, where
 from runjournal.cli.settings.parsing import Invalid
+from runjournal.cli.settings.settings_errors import InvalidSettingValue, UnknownSettingKey
 from runjournal.cli.settings.table import (
     SETTINGS,
     SETTINGS_BY_NAME,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from runjournal.cli.settings.errors import RootsConflict
 from runjournal.cli.settings.formatting import describe
 from runjournal.cli.settings.parsing import is_postgres_url
 from runjournal.cli.settings.resolution import EffectiveConfig
+from runjournal.cli.settings.settings_errors import RootsConflict
 from runjournal.cli.settings.table import PRECEDENCE
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import platformdirs
-from runjournal.cli.settings.errors import UserConfigUnreadable
+from runjournal.cli.settings.settings_errors import UserConfigUnreadable
 from runjournal.cli.settings.table import APP_NAME, CONFIG_ENV_VAR, USER_CONFIG_FILE, Origin
 
 

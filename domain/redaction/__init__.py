@@ -10,7 +10,7 @@ over-redaction is accepted. Pure: regexes only, no I/O, and none compiled at imp
 - `keys`: which keys name secrets;
 - `shapes`, `finders`: the credential shapes, in priority order;
 - `scanning`: finding and replacing shaped spans in text;
-- `structured`: redacted copies of dicts, lists, Structs, dataclasses;
+- `redact_structured`: redacted copies of dicts, lists, Structs, dataclasses;
 - `argv`: redacted command lines; `urls`: the one `redact_url`;
 - `error_text`: one printable, bounded line for users.
 """
@@ -27,9 +27,9 @@ from runjournal.domain.redaction.known import (
     register_userinfo,
     scrub_known,
 )
+from runjournal.domain.redaction.redact_structured import SECRET_MARKER, redact_obj, redact_value
 from runjournal.domain.redaction.scanning import find_secrets, is_credential_shaped, redact_text
 from runjournal.domain.redaction.shapes import SHAPE_NAMES
-from runjournal.domain.redaction.structured import SECRET_MARKER, redact_obj, redact_value
 from runjournal.domain.redaction.urls import redact_url
 
 __all__ = [

@@ -7,8 +7,8 @@ text are a shape (`command_line_secret`, docs/operations.md "Redaction").
 from __future__ import annotations
 
 from runjournal.domain.redaction.keys import is_secret_key
+from runjournal.domain.redaction.redact_structured import SECRET_MARKER
 from runjournal.domain.redaction.scanning import redact_text
-from runjournal.domain.redaction.structured import SECRET_MARKER
 
 
 def _redact_assignment(pair: str) -> str:

@@ -44,10 +44,10 @@ from runjournal.domain.ports import (
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
-from runjournal.domain.runner.failures import StageError, WorkerError
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.reads import StageReads
 from runjournal.domain.runner.scheduler import Batch, LaneWork
+from runjournal.domain.runner.stage_failures import StageError, WorkerError
 from runjournal.domain.runner.tasks import (
     StageCall,
     StageReply,

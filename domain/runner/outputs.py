@@ -10,8 +10,8 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import checked_outputs, exception_text, is_interrupt
-from runjournal.domain.runner.failures import ERROR_MESSAGE_LIMIT, StageFailure
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.stage_failures import ERROR_MESSAGE_LIMIT, StageFailure
 
 
 def collect_outputs(

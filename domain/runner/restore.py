@@ -17,8 +17,8 @@ from runjournal.domain.pipeline import ResolvedStep
 from runjournal.domain.ports import CheckpointLoaderPort
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
-from runjournal.domain.runner.failures import StageFailure
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.stage_failures import StageFailure
 
 
 def restore_lane(

@@ -21,8 +21,8 @@ from enum import Enum
 from typing import Any, Protocol
 
 from runjournal.domain.runner.artifacts import Artifact
-from runjournal.domain.runner.failures import StageError, StageFailure
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.stage_failures import StageError, StageFailure
 
 
 class Executor(Protocol):

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from runjournal.cli.main import PLAN_SETTINGS, cli
 from runjournal.cli.settings import SETTINGS, SETTINGS_BY_NAME, CliForm, ValueKind
-from runjournal.cli.settings.options import dest, option_help
+from runjournal.cli.settings.click_options import dest, option_help
 
 
 def _walk(group: click.Group = cli, path: tuple[str, ...] = ()):

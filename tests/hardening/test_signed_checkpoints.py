@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from runjournal.adapters.journal.application import open_journal
-from runjournal.adapters.journal.seal import Sealer
+from runjournal.adapters.journal.sealer import Sealer
 from runjournal.adapters.signing import make_key
 from runjournal.domain.events import RunEvent, SealReason
 from runjournal.domain.run import run_aggregate_id

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runjournal.adapters.journal import open_journal
-from runjournal.cli.manifest_check import manifest_mismatch
+from runjournal.app.manifest_check import manifest_mismatch
 from runjournal.cli.output import json_bytes
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (

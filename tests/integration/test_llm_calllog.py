@@ -27,7 +27,7 @@ from runjournal.adapters.llm.calllog import (
     restore_replies,
 )
 from runjournal.adapters.llm.cassette import Reply
-from runjournal.adapters.llm.options import parse_client_options
+from runjournal.adapters.llm.client_options import parse_client_options
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage

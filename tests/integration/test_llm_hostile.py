@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from runjournal.adapters.llm.options import parse_client_options
+from runjournal.adapters.llm.client_options import parse_client_options
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.cassette import Cassette
-from runjournal.adapters.llm.options import parse_client_options
+from runjournal.adapters.llm.client_options import parse_client_options
 from runjournal.adapters.llm.runtime import LLMServices
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage

@@ -61,13 +61,13 @@ def test_importing_the_package_loads_neither_the_api_nor_click() -> None:
     # `import runjournal` is what a notebook pays before it names `runjournal.Project`.
     loaded = loaded_after("import runjournal")
     assert heavy_in(loaded) == []
-    assert not {"click", "msgspec", "runjournal.api", "runjournal.app.run"} & loaded
+    assert not {"click", "msgspec", "runjournal.api", "runjournal.app.run_pipeline"} & loaded
 
 
 def test_naming_the_project_imports_the_api_and_no_run_machinery() -> None:
     loaded = loaded_after("import runjournal\nrunjournal.Project")
     assert "runjournal.api" in loaded
-    assert "runjournal.app.run" not in loaded and "eventsourcing" not in loaded
+    assert "runjournal.app.run_pipeline" not in loaded and "eventsourcing" not in loaded
 
 
 def test_the_probe_sees_a_heavy_import_when_there_is_one() -> None:

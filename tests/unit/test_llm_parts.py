@@ -16,15 +16,14 @@ from runjournal.adapters.builtin_modules.llm_json import LLMJsonModule, call_opt
 from runjournal.adapters.builtin_modules.text import BuiltinParamError
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.cassette import Cassette, CassetteError, Reply, request_digest
-from runjournal.adapters.llm.options import (
+from runjournal.adapters.llm.client_options import (
     ClientOptions,
     OptionError,
     StructuredOutput,
     parse_client_options,
 )
 from runjournal.adapters.llm.ratelimit import EndpointLimiter, LimiterStopped
-from runjournal.adapters.llm.retry import backoff_delay, next_wait, parse_retry_after
-from runjournal.adapters.llm.structured import (
+from runjournal.adapters.llm.reply_formats import (
     ReplyInvalid,
     check_schema,
     decode_reply,
@@ -32,6 +31,7 @@ from runjournal.adapters.llm.structured import (
     response_format,
     schema_for,
 )
+from runjournal.adapters.llm.retry import backoff_delay, next_wait, parse_retry_after
 from runjournal.adapters.profiles import OFFLINE, OfflineRuntime, ProfileError, ProfileRegistry
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import (

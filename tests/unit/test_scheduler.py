@@ -25,7 +25,6 @@ from runjournal.domain.events import (
 from runjournal.domain.identity import ArtifactRef, LaneComponents
 from runjournal.domain.ports import CheckpointKey, CheckpointWriteError
 from runjournal.domain.reasons import ReasonCode
-from runjournal.domain.runner.failures import StageError, StageFailure
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.scheduler import (
     Batch,
@@ -35,6 +34,7 @@ from runjournal.domain.runner.scheduler import (
     Scheduler,
     SerialExecutor,
 )
+from runjournal.domain.runner.stage_failures import StageError, StageFailure
 from support.recorder import FakeRecorder
 
 COMPONENTS = LaneComponents("c", "m", "", "", "", "", "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-from runjournal.cli.heap import settled_heap
+from runjournal.app.heap import settled_heap
 
 
 def test_objects_are_frozen_inside_and_given_back_after() -> None:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.chain import ChainReport, ChainStatus
-from runjournal.adapters.journal.seal import SealCheck, check_seals
+from runjournal.adapters.journal.sealer import SealCheck, check_seals
 from runjournal.adapters.run_directory_check import (
     RunDirectoryCheck,
     RunFacts,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from runjournal.adapters.llm.options import StructuredOutput
+from runjournal.adapters.llm.client_options import StructuredOutput
 from runjournal.domain.lazy_pattern import LazyPattern
 
 _FENCE = LazyPattern(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)

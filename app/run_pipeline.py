@@ -24,10 +24,10 @@ from typing import Any
 from runjournal import __version__
 from runjournal.adapters.cache_lock import CacheLockBusy
 from runjournal.adapters.fsroot import FsError
-from runjournal.adapters.journal.errors import JournalError
+from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.adapters.module_stdout import module_stdout_to_stderr
 from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipeline
-from runjournal.adapters.processes import current_process_start, host_name
+from runjournal.adapters.process_identity import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError
 from runjournal.app.errors import (
     NotPersistedError,

@@ -28,12 +28,6 @@ from runjournal.domain.recompute import RecomputePolicy
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import guarded, is_interrupt
-from runjournal.domain.runner.failures import (
-    ERROR_MESSAGE_LIMIT,
-    RunStopped,
-    StageError,
-    StageFailure,
-)
 from runjournal.domain.runner.lanes import LaneRun, LaneServices, ModuleTrace, Progress
 from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
@@ -48,6 +42,12 @@ from runjournal.domain.runner.scheduler import (
     LaneWork,
     Scheduler,
     SerialExecutor,
+)
+from runjournal.domain.runner.stage_failures import (
+    ERROR_MESSAGE_LIMIT,
+    RunStopped,
+    StageError,
+    StageFailure,
 )
 from runjournal.domain.runner.tasks import ConsumedData, TaskContext
 
