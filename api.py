@@ -192,8 +192,8 @@ class RunResult:
 
 def _typed(exc: RunjournalError) -> RunjournalError:
     """A CliError (raised by the parsing the CLI shares with this API) as the typed error
-    of its exit code (cli/errors.py `EXIT_CODES`)."""
-    from runjournal.cli.errors import EXIT_CODES, CliError
+    of its exit code (cli/exit_codes.py `EXIT_CODES`)."""
+    from runjournal.cli.exit_codes import EXIT_CODES, CliError
 
     if not isinstance(exc, CliError):
         return exc

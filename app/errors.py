@@ -3,7 +3,7 @@
 Each names what went wrong in one line (`message`), the run it belongs to once one was
 allocated (`run_id`), and the requested state that could not be written
 (`persistence_errors`). The command line maps each class to its exit code in one table
-(cli/errors.py `EXIT_CODES`, docs/operations.md "Exit codes"); nothing here exits.
+(cli/exit_codes.py `EXIT_CODES`, docs/operations.md "Exit codes"); nothing here exits.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from runjournal.cli.errors import CliError
+from runjournal.cli.exit_codes import CliError
 from runjournal.domain.lazy_pattern import LazyPattern
 
 _AGE = LazyPattern(r"^(\d+)([smhdw])$")

@@ -23,7 +23,7 @@ from runjournal.adapters.fsroot import FsError
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.cli.cache_journals import read_others, run_references
 from runjournal.cli.compose import factories
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.exit_codes import CliError, ExitCode
 from runjournal.cli.settings import EffectiveConfig
 from runjournal.domain.cache_refs import RunReferences, collected, collection_id
 from runjournal.domain.lazy_pattern import LazyPattern

@@ -43,7 +43,7 @@ def _params(ctx: click.Context) -> dict[str, Any]:
 
 def complete_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
     """Step ids of the PIPELINE given on the line (for `run --recompute`)."""
-    from runjournal.cli.errors import CliError
+    from runjournal.cli.exit_codes import CliError
     from runjournal.cli.pipeline_input import load_pipeline_spec
 
     pipeline = _params(ctx).get("pipeline")
@@ -60,7 +60,7 @@ def complete_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
 def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
     """Run ids of the journal the line selects, newest first, and `latest`."""
     from runjournal.adapters.journal import JournalError
-    from runjournal.cli.errors import CliError
+    from runjournal.cli.exit_codes import CliError
     from runjournal.cli.query_cmds import open_cli_journal
 
     try:
@@ -82,7 +82,7 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
 def _run_lanes(ctx: click.Context) -> list[tuple[str, str]]:
     """(step, lane) of each LaneResolved of the RUN given on the line, in order."""
     from runjournal.adapters.journal import JournalError
-    from runjournal.cli.errors import CliError
+    from runjournal.cli.exit_codes import CliError
     from runjournal.cli.query_cmds import open_cli_journal
     from runjournal.domain.events import LaneResolved
 
@@ -123,7 +123,7 @@ def complete_reason_codes(ctx: click.Context, param: click.Parameter, incomplete
 def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str):
     """Profile ids: the built-in ones, the user config's and the profiles file's."""
     from runjournal.adapters.profiles import ProfileError, ProfileRegistry
-    from runjournal.cli.errors import CliError
+    from runjournal.cli.exit_codes import CliError
     from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
     from runjournal.cli.query_cmds import resolve_cli_settings
     from runjournal.cli.settings import SettingsError, load_user_config

@@ -15,7 +15,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from runjournal.cli.errors import CliError
+from runjournal.cli.exit_codes import CliError
 from runjournal.cli.style import Styler
 from runjournal.domain.events import LeaseWaitOutcome
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode

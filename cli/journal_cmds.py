@@ -39,7 +39,7 @@ from runjournal.app.audit_run import IntegrityProblem, chain_stripped
 from runjournal.app.audit_run import audit as audit_run_use_case
 from runjournal.app.queries import resolve_run as _resolve
 from runjournal.cli.compose import factories, journal_for
-from runjournal.cli.errors import CliError, ExitCode, print_error, print_warning
+from runjournal.cli.exit_codes import CliError, ExitCode, print_error, print_warning
 from runjournal.cli.keys_cmds import export_signer, trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings

@@ -24,7 +24,7 @@ from runjournal.adapters.signing import (
     make_key,
     read_trusted,
 )
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.exit_codes import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.settings.table import APP_NAME
 from runjournal.cli.style import is_terminal

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runjournal.cli.compose import factories
-from runjournal.cli.errors import CliError
+from runjournal.cli.exit_codes import CliError
 from runjournal.domain.ports import RunRecorder
 from runjournal.projections.llm_usage import usage_line
 

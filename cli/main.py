@@ -20,7 +20,7 @@ from runjournal.cli.completion import (
     complete_runs,
     complete_steps,
 )
-from runjournal.cli.errors import ExitCode, error_document, exit_code_of, print_error
+from runjournal.cli.exit_codes import ExitCode, error_document, exit_code_of, print_error
 from runjournal.cli.output import emit_json
 from runjournal.cli.settings.click_options import ShownPath, setting_options, settings_flags
 

@@ -20,7 +20,7 @@ from runjournal.app.terminal import Terminalizer
 from runjournal.cli.age import AGE_UNITS, parse_age
 from runjournal.cli.cache_gc_cmd import collect_cache, echo_cache, parse_size
 from runjournal.cli.compose import factories, output_objects
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.exit_codes import CliError, ExitCode
 from runjournal.cli.llm_wiring import journal_pending
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import journal_exists, open_cli_journal, resolve_cli_settings

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 
 from runjournal.adapters.module_loader import ModuleLoadError, load_module
-from runjournal.cli.errors import CliError
+from runjournal.cli.exit_codes import CliError
 from runjournal.domain.modules import Module, reads_override
 from runjournal.domain.pipeline_spec import PipelineSpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from runjournal.cli.errors import CliError
+from runjournal.cli.exit_codes import CliError
 from runjournal.cli.settings import (
     EffectiveConfig,
     SettingsError,

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 from runjournal.cli.compose import plan_ports
-from runjournal.cli.errors import ExitCode
+from runjournal.cli.exit_codes import ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.run_cmd import parse_run
 from runjournal.cli.settings.click_options import settings_flags

@@ -13,7 +13,7 @@ import click
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.projection_store import ProjectionStore, UnknownProjection
 from runjournal.cli.compose import projection_store
-from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.exit_codes import CliError, ExitCode, print_error
 from runjournal.cli.output import emit_json, json_bytes, json_bytes_streamed
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 

@@ -14,7 +14,7 @@ from runjournal.adapters.journal import (
 )
 from runjournal.app.queries import resolve_run, run_rows, stream_events
 from runjournal.cli.compose import journal_for, run_dirs
-from runjournal.cli.errors import CliError, ExitCode, print_warning
+from runjournal.cli.exit_codes import CliError, ExitCode, print_warning
 from runjournal.cli.output import emit_json, emit_json_streamed, jsonl_line
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config
 from runjournal.cli.settings import (

@@ -18,7 +18,7 @@ import click
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound, FsRoot
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.cli.compose import factories, run_dirs
-from runjournal.cli.errors import CliError, ExitCode
+from runjournal.cli.exit_codes import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
 from runjournal.domain.redaction import safe_error_text

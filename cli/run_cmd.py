@@ -6,7 +6,7 @@ and allocates nothing; P2-P5 are `app.run.run`. This module constructs no collab
 records no event and closes nothing: the composition root (cli/compose.py) wires the run,
 the use-case owns its resources, and every failure reaches one boundary
 (`run_command_body`) that prints one line and returns its code from the one error table
-(cli/errors.py `EXIT_CODES`). Progress and signals are this module's renderers.
+(cli/exit_codes.py `EXIT_CODES`). Progress and signals are this module's renderers.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from runjournal.app.errors import RunjournalError
 from runjournal.app.run_pipeline import Interrupted, RunResult, RunSettings, RunView
 from runjournal.app.run_pipeline import run as run_use_case
 from runjournal.cli.compose import factories, run_ports
-from runjournal.cli.errors import (
+from runjournal.cli.exit_codes import (
     RUN_END_CODES,
     CliError,
     ExitCode,

@@ -11,7 +11,7 @@ from runjournal.adapters.journal import JournalError
 from runjournal.adapters.journal.sealer import SealCheck, SealStatus
 from runjournal.adapters.signing import trusted_key_for
 from runjournal.adapters.signing import verify as verify_signature
-from runjournal.cli.errors import CliError, ExitCode, print_error
+from runjournal.cli.exit_codes import CliError, ExitCode, print_error
 from runjournal.cli.keys_cmds import trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal

@@ -15,7 +15,7 @@ from runjournal.app.errors import (
     RunjournalError,
     UsageError,
 )
-from runjournal.cli.errors import EXIT_CODES, RUN_END_CODES, CliError, ExitCode, exit_code_of
+from runjournal.cli.exit_codes import EXIT_CODES, RUN_END_CODES, CliError, ExitCode, exit_code_of
 from support.paths import REPO
 
 # What the run use-case builds and owns; the command must construct none of them.
