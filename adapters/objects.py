@@ -28,6 +28,10 @@ class Placement(enum.Enum):
     COPIED = "copied"
 
 
+# Links tried before copying when concurrent writers of one new object keep replacing it.
+_LINK_TRIES = 4
+
+
 class OutputObjects:
     """The output root's object store: one file per distinct output content."""
 
@@ -60,17 +64,26 @@ class OutputObjects:
         """
         shard_name = self._shard_name(digest)
         try:
-            try:
-                with self._shards.lend(shard_name) as shard:
-                    if self._holds(shard, digest, data):
+            for _ in range(_LINK_TRIES):
+                try:
+                    with self._shards.lend(shard_name) as shard:
+                        if self._holds(shard, digest, data):
+                            run_dir.link(name, shard, digest, durable=False)
+                            return Placement.LINKED
+                except FsNotFound:
+                    pass  # no shard directory yet (or the object vanished): write it
+                self._root.write_bytes(
+                    self.object_name(digest), data, durable=False, mode=OUTPUT_MODE
+                )
+                try:
+                    with self._shards.lend(shard_name) as shard:
                         run_dir.link(name, shard, digest, durable=False)
-                        return Placement.LINKED
-            except FsNotFound:
-                pass  # no shard directory yet (or the object vanished): write it
-            self._root.write_bytes(self.object_name(digest), data, durable=False, mode=OUTPUT_MODE)
-            with self._shards.lend(shard_name) as shard:
-                run_dir.link(name, shard, digest, durable=False)
-            return Placement.LINKED
+                    return Placement.LINKED
+                except FsNotFound:
+                    # Another run wrote the same new object at once and renamed its copy
+                    # over ours between our write and our link: link(2) then says ENOENT
+                    # for the replaced inode. The name holds the same bytes: link again.
+                    continue
         except AlreadyExists:
             raise  # the run directory already has `name`: a real conflict, not a fallback
         except FsError:
