@@ -26,7 +26,7 @@ def seal_note(seals: SealCheck) -> str:
     if seals.status is SealStatus.SIGNED:
         return f"checkpoint signed by {', '.join(seals.signers)}"
     if seals.status is SealStatus.SEALED:
-        return "checkpoint verified, not signed by a key given with --key"
+        return "checkpoint verified, no trusted signature"
     if seals.status is SealStatus.TAMPERED:
         return f"checkpoints: {len(seals.problems)} problem(s)"
     return "no checkpoint"
