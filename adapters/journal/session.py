@@ -458,11 +458,6 @@ class RunSession:
     ) -> None:
         self._trigger(OutputWritten, name=name, sha256=sha256, size=size, step=step, lane=lane)
 
-    def emit(self, event_type: type[RunEvent], **fields: Any) -> None:
-        """Record any event by its type (tests that build runs by hand, and importers of
-        hand-made runs); the product records through the typed methods above."""
-        self._trigger(event_type, **fields)
-
     def _trigger(self, event_type: type[RunEvent], **fields: Any) -> None:
         """One event through `Run.trigger` under the same rules as the commands; its
         free-text fields are redacted first (`_FREE_TEXT`)."""

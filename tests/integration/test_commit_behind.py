@@ -13,6 +13,7 @@ import pytest
 from runjournal.adapters.journal import JournalError, RunSession
 from runjournal.domain.events import RunEvent, WarningRecorded
 from runjournal.domain.run import Run, run_aggregate_id
+from support.hand_made import emit
 
 WAIT_S = 10  # bound on every wait below
 
@@ -47,7 +48,7 @@ def new_run() -> Run:
 
 
 def warn(session: RunSession, i: int) -> None:
-    session.emit(WarningRecorded, step=None, lane=None, message=f"w{i}")
+    emit(session, WarningRecorded, step=None, lane=None, message=f"w{i}")
 
 
 class Journal:

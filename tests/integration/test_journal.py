@@ -82,6 +82,7 @@ from runjournal.domain.identity import DependencyFingerprint, LaneComponents
 from runjournal.domain.llm import AttemptStatus, FailureCause, LLMUsage
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import Run, run_aggregate_id
+from support.hand_made import emit
 
 PG_URL = os.environ.get("RUNJOURNAL_TEST_POSTGRES_URL", "")
 PYTHON = sys.executable  # the interpreter running the tests, so the child sees this install
@@ -325,7 +326,7 @@ def record(
     emitted: list[RunEvent] = [allocated]
     with store.session(run, batch_size=batch_size, listeners=[emitted.append]) as session:
         for cls, fields in events:
-            session.emit(cls, **fields)
+            emit(session, cls, **fields)
     return emitted
 
 
@@ -646,7 +647,7 @@ class TestRunQueries:
         record(sqlite_store, "beta-1", clock=clock)
         loaded = sqlite_store.load_run("alpha-1", clock)
         with sqlite_store.session(loaded) as session:
-            session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
+            emit(session, RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         runs = {r.run_id: r for r in sqlite_store.list_runs()}
         assert list(runs) == ["alpha-1", "alpha-2", "beta-1"]
         assert runs["alpha-1"].status is RunStatus.ABANDONED
@@ -708,7 +709,7 @@ class TestRunQueries:
         replayed = run.decision_of(STAGE["step"], STAGE["lane"], STAGE["stage"].value, "c0001")
         assert replayed is ReasonCode.PREDECESSOR_MISSING
         with store.session(run) as session:
-            session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
+            emit(session, RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         last = list(store.events(run_id))[-1]
         assert isinstance(last, RunTerminated) and last.status is RunStatus.ABANDONED
         summary = {r.run_id: r for r in store.list_runs()}[run_id]
@@ -879,7 +880,6 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from datetime import UTC, datetime
     from runjournal.adapters.journal import open_journal
-    from runjournal.domain.events import WarningRecorded
     from runjournal.domain.run import Run
 
     url, run_id, barrier = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -895,7 +895,7 @@ CHILD = textwrap.dedent(
         )
         with journal.session(run, batch_size=8) as session:
             for i in range(400):
-                session.emit(WarningRecorded, step="s", lane=str(i), message="m" * 40)
+                session.warning(step="s", lane=str(i), message="m" * 40)
     print("ok")
     """
 )
@@ -995,7 +995,8 @@ def _record_emitting_allocation(
     seen: list[RunEvent] = []
     run = Run(run_aggregate_id(run_id), StepClock())
     with store.session(run, listeners=[seen.append]) as session:
-        session.emit(
+        emit(
+            session,
             RunAllocated,
             **allocation(
                 run_id,
@@ -1004,7 +1005,7 @@ def _record_emitting_allocation(
             ),
         )
         for cls, fields in events:
-            session.emit(cls, **fields)
+            emit(session, cls, **fields)
     return seen
 
 

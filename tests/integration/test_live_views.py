@@ -40,6 +40,7 @@ from runjournal.projections.base import fold
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.report import ReportProjection
+from support.hand_made import emit
 
 RUN_ID = "20261201T000000Z-0000abcd"
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -160,9 +161,9 @@ def record(path: Path, events: list[Emitted], status: RunStatus, batch: int) -> 
             listeners=[v.apply for v in views.values()],
             behind=True,  # full batches commit on their own thread, as `run` does
         )
-        session.emit(RunAllocated, **_allocation())
+        emit(session, RunAllocated, **_allocation())
         for event_type, fields in events:
-            session.emit(event_type, **fields)
+            emit(session, event_type, **fields)
         error = None if status is RunStatus.SUCCEEDED else RunError(message=status.value)
         session.terminate(status, RunPhase.EXECUTION, error)
         session.flush()

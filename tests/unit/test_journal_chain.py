@@ -24,6 +24,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.run import Run, run_aggregate_id
+from support.hand_made import emit
 from support.paths import FIXTURES
 
 V1_RUNS = ("20250102T030405Z-0a1b2c3d", "20250102T031000Z-4e5f6a7b")
@@ -70,7 +71,7 @@ def record(store: JournalStore, run_id: str, warnings: int = 3, batch: int = 2) 
     run = Run.allocate(Clock(), **allocation(run_id))
     with store.session(run, batch_size=batch) as session:
         for i in range(warnings):
-            session.emit(WarningRecorded, step="s", lane="l", message=f"w{i} " + "x" * (i * 900))
+            emit(session, WarningRecorded, step="s", lane="l", message=f"w{i} " + "x" * (i * 900))
 
 
 def test_every_row_links_to_its_predecessor(store: JournalStore) -> None:
@@ -104,7 +105,7 @@ def test_a_new_store_extends_the_chain_from_the_stored_predecessor(tmp_path: Pat
     with open_journal(path) as second:  # as `recover` does: no cached head
         run = second.load_run("run-a", Clock())
         session = second.session(run)
-        session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
+        emit(session, RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         session.flush()
         assert second.verify_chain("run-a").status is ChainStatus.VERIFIED
 
@@ -118,7 +119,8 @@ def test_a_run_recorded_unchained_stays_unchained_when_extended(store: JournalSt
     assert store.verify_chain("old-run").status is ChainStatus.UNCHAINED
     loaded = store.load_run("old-run", Clock())
     session = store.session(loaded)
-    session.emit(
+    emit(
+        session,
         RunTerminated,
         status=RunStatus.ABANDONED,
         phase=RunPhase.RECOVERY,

@@ -11,6 +11,7 @@ import pytest
 from runjournal.adapters.journal import JournalError, open_journal
 from runjournal.domain.events import RunPhase, RunStatus, RunTerminated, WarningRecorded
 from runjournal.domain.run import Run
+from support.hand_made import emit
 
 
 def _clock():
@@ -42,7 +43,7 @@ def _record(path: Path, run_id: str) -> None:
             process_start=1.0,
         )
         with store.session(run) as session:
-            session.emit(WarningRecorded, step="s", lane="l", message="m")
+            emit(session, WarningRecorded, step="s", lane="l", message="m")
 
 
 def _digest(path: Path) -> str:
@@ -59,7 +60,7 @@ def test_reading_read_only_leaves_the_file_as_it_was(tmp_path: Path) -> None:
         assert store.verify_chain("run-a").status.value == "verified"
         run = store.load_run("run-a", _clock())
         session = store.session(run, batch_size=10)  # nothing pending: no write yet
-        session.emit(RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
+        emit(session, RunTerminated, status=RunStatus.ABANDONED, phase=RunPhase.RECOVERY)
         with pytest.raises(JournalError, match=r"readonly|read-only|read only"):
             session.flush()
     assert _digest(path) == before

@@ -30,6 +30,7 @@ from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
 from runjournal.domain.runner import PipelineRunner
 from runjournal.domain.runner.ledger import BufferedRecorder, RunLedger
+from support.hand_made import emit
 from support.recorder import FakeRecorder
 from unit.test_runner import DOCS, FakeStore, pipeline
 
@@ -58,7 +59,8 @@ class Journal:
         self.seen: list[RunEvent] = []
         run = Run(run_aggregate_id(RUN_ID), clock())
         self.session = RunSession(self.stored.extend, run, listeners=[self.seen.append])
-        self.session.emit(
+        emit(
+            self.session,
             RunAllocated,
             run_id=RUN_ID,
             pipeline="p",
@@ -123,7 +125,7 @@ def test_the_generic_emit_is_held_to_the_same_rules() -> None:
     # Before, a session's `Run` made without strict_order=True took this event.
     journal = Journal()
     with pytest.raises(JournalInvariantError, match=r"checkpoint write of .* no decision"):
-        journal.session.emit(CheckpointWritten, **AT, sha256="e" * 64, size=1)
+        emit(journal.session, CheckpointWritten, **AT, sha256="e" * 64, size=1)
 
 
 def test_a_runner_checkpoint_for_an_undecided_stage_is_refused_through_the_ledger() -> None:
