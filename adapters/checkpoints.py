@@ -22,8 +22,8 @@ import msgspec
 import zstandard
 from runjournal.adapters.dir_handles import DEFAULT_CAPACITY, DirectoryHandles
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.domain.checkpoint_scope import cached_step_identity, scope_of
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
-from runjournal.domain.identity import LaneComponents, step_identity
 from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
@@ -94,13 +94,6 @@ def _lane_dir(step: str, lane: str) -> str:
     return f"steps/{step}/{safe_lane_id(lane)}"
 
 
-@functools.lru_cache(maxsize=64)
-def _identity_of(components: LaneComponents) -> str:
-    """`step_identity(components)`, cached: every envelope of a step carries the same S,
-    and a resume compares it once per checkpoint it reads."""
-    return step_identity(components)
-
-
 @functools.lru_cache(maxsize=4096)
 def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
     """`steps/<step>/<safe lane>/<step identity>/<D dir>`; refuses values unfit for a path.
@@ -113,15 +106,6 @@ def scope_dir(step: str, lane: str, scope: StoreScope) -> str:
     if deps and not _CHUNK_ID.fullmatch(deps):
         raise ValueError("a checkpoint scope's dependencies digest must be 64 hex or empty")
     return f"{_lane_dir(step, lane)}/{scope.step_identity}/{deps or _NO_DEPENDENCIES}"
-
-
-def scope_of(record: CheckpointRecord) -> StoreScope:
-    """The scope a record is stored under: the facts its own header carries."""
-    return StoreScope(
-        _identity_of(record.digests.components),
-        record.digests.dependencies,
-        record.lane_identity,
-    )
 
 
 def _record_of(record: CheckpointRecord, scope: StoreScope, stage: Stage) -> bool:
@@ -155,7 +139,7 @@ def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
     """Whether an envelope is of `scope`: the step identity; for extract its own D (the
     scope's D); for merge and normalize the lane identity (their scope's D also covers the
     stages before them, which the header does not carry: the runner compares their input)."""
-    if _identity_of(header.digests.components) != scope.step_identity:
+    if cached_step_identity(header.digests.components) != scope.step_identity:
         return False
     if stage is Stage.EXTRACT:
         return header.digests.dependencies == scope.dependencies

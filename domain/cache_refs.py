@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from uuid import UUID, uuid5
 
 import msgspec
+from runjournal.domain.checkpoint_scope import stage_scopes
 from runjournal.domain.decisions import REUSE_CODES, Stage
 from runjournal.domain.events import (
     CacheCollected,
@@ -23,7 +24,7 @@ from runjournal.domain.events import (
     StageDecided,
     Timestamp,
 )
-from runjournal.domain.identity import dependencies_digest, scope_dependencies, step_identity
+from runjournal.domain.identity import dependencies_digest
 from runjournal.domain.ports import CheckpointKey, StoreScope
 from runjournal.domain.reasons import ReasonCode
 
@@ -71,12 +72,10 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
         if refs is None:
             continue
         if isinstance(event, LaneResolved):
-            sid = step_identity(event.components)
             own = [dependencies_digest(event.stage_dependencies(stage)) for stage in Stage]
-            scopes[(owner, event.step, event.lane)] = {
-                stage: StoreScope(sid, scope_dependencies(own[: i + 1]), event.lane_identity)
-                for i, stage in enumerate(Stage)
-            }
+            scopes[(owner, event.step, event.lane)] = stage_scopes(
+                event.components, own, event.lane_identity
+            )
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
         elif isinstance(event, StageDecided | CheckpointWritten):

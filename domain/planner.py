@@ -19,16 +19,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from runjournal.domain.checkpoint_scope import stage_scopes
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
 from runjournal.domain.decisions import (
     REUSE_CODES,
     CheckpointState,
-    PredecessorState,
     Stage,
-    StageDigests,
-    StageFacts,
     decide_stage,
-    lane_only_digests,
 )
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import (
@@ -37,11 +34,10 @@ from runjournal.domain.identity import (
     codec_id,
     dependencies_digest,
     lane_identity,
-    scope_dependencies,
-    sequence_digest,
     sha256_hex,
     step_identity,
 )
+from runjournal.domain.lane_walk import Look, Settle, Turn, recorded_digests, stage_facts, walk_lane
 from runjournal.domain.llm import LLMUsage, total_usage
 from runjournal.domain.modules import StageContext, may_call_llm
 from runjournal.domain.names import CORPUS_LANE
@@ -57,8 +53,8 @@ from runjournal.domain.ports import (
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
-from runjournal.domain.runner import Artifact
 from runjournal.domain.runner.reads import declares_reads, stage_reads
+from runjournal.domain.runner.restore import restoration
 
 # A digest no stage ever produces: "this unknown output differs from the recorded one".
 _DIFFERENT = "\x00unknown"
@@ -275,55 +271,24 @@ class Planner:
         dummy: dict[str, list[_Chunk]] = {s.name: [] for s in pipeline.sources}
         for lane, _chunks, digests in _lanes(step, pipeline, dummy):
             lid = lane_identity(step.components, digests)
-            state, fingerprint, record = self._restored(step, lane, lid)
-            facts = StageFacts(
-                stage=Stage.NORMALIZE,
-                resumed=self._loader is not None,
-                predecessor=state,
-                checkpoint=CheckpointState.PRESENT
-                if state is PredecessorState.RESTORED
-                else CheckpointState.NOT_LOOKED_UP,
-                current=StageDigests(step.components, "", ""),
-            )
-            code = decide_stage(facts)
+            found = restoration(self._loader, step, lane, lid)
+            code = decide_stage(found.facts)
             where = StageRef(step.id, lane, Stage.NORMALIZE)
-            restored = state is PredecessorState.RESTORED
+            record, artifact = found.record, found.artifact
             prediction = Prediction(
                 where,
                 code,
-                Outcome.REUSED if restored else Outcome.FAILED,
+                Outcome.REUSED if artifact is not None else Outcome.FAILED,
                 (code,),
-                saved=record.usage if restored and record is not None else None,
+                saved=record.usage if artifact is not None and record is not None else None,
             )
             self._out.append(prediction)
-            if not restored:
+            if artifact is None or record is None:
                 return prediction
             known[step.id][lane] = _Known(
-                fingerprint, payload=record.payload, artifact_type=step.module.artifact_type
+                artifact.ref, payload=record.payload, artifact_type=step.module.artifact_type
             )
         return None
-
-    def _restored(
-        self, step: ResolvedStep, lane: str, lid: str
-    ) -> tuple[PredecessorState, ArtifactRef | None, CheckpointRecord | None]:
-        """The runner's restore checks (docs/operations.md "Selective recomputation")."""
-        module = step.module
-        if self._loader is None:
-            return PredecessorState.MISSING, None, None
-        got = self._loader.load_accepted_artifact(
-            step.id, lane, lid, codec_id(module, Stage.NORMALIZE)
-        )
-        record = got.record
-        if got.state is not PredecessorState.RESTORED or record is None:
-            return got.state, None, None
-        try:
-            value = msgspec.json.decode(record.payload, type=module.artifact_type)
-        except Exception:  # the codec refused it, or the module's type raised: as the run
-            return PredecessorState.CORRUPT, None, None
-        artifact = Artifact.of(module, step.id, lane, record.payload, value, list(record.warnings))
-        if record.provenance != artifact.provenance(module.fingerprint):
-            return PredecessorState.PROVENANCE_INVALID, None, None
-        return PredecessorState.RESTORED, artifact.ref, record
 
     # --- one lane: extract per chunk, merge, normalize ------------------------------
 
@@ -382,102 +347,80 @@ class Planner:
         deps: dict[Stage, _Output],
         unknown_dir: str = _UNSTORED,
     ) -> _Known:
-        """The lane's predictions (appended) with each stage's D `deps`; a stage whose
-        stored D is not known (its own or an earlier stage's D waits on a producer) is
-        looked up under the D directory `unknown_dir`, its D decided both ways."""
-        sid = step_identity(step.components)
-        scopes: dict[Stage, StoreScope] = {}
-        known: list[str] = []
-        for stage in Stage:
-            digest = deps[stage].digest
-            if digest is None or len(known) < list(Stage).index(stage):
-                scopes[stage] = StoreScope(sid, unknown_dir, lid)
+        """The lane's predictions (appended), answering the lane walk the runner takes
+        (domain/lane_walk.py) with each stage's D `deps`; a stage whose stored D is not
+        known (its own or an earlier stage's D waits on a producer) is looked up under the
+        D directory `unknown_dir`, its D decided both ways."""
+        scopes = stage_scopes(step.components, [deps[s].digest for s in Stage], lid, unknown_dir)
+        walk = walk_lane(lid, [c.id for c in chunks])
+        looked: dict[Stage, CheckpointRecord | None] = {}  # each stage's own record
+        pending: StageRef | None = None  # the first extract whose output is unknown
+        merged = _Output(None)
+        index = 0
+        answer: Any = None
+        while True:
+            try:
+                turn: Turn = walk.send(answer)
+            except StopIteration:
+                break
+            if isinstance(turn, Look):
+                answer = self._lookup(
+                    step, lane, turn.stage, turn.chunk, forced, scopes[turn.stage]
+                )
+                looked[turn.stage] = answer[1]
                 continue
-            known.append(digest)
-            scopes[stage] = StoreScope(sid, scope_dependencies(known), lid)
-        merge_state, merge_record = self._lookup(
-            step, lane, Stage.MERGE, "", forced, scopes[Stage.MERGE]
-        )
-        lane_record = (
-            merge_record
-            if merge_state is CheckpointState.PRESENT
-            and merge_record is not None
-            and merge_record.lane_identity != lid
-            else None
-        )
-        results: list[_Output] = []
-        for chunk in chunks:
-            state, record = self._lookup(
-                step, lane, Stage.EXTRACT, chunk.id, forced, scopes[Stage.EXTRACT]
-            )
-            own = record
-            if state is CheckpointState.MISSING and lane_record is not None:
-                state, record = CheckpointState.LANE_ONLY, lane_record
-            where = StageRef(step.id, lane, Stage.EXTRACT, chunk.id)
-            extract_deps = deps[Stage.EXTRACT]
+            if isinstance(turn, Settle):  # nothing executes here: their outputs stay unknown
+                answer = [None] * len(turn.misses)
+                continue
+            stage = turn.stage
+            chunk: _Chunk | None = None
+            if stage is Stage.EXTRACT:
+                chunk, index = chunks[index], index + 1
+                stage_input = _Output(turn.chunk)
+            elif stage is Stage.MERGE:
+                stage_input = _Output(turn.stage_input, None if turn.stage_input else pending)
+            else:
+                stage_input = merged
+            where = StageRef(step.id, lane, stage, turn.chunk)
             pred = self._predict(
                 step,
                 where,
                 forced,
-                state,
-                record,
-                _Output(chunk.id),
-                extract_deps,
-                own,
-                scopes[Stage.EXTRACT],
+                turn.state,
+                turn.record,
+                stage_input,
+                deps[stage],
+                looked[stage],
+                scopes[stage],
                 chunk,
             )
-            results.append(_result(pred, record))
-        pending = next((r for r in results if r.digest is None), None)
-        extract_out = (
-            _Output(sequence_digest(r.digest or "" for r in results))
-            if pending is None
-            else _Output(None, pending.producer)
+            out = _result(pred, turn.record)
+            if stage is Stage.EXTRACT and out.digest is None and pending is None:
+                pending = out.producer
+            if stage is Stage.MERGE:
+                merged = out
+            if stage is Stage.NORMALIZE and pred.outcome is Outcome.REUSED and turn.record:
+                return self._known(step, lane, turn.record)
+            answer = out.digest
+        return _Known(None, StageRef(step.id, lane, Stage.NORMALIZE))
+
+    @staticmethod
+    def _known(step: ResolvedStep, lane: str, record: CheckpointRecord) -> _Known:
+        """A reused normalize checkpoint as the lane's known artifact."""
+        module = step.module
+        return _Known(
+            ArtifactRef(
+                step=step.id,
+                lane=lane,
+                kind=module.artifact_kind,
+                schema=module.schema,
+                media_type=module.media_type,
+                sha256=record.output_sha256,
+                size=len(record.payload),
+            ),
+            payload=record.payload,
+            artifact_type=module.artifact_type,
         )
-        where = StageRef(step.id, lane, Stage.MERGE)
-        pred = self._predict(
-            step,
-            where,
-            forced,
-            merge_state,
-            merge_record,
-            extract_out,
-            deps[Stage.MERGE],
-            merge_record,
-            scopes[Stage.MERGE],
-        )
-        merged = _result(pred, merge_record)
-        norm_state, norm_record = self._lookup(
-            step, lane, Stage.NORMALIZE, "", forced, scopes[Stage.NORMALIZE]
-        )
-        where = StageRef(step.id, lane, Stage.NORMALIZE)
-        pred = self._predict(
-            step,
-            where,
-            forced,
-            norm_state,
-            norm_record,
-            merged,
-            deps[Stage.NORMALIZE],
-            norm_record,
-            scopes[Stage.NORMALIZE],
-        )
-        if pred.outcome is Outcome.REUSED and norm_record is not None:
-            module = step.module
-            return _Known(
-                ArtifactRef(
-                    step=step.id,
-                    lane=lane,
-                    kind=module.artifact_kind,
-                    schema=module.schema,
-                    media_type=module.media_type,
-                    sha256=norm_record.output_sha256,
-                    size=len(norm_record.payload),
-                ),
-                payload=norm_record.payload,
-                artifact_type=module.artifact_type,
-            )
-        return _Known(None, where)
 
     def _lookup(
         self,
@@ -509,24 +452,24 @@ class Planner:
         chunk: _Chunk | None = None,
     ) -> Prediction:
         """Decide under every value the unknown digests can take; one code is definite."""
-        recorded = record.digests if record is not None else None
-        if state is CheckpointState.LANE_ONLY and recorded is not None and deps.digest is not None:
-            recorded = lane_only_digests(recorded, deps.digest)
+        recorded = recorded_digests(state, record, deps.digest)
         inputs = _values(stage_input.digest, recorded.input if recorded else None)
         dep_values = _values(deps.digest, recorded.dependencies if recorded else None)
         codes: list[ReasonCode] = []
         for value in inputs:
             for dep in dep_values:
-                code = decide_stage(
-                    StageFacts(
-                        stage=where.stage,
-                        forced=forced,
-                        resumed=self._loader is not None,
-                        checkpoint=state,
-                        current=StageDigests(step.components, value, dep),
-                        recorded=recorded,
-                    )
+                facts = stage_facts(
+                    stage=where.stage,
+                    components=step.components,
+                    stage_input=value,
+                    dependencies=dep,
+                    state=state,
+                    record=record,
+                    forced=forced,
+                    resumed=self._loader is not None,
+                    recorded=recorded,
                 )
+                code = decide_stage(facts)
                 if code not in codes:
                     codes.append(code)
         possible = tuple(sorted(codes, key=list(ReasonCode).index))

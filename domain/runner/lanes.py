@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from runjournal.domain.checkpoint_scope import call_scope_identity, checkpoint_key, stage_scopes
 from runjournal.domain.decisions import (
     REUSE_CODES,
     CheckpointState,
@@ -20,14 +21,16 @@ from runjournal.domain.decisions import (
     StageDigests,
     StageFacts,
     decide_stage,
-    lane_only_digests,
 )
-from runjournal.domain.identity import (
-    codec_id,
-    scope_dependencies,
-    sequence_digest,
-    sha256_hex,
-    step_identity,
+from runjournal.domain.identity import codec_id, sha256_hex
+from runjournal.domain.lane_walk import (
+    Decide,
+    Look,
+    Settle,
+    Turn,
+    stage_facts,
+    walk_lane,
+    with_lane_only,
 )
 from runjournal.domain.leases import Lease, StageLeases
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
@@ -38,7 +41,6 @@ from runjournal.domain.ports import (
     CheckpointLoaderPort,
     CheckpointRecord,
     Provenance,
-    StoreScope,
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
@@ -125,15 +127,10 @@ class LaneRun:
         self.shipped = shipped
         # Checkpoints are looked up by what the stage is, under the D of what the stage
         # reads (docs/internals.md "Checkpoint store").
-        sid = step_identity(step.components)
-        order = list(Stage)
-        self.scopes = {
-            stage: StoreScope(sid, scope_dependencies(reads[s].digest for s in order[: i + 1]), lid)
-            for i, stage in enumerate(order)
-        }
+        self.scopes = stage_scopes(step.components, [reads[s].digest for s in Stage], lid)
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
-        return CheckpointKey(self.step.id, self.lane, stage, chunk, self.scopes[stage])
+        return checkpoint_key(self.step.id, self.lane, stage, chunk, self.scopes)
 
     def _digests(self, stage: Stage, stage_input: str) -> StageDigests:
         return StageDigests(self.step.components, stage_input, self.reads[stage].digest)
@@ -148,37 +145,32 @@ class LaneRun:
     def _facts(
         self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
     ) -> StageFacts:
-        current = self._digests(stage, stage_input)
-        recorded = record.digests if record is not None else None
-        if state is CheckpointState.LANE_ONLY and recorded is not None:
-            recorded = lane_only_digests(recorded, current.dependencies)
-        return StageFacts(
+        return stage_facts(
             stage=stage,
+            components=self.step.components,
+            stage_input=stage_input,
+            dependencies=self.reads[stage].digest,
+            state=state,
+            record=record,
             forced=self.forced,
             resumed=self.resumed,
-            checkpoint=state,
-            current=current,
-            recorded=recorded,
         )
 
     def _decide(
-        self,
-        stage: Stage,
-        chunk: str,
-        stage_input: str,
-        lookup: Callable[[], tuple[CheckpointState, Any]],
+        self, turn: Decide, stage_input: str, relook: Callable[[], tuple[CheckpointState, Any]]
     ) -> tuple[ReasonCode, Any, Lease | None]:
-        """Look the stage up and decide it; a stage that will execute is leased first.
+        """Decide a stage from what the walk looked up; a stage that will execute is leased
+        first.
 
         When another run holds the lease, the wait is journaled and the checkpoint looked
-        up again once it is released: the decision is made from what was found then, so a
-        stage the other run just wrote is reused (docs/operations.md "Concurrent runs").
-        A stage that is not looked up (no resume, a forced step) executes whatever it would
-        find: it takes the lease only if it is free, and waits for nobody. Returns the
-        code, the record it was decided from and the lease (None unless the stage executes
-        with it); the caller releases the lease once the checkpoint is written.
+        up again (`relook`) once it is released: the decision is made from what was found
+        then, so a stage the other run just wrote is reused (docs/operations.md "Concurrent
+        runs"). A stage that is not looked up (no resume, a forced step) executes whatever
+        it would find: it takes the lease only if it is free, and waits for nobody. Returns
+        the code, the record it was decided from and the lease (None unless the stage
+        executes with it); the caller releases the lease once the checkpoint is written.
         """
-        state, record = lookup()
+        stage, chunk, state, record = turn.stage, turn.chunk, turn.state, turn.record
         facts = self._facts(stage, stage_input, state, record)
         lease: Lease | None = None
         leases = self.services.leases
@@ -190,7 +182,7 @@ class LaneRun:
                 lease, wait = leases.acquire(key)
                 if wait is not None:
                     self.ledger.lease_waited(key, wait)
-                    state, record = lookup()
+                    state, record = relook()
                     facts = self._facts(stage, stage_input, state, record)
         code = self.ledger.decide(self.step.id, self.lane, chunk, facts)
         if lease is not None and code in REUSE_CODES:
@@ -221,7 +213,7 @@ class LaneRun:
             self.lane,
             stage,
             chunk,
-            identity=sha256_hex(f"{store.step_identity}\n{store.dependencies}".encode()),
+            identity=call_scope_identity(store),
             reuse=self.resumed and not self.forced,  # a stored reply answers only then
         )
         llm, attempts = bind_call(ctx.llm, scope)
@@ -391,43 +383,71 @@ class LaneRun:
                 lease.release()
 
     def _run(self, chunks: list[Chunk], held: dict[tuple[Stage, int], Lease]) -> LaneWork:
-        step_id, lane, module = self.step.id, self.lane, self.module
-        merge_state, merge_record = self._lookup(Stage.MERGE)
-        # A chunk with no checkpoint is "new bytes" (input_changed) only when the lane's
-        # recorded identity differs, i.e. its sources or components changed since; in an
-        # unchanged lane a missing file is just checkpoint_missing.
-        lane_record = (
-            merge_record
-            if merge_state is CheckpointState.PRESENT and merge_record.lane_identity != self.lid
-            else None
-        )
-
-        def extract_lookup(chunk: Chunk) -> tuple[CheckpointState, Any]:
-            state, record = self._lookup(Stage.EXTRACT, chunk.id)
-            if state is CheckpointState.MISSING and lane_record is not None:
-                state, record = CheckpointState.LANE_ONLY, lane_record
-            return state, record
-
-        # extract: decide every chunk in order, then execute the misses.
+        """Answer the lane walk's turns (domain/lane_walk.py): look up, decide, execute."""
+        walk = walk_lane(self.lid, [c.id for c in chunks])
         results: list[StageResult | None] = []
-        misses: list[int] = []
-        for i, chunk in enumerate(chunks):
-            code, record, lease = self._decide(
-                Stage.EXTRACT, chunk.id, chunk.id, lambda chunk=chunk: extract_lookup(chunk)
-            )
-            if lease is not None:
-                held[Stage.EXTRACT, i] = lease
-            if code is ReasonCode.REUSED:
-                results.append(StageResult(record.output_sha256, record.payload))
-                self._reused(Stage.EXTRACT, chunk.id, record)
-                self._refresh_identity(Stage.EXTRACT, chunk.id, record)
+        merged: StageResult | None = None
+        artifact: Artifact | None = None
+        answer: Any = None
+        while True:
+            try:
+                turn: Turn = walk.send(answer)
+            except StopIteration:
+                break
+            if isinstance(turn, Look):
+                answer = self._lookup(turn.stage, turn.chunk)
+            elif isinstance(turn, Settle):
+                answer = yield from self._extract(chunks, turn.misses, results, held)
+            elif turn.stage is Stage.EXTRACT:
+                answer = self._decide_extract(turn, results, held)
+            elif turn.stage is Stage.MERGE:
+                merged = yield from self._merge(turn, chunks, results, held)
+                answer = merged.digest
             else:
-                results.append(None)
-                misses.append(i)
+                assert merged is not None  # the walk decides normalize after merge
+                artifact = yield from self._normalize(turn, merged, held)
+                answer = None
+        assert artifact is not None  # the walk always ends with normalize
+        self.ledger.artifact(artifact)
+        return artifact
 
-        # Results are stored in chunk order as they arrive, whatever the parallelism
-        # (a result waits for the ones before it); the stages that finished are
-        # checkpointed before the first failure is raised.
+    def _decide_extract(
+        self,
+        turn: Decide,
+        results: list[StageResult | None],
+        held: dict[tuple[Stage, int], Lease],
+    ) -> str | None:
+        """One chunk's extract: reused now, or left for `_extract` (None)."""
+        i, chunk = len(results), turn.chunk
+
+        def relook() -> tuple[CheckpointState, Any]:
+            return with_lane_only(*self._lookup(Stage.EXTRACT, chunk), turn.fallback)
+
+        code, record, lease = self._decide(turn, chunk, relook)  # an extract's input: its chunk
+        if lease is not None:
+            held[Stage.EXTRACT, i] = lease
+        if code is ReasonCode.REUSED:
+            results.append(StageResult(record.output_sha256, record.payload))
+            self._reused(Stage.EXTRACT, chunk, record)
+            self._refresh_identity(Stage.EXTRACT, chunk, record)
+            return record.output_sha256
+        results.append(None)
+        return None
+
+    def _extract(
+        self,
+        chunks: list[Chunk],
+        misses: list[int],
+        results: list[StageResult | None],
+        held: dict[tuple[Stage, int], Lease],
+    ) -> LaneWork:
+        """Execute the extracts that were not reused; their digests in `misses` order.
+
+        Results are stored in chunk order as they arrive, whatever the parallelism (a
+        result waits for the ones before it); the stages that finished are checkpointed
+        before the first failure is raised.
+        """
+        step_id, lane, module = self.step.id, self.lane, self.module
         failed: list[StageError] = []
         arrived: dict[int, Any] = {}
         stored = 0
@@ -451,58 +471,67 @@ class LaneRun:
                 settle(stored, arrived.pop(stored))
                 stored += 1
 
-        if misses:
-            calls = [
-                self._attempt(
-                    Stage.EXTRACT,
-                    chunks[i].id,
-                    lambda ctx, chunk=chunks[i]: module.extract(chunk, ctx),
-                    module.chunk_type,
-                    lambda chunk=chunks[i]: {"chunk": chunk},
-                )
-                for i in misses
-            ]
-            outcomes = yield Batch(calls, on_result)
-            for j in range(stored, len(misses)):  # after a failure: the rest, never started
-                settle(j, outcomes[j])
+        calls = [
+            self._attempt(
+                Stage.EXTRACT,
+                chunks[i].id,
+                lambda ctx, chunk=chunks[i]: module.extract(chunk, ctx),
+                module.chunk_type,
+                lambda chunk=chunks[i]: {"chunk": chunk},
+            )
+            for i in misses
+        ]
+        outcomes = yield Batch(calls, on_result)
+        for j in range(stored, len(misses)):  # after a failure: the rest, never started
+            settle(j, outcomes[j])
         if failed:  # the first failure in chunk order, whatever the parallelism
             raise failed[0]
+        return [results[i].digest for i in misses]  # type: ignore[union-attr]
+
+    def _merge(
+        self,
+        turn: Decide,
+        chunks: list[Chunk],
+        results: list[StageResult | None],
+        held: dict[tuple[Stage, int], Lease],
+    ) -> LaneWork:
+        """Reuse or execute the merge over every extract's result."""
+        module = self.module
         done = [r for r in results if r is not None]
-        extract_digest = sequence_digest(r.digest for r in done)
-
-        # merge: looked up again only after a wait for another run's lease
-        first = [(merge_state, merge_record)]
-
-        def merge_lookup() -> tuple[CheckpointState, Any]:
-            return first.pop() if first else self._lookup(Stage.MERGE)
-
-        code, merge_record, lease = self._decide(Stage.MERGE, "", extract_digest, merge_lookup)
+        extract_digest = turn.stage_input or ""
+        code, merge_record, lease = self._decide(
+            turn, extract_digest, lambda: self._lookup(Stage.MERGE)
+        )
         if lease is not None:
             held[Stage.MERGE, 0] = lease
         if code is ReasonCode.REUSED:
-            merged = StageResult(merge_record.output_sha256, merge_record.payload)
             self._reused(Stage.MERGE, "", merge_record)
             self._refresh_identity(Stage.MERGE, "", merge_record)
-        else:
-            parts = [
-                self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
-                for c, r in zip(chunks, done, strict=True)
-            ]
-            merged = yield from self._one(
-                self._attempt(
-                    Stage.MERGE,
-                    "",
-                    lambda ctx: module.merge(parts, ctx),
-                    module.merged_type,
-                    lambda: {"parts": [r.data for r in done]},
-                )
+            return StageResult(merge_record.output_sha256, merge_record.payload)
+        parts = [
+            self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
+            for c, r in zip(chunks, done, strict=True)
+        ]
+        merged = yield from self._one(
+            self._attempt(
+                Stage.MERGE,
+                "",
+                lambda ctx: module.merge(parts, ctx),
+                module.merged_type,
+                lambda: {"parts": [r.data for r in done]},
             )
-            lease = held.pop((Stage.MERGE, 0), None)
-            self._store(Stage.MERGE, "", extract_digest, merged, lease=lease)
+        )
+        lease = held.pop((Stage.MERGE, 0), None)
+        self._store(Stage.MERGE, "", extract_digest, merged, lease=lease)
+        return merged
 
-        # normalize
+    def _normalize(
+        self, turn: Decide, merged: StageResult, held: dict[tuple[Stage, int], Lease]
+    ) -> LaneWork:
+        """Reuse or execute normalize; the lane's artifact."""
+        step_id, lane, module = self.step.id, self.lane, self.module
         code, norm_record, lease = self._decide(
-            Stage.NORMALIZE, "", merged.digest, lambda: self._lookup(Stage.NORMALIZE)
+            turn, merged.digest, lambda: self._lookup(Stage.NORMALIZE)
         )
         if lease is not None:
             held[Stage.NORMALIZE, 0] = lease
@@ -510,43 +539,39 @@ class LaneRun:
             out = StageResult(norm_record.output_sha256, norm_record.payload)
             value = self._decode(Stage.NORMALIZE, "", out, module.artifact_type)
             warnings = module_warnings(norm_record.warnings)  # bounded if recorded before
-            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
             self._reused(Stage.NORMALIZE, "", norm_record)
             self._refresh_identity(Stage.NORMALIZE, "", norm_record)
-        else:
-            merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
-            out = yield from self._one(
-                self._attempt(
-                    Stage.NORMALIZE,
-                    "",
-                    lambda ctx: module.normalize(merged_value, ctx),
-                    module.artifact_type,
-                    lambda: {"merged": merged.data},
-                )
-            )
-            value = out.value
-            # Warnings are module diagnostics, not documents: redacted, made printable and
-            # bounded (by `encode_stage_value`) before they are journaled, checkpointed or
-            # reported; validators run here, in the coordinator.
-            try:
-                warnings = list(out.warnings)
-                for validator in self.step.validators:
-                    warnings.extend(
-                        module_warnings(validator.check(value, self.ctxs[Stage.NORMALIZE]))
-                    )
-            except BaseException as exc:
-                if is_interrupt(exc):
-                    raise
-                raise StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
-            artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
-            self._store(
+            return Artifact.of(module, step_id, lane, out.data, value, warnings)
+        merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
+        out = yield from self._one(
+            self._attempt(
                 Stage.NORMALIZE,
                 "",
-                merged.digest,
-                out,
-                warnings=warnings,
-                provenance=artifact.provenance(module.fingerprint),
-                lease=held.pop((Stage.NORMALIZE, 0), None),
+                lambda ctx: module.normalize(merged_value, ctx),
+                module.artifact_type,
+                lambda: {"merged": merged.data},
             )
-        self.ledger.artifact(artifact)
+        )
+        value = out.value
+        # Warnings are module diagnostics, not documents: redacted, made printable and
+        # bounded (by `encode_stage_value`) before they are journaled, checkpointed or
+        # reported; validators run here, in the coordinator.
+        try:
+            warnings = list(out.warnings)
+            for validator in self.step.validators:
+                warnings.extend(module_warnings(validator.check(value, self.ctxs[Stage.NORMALIZE])))
+        except BaseException as exc:
+            if is_interrupt(exc):
+                raise
+            raise StageError(Stage.NORMALIZE, "", exc, out.attempts) from exc
+        artifact = Artifact.of(module, step_id, lane, out.data, value, warnings)
+        self._store(
+            Stage.NORMALIZE,
+            "",
+            merged.digest,
+            out,
+            warnings=warnings,
+            provenance=artifact.provenance(module.fingerprint),
+            lease=held.pop((Stage.NORMALIZE, 0), None),
+        )
         return artifact
