@@ -538,7 +538,7 @@ def _execute_and_terminalize(
     close_leases = _once(leases.close if leases is not None else lambda: None)
     stack.push(_closing(close_leases))
     runner = made.runner(
-        sink=inv.session,
+        journal=inv.session,
         loader=inv.collab.loader,
         recorder=inv.collab.recorder,
         plan_store=inv.collab.plan_store,

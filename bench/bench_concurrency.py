@@ -237,6 +237,47 @@ def first_request(args: argparse.Namespace, url: str, tmp: Path) -> None:
     )
 
 
+FLOOR = """
+import importlib, sys, time
+from concurrent.futures import ThreadPoolExecutor
+import openai
+url, calls, jobs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+httpx = importlib.import_module(openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0])
+client = openai.OpenAI(api_key="sk-floor", base_url=url, max_retries=0)
+body = {"model": "fake-model", "temperature": 0, "seed": 7, "max_tokens": 20}
+def one(i):
+    request = {**body, "messages": [{"role": "user", "content": f"Document {i} paragraph."}]}
+    response = client.post("/chat/completions", body=request, cast_to=httpx.Response,
+                           options={"headers": {"X-Stainless-Raw-Response": "stream"}})
+    try:
+        response.read()
+    finally:
+        response.close()
+for i in range(min(jobs, calls)):
+    one(i)
+start = time.process_time()
+with ThreadPoolExecutor(jobs) as pool:
+    list(pool.map(one, range(calls)))
+print(time.process_time() - start)
+"""
+
+
+def client_floor(url: str, calls: int, jobs: int) -> float:
+    """Cpu ms per call of the official `openai` client alone, sending the runtime's request
+    form (`client.post`, raw streamed response) from `jobs` threads to the instant server:
+    the part of the coordinator's cost that no change of ours can remove."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FLOOR, url, str(calls), str(jobs)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"client floor failed: {proc.stderr.strip()[-300:]}")
+    return float(proc.stdout.split()[-1]) / calls * 1000
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -286,6 +327,7 @@ def main() -> int:
             f"{'cpu/call ms':>11} {'all ms':>6} {'instant wall s':>14} {'cpu s':>6} "
             f"{'cpu/call ms':>11}"
         )
+        floors: list[tuple[int, float]] = []
         for jobs in args.jobs:
             row: dict[str, list[float]] = {k: [] for k in ("wall", "cpu", "iwall", "icpu")}
             for i in range(args.repeat):
@@ -306,6 +348,16 @@ def main() -> int:
                 f"{jobs:>5} {wall:>7.2f} {ideal:>7.2f} {wall / ideal:>9.2f}x {cpu:>6.2f} "
                 f"{per:>11.2f} {cpu / calls * 1000:>6.2f} {iwall:>14.2f} {icpu:>6.2f} "
                 f"{iper:>11.2f}"
+            )
+            floors.append((jobs, iper))
+        for jobs, iper in floors:
+            floor = statistics.median(
+                client_floor(instant_url, calls, jobs) for _ in range(args.repeat)
+            )
+            print(
+                f"official client alone, {calls} calls from {jobs} threads to the instant "
+                f"server: cpu/call {floor:.2f} ms (median of {args.repeat}); the run's "
+                f"{iper:.2f} ms is {iper / floor:.1f}x that, {iper - floor:.2f} ms of it ours"
             )
         if args.first:
             first_request(args, url, tmp)

@@ -1,6 +1,6 @@
 """`PipelineRunner`: a resolved pipeline's steps and lanes, run through the ports.
 
-It works only through ports (`sink`, the run's `RunRecorder`; checkpoint loader and
+It works only through ports (`journal`, the run's `RunRecorder`; checkpoint loader and
 recorder, plan store, trace) and returns logical output files; it never sees a root or a
 path. Every stage is decided by `decide_stage` from facts that go into the `StageDecided` event.
 """
@@ -56,7 +56,7 @@ class PipelineRunner:
     def __init__(
         self,
         *,
-        sink: RunRecorder,
+        journal: RunRecorder,
         loader: CheckpointLoaderPort | None = None,
         recorder: CheckpointRecorderPort | None = None,
         plan_store: ChunkPlanStore | None = None,
@@ -72,7 +72,7 @@ class PipelineRunner:
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
-        self._ledger = RunLedger(sink, recorder, checkpoint_writes)
+        self._ledger = RunLedger(journal, recorder, checkpoint_writes)
         self._loader_progress = (loader, progress)
         self._leases = leases
         self._executor = executor or SerialExecutor()

@@ -137,7 +137,7 @@ def _pipeline(plugin_dir: Path, texts: dict[str, str]) -> ResolvedPipeline:
 def _run(pipe: ResolvedPipeline, executor: Any = None) -> tuple[Any, list, str | None]:
     sink = FakeRecorder()
     try:
-        outcome = PipelineRunner(sink=sink, executor=executor).run(pipe)
+        outcome = PipelineRunner(journal=sink, executor=executor).run(pipe)
     except StageFailure as failure:
         return None, sink.records(), failure.message
     return [(o.name, o.data) for o in outcome.outputs], sink.records(), None

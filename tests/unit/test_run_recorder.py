@@ -148,9 +148,9 @@ def test_a_runner_checkpoint_for_an_undecided_stage_is_refused_through_the_ledge
 def test_a_whole_run_through_the_session_replays_without_a_violation() -> None:
     journal = Journal()
     store = FakeStore()
-    PipelineRunner(sink=journal.session, recorder=store).run(pipeline(DOCS))
+    PipelineRunner(journal=journal.session, recorder=store).run(pipeline(DOCS))
     resumed = Journal()
-    PipelineRunner(sink=resumed.session, loader=store, recorder=store).run(pipeline(DOCS))
+    PipelineRunner(journal=resumed.session, loader=store, recorder=store).run(pipeline(DOCS))
     for j in (journal, resumed):
         j.session.flush()
         assert Run.replay(j.stored).violations == []

@@ -160,7 +160,7 @@ def run(pipe, store=None, resume=False, recompute=()):
         [s.id for s in pipe.steps], {s.id: s.consumes for s in pipe.steps}, recompute
     )
     runner = PipelineRunner(
-        sink=sink,
+        journal=sink,
         loader=store if (resume or recompute) else None,
         recorder=store,
         recompute=policy,
@@ -248,7 +248,7 @@ def test_stage_failure_is_recorded_and_raised_with_redacted_message():
     assert info.value.step == "words" and info.value.lane == "c.md"
     # failure path: a stage_failed decision and a StageFailed event were emitted before raising
     outcome_sink = FakeRecorder()
-    runner = PipelineRunner(sink=outcome_sink, recorder=store)
+    runner = PipelineRunner(journal=outcome_sink, recorder=store)
     with pytest.raises(StageFailure):
         runner.run(pipeline(docs))
     sink_codes = codes(outcome_sink)
@@ -302,7 +302,7 @@ def test_finished_extracts_are_checkpointed_before_an_interrupt():
     )
     store = FakeStore()
     with pytest.raises(KeyboardInterrupt):
-        PipelineRunner(sink=FakeRecorder(), recorder=store).run(pipe)
+        PipelineRunner(journal=FakeRecorder(), recorder=store).run(pipe)
     kept = [k for k in store.files if k.stage is Stage.EXTRACT]
     assert len(kept) == 2  # a.md's first two chunks finished before the third was interrupted
     _, sink = run(pipeline(DOCS), store, resume=True)
@@ -312,7 +312,7 @@ def test_finished_extracts_are_checkpointed_before_an_interrupt():
 def test_progress_is_reported_as_each_extract_finishes():
     seen = []
     runner = PipelineRunner(
-        sink=FakeRecorder(),
+        journal=FakeRecorder(),
         progress=lambda step, lane, done, total: seen.append((step, lane, done, total)),
     )
     runner.run(pipeline(DOCS))
@@ -339,7 +339,7 @@ def test_a_stored_plan_that_does_not_fit_the_source_is_corrupt_and_recomputed():
             pass
 
     sink = FakeRecorder()
-    outcome = PipelineRunner(sink=sink, plan_store=LyingStore()).run(pipeline(DOCS))
+    outcome = PipelineRunner(journal=sink, plan_store=LyingStore()).run(pipeline(DOCS))
     plans = sink.of(ChunkPlanResolved)
     assert all(p.outcomes[:2] == [PlanOutcome.CORRUPT, PlanOutcome.COMPUTED] for p in plans)
     counted = Counter(o.value for p in plans for o in p.outcomes)

@@ -175,7 +175,7 @@ def pipe(module, validators=()):
 
 def run(module, validators=()):
     sink = FakeRecorder()
-    outcome = PipelineRunner(sink=sink, recorder=Store()).run(pipe(module, validators))
+    outcome = PipelineRunner(journal=sink, recorder=Store()).run(pipe(module, validators))
     return outcome, sink
 
 
@@ -197,7 +197,7 @@ def _case(where, kind):
 def test_whatever_a_module_raises_is_a_typed_stage_failure(where, kind):
     module, validators = _case(where, kind)
     sink = FakeRecorder()
-    runner = PipelineRunner(sink=sink, recorder=Store())
+    runner = PipelineRunner(journal=sink, recorder=Store())
     with pytest.raises(StageFailure) as info:
         runner.run(pipe(module, validators))
     failure = info.value
@@ -229,7 +229,7 @@ def test_whatever_a_module_raises_is_a_typed_stage_failure(where, kind):
 def test_unprintable_exceptions_get_a_safe_fallback_text(kind, expected):
     module, _ = _case("extract", kind)
     with pytest.raises(StageFailure) as info:
-        PipelineRunner(sink=FakeRecorder()).run(pipe(module))
+        PipelineRunner(journal=FakeRecorder()).run(pipe(module))
     assert info.value.message == expected
     assert exception_text(RAISED[kind]()) == expected
 
@@ -243,7 +243,7 @@ def test_an_interrupt_still_propagates(where, interrupt):
         module, validators = Hostile(where, interrupt), []
     sink = FakeRecorder()
     with pytest.raises(interrupt):
-        PipelineRunner(sink=sink).run(pipe(module, validators))
+        PipelineRunner(journal=sink).run(pipe(module, validators))
     assert sink.of(StageFailed) == []
 
 
@@ -261,7 +261,7 @@ def test_an_interrupt_still_propagates(where, interrupt):
 def test_unencodable_returned_strings_are_refused_as_stage_failures(module):
     sink = FakeRecorder()
     with pytest.raises(StageFailure) as info:
-        PipelineRunner(sink=sink, recorder=Store()).run(pipe(module))
+        PipelineRunner(journal=sink, recorder=Store()).run(pipe(module))
     assert info.value.code is ReasonCode.STAGE_FAILED
     info.value.message.encode("utf-8")
     assert_journalable(sink)
@@ -269,7 +269,7 @@ def test_unencodable_returned_strings_are_refused_as_stage_failures(module):
 
 def test_an_output_name_with_a_lone_surrogate_is_named_escaped():
     with pytest.raises(StageFailure) as info:
-        PipelineRunner(sink=FakeRecorder()).run(pipe(Hostile(names=["bad\udcffname.txt"])))
+        PipelineRunner(journal=FakeRecorder()).run(pipe(Hostile(names=["bad\udcffname.txt"])))
     assert "not valid UTF-8" in info.value.message
     assert "bad\\udcffname.txt" in info.value.message
 
@@ -294,7 +294,7 @@ def test_a_huge_warning_is_bounded_everywhere_the_runner_keeps_it():
     huge = "w" * 3_000_000
     store = Store()
     sink = FakeRecorder()
-    PipelineRunner(sink=sink, recorder=store).run(
+    PipelineRunner(journal=sink, recorder=store).run(
         pipe(Hostile(warnings=[huge]), [HostileValidator(warnings=[huge])])
     )
     kept = [w for e in sink.of(ArtifactGenerated) for w in e.warnings]
@@ -313,7 +313,7 @@ def test_bounded_warnings_recorded_before_are_bounded_again_on_reuse():
     from runjournal.domain.ports import LoadedCheckpoint
 
     store = Store()
-    PipelineRunner(sink=FakeRecorder(), recorder=store).run(pipe(Hostile(warnings=["short"])))
+    PipelineRunner(journal=FakeRecorder(), recorder=store).run(pipe(Hostile(warnings=["short"])))
     for key, record in list(store.files.items()):
         if key.stage.value == "normalize":  # as an older runjournal would have recorded it
             store.files[key] = msgspec.structs.replace(record, warnings=["z" * 3_000_000])
@@ -326,7 +326,7 @@ def test_bounded_warnings_recorded_before_are_bounded_again_on_reuse():
             return LoadedCheckpoint(state=CheckpointState.PRESENT, record=record)
 
     sink = FakeRecorder()
-    PipelineRunner(sink=sink, loader=Loader(), recorder=store).run(
+    PipelineRunner(journal=sink, loader=Loader(), recorder=store).run(
         pipe(Hostile(warnings=["short"]))
     )
     assert sink.of(StageExecuted) == []  # no module call: module_calls is 0

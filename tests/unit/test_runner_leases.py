@@ -56,7 +56,7 @@ def _run(pipe: Any, store: FakeStore, leases: FakeLeases, *, resume: bool) -> Fa
     sink = FakeRecorder()
     steps = [s.id for s in pipe.steps]
     runner = PipelineRunner(
-        sink=sink,
+        journal=sink,
         loader=store if resume else None,
         recorder=store,
         recompute=plan_recompute(steps, {s.id: s.consumes for s in pipe.steps}, ()),
