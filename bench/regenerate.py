@@ -41,6 +41,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("glossary_keys", ("bench/bench_glossary_keys.py", "--repeat", "5")),
     Script("startup", ("bench/bench_startup.py", "--repeat", "9")),
     Script("concurrency", ("bench/bench_concurrency.py", "--repeat", "5")),
+    Script("concurrency_profile", ("bench/profile_concurrency.py",)),
     Script("journal_stream", ("bench/bench_journal_stream.py", "--repeat", "5")),
     Script("executors", ("bench/bench_executors.py", "--repeat", "5")),
     Script("cold_stage", ("bench/bench_cold_stage.py", "--repeat", "5")),
