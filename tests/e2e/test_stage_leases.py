@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,3 +149,58 @@ def test_lease_wait_fail_refuses_at_once_naming_the_other_run(
         assert f"is being executed by run {doc1['run_id']}" in lines[0]
         assert "--lease-wait fail" in lines[0]
         assert "Traceback" not in proc.stderr
+
+
+def _waiting_for_a_lock(pid: int) -> bool:
+    """Whether process `pid` is blocked in the kernel on a record lock (/proc/locks marks
+    a blocked request with `->`)."""
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    return any("->" in line and str(pid) in line.split() for line in text.splitlines())
+
+
+@pytest.fixture(scope="module")
+def slow_fake() -> Iterator[ServerProcess]:
+    with start_fake(latency=1.0) as server:
+        yield server
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
+def test_ctrl_c_while_waiting_for_a_lease_stops_the_waiting_run_alone(
+    cli: CLI, slow_fake: ServerProcess, tmp_path: Path
+) -> None:
+    """A run waiting in the kernel for another run's stage lease stops on Ctrl-C like any
+    run: recorded as interrupted, the other run undisturbed, and a resume pays for nothing
+    the first run already paid for."""
+    args = _project(tmp_path / "p", slow_fake.url)
+    first = _first_run_asking(cli, [*args, "--jobs", "2"], slow_fake)
+    second = cli.start(*args, "--json", env=ENV)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not _waiting_for_a_lock(second.pid):
+            assert second.poll() is None, second.communicate()
+            assert first.poll() is None, "the first run ended before the second waited"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        second.send_signal(signal.SIGINT)
+        code2, doc2, err2 = _finish(second)
+        # it stopped while the first was still running: it did not wait for the lease
+        first_running = first.poll() is None
+    finally:
+        code1, doc1, err1 = _finish(first)
+    assert code1 == 0, err1
+    assert first_running, "the interrupted run waited for the other run to end"
+    assert code2 == 130, err2
+    assert doc2["status"] == "interrupted", doc2
+    assert "Traceback" not in err2
+    out = str(tmp_path / "p" / "out")
+    for run_id in (doc1["run_id"], doc2["run_id"]):
+        audit = cli("journal", "audit", run_id, "--output-root", out, timeout=TIMEOUT)
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+    before = len(slow_fake.requests())
+    code3, doc3, err3 = _finish(cli.start(*args, "--json", env=ENV))
+    assert code3 == 0, err3
+    assert len(slow_fake.requests()) == before  # everything was paid for once, by the first
+    assert doc3["llm"]["spent"]["calls"] == 0
