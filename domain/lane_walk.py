@@ -21,7 +21,7 @@ output makes the merge input unknown; normalize is looked up after merge produce
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from runjournal.domain.decisions import (
@@ -87,6 +87,31 @@ def walk_lane(lane_identity: str, chunk_ids: Sequence[str]) -> Generator[Turn, A
     merged = yield Decide(Stage.MERGE, "", extract_digest, merge_state, merge_record)
     norm_state, norm_record = yield Look(Stage.NORMALIZE, "")
     yield Decide(Stage.NORMALIZE, "", merged, norm_state, norm_record)
+
+
+class LaneWalk:
+    """`walk_lane` as a loop: iterate its turns, `answer` each before taking the next.
+
+    walk = LaneWalk(lane_identity, chunk_ids)
+    for turn in walk:
+        walk.answer(...)  # a turn left unanswered is answered None
+    """
+
+    def __init__(self, lane_identity: str, chunk_ids: Sequence[str]) -> None:
+        self._walk = walk_lane(lane_identity, chunk_ids)
+        self._answer: Any = None
+
+    def __iter__(self) -> Iterator[Turn]:
+        while True:
+            try:
+                turn = self._walk.send(self._answer)
+            except StopIteration:
+                return
+            self._answer = None
+            yield turn
+
+    def answer(self, value: Any) -> None:
+        self._answer = value
 
 
 def lane_only_source(

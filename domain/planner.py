@@ -37,7 +37,7 @@ from runjournal.domain.identity import (
     sha256_hex,
     step_identity,
 )
-from runjournal.domain.lane_walk import Look, Settle, Turn, recorded_digests, stage_facts, walk_lane
+from runjournal.domain.lane_walk import LaneWalk, Look, Settle, recorded_digests, stage_facts
 from runjournal.domain.llm import LLMUsage, total_usage
 from runjournal.domain.modules import StageContext, may_call_llm
 from runjournal.domain.names import CORPUS_LANE
@@ -352,25 +352,19 @@ class Planner:
         known (its own or an earlier stage's D waits on a producer) is looked up under the
         D directory `unknown_dir`, its D decided both ways."""
         scopes = stage_scopes(step.components, [deps[s].digest for s in Stage], lid, unknown_dir)
-        walk = walk_lane(lid, [c.id for c in chunks])
+        walk = LaneWalk(lid, [c.id for c in chunks])
         looked: dict[Stage, CheckpointRecord | None] = {}  # each stage's own record
         pending: StageRef | None = None  # the first extract whose output is unknown
         merged = _Output(None)
         index = 0
-        answer: Any = None
-        while True:
-            try:
-                turn: Turn = walk.send(answer)
-            except StopIteration:
-                break
+        for turn in walk:
             if isinstance(turn, Look):
-                answer = self._lookup(
-                    step, lane, turn.stage, turn.chunk, forced, scopes[turn.stage]
-                )
-                looked[turn.stage] = answer[1]
+                found = self._lookup(step, lane, turn.stage, turn.chunk, forced, scopes[turn.stage])
+                looked[turn.stage] = found[1]
+                walk.answer(found)
                 continue
             if isinstance(turn, Settle):  # nothing executes here: their outputs stay unknown
-                answer = [None] * len(turn.misses)
+                walk.answer([None] * len(turn.misses))
                 continue
             stage = turn.stage
             chunk: _Chunk | None = None
@@ -401,7 +395,7 @@ class Planner:
                 merged = out
             if stage is Stage.NORMALIZE and pred.outcome is Outcome.REUSED and turn.record:
                 return self._known(step, lane, turn.record)
-            answer = out.digest
+            walk.answer(out.digest)
         return _Known(None, StageRef(step.id, lane, Stage.NORMALIZE))
 
     @staticmethod

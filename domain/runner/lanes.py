@@ -25,11 +25,10 @@ from runjournal.domain.decisions import (
 from runjournal.domain.identity import codec_id, sha256_hex
 from runjournal.domain.lane_walk import (
     Decide,
+    LaneWalk,
     Look,
     Settle,
-    Turn,
     stage_facts,
-    walk_lane,
     with_lane_only,
 )
 from runjournal.domain.leases import Lease, StageLeases
@@ -384,29 +383,23 @@ class LaneRun:
 
     def _run(self, chunks: list[Chunk], held: dict[tuple[Stage, int], Lease]) -> LaneWork:
         """Answer the lane walk's turns (domain/lane_walk.py): look up, decide, execute."""
-        walk = walk_lane(self.lid, [c.id for c in chunks])
+        walk = LaneWalk(self.lid, [c.id for c in chunks])
         results: list[StageResult | None] = []
         merged: StageResult | None = None
         artifact: Artifact | None = None
-        answer: Any = None
-        while True:
-            try:
-                turn: Turn = walk.send(answer)
-            except StopIteration:
-                break
+        for turn in walk:
             if isinstance(turn, Look):
-                answer = self._lookup(turn.stage, turn.chunk)
+                walk.answer(self._lookup(turn.stage, turn.chunk))
             elif isinstance(turn, Settle):
-                answer = yield from self._extract(chunks, turn.misses, results, held)
+                walk.answer((yield from self._extract(chunks, turn.misses, results, held)))
             elif turn.stage is Stage.EXTRACT:
-                answer = self._decide_extract(turn, results, held)
+                walk.answer(self._decide_extract(turn, results, held))
             elif turn.stage is Stage.MERGE:
                 merged = yield from self._merge(turn, chunks, results, held)
-                answer = merged.digest
+                walk.answer(merged.digest)
             else:
                 assert merged is not None  # the walk decides normalize after merge
                 artifact = yield from self._normalize(turn, merged, held)
-                answer = None
         assert artifact is not None  # the walk always ends with normalize
         self.ledger.artifact(artifact)
         return artifact

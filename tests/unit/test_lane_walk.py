@@ -170,7 +170,7 @@ def _calls(path: pathlib.Path) -> set[str]:
 def test_runner_and_planner_walk_the_same_lane_and_build_no_scope_of_their_own() -> None:
     for module in ("domain/runner/lanes.py", "domain/planner.py"):
         calls = _calls(ROOT / module)
-        assert "walk_lane" in calls, module
+        assert "LaneWalk" in calls, module
         assert "stage_scopes" in calls, module
         assert "StoreScope" not in calls, module  # scopes are built in checkpoint_scope.py
         assert "lane_only_digests" not in calls, module  # the substitution is the walk's
