@@ -431,6 +431,32 @@ def journal_import(file: str, **opts: Any) -> None:
     _call(lambda: _journal_cmds().import_, opts, file=file)
 
 
+@journal_group.command("otel")
+@run_argument
+@click.option(
+    "--endpoint",
+    default=None,
+    metavar="URL",
+    help="OTLP/HTTP endpoint (base URL, /v1/traces added); default: OTEL_EXPORTER_OTLP_ENDPOINT.",
+)
+@journal_options
+@json_option
+@verbose_option
+def journal_otel(run: str, endpoint: str | None, **opts: Any) -> None:
+    """Send RUN as an OpenTelemetry trace (OTLP/HTTP protobuf): spans for the run, its
+    steps, lanes and stages, and a `chat <model>` span per LLM attempt.
+
+    Needs the `otel` extra. Ids and times come from the journal: sending twice sends the
+    same trace. Exit 2 without an endpoint, 1 when the endpoint refuses it.
+
+    \b
+    Examples:
+      runjournal journal otel latest --endpoint http://localhost:4318
+      OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 runjournal journal otel latest
+    """
+    _call(lambda: _telemetry_cmds().otel, opts, run=run, endpoint=endpoint)
+
+
 @cli.group("projections", cls=Group)
 def projections_group() -> None:
     """Materialised views of the journal (manifest, reasons, runs index, …).
@@ -794,6 +820,12 @@ def _report_cmds() -> ModuleType:
     from runjournal.cli import report_cmds
 
     return report_cmds
+
+
+def _telemetry_cmds() -> ModuleType:
+    from runjournal.cli import telemetry_cmds
+
+    return telemetry_cmds
 
 
 def _seal_cmds() -> ModuleType:

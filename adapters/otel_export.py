@@ -1,0 +1,115 @@
+"""Send a run's trace over OTLP/HTTP (protobuf) through the official OpenTelemetry SDK.
+
+`projections/otel_trace.py` folds the journal into plain span records; here they become
+the SDK's `ReadableSpan`s, with the ids and times the records carry (no id generator,
+no clock), and go out through `OTLPSpanExporter.export()` (docs/operations.md "Traces
+and lineage"). The SDK is imported on first use only: the `otel` extra, and start-up
+time stays as it is (docs/performance.md "Start-up").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runjournal.projections.otel_trace import SCOPE_NAME, SpanKind, TraceRecord
+
+TRACES_PATH = "/v1/traces"
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+class OtelUnavailable(Exception):
+    """The `otel` extra is not installed."""
+
+
+class OtelExportFailed(Exception):
+    """The endpoint did not take the spans."""
+
+
+def traces_url(endpoint: str | None) -> str | None:
+    """The traces URL: `--endpoint` first, then the OTLP variables; None when none is set.
+
+    A base URL (`http://collector:4318`) gets `/v1/traces`, as `OTEL_EXPORTER_OTLP_ENDPOINT`
+    does in every OpenTelemetry SDK; `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and a URL that
+    already ends in `/v1/traces` are used as they are.
+    """
+    if endpoint:
+        return _with_path(endpoint)
+    signal = os.environ.get(ENDPOINT_VARIABLES[0], "").strip()
+    if signal:
+        return signal
+    base = os.environ.get(ENDPOINT_VARIABLES[1], "").strip()
+    return _with_path(base) if base else None
+
+
+def _with_path(url: str) -> str:
+    url = url.strip()
+    return url if url.rstrip("/").endswith(TRACES_PATH) else url.rstrip("/") + TRACES_PATH
+
+
+def readable_spans(trace: TraceRecord, *, tool_version: str) -> list[Any]:
+    """The SDK's spans for a trace record, ids and times as recorded."""
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+        from opentelemetry.trace import SpanKind as OtelKind
+    except ImportError as exc:
+        raise OtelUnavailable(
+            f"OpenTelemetry is not installed ({exc.name}): pip install 'runjournal[otel]'"
+        ) from None
+
+    trace_id = int.from_bytes(trace.trace_id, "big")
+    resource = Resource(dict(trace.resource))  # not Resource.create: no host or SDK facts
+    scope = InstrumentationScope(SCOPE_NAME, tool_version)
+    kinds = {SpanKind.INTERNAL: OtelKind.INTERNAL, SpanKind.CLIENT: OtelKind.CLIENT}
+
+    def context(span_id: bytes) -> Any:
+        return SpanContext(
+            trace_id,
+            int.from_bytes(span_id, "big"),
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+
+    spans = []
+    for record in trace.spans:
+        status = (
+            Status(StatusCode.ERROR, record.error)
+            if record.error is not None
+            else Status(StatusCode.UNSET)
+        )
+        spans.append(
+            ReadableSpan(
+                name=record.name,
+                context=context(record.span_id),
+                parent=context(record.parent_id) if record.parent_id else None,
+                resource=resource,
+                attributes={
+                    k: list(v) if isinstance(v, tuple) else v for k, v in record.attributes
+                },
+                kind=kinds[record.kind],
+                status=status,
+                start_time=record.start_ns,
+                end_time=record.end_ns,
+                instrumentation_scope=scope,
+            )
+        )
+    return spans
+
+
+def export_trace(trace: TraceRecord, url: str, *, tool_version: str, timeout: float = 10.0) -> int:
+    """Send every span of the trace to `url` in one OTLP/HTTP request; the span count."""
+    spans = readable_spans(trace, tool_version=tool_version)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
+    try:
+        result = exporter.export(spans)
+    finally:
+        exporter.shutdown()
+    if result is not SpanExportResult.SUCCESS:
+        raise OtelExportFailed(f"{url} did not accept the {len(spans)} span(s)")
+    return len(spans)

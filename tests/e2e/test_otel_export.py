@@ -1,0 +1,260 @@
+"""`runjournal journal otel`: a run sent as an OTLP/HTTP trace, decoded by a loopback
+receiver with the official `opentelemetry-proto` messages (docs/operations.md "Traces
+and lineage").
+
+The run asks the fault-injecting fake OpenAI server (tests/support/fake_openai.py), one
+chunk scripted to fail once with a 500, so the journal holds a retried call.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.llm_servers import ServerProcess, start_fake
+
+trace_service = pytest.importorskip(
+    "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+    reason="the test extra installs opentelemetry-proto",
+)
+
+SCHEMA = '{ type = "object", properties = { topic = { type = "string" } }, required = ["topic"] }'
+PIPELINE = """
+name = "ask"
+inputs = ["docs/*.md"]
+[chunking]
+strategy = "paragraphs"
+max_chars = 60
+[[steps]]
+id = "ask"
+module = "llm.json"
+params = {{ prompt = "{{text}}", schema = {schema}, temperature = 0, seed = 7, max_tokens = 40 }}
+"""
+PROFILE = """
+[profiles.fake]
+provider = "openai"
+model = "fake-model"
+base_url = "{url}"
+api_key_env = "RJ_FAKE_KEY"
+read_timeout = 5
+max_retries = 2
+backoff_initial = 0.05
+backoff_max = 0.1
+prices = {{ input_per_million = 1.0, output_per_million = 2.0 }}
+"""
+DOCS = {
+    "a.md": "Alpha paragraph one, about apples.\n\nAlpha paragraph two, about apricots.\n",
+    "b.md": "FAULTS: 500, ok\nBeta has one paragraph.\n",
+}
+ENV = {"RJ_FAKE_KEY": "sk-" + "local-" + "x" * 24}
+
+
+class Receiver:
+    """An OTLP/HTTP receiver on 127.0.0.1: keeps every POST body to /v1/traces."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.paths: list[str] = []
+        bodies, paths = self.bodies, self.paths
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                paths.append(self.path)
+                bodies.append(self.rfile.read(length))
+                reply = trace_service.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+    def requests(self) -> list[Any]:
+        out = []
+        for body in self.bodies:
+            message = trace_service.ExportTraceServiceRequest()
+            message.ParseFromString(body)
+            out.append(message)
+        return out
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ServerProcess]:
+    with start_fake() as server:
+        yield server
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def project(fake: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run against the fake server, made once for the module."""
+    from support.console import CLI
+
+    root = tmp_path_factory.mktemp("otel")
+    (root / "docs").mkdir()
+    for name, text in DOCS.items():
+        (root / "docs" / name).write_text(text)
+    (root / "pipeline.toml").write_text(PIPELINE.format(schema=SCHEMA))
+    (root / "profiles.toml").write_text(PROFILE.format(url=fake.url))
+    cli = CLI(root / "home")
+    out = root / "out"
+    proc, doc = cli.json(
+        "run", str(root / "pipeline.toml"), "--output-root", str(out),
+        "--cache-root", str(root / "cache"), "--profile", "fake",
+        "--profiles-file", str(root / "profiles.toml"),
+        env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shown, events = cli.json("journal", "show", doc["run_id"], "--output-root", str(out))
+    assert shown.returncode == 0, shown.stderr
+    return {"cli": cli, "out": out, "run_id": doc["run_id"], "events": events["events"]}
+
+
+def _attrs(span: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for kv in span.attributes:
+        which = kv.value.WhichOneof("value")
+        if which == "array_value":
+            values[kv.key] = [v.string_value for v in kv.value.array_value.values]
+        else:
+            values[kv.key] = getattr(kv.value, which)
+    return values
+
+
+def _spans(request: Any) -> list[Any]:
+    return [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+
+def _send(project: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
+    return project["cli"](
+        "journal", "otel", project["run_id"], "--output-root", str(project["out"]), *args, env=env
+    )
+
+
+def test_trace_of_a_run_decodes_with_genai_attributes_and_nesting(
+    project: dict[str, Any], receiver: Receiver
+) -> None:
+    proc = _send(project, "--endpoint", receiver.url)
+    assert proc.returncode == 0, proc.stderr
+    assert receiver.paths == ["/v1/traces"]
+    [request] = receiver.requests()
+    spans = _spans(request)
+    attempts = [e["data"] for e in project["events"] if e["type"] == "LLMCallAttempted"]
+    assert len(attempts) >= 4 and {a["status"] for a in attempts} >= {"ok", "server_error"}
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert len(chats) == len(attempts)
+
+    # one trace, ids derived from the run
+    assert len({s.trace_id for s in spans}) == 1
+    by_id = {s.span_id: s for s in spans}
+    assert len(by_id) == len(spans)
+    [root] = [s for s in spans if not s.parent_span_id]
+    assert root.name == "run ask" and _attrs(root)["runjournal.run_id"] == project["run_id"]
+
+    for chat in chats:
+        a = _attrs(chat)
+        assert chat.name == "chat fake-model"
+        assert chat.kind == chat.SPAN_KIND_CLIENT
+        assert a["gen_ai.operation.name"] == "chat"
+        assert a["gen_ai.provider.name"] == "openai"
+        assert a["gen_ai.request.model"] == "fake-model"
+        assert isinstance(a["gen_ai.usage.input_tokens"], int)
+        assert isinstance(a["gen_ai.usage.output_tokens"], int)
+        assert isinstance(a["runjournal.cost"], float)
+        if a["runjournal.attempt_status"] == "ok":
+            assert a["gen_ai.response.model"] == "fake-model"
+            assert a["gen_ai.response.finish_reasons"] == ["stop"]
+            assert a["gen_ai.usage.input_tokens"] > 0 and "error.type" not in a
+        else:
+            assert a["error.type"] == "server_error"
+            assert chat.status.code == chat.status.STATUS_CODE_ERROR
+        assert chat.start_time_unix_nano <= chat.end_time_unix_nano
+        # run > step > lane > stage > attempt
+        chain = []
+        span = chat
+        while span.parent_span_id:
+            span = by_id[span.parent_span_id]
+            chain.append(span.name.split()[0])
+        assert chain == ["stage", "lane", "step", "run"]
+        parent = by_id[chat.parent_span_id]
+        assert _attrs(parent)["runjournal.outcome"] == "executed"
+        assert _attrs(parent)["runjournal.reason_code"]
+    spent = sum(_attrs(c)["runjournal.cost"] for c in chats)
+    assert spent == pytest.approx(sum(a["cost"] for a in attempts))
+    # no prompt or reply text leaves the journal
+    assert b"apples" not in receiver.bodies[0] and b"Beta" not in receiver.bodies[0]
+
+
+def test_two_exports_of_one_run_are_the_same_bytes(
+    project: dict[str, Any], receiver: Receiver
+) -> None:
+    for _ in range(2):
+        proc = _send(project, "--endpoint", receiver.url + "/v1/traces")
+        assert proc.returncode == 0, proc.stderr
+    first, second = receiver.bodies
+    assert first == second
+
+
+def test_endpoint_from_the_otlp_variable(project: dict[str, Any], receiver: Receiver) -> None:
+    proc = _send(project, "--json", env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url})
+    assert proc.returncode == 0, proc.stderr
+    assert receiver.paths == ["/v1/traces"]
+    assert '"llm_attempts"' in proc.stdout
+
+
+def test_no_endpoint_is_one_line_and_exit_2(project: dict[str, Any], tmp_path: Path) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ""}
+    proc = _send(project, env=env)
+    assert proc.returncode == 2
+    assert "no OTLP endpoint" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _send(project, "--endpoint", "ftp://example.invalid/x")
+    assert proc.returncode == 2 and "not an http(s) URL" in proc.stderr
+
+
+def test_a_refusing_endpoint_is_exit_1(project: dict[str, Any]) -> None:
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(400)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        proc = _send(project, "--endpoint", f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert proc.returncode == 1
+    assert "did not accept" in proc.stderr and "Traceback" not in proc.stderr
