@@ -457,6 +457,61 @@ def journal_otel(run: str, endpoint: str | None, **opts: Any) -> None:
     _call(lambda: _telemetry_cmds().otel, opts, run=run, endpoint=endpoint)
 
 
+@journal_group.command("lineage")
+@run_argument
+@click.option(
+    "--transport",
+    type=click.Choice(["console", "file", "http"]),
+    default=None,
+    help="Where the events go (default: console, or what --path / --url imply).",
+)
+@click.option(
+    "--path",
+    default=None,
+    metavar="FILE",
+    type=ShownPath(dir_okay=False),
+    help="File transport: write one JSON event per line here.",
+)
+@click.option("--url", default=None, metavar="URL", help="HTTP transport: the server's base URL.")
+@click.option(
+    "--namespace", default="runjournal", show_default=True, help="The OpenLineage job namespace."
+)
+@click.option("--force", is_flag=True, help="Replace the --path file if it exists.")
+@journal_options
+@json_option
+@verbose_option
+def journal_lineage(
+    run: str,
+    transport: str | None,
+    path: str | None,
+    url: str | None,
+    namespace: str,
+    force: bool,
+    **opts: Any,
+) -> None:
+    """RUN as OpenLineage run events: START, RUNNING, then COMPLETE, FAIL or ABORT, for
+    the run and each of its steps, with its inputs and outputs as datasets.
+
+    Needs the `lineage` extra. By default one JSON event per line on stdout.
+
+    \b
+    Examples:
+      runjournal journal lineage latest
+      runjournal journal lineage latest --path lineage.jsonl
+      runjournal journal lineage latest --url http://localhost:5000
+    """
+    _call(
+        lambda: _telemetry_cmds().lineage,
+        opts,
+        run=run,
+        transport=transport,
+        path=path,
+        url=url,
+        namespace=namespace,
+        force=force,
+    )
+
+
 @cli.group("projections", cls=Group)
 def projections_group() -> None:
     """Materialised views of the journal (manifest, reasons, runs index, …).

@@ -8,6 +8,7 @@ take what was sent.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -74,3 +75,102 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
             f"({attempts} LLM attempt(s)) to {doc['endpoint']}"
         )
     return int(ExitCode.OK)
+
+
+def lineage(
+    opts: dict[str, Any],
+    *,
+    run: str,
+    transport: str | None,
+    path: str | None,
+    url: str | None,
+    namespace: str,
+    force: bool,
+) -> int:
+    from runjournal.adapters.lineage_emit import (
+        LineageSendFailed,
+        LineageUnavailable,
+        http_sender,
+        run_events,
+        to_json_lines,
+    )
+    from runjournal.projections.lineage import lineage_of
+
+    kind = transport or ("http" if url else "file" if path else "console")
+    if kind == "file" and not path:
+        raise CliError("--transport file needs --path FILE")
+    if kind == "http":
+        if not url:
+            raise CliError("--transport http needs --url URL")
+        _http_url(url, "--url")
+    if (path and kind != "file") or (url and kind != "http"):
+        raise CliError(f"--path goes with --transport file and --url with http, not {kind}")
+    store = open_cli_journal(opts, read_only=True)
+    try:
+        run_id = _resolve(store, run)
+        try:
+            records = lineage_of(store.events(run_id))
+        except JournalError as exc:
+            raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
+    finally:
+        store.close()
+    if not records:
+        raise CliError(f"run {run_id} has no RunAllocated event", ExitCode.FAILED)
+    try:
+        events = run_events(records, tool_version=__version__, namespace=namespace)
+        lines = to_json_lines(events)
+        if kind == "console":
+            where = "stdout"
+            if not opts.get("as_json"):
+                for line in lines:
+                    click.echo(line)
+                return int(ExitCode.OK)
+        elif kind == "file":
+            assert path is not None
+            data = "".join(line + "\n" for line in lines).encode()
+            where = _write_file(path, data, force=force)
+        else:
+            assert url is not None
+            send = http_sender(url)
+            for event in events:
+                send(event)
+            where = redact_url(url)
+    except LineageUnavailable as exc:
+        raise CliError(str(exc)) from None
+    except LineageSendFailed as exc:
+        raise CliError(safe_error_text(redact_url(str(exc))), ExitCode.FAILED) from None
+    states = [r.event_type for r in records if r.parent is None]
+    if opts.get("as_json"):  # the events themselves, whatever the transport
+        emit_json(
+            {
+                "run_id": run_id,
+                "run_states": states,
+                "to": where,
+                "events": [json.loads(line) for line in lines],
+            }
+        )
+    else:
+        click.echo(f"sent run {run_id}: {len(records)} OpenLineage event(s) to {where}")
+    return int(ExitCode.OK)
+
+
+def _write_file(output: str, data: bytes, *, force: bool) -> str:
+    import os
+
+    from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
+    from runjournal.cli.compose import factories
+
+    path = os.path.abspath(output)
+    directory, name = os.path.split(path)
+    if not name or os.path.isdir(path):
+        raise CliError(f"--path {output}: names a directory, not a file")
+    try:
+        with factories().open_root(directory) as root:
+            root.write_bytes(name, data, overwrite=force)
+    except AlreadyExists:
+        raise CliError(f"{path} exists (use --force to replace it)") from None
+    except FsNotFound:
+        raise CliError(f"{directory}: no such directory") from None
+    except FsError as exc:
+        raise CliError(f"cannot write {path}: {exc}", ExitCode.FAILED) from None
+    return path

@@ -48,7 +48,9 @@ def _flat(text: str) -> str:
 
 def test_the_tree_is_what_the_docs_list() -> None:
     assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",), ("keys",)}
-    assert len(LEAVES) == 21  # journal checkpoint, journal verify and keys init added
+    assert (
+        len(LEAVES) == 23
+    )  # journal checkpoint, journal verify, keys init, journal otel and lineage added
 
 
 # --- 3: a group without a command ------------------------------------------------------

@@ -8,10 +8,12 @@ document must be the error document whose message is the one stderr line.
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,7 @@ class World:
     ok_run: str
     failed_run: str
     export: str
+    sink: str  # a loopback HTTP server that takes any POST (OTLP, OpenLineage)
 
     def where(self) -> list[str]:
         return ["--output-root", self.out]
@@ -131,8 +134,19 @@ class World:
         return str(path)
 
 
+class _Sink(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("json-documents")
     project = tmp / "glossary"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("runs", "__pycache__"))
@@ -150,7 +164,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     ok_id = json.loads(ok.stdout)["run_id"]
     exported = invoke("journal", "export", ok_id, "-o", export, "--output-root", out)
     assert exported.exit_code == 0, exported.output
-    return World(
+    sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=sink.serve_forever, daemon=True)
+    thread.start()
+    yield World(
+        sink=f"http://127.0.0.1:{sink.server_address[1]}",
         tmp=tmp,
         invoke=invoke,
         pipeline=str(project / "pipeline.toml"),
@@ -162,6 +180,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         failed_run=json.loads(failed.stdout)["run_id"],
         export=export,
     )
+    sink.shutdown()
+    sink.server_close()
+    thread.join()
 
 
 def one_document(result: Result) -> dict[str, Any]:
@@ -279,6 +300,18 @@ def check_journal_show(doc: dict[str, Any], w: World) -> None:
     assert keys_of(doc["events"]) == {"type", "version", "class_version", "timestamp", "data"}
     assert doc["events"][0]["type"] == "RunAllocated"
     assert [e["version"] for e in doc["events"]] == list(range(1, len(doc["events"]) + 1))
+
+
+def check_otel(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and re.fullmatch(r"[0-9a-f]{32}", doc["trace_id"])
+    assert doc["spans"] > 1 and doc["llm_attempts"] == 0
+    assert doc["endpoint"] == w.sink + "/v1/traces"
+
+
+def check_lineage(doc: dict[str, Any], w: World) -> None:
+    assert doc["run_id"] == w.ok_run and doc["to"] == "stdout"
+    assert doc["run_states"] == ["START", "RUNNING", "COMPLETE"]
+    assert [e["eventType"] for e in doc["events"]][-1] == "COMPLETE"
 
 
 def check_audit(doc: dict[str, Any], w: World) -> None:
@@ -466,6 +499,20 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         check_verify,
     ),
     (
+        "journal otel",
+        "journal otel",
+        lambda w: ["journal", "otel", w.ok_run, "--endpoint", w.sink, *w.where()],
+        0,
+        check_otel,
+    ),
+    (
+        "journal lineage",
+        "journal lineage",
+        lambda w: ["journal", "lineage", w.ok_run, *w.where()],
+        0,
+        check_lineage,
+    ),
+    (
         "keys init",
         "keys init",
         lambda w: ["keys", "init", "--name", "json-test", "--force"],
@@ -613,6 +660,18 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
     (
         "journal verify: not a checkpoint",
         lambda w: ["journal", "verify", w.ok_run, "--checkpoint", w.pipeline, *w.where()],
+        2,
+        False,
+    ),
+    (
+        "journal otel: not an http(s) URL",
+        lambda w: ["journal", "otel", w.ok_run, "--endpoint", "ftp://x/y", *w.where()],
+        2,
+        False,
+    ),
+    (
+        "journal lineage: file transport without --path",
+        lambda w: ["journal", "lineage", w.ok_run, "--transport", "file", *w.where()],
         2,
         False,
     ),
