@@ -9,6 +9,7 @@ time stays as it is (docs/performance.md "Start-up").
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -99,12 +100,23 @@ def readable_spans(trace: TraceRecord, *, tool_version: str) -> list[Any]:
     return spans
 
 
-def export_trace(trace: TraceRecord, url: str, *, tool_version: str, timeout: float = 10.0) -> int:
-    """Send every span of the trace to `url` in one OTLP/HTTP request; the span count."""
+def export_trace(
+    trace: TraceRecord, url: str, *, tool_version: str, timeout: float | None = None
+) -> int:
+    """Send every span of the trace to `url` in one OTLP/HTTP request; the span count.
+
+    `timeout` None: the SDK's (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by default), retries
+    included. The SDK's own log lines are kept quiet: the caller says what failed, in
+    one line.
+    """
     spans = readable_spans(trace, tool_version=tool_version)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
+    quiet = logging.getLogger("opentelemetry")  # the exporter and its HTTP client
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
     try:
         result = exporter.export(spans)

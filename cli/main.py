@@ -132,6 +132,12 @@ def cli() -> None:
 @click.option(
     "--max-tokens", default=None, metavar="N", help="Make no new LLM call once N tokens are spent."
 )
+@click.option(
+    "--otel-endpoint",
+    default=None,
+    metavar="URL",
+    help="When the run ends, send its trace there (OTLP/HTTP, as `journal otel`).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @verbose_option
 @json_option
@@ -164,6 +170,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
         quiet=opts["quiet"],
         verbose=opts["verbose"],
         report=opts["html_report"],
+        otel_endpoint=opts["otel_endpoint"],
         llm=LLMRequest(
             record=opts["llm_record"],
             replay=opts["llm_replay"],

@@ -64,6 +64,7 @@ class RunRequest:
     verbose: bool
     report: bool = False  # --report: report.html in the run directory
     llm: LLMRequest | None = None  # --llm-record/--llm-replay/--max-cost/--max-tokens
+    otel_endpoint: str | None = None  # --otel-endpoint: the trace sent when the run ends
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -121,6 +122,10 @@ def parse_run(
 
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     """Parse, run, render: the exit code of a run that reached its stages."""
+    if req.otel_endpoint is not None:
+        from runjournal.cli.telemetry_cmds import check_http_url
+
+        check_http_url(req.otel_endpoint, "--otel-endpoint")
     settings = parse_run(
         req.pipeline,
         flags=req.flags,
@@ -138,6 +143,10 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     )
     result = run_use_case(settings, run_ports(), view)
     _print_result(req, result)
+    if req.otel_endpoint is not None:
+        from runjournal.cli.telemetry_cmds import send_run_trace
+
+        send_run_trace(config, result.run_id, req.otel_endpoint, quiet=req.quiet or req.json)
     return int(RUN_END_CODES[result.end])
 
 

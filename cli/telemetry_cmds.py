@@ -16,14 +16,14 @@ import click
 from runjournal import __version__
 from runjournal.adapters.journal import JournalError
 from runjournal.app.queries import resolve_run as _resolve
-from runjournal.cli.exit_codes import CliError, ExitCode
+from runjournal.cli.exit_codes import CliError, ExitCode, print_warning
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
 from runjournal.domain.redaction import redact_url, safe_error_text
 from runjournal.projections.otel_trace import trace_of
 
 
-def _http_url(url: str, what: str) -> None:
+def check_http_url(url: str, what: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise CliError(f"{what} {redact_url(url)}: not an http(s) URL")
@@ -41,7 +41,7 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
     url = traces_url(endpoint)
     if url is None:
         raise CliError(f"no OTLP endpoint: use --endpoint URL or set {ENDPOINT_VARIABLES[1]}")
-    _http_url(url, "--endpoint")
+    check_http_url(url, "--endpoint")
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
@@ -77,6 +77,36 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
     return int(ExitCode.OK)
 
 
+def send_run_trace(config: Any, run_id: str, endpoint: str, *, quiet: bool) -> None:
+    """`run --otel-endpoint`: send the run's trace once it has ended. A failure is a
+    warning: the run's outcome and exit code stay what they are."""
+    from runjournal.adapters.otel_export import (
+        OtelExportFailed,
+        OtelUnavailable,
+        export_trace,
+        traces_url,
+    )
+    from runjournal.cli.compose import journal_for
+
+    url = traces_url(endpoint) or endpoint
+    try:
+        store = journal_for(config, read_only=True)
+        try:
+            trace = trace_of(store.events(run_id))
+        finally:
+            store.close()
+        if trace is None:
+            return
+        count = export_trace(trace, url, tool_version=__version__)
+    except (JournalError, OtelUnavailable, OtelExportFailed) as exc:
+        print_warning(f"trace of run {run_id} not sent: {redact_url(str(exc))}")
+        return
+    if not quiet:
+        click.echo(
+            f"sent the trace of run {run_id}: {count} span(s) to {redact_url(url)}", err=True
+        )
+
+
 def lineage(
     opts: dict[str, Any],
     *,
@@ -102,7 +132,7 @@ def lineage(
     if kind == "http":
         if not url:
             raise CliError("--transport http needs --url URL")
-        _http_url(url, "--url")
+        check_http_url(url, "--url")
     if (path and kind != "file") or (url and kind != "http"):
         raise CliError(f"--path goes with --transport file and --url with http, not {kind}")
     store = open_cli_journal(opts, read_only=True)

@@ -258,3 +258,45 @@ def test_a_refusing_endpoint_is_exit_1(project: dict[str, Any]) -> None:
         thread.join()
     assert proc.returncode == 1
     assert "did not accept" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_sends_its_trace_when_it_ends(
+    fake: ServerProcess, receiver: Receiver, tmp_path: Path
+) -> None:
+    from support.console import CLI
+
+    root = tmp_path / "p"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text(DOCS["a.md"])
+    (root / "pipeline.toml").write_text(PIPELINE.format(schema=SCHEMA))
+    (root / "profiles.toml").write_text(PROFILE.format(url=fake.url))
+    cli = CLI(root / "home")
+    out = root / "out"
+    args = [
+        "run", str(root / "pipeline.toml"), "--output-root", str(out),
+        "--cache-root", str(root / "cache"), "--profile", "fake",
+        "--profiles-file", str(root / "profiles.toml"),
+    ]  # fmt: skip
+    bad = cli(*args, "--otel-endpoint", "localhost:4318", env=ENV)
+    assert bad.returncode == 2 and "not an http(s) URL" in bad.stderr
+    assert not out.exists()  # refused before anything ran
+
+    proc, doc = cli.json(*args, "--otel-endpoint", receiver.url, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    [sent] = receiver.bodies
+    spans = _spans(receiver.requests()[0])
+    assert sum(s.name.startswith("chat ") for s in spans) == 2
+    # what the run sent when it ended is what `journal otel` sends of it afterwards
+    again = cli("journal", "otel", doc["run_id"], "--output-root", str(out), "--endpoint",
+                receiver.url)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert receiver.bodies[1] == sent
+
+    # an endpoint that is down: a warning, the run's exit code unchanged
+    dead = Receiver()
+    dead.stop()
+    proc = cli(*args, "--otel-endpoint", dead.url, env={**ENV, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "runjournal: warning: trace of run" in proc.stderr and "Traceback" not in proc.stderr
+    # nothing but our own lines: the SDK's log lines stay quiet
+    assert all(line.startswith("runjournal: ") for line in proc.stderr.splitlines()), proc.stderr
