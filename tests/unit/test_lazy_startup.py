@@ -34,6 +34,9 @@ HEAVY = (
     "runjournal.cli.report_cmds",
     "runjournal.cli.plan_cmd",
     "runjournal.cli.progress",
+    "runjournal.cli.telemetry_cmds",
+    "opentelemetry",
+    "openlineage",
 )
 
 
@@ -121,6 +124,9 @@ ONE_DOC = 'name = "one"\ninputs = ["doc.md"]\n[[steps]]\nid = "terms"\nmodule = 
 # `--report`, never needs (docs/performance.md "Start-up").
 NOT_FOR_THIS_RUN = (
     "openai",
+    "opentelemetry",  # only with --otel-endpoint
+    "openlineage",
+    "runjournal.cli.telemetry_cmds",
     "httpx",
     "concurrent.futures",
     "importlib.metadata",
