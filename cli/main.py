@@ -627,10 +627,25 @@ def explain(run: str, step: str | None, **opts: Any) -> None:
     help="Write the page here (- for stdout) instead of <run dir>/report.html.",
 )
 @click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep the page current while RUN goes (it reloads itself); stop when RUN ends.",
+)
+@click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=float,
+    metavar="SECONDS",
+    help="With --watch: how often the page is rewritten and reloads.",
+)
 @journal_options
 @json_option
 @verbose_option
-def report(run: str, output: str | None, force: bool, **opts: Any) -> None:
+def report(
+    run: str, output: str | None, force: bool, watch: bool, interval: float, **opts: Any
+) -> None:
     """Write RUN's HTML report: one self-contained page built from the journal.
 
     Without -o it goes into the run directory as report.html, replacing the one there.
@@ -640,8 +655,17 @@ def report(run: str, output: str | None, force: bool, **opts: Any) -> None:
       runjournal report latest
       runjournal report latest -o /tmp/run.html --force
       runjournal report latest -o - > run.html
+      runjournal report latest --watch --interval 5   # while the run goes
     """
-    _call(lambda: _report_cmds().report, opts, run=run, output=output, force=force)
+    _call(
+        lambda: _report_cmds().report,
+        opts,
+        run=run,
+        output=output,
+        force=force,
+        watch=watch,
+        interval=interval,
+    )
 
 
 @cli.command("reasons")

@@ -10,8 +10,10 @@ directory is missing, or the run has no run directory here and no `-o` was given
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sys
+import time
 from typing import Any
 
 import click
@@ -21,6 +23,7 @@ from runjournal.cli.compose import factories, run_dirs
 from runjournal.cli.exit_codes import CliError, ExitCode
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal
+from runjournal.domain.events import RunStatus
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold
 from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
@@ -28,34 +31,60 @@ from runjournal.projections.html_report import REPORT_HTML, HtmlReportProjection
 __all__ = ["REPORT_HTML", "report", "report_html", "write_run_report"]
 
 
-def report_html(store: JournalStore, run_id: str) -> tuple[bytes, dict[str, Any]]:
-    """The page of one run, from its events in the journal, and the view it drew."""
+def report_html(
+    store: JournalStore, run_id: str, *, refresh: int | None = None
+) -> tuple[bytes, dict[str, Any]]:
+    """The page of one run, from its events in the journal, and the view it drew.
+
+    `refresh` (seconds): the page reloads itself that often, for `report --watch` while
+    the run goes; a run that has ended gets the page `report` writes, whatever `refresh`.
+    """
     from runjournal.projections.html_render import render_report_html  # heavy: on use only
 
     view = fold(HtmlReportProjection(), store.events(run_id)).view()
-    return render_report_html(view).encode("utf-8"), view
+    running = view["run"]["status"] == RunStatus.RUNNING.value
+    page = render_report_html(view, refresh=refresh if running else None)
+    return page.encode("utf-8"), view
 
 
-def report(opts: dict[str, Any], *, run: str, output: str | None, force: bool) -> int:
+def report(
+    opts: dict[str, Any],
+    *,
+    run: str,
+    output: str | None,
+    force: bool,
+    watch: bool = False,
+    interval: float = 2.0,
+) -> int:
     if output == "-" and opts.get("as_json"):
         raise CliError("-o - prints the page on stdout: it cannot be combined with --json")
-    store = open_cli_journal(opts, read_only=True)
-    try:
+    if watch and output == "-":
+        raise CliError("--watch rewrites a file: it cannot be combined with -o -")
+    if watch and not 0.1 <= interval <= 3600:
+        raise CliError(f"--interval {interval:g}: between 0.1 and 3600 seconds")
+    refresh = max(1, math.ceil(interval)) if watch else None
+    written = 0
+    while True:
+        data, view, run_id = _page(opts, run, refresh)
+        run = run_id  # "latest" is resolved once: another run may start meanwhile
+        if output == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return int(ExitCode.OK)
+        if output is None:
+            path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
+        else:  # --watch replaces its own page after the first write
+            path = _into_file(output, data, force=force or written > 0)
+        written += 1
+        if not watch or view["run"]["status"] != RunStatus.RUNNING.value:
+            break
         try:
-            run_id = store.resolve_run(run)
-            data, view = report_html(store, run_id)
-        except JournalError as exc:
-            raise CliError(str(exc), ExitCode.FAILED) from None
-    finally:
-        store.close()
-    if output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return int(ExitCode.OK)
-    if output is None:
-        path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
-    else:
-        path = _into_file(output, data, force=force)
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            raise CliError(
+                f"stopped watching run {run_id} ({path} shows it as it was)",
+                ExitCode.INTERRUPTED,
+            ) from None
     doc = {
         "run_id": run_id,
         "status": view["run"]["status"],
@@ -68,6 +97,20 @@ def report(opts: dict[str, Any], *, run: str, output: str | None, force: bool) -
     else:
         click.echo(f"report of run {run_id} ({doc['status']}): {path} ({len(data)} bytes)")
     return int(ExitCode.OK)
+
+
+def _page(opts: dict[str, Any], run: str, refresh: int | None) -> tuple[bytes, Any, str]:
+    """The page of RUN as the journal holds it now (opened, read and closed each time)."""
+    store = open_cli_journal(opts, read_only=True)
+    try:
+        try:
+            run_id = store.resolve_run(run)
+            data, view = report_html(store, run_id, refresh=refresh)
+        except JournalError as exc:
+            raise CliError(str(exc), ExitCode.FAILED) from None
+    finally:
+        store.close()
+    return data, view, run_id
 
 
 def _into_run_dir(run_id: str, run_dir: str | None, data: bytes) -> str:

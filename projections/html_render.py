@@ -154,10 +154,12 @@ def read_report_head(data: bytes) -> tuple[int, str, int] | None:
 # --- the page ----------------------------------------------------------------------
 
 
-def render_report_html(view: dict[str, Any]) -> str:
+def render_report_html(view: dict[str, Any], *, refresh: int | None = None) -> str:
+    """The page; with `refresh` (seconds) it reloads itself that often (`report --watch`
+    while the run goes: a `<meta http-equiv="refresh">`, no script)."""
     run = view["run"]
     parts = [
-        _head(view),
+        _head(view, refresh),
         "<body>",
         _header(view),
         _nav(view),
@@ -180,14 +182,15 @@ def render_report_html(view: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _head(view: dict[str, Any]) -> str:
+def _head(view: dict[str, Any], refresh: int | None = None) -> str:
     run = view["run"]
     title = f"{run['pipeline'] or 'run'} · {run['run_id']} · {run['status']}"
     projection = f"{view['projection']['name']}.v{view['projection']['version']}"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
-        '<meta http-equiv="Content-Security-Policy" '
+        + (f'<meta http-equiv="refresh" content="{int(refresh)}">\n' if refresh else "")
+        + '<meta http-equiv="Content-Security-Policy" '
         "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="runjournal-projection" content="{_e(projection)}">\n'
