@@ -63,28 +63,30 @@ def report(
     if watch and not 0.1 <= interval <= 3600:
         raise CliError(f"--interval {interval:g}: between 0.1 and 3600 seconds")
     refresh = max(1, math.ceil(interval)) if watch else None
-    written = 0
-    while True:
-        data, view, run_id = _page(opts, run, refresh)
-        run = run_id  # "latest" is resolved once: another run may start meanwhile
-        if output == "-":
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
-            return int(ExitCode.OK)
-        if output is None:
-            path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
-        else:  # --watch replaces its own page after the first write
-            path = _into_file(output, data, force=force or written > 0)
-        written += 1
-        if not watch or view["run"]["status"] != RunStatus.RUNNING.value:
-            break
-        try:
+    if output == "-":
+        data, _, _ = _page(opts, run, None)
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return int(ExitCode.OK)
+    written: list[str] = []  # the run id, once the first page is written
+    try:
+        while True:
+            data, view, run_id = _page(opts, written[0] if written else run, refresh)
+            if output is None:
+                path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
+            else:  # --watch replaces its own page after the first write
+                path = _into_file(output, data, force=force or bool(written))
+            written[:] = [run_id]  # "latest" is resolved once: another run may start
+            if not watch or view["run"]["status"] != RunStatus.RUNNING.value:
+                break
             time.sleep(interval)
-        except KeyboardInterrupt:
-            raise CliError(
-                f"stopped watching run {run_id} ({path} shows it as it was)",
-                ExitCode.INTERRUPTED,
-            ) from None
+    except KeyboardInterrupt:
+        if not watch:
+            raise
+        what = f"run {written[0]}" if written else run
+        raise CliError(
+            f"stopped watching {what} (the page shows it as it was)", ExitCode.INTERRUPTED
+        ) from None
     doc = {
         "run_id": run_id,
         "status": view["run"]["status"],

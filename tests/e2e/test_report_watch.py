@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -170,3 +171,41 @@ def test_watch_refuses_stdout_and_a_bad_interval(cli: CLI, project: dict) -> Non
         assert proc.returncode == 2, proc.stderr
         assert text in proc.stderr and "Traceback" not in proc.stderr
     assert not os.path.exists(project["root"] / "out")
+
+
+def test_ctrl_c_stops_watching_with_one_line_and_130(cli: CLI, project: dict) -> None:
+    root, where, env = project["root"], project["where"], project["env"]
+    page = root / "live.html"
+    full_env = {**cli.env, **env}
+    run_argv = [*console_script(), "run", str(root / "pipeline.toml"), *where, "--cache-root",
+                str(root / "cache"), "--no-progress"]  # fmt: skip
+    run = subprocess.Popen(run_argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watch = None
+    try:
+        _wait(lambda: Path(env["PROBE_LOG"]).exists(), "the first extract")
+        watch_argv = [*console_script(), "report", "latest", *where, "-o", str(page),
+                      "--watch", "--interval", "0.2"]  # fmt: skip
+        watch = subprocess.Popen(
+            watch_argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        _wait(page.exists, "the first page")
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=120)
+        assert watch.returncode == 130, err
+        assert err.strip().splitlines() == [
+            next(line for line in err.splitlines() if line.startswith("runjournal: error: "))
+        ]
+        assert "stopped watching run" in err and "Traceback" not in err
+        assert _meta(page.read_bytes())["status"] == "running"  # left as it was
+    finally:
+        Path(env["GATE"]).touch()  # the run finishes either way
+        if watch is not None and watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+        try:
+            run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert run.returncode == 0
