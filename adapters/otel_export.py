@@ -100,10 +100,16 @@ def readable_spans(trace: TraceRecord, *, tool_version: str) -> list[Any]:
     return spans
 
 
+# Spans per OTLP request: a large run's trace stays far below the exporter's 64 MiB
+# request limit and a collector's usual 4 MiB one.
+BATCH = 1000
+
+
 def export_trace(
     trace: TraceRecord, url: str, *, tool_version: str, timeout: float | None = None
 ) -> int:
-    """Send every span of the trace to `url` in one OTLP/HTTP request; the span count.
+    """Send every span of the trace to `url`, `BATCH` spans per OTLP/HTTP request (the
+    run's span first); the span count.
 
     `timeout` None: the SDK's (`OTEL_EXPORTER_OTLP_TIMEOUT`, 10 s by default), retries
     included. The SDK's own log lines are kept quiet: the caller says what failed, in
@@ -118,10 +124,15 @@ def export_trace(
     if not quiet.handlers:
         quiet.addHandler(logging.NullHandler())
     exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
+    sent = 0
     try:
-        result = exporter.export(spans)
+        for start in range(0, len(spans), BATCH):  # the same batches every time
+            batch = spans[start : start + BATCH]
+            if exporter.export(batch) is not SpanExportResult.SUCCESS:
+                raise OtelExportFailed(
+                    f"{url} did not accept the {len(spans)} span(s) ({sent} sent before)"
+                )
+            sent += len(batch)
     finally:
         exporter.shutdown()
-    if result is not SpanExportResult.SUCCESS:
-        raise OtelExportFailed(f"{url} did not accept the {len(spans)} span(s)")
-    return len(spans)
+    return sent

@@ -16,11 +16,7 @@ from typing import Any
 
 import pytest
 from support.llm_servers import ServerProcess, start_fake
-
-trace_service = pytest.importorskip(
-    "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
-    reason="the test extra installs opentelemetry-proto",
-)
+from support.otlp_receiver import Receiver, spans_of
 
 SCHEMA = '{ type = "object", properties = { topic = { type = "string" } }, required = ["topic"] }'
 PIPELINE = """
@@ -51,48 +47,6 @@ DOCS = {
     "b.md": "FAULTS: 500, ok\nBeta has one paragraph.\n",
 }
 ENV = {"RJ_FAKE_KEY": "sk-" + "local-" + "x" * 24}
-
-
-class Receiver:
-    """An OTLP/HTTP receiver on 127.0.0.1: keeps every POST body to /v1/traces."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.paths: list[str] = []
-        bodies, paths = self.bodies, self.paths
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                paths.append(self.path)
-                bodies.append(self.rfile.read(length))
-                reply = trace_service.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
-    def requests(self) -> list[Any]:
-        out = []
-        for body in self.bodies:
-            message = trace_service.ExportTraceServiceRequest()
-            message.ParseFromString(body)
-            out.append(message)
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +100,6 @@ def _attrs(span: Any) -> dict[str, Any]:
     return values
 
 
-def _spans(request: Any) -> list[Any]:
-    return [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
-
-
 def _send(project: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
     return project["cli"](
         "journal", "otel", project["run_id"], "--output-root", str(project["out"]), *args, env=env
@@ -163,7 +113,7 @@ def test_trace_of_a_run_decodes_with_genai_attributes_and_nesting(
     assert proc.returncode == 0, proc.stderr
     assert receiver.paths == ["/v1/traces"]
     [request] = receiver.requests()
-    spans = _spans(request)
+    spans = spans_of(request)
     attempts = [e["data"] for e in project["events"] if e["type"] == "LLMCallAttempted"]
     assert len(attempts) >= 4 and {a["status"] for a in attempts} >= {"ok", "server_error"}
     chats = [s for s in spans if s.name.startswith("chat ")]
@@ -284,7 +234,7 @@ def test_run_sends_its_trace_when_it_ends(
     proc, doc = cli.json(*args, "--otel-endpoint", receiver.url, env=ENV)
     assert proc.returncode == 0, proc.stderr
     [sent] = receiver.bodies
-    spans = _spans(receiver.requests()[0])
+    spans = spans_of(receiver.requests()[0])
     assert sum(s.name.startswith("chat ") for s in spans) == 2
     # what the run sent when it ended is what `journal otel` sends of it afterwards
     again = cli("journal", "otel", doc["run_id"], "--output-root", str(out), "--endpoint",
