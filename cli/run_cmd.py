@@ -120,6 +120,19 @@ def parse_run(
     )
 
 
+def _otel_from_environment() -> bool:
+    """An OTLP endpoint set in the environment, and OpenTelemetry's own switches not off
+    (`OTEL_SDK_DISABLED`, `OTEL_TRACES_EXPORTER=none`): the run sends its trace when it
+    ends (docs/operations.md "Traces and lineage")."""
+    env = os.environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    names = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    return any(env.get(name, "").strip() for name in names)
+
+
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     """Parse, run, render: the exit code of a run that reached its stages."""
     if req.otel_endpoint is not None:
@@ -143,7 +156,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     )
     result = run_use_case(settings, run_ports(), view)
     _print_result(req, result)
-    if req.otel_endpoint is not None:
+    if req.otel_endpoint is not None or _otel_from_environment():
         from runjournal.cli.telemetry_cmds import send_run_trace
 
         send_run_trace(config, result.run_id, req.otel_endpoint, quiet=req.quiet or req.json)

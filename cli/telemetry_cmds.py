@@ -77,9 +77,10 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
     return int(ExitCode.OK)
 
 
-def send_run_trace(config: Any, run_id: str, endpoint: str, *, quiet: bool) -> None:
-    """`run --otel-endpoint`: send the run's trace once it has ended. A failure is a
-    warning: the run's outcome and exit code stay what they are."""
+def send_run_trace(config: Any, run_id: str, endpoint: str | None, *, quiet: bool) -> None:
+    """`run --otel-endpoint` (or an OTLP endpoint in the environment): send the run's
+    trace once it has ended. A failure is a warning: the run's outcome and exit code
+    stay what they are."""
     from runjournal.adapters.otel_export import (
         OtelExportFailed,
         OtelUnavailable,
@@ -88,8 +89,11 @@ def send_run_trace(config: Any, run_id: str, endpoint: str, *, quiet: bool) -> N
     )
     from runjournal.cli.compose import journal_for
 
-    url = traces_url(endpoint) or endpoint
+    url = traces_url(endpoint)
+    if url is None:
+        return
     try:
+        check_http_url(url, "OTLP endpoint")
         store = journal_for(config, read_only=True)
         try:
             trace = trace_of(store.events(run_id))
@@ -98,6 +102,9 @@ def send_run_trace(config: Any, run_id: str, endpoint: str, *, quiet: bool) -> N
         if trace is None:
             return
         count = export_trace(trace, url, tool_version=__version__)
+    except CliError as exc:
+        print_warning(f"trace of run {run_id} not sent: {exc.message}")
+        return
     except (JournalError, OtelUnavailable, OtelExportFailed) as exc:
         print_warning(f"trace of run {run_id} not sent: {redact_url(str(exc))}")
         return

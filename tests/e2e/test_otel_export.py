@@ -250,3 +250,35 @@ def test_run_sends_its_trace_when_it_ends(
     assert "runjournal: warning: trace of run" in proc.stderr and "Traceback" not in proc.stderr
     # nothing but our own lines: the SDK's log lines stay quiet
     assert all(line.startswith("runjournal: ") for line in proc.stderr.splitlines()), proc.stderr
+
+
+def test_run_sends_its_trace_to_the_otlp_variable_unless_otel_is_off(
+    fake: ServerProcess, receiver: Receiver, tmp_path: Path
+) -> None:
+    from support.console import CLI
+
+    root = tmp_path / "p"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text(DOCS["a.md"])
+    (root / "pipeline.toml").write_text(PIPELINE.format(schema=SCHEMA))
+    (root / "profiles.toml").write_text(PROFILE.format(url=fake.url))
+    cli = CLI(root / "home")
+    args = [
+        "run", str(root / "pipeline.toml"), "--output-root", str(root / "out"),
+        "--cache-root", str(root / "cache"), "--profile", "fake",
+        "--profiles-file", str(root / "profiles.toml"),
+    ]  # fmt: skip
+    env = {**ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    proc = cli(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert receiver.paths == ["/v1/traces"]
+    for off in ({"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}):
+        proc = cli(*args, env={**env, **off})
+        assert proc.returncode == 0, proc.stderr
+    assert len(receiver.paths) == 1  # nothing more was sent
+    # a variable that is not an http(s) URL: a warning, the run unchanged
+    proc = cli(*args, env={**ENV, "OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"})
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "runjournal: warning: trace of run" in proc.stderr and "not an http(s) URL" in proc.stderr
+    )
