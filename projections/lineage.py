@@ -88,6 +88,7 @@ class _Step:
         self.outcomes: dict[str, int] = {}
         self.error: str | None = None
         self.pending = 0
+        self.lanes: set[str] = set()
 
 
 class LineageFold:
@@ -114,6 +115,7 @@ class LineageFold:
                 self.inputs[f.name] = DatasetRecord(f.name, f.sha256, f.size)
         elif isinstance(event, LaneResolved):
             step = self._step(event.step, at)
+            step.lanes.add(event.lane)
             for ref in event.dependencies:
                 name = f"artifact:{ref.step}/{ref.lane}/{ref.kind}"
                 step.inputs[name] = DatasetRecord(name, ref.sha256, ref.size)
@@ -192,7 +194,9 @@ class LineageFold:
                 "job_type": "STEP",
                 "parent": (str(run_uuid), job),
             }
-            step_inputs = tuple(step.inputs[n] for n in sorted(step.inputs))
+            # a lane named by a source's logical name reads that source
+            read = {**step.inputs, **{n: self.inputs[n] for n in step.lanes if n in self.inputs}}
+            step_inputs = tuple(read[n] for n in sorted(read))
             out.append(LineageRecord(START, step.start, inputs=step_inputs, **kind))
             if end is None:
                 continue

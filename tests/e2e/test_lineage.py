@@ -168,6 +168,7 @@ def test_a_succeeded_run_completes_with_its_datasets(cli: CLI, tmp_path: Path) -
     decisions = step_end["run"]["facets"]["runjournal_decisions"]
     assert decisions["outcomes"]["executed"] > 0 and sum(decisions["reasonCodes"].values()) > 0
     assert step_end["outputs"]
+    assert {d["name"] for d in step_end["inputs"]} == {"docs/d0.md", "docs/d1.md"}
     # the same run, emitted twice, names the same runs
     assert project.events() == events
     # and the schema does refuse what the spec refuses

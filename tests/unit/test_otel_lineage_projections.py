@@ -11,6 +11,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runjournal.domain.events import (
+    FileFingerprint,
+    InputsFingerprinted,
     LLMCallAttempted,
     RunError,
     RunEvent,
@@ -119,8 +121,22 @@ def _states(records: list[Any], job: str) -> list[str]:
     return [r.event_type for r in records if r.job == job]
 
 
+def _with_sources(events: list[RunEvent], names: list[str]) -> list[RunEvent]:
+    first = events[0]
+    fingerprinted = InputsFingerprinted(
+        originator_id=first.originator_id,
+        originator_version=0,
+        timestamp=first.timestamp,
+        sources=[FileFingerprint(n, "b" * 64, 10) for n in names],
+        references=[],
+    )
+    out = [first, fingerprinted, *events[1:]]
+    return [msgspec.structs.replace(e, originator_version=i + 1) for i, e in enumerate(out)]
+
+
 def test_lineage_of_a_succeeded_run() -> None:
     run = synthetic_run(run_id_for(9), lanes=2, chunks=2)
+    run.events[:] = _with_sources(run.events, ["docs/0000.md", "docs/0001.md", "docs/other.md"])
     records = lineage_of(run.events)
     assert _states(records, "synthetic") == [START, RUNNING, COMPLETE]
     assert _states(records, "synthetic.terms") == [START, COMPLETE]
@@ -138,6 +154,8 @@ def test_lineage_of_a_succeeded_run() -> None:
         "artifact:terms/docs/0000.md/terms",
         "artifact:terms/docs/0001.md/terms",
     }
+    assert {d.name for d in step_end.inputs} == {"docs/0000.md", "docs/0001.md"}
+    assert {d.name for d in end.inputs} == {"docs/0000.md", "docs/0001.md", "docs/other.md"}
     assert lineage_of(run.events) == records
 
 
