@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runjournal.domain.events import (
@@ -185,3 +186,16 @@ def test_lineage_of_failed_interrupted_abandoned_and_running_runs() -> None:
     ]
     stopped = lineage_of(_ended(cut, RunStatus.INTERRUPTED, None))
     assert _states(stopped, "synthetic.terms")[-1] == ABORT
+
+
+def test_every_gen_ai_attribute_is_one_the_conventions_define() -> None:
+    semconv = pytest.importorskip(
+        "opentelemetry.semconv._incubating.attributes.gen_ai_attributes",
+        reason="opentelemetry-semantic-conventions comes with the otel extra",
+    )
+    defined = {v for k, v in vars(semconv).items() if k.startswith("GEN_AI_")}
+    run = synthetic_run(run_id_for(11), lanes=1, chunks=1)
+    trace = trace_of(_with_attempts(run.events, 2))
+    assert trace is not None
+    used = {k for s in trace.spans for k, _ in s.attributes if k.startswith("gen_ai.")}
+    assert used and used <= defined, used - defined
