@@ -9,10 +9,13 @@ time stays as it is (docs/performance.md "Start-up").
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
+from runjournal.domain.redaction import redact_obj
 from runjournal.projections.otel_trace import SCOPE_NAME, SpanKind, TraceRecord
 
 TRACES_PATH = "/v1/traces"
@@ -46,6 +49,41 @@ def traces_url(endpoint: str | None) -> str | None:
 def _with_path(url: str) -> str:
     url = url.strip()
     return url if url.rstrip("/").endswith(TRACES_PATH) else url.rstrip("/") + TRACES_PATH
+
+
+def cassette_content(cassette: Any) -> Callable[[str], dict[str, Any] | None]:
+    """`gen_ai.input.messages` and `gen_ai.output.messages` (JSON, the GenAI conventions'
+    message shape) of the exchange a cassette recorded for a request digest, passed
+    through the redaction component first (docs/operations.md "Redaction")."""
+
+    def text_of(content: Any) -> str:
+        return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+
+    def content_of(digest: str) -> dict[str, Any] | None:
+        exchange = cassette.exchange(digest)
+        if exchange is None:
+            return None
+        asked = [
+            {
+                "role": str(m.get("role", "user")),
+                "parts": [{"type": "text", "content": text_of(m.get("content", ""))}],
+            }
+            for m in exchange.request.get("messages", [])
+            if isinstance(m, dict)
+        ]
+        answered = [
+            {
+                "role": "assistant",
+                "parts": [{"type": "text", "content": exchange.reply.content}],
+                "finish_reason": exchange.reply.finish_reason or "stop",
+            }
+        ]
+        return {
+            "gen_ai.input.messages": json.dumps(redact_obj(asked), sort_keys=True),
+            "gen_ai.output.messages": json.dumps(redact_obj(answered), sort_keys=True),
+        }
+
+    return content_of
 
 
 def readable_spans(trace: TraceRecord, *, tool_version: str) -> list[Any]:

@@ -138,6 +138,11 @@ def cli() -> None:
     metavar="URL",
     help="When the run ends, send its trace there (OTLP/HTTP, as `journal otel`).",
 )
+@click.option(
+    "--otel-content",
+    is_flag=True,
+    help="With the trace, the prompts and replies of the --llm-record/--llm-replay cassette.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @verbose_option
 @json_option
@@ -171,6 +176,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
         verbose=opts["verbose"],
         report=opts["html_report"],
         otel_endpoint=opts["otel_endpoint"],
+        otel_content=opts["otel_content"],
         llm=LLMRequest(
             record=opts["llm_record"],
             replay=opts["llm_replay"],
@@ -449,7 +455,14 @@ def journal_import(file: str, **opts: Any) -> None:
 @journal_options
 @json_option
 @verbose_option
-def journal_otel(run: str, endpoint: str | None, **opts: Any) -> None:
+@click.option(
+    "--content",
+    default=None,
+    metavar="CASSETTE",
+    type=ShownPath(dir_okay=False),
+    help="Add the prompts and replies this cassette (--llm-record) holds, redacted.",
+)
+def journal_otel(run: str, endpoint: str | None, content: str | None, **opts: Any) -> None:
     """Send RUN as an OpenTelemetry trace (OTLP/HTTP protobuf): spans for the run, its
     steps, lanes and stages, and a `chat <model>` span per LLM attempt.
 
@@ -460,8 +473,9 @@ def journal_otel(run: str, endpoint: str | None, **opts: Any) -> None:
     Examples:
       runjournal journal otel latest --endpoint http://localhost:4318
       OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 runjournal journal otel latest
+      runjournal journal otel latest --endpoint http://localhost:4318 --content cassette.json
     """
-    _call(lambda: _telemetry_cmds().otel, opts, run=run, endpoint=endpoint)
+    _call(lambda: _telemetry_cmds().otel, opts, run=run, endpoint=endpoint, content=content)
 
 
 @journal_group.command("lineage")

@@ -65,6 +65,7 @@ class RunRequest:
     report: bool = False  # --report: report.html in the run directory
     llm: LLMRequest | None = None  # --llm-record/--llm-replay/--max-cost/--max-tokens
     otel_endpoint: str | None = None  # --otel-endpoint: the trace sent when the run ends
+    otel_content: bool = False  # --otel-content: with the cassette's prompts and replies
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -139,6 +140,12 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
         from runjournal.cli.telemetry_cmds import check_http_url
 
         check_http_url(req.otel_endpoint, "--otel-endpoint")
+    cassette = req.llm and (req.llm.record or req.llm.replay)
+    if req.otel_content and not cassette:
+        raise CliError(
+            "--otel-content takes the prompts and replies from the run's cassette: "
+            "add --llm-record FILE (or --llm-replay FILE)"
+        )
     settings = parse_run(
         req.pipeline,
         flags=req.flags,
@@ -159,7 +166,13 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     if req.otel_endpoint is not None or _otel_from_environment():
         from runjournal.cli.telemetry_cmds import send_run_trace
 
-        send_run_trace(config, result.run_id, req.otel_endpoint, quiet=req.quiet or req.json)
+        send_run_trace(
+            config,
+            result.run_id,
+            req.otel_endpoint,
+            quiet=req.quiet or req.json,
+            content=cassette if req.otel_content else None,
+        )
     return int(RUN_END_CODES[result.end])
 
 

@@ -29,7 +29,23 @@ def check_http_url(url: str, what: str) -> None:
         raise CliError(f"{what} {redact_url(url)}: not an http(s) URL")
 
 
-def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
+def load_content(path: str, what: str) -> Any:
+    """The prompts and replies of a cassette, as the trace's content attributes."""
+    import os
+
+    from runjournal.adapters.llm.cassette import Cassette, CassetteError
+    from runjournal.adapters.otel_export import cassette_content
+
+    try:
+        cassette = Cassette.load(os.path.abspath(path), missing_ok=False)
+    except CassetteError as exc:
+        raise CliError(f"{what}: {exc}") from None
+    return cassette_content(cassette)
+
+
+def otel(
+    opts: dict[str, Any], *, run: str, endpoint: str | None, content: str | None = None
+) -> int:
     from runjournal.adapters.otel_export import (
         ENDPOINT_VARIABLES,
         OtelExportFailed,
@@ -42,11 +58,12 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
     if url is None:
         raise CliError(f"no OTLP endpoint: use --endpoint URL or set {ENDPOINT_VARIABLES[1]}")
     check_http_url(url, "--endpoint")
+    content_of = load_content(content, "--content") if content is not None else None
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
         try:
-            trace = trace_of(store.events(run_id))
+            trace = trace_of(store.events(run_id), content_of)
         except JournalError as exc:
             raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
     finally:
@@ -77,7 +94,9 @@ def otel(opts: dict[str, Any], *, run: str, endpoint: str | None) -> int:
     return int(ExitCode.OK)
 
 
-def send_run_trace(config: Any, run_id: str, endpoint: str | None, *, quiet: bool) -> None:
+def send_run_trace(
+    config: Any, run_id: str, endpoint: str | None, *, quiet: bool, content: str | None = None
+) -> None:
     """`run --otel-endpoint` (or an OTLP endpoint in the environment): send the run's
     trace once it has ended. A failure is a warning: the run's outcome and exit code
     stay what they are."""
@@ -94,9 +113,10 @@ def send_run_trace(config: Any, run_id: str, endpoint: str | None, *, quiet: boo
         return
     try:
         check_http_url(url, "OTLP endpoint")
+        content_of = load_content(content, "--otel-content") if content is not None else None
         store = journal_for(config, read_only=True)
         try:
-            trace = trace_of(store.events(run_id))
+            trace = trace_of(store.events(run_id), content_of)
         finally:
             store.close()
         if trace is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,10 +129,16 @@ class _Open:
         )
 
 
+# The extra attributes of an attempt, by its request digest: the prompt and reply text
+# (`journal otel --content`), None where there is none.
+ContentOf = Callable[[str], Mapping[str, AttrValue] | None]
+
+
 class TraceFold:
     """Fold a run's events into its `TraceRecord` (`trace()` once the events end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, content: ContentOf | None = None) -> None:
+        self._content = content
         self.run_id = ""
         self._run: _Open | None = None
         self._steps: dict[str, _Open] = {}
@@ -300,6 +307,8 @@ class TraceFold:
             attributes["http.response.status_code"] = event.http_status
         if event.reply_sha256:
             attributes["runjournal.reply_sha256"] = event.reply_sha256
+        if self._content is not None and event.status is AttemptStatus.OK:
+            attributes.update(self._content(event.request_sha256) or {})
         span = _Open(
             span_id=span_id_of(self.run_id, "event", str(event.originator_version)),
             parent_id=parent.span_id,
@@ -347,9 +356,9 @@ class TraceFold:
         )
 
 
-def trace_of(events: Any) -> TraceRecord | None:
+def trace_of(events: Any, content: ContentOf | None = None) -> TraceRecord | None:
     """The trace of one run's events (an iterable of `RunEvent`)."""
-    fold = TraceFold()
+    fold = TraceFold(content)
     for event in events:
         fold.apply(event)
     return fold.trace()

@@ -113,6 +113,12 @@ class Cassette:
                 self.hits += 1
             return found.reply if found is not None else None
 
+    def exchange(self, key: str) -> Exchange | None:
+        """The exchange recorded for a request digest, without counting a replay hit
+        (`journal otel --content`)."""
+        with self._lock:
+            return self._exchanges.get(key)
+
     def put(self, key: str, request: dict[str, Any], reply: Reply) -> None:
         with self._lock:
             old = self._exchanges.get(key)

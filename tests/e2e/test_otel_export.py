@@ -9,6 +9,7 @@ chunk scripted to fail once with a 500, so the journal holds a retried call.
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,3 +283,54 @@ def test_run_sends_its_trace_to_the_otlp_variable_unless_otel_is_off(
     assert (
         "runjournal: warning: trace of run" in proc.stderr and "not an http(s) URL" in proc.stderr
     )
+
+
+def test_content_from_the_cassette_redacted(
+    fake: ServerProcess, receiver: Receiver, tmp_path: Path
+) -> None:
+    from support.console import CLI
+
+    token = "ghp_" + "Z9y8X7w6V5u4" * 3  # a credential shape, built at run time
+    root = tmp_path / "p"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text(f"Apples are red.\n\nKey {token} here.\n")
+    (root / "pipeline.toml").write_text(PIPELINE.format(schema=SCHEMA))
+    (root / "profiles.toml").write_text(PROFILE.format(url=fake.url))
+    cli = CLI(root / "home")
+    out, cassette = root / "out", root / "cassette.json"
+    args = [
+        "run", str(root / "pipeline.toml"), "--output-root", str(out),
+        "--cache-root", str(root / "cache"), "--profile", "fake",
+        "--profiles-file", str(root / "profiles.toml"),
+    ]  # fmt: skip
+    refused = cli(*args, "--otel-endpoint", receiver.url, "--otel-content", env=ENV)
+    assert refused.returncode == 2 and "--llm-record" in refused.stderr
+
+    proc, doc = cli.json(
+        *args, "--llm-record", str(cassette), "--otel-endpoint", receiver.url, "--otel-content",
+        env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sent = receiver.bodies[-1]
+    chats = [s for s in spans_of(receiver.requests()[-1]) if s.name.startswith("chat ")]
+    assert len(chats) == 2
+    asked = [json.loads(_attrs(c)["gen_ai.input.messages"]) for c in chats]
+    texts = " ".join(p["content"] for a in asked for m in a for p in m["parts"])
+    assert "Apples are red." in texts and "[REDACTED" in texts
+    for chat in chats:
+        answered = json.loads(_attrs(chat)["gen_ai.output.messages"])
+        assert answered[0]["role"] == "assistant" and answered[0]["parts"][0]["content"]
+    assert token.encode() not in sent
+
+    # the same from the journal afterwards, and nothing of it without --content
+    where = ["--output-root", str(out)]
+    again = cli("journal", "otel", doc["run_id"], *where, "--endpoint", receiver.url,
+                "--content", str(cassette))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert receiver.bodies[-1] == sent
+    plain = cli("journal", "otel", doc["run_id"], *where, "--endpoint", receiver.url)
+    assert plain.returncode == 0, plain.stderr
+    assert b"gen_ai.input.messages" not in receiver.bodies[-1]
+    missing = cli("journal", "otel", doc["run_id"], *where, "--endpoint", receiver.url,
+                  "--content", str(root / "nope.json"))  # fmt: skip
+    assert missing.returncode == 2 and "no such file" in missing.stderr
