@@ -75,6 +75,13 @@ def _untyped_emissions(source: str) -> list[int]:
     ]
 
 
+# Modules whose `.emit(...)` is not the journal's: justified, and kept this short.
+NOT_THE_JOURNAL = {
+    # openlineage-python's `Transport.emit(event)` sends an OpenLineage event over HTTP
+    "adapters/lineage_emit.py",
+}
+
+
 def test_no_product_module_records_an_event_untyped() -> None:
     """Events are recorded through typed methods (docs/internals.md "Recording a run
     (`RunRecorder`)"), never `emit(event_type, **fields)`."""
@@ -82,6 +89,7 @@ def test_no_product_module_records_an_event_untyped() -> None:
         f"{path.relative_to(REPO)}:{line}"
         for layer in ("domain", "projections", "adapters", "app", "cli")
         for path in sorted((REPO / layer).rglob("*.py"))
+        if str(path.relative_to(REPO)) not in NOT_THE_JOURNAL
         for line in _untyped_emissions(path.read_text())
     ]
     assert found == []
