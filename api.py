@@ -383,8 +383,8 @@ class Project:
         """`read(store)` on this project's journal, opened read-only; `missing` when no
         run made the journal yet (None: that is a UsageError)."""
         from runjournal.adapters.journal.journal_errors import JournalError
+        from runjournal.app.journals import journal_exists
         from runjournal.cli.compose import journal_for
-        from runjournal.cli.query_cmds import journal_exists
 
         config = self._parse({}, with_llm=False).config
         if not journal_exists(config.journal):

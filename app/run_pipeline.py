@@ -37,6 +37,7 @@ from runjournal.app.errors import (
     UsageError,
 )
 from runjournal.app.heap import settled_heap
+from runjournal.app.llm_call_log import journal_pending
 from runjournal.app.manifest_check import check_run_manifest
 from runjournal.app.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
@@ -101,7 +102,6 @@ class RunPorts:
     workspace_dir: Callable[[Any, str], str]
     allocate_debug_bundle: Callable[..., Any]
     llm_services: Callable[..., Any]  # (plan, text trace, cache dir, run id) -> RunLLM
-    journal_pending: Callable[..., None]
     llm_report: Callable[..., dict[str, Any]]
     checkpoint_writes: Callable[[Any, int], Any]  # (recorder, jobs) -> pool or None
     before_execution: Callable[..., Any]  # -> RunNotes (module sources, the hint)
@@ -717,7 +717,7 @@ def _settle_llm(
     if inv.llm is None:
         return
     pending = inv.llm.settle(inv.manifest.llm.attempt_keys, drain=drain, expired=expired)
-    ports.journal_pending(inv.session, pending)
+    journal_pending(inv.session, pending)
 
 
 def _failure_view(failure: StageFailure) -> dict[str, Any]:

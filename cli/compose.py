@@ -539,7 +539,6 @@ def run_ports(made: Factories | None = None) -> Any:
         llm_services=lambda plan, text, **kw: llm_wiring.build_services(
             plan, text, made=made, **kw
         ),
-        journal_pending=llm_wiring.journal_pending,
         llm_report=llm_wiring.llm_report,
         checkpoint_writes=_checkpoint_writes(made),
         before_execution=run_summary.before_execution,
@@ -564,3 +563,22 @@ def plan_ports() -> Any:
     from runjournal.app.plan import PlanPorts
 
     return PlanPorts(load_profiles=factories().load_profiles, cache_view=cache_view)
+
+
+def maintenance_ports() -> Any:
+    """What the maintenance use-cases (app/rebuild_projections.py, app/collect_garbage.py,
+    app/recover_runs.py, app/export_import.py) are wired with."""
+    from runjournal.app.journals import MaintenancePorts
+    from runjournal.cli.keys_cmds import export_signer
+    from runjournal.cli.output import json_bytes, json_bytes_streamed
+
+    made = factories()
+    return MaintenancePorts(
+        journal_for=journal_for,
+        open_root=made.open_root,
+        output_objects=output_objects,
+        projection_store=lambda store, config: projection_store(
+            store, config, json_bytes, json_bytes_streamed
+        ),
+        export_signer=export_signer,
+    )

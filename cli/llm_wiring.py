@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from runjournal.cli.compose import factories
 from runjournal.cli.exit_codes import CliError
-from runjournal.domain.ports import RunRecorder
 from runjournal.projections.llm_usage import usage_line
 
 if TYPE_CHECKING:
@@ -174,14 +173,6 @@ def build_services(
         ),
         eager=eager,
     )
-
-
-def journal_pending(recorder: RunRecorder, pending: list[Any]) -> None:
-    """Journal attempts the call log holds and the journal lacks, as `LLMCallAttempted`."""
-    for item in pending:
-        recorder.llm_attempt(
-            step=item.step, lane=item.lane, stage=item.stage, chunk=item.chunk, attempt=item.attempt
-        )
 
 
 def llm_report(usage_view: dict[str, Any], plan: LLMPlan) -> dict[str, Any]:
