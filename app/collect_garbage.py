@@ -85,7 +85,7 @@ def collect_garbage(config: Any, request: GcRequest, ports: MaintenancePorts) ->
     """Apply the retention of `request` to the journal's finished runs (and the cache)."""
     keep, older, dry_run = request.keep, request.older_than, request.dry_run
     if keep is None and older is None and not request.collects_cache:
-        raise UsageError("gc needs keep and/or older_than, or a cache collection")
+        raise UsageError("gc needs a retention (keep, older than) or the cache collection")
     with existing_journal(config, ports, read_only=True) as store:
         every_run = store.list_runs()
         runs = [r for r in every_run if r.status is not RunStatus.RUNNING]

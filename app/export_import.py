@@ -1,5 +1,5 @@
 """The export and import use-cases: `journal export` and `journal import`
-(docs/operations.md "Moving a run between journals").
+(docs/internals.md "Export and import (`adapters/export.py`)").
 
 An export is one run's events as a hash-chained file, with a signed checkpoint when the
 user has a key (adapters/export.py); an import verifies a whole file first, then streams

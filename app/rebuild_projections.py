@@ -1,5 +1,5 @@
 """The projection use-cases: `projections status` and `projections rebuild`
-(docs/operations.md "Materialised views").
+(docs/internals.md "Projections").
 
 Both open the journal read-only and its materialised views through the composition
 root's `projection_store`; the store and the journal are closed by one `ExitStack`. An

@@ -1,4 +1,4 @@
-"""The recover use-case: `recover` (docs/operations.md "Recovering after a crash").
+"""The recover use-case: `recover` (docs/operations.md "Recovery").
 
 Runs whose process is gone are terminalized as abandoned (the attempts their LLM call log
 holds journaled first, docs/operations.md "LLM call log"); leftover temp files are swept
