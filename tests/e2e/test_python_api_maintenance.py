@@ -155,6 +155,10 @@ def test_recover_abandons_a_killed_run(tmp_path: Path, monkeypatch: pytest.Monke
         if name.startswith("RUNJOURNAL_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
+    monkeypatch.chdir(tmp_path)
+    roots = {"output_root": str(tmp_path / "out"), "cache_root": str(tmp_path / "cache")}
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("hello\n")
     (tmp_path / "plugins").mkdir()
@@ -163,13 +167,14 @@ def test_recover_abandons_a_killed_run(tmp_path: Path, monkeypatch: pytest.Monke
         'name = "slow"\ninputs = ["docs/*.md"]\n'
         '[[steps]]\nid = "s"\nmodule = "plugins/slow.py:Slow"\n'
     )
-    project = runjournal.Project.open(tmp_path)
+    project = runjournal.Project.open(tmp_path, **roots)
+    assert project.runs() == []
     assert project.recover().abandoned == []  # no journal yet: nothing to abandon
     child = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            f"import runjournal; runjournal.Project.open({str(tmp_path)!r}).run()",
+            f"import runjournal; runjournal.Project.open({str(tmp_path)!r}, **{roots!r}).run()",
         ],
         env=os.environ,
         stdout=subprocess.DEVNULL,
