@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from runjournal.app.errors import (
@@ -216,7 +217,9 @@ def _settings_flags(settings: Mapping[str, Any]) -> dict[str, object]:
 
 
 class Project:
-    """A pipeline file and its settings; `run`, `plan`, `runs`, `explain`, `audit`."""
+    """A pipeline file and its settings; `run`, `plan`, `runs`, `explain`, `audit`, and
+    the maintenance use-cases: `gc`, `recover`, `export`, `import_`,
+    `rebuild_projections`, `projection_status`."""
 
     def __init__(
         self, pipeline: str, settings: Mapping[str, Any], built: Pipeline | None = None
@@ -347,6 +350,90 @@ class Project:
         open_root = factories().open_root
         return self._reading(lambda store: audit(store, run, trusted, open_root=open_root).document)
 
+    # --- maintenance (docs/python-api.md "Maintenance") --------------------------------
+
+    def gc(
+        self,
+        *,
+        keep: int | None = None,
+        older_than: str | timedelta | None = None,
+        cache: bool = False,
+        max_cache_size: int | str | None = None,
+        forget_missing: bool = False,
+        include_unregistered: bool = False,
+        dry_run: bool = False,
+    ) -> Any:
+        """Remove the run directories of finished runs beyond the retention and, with
+        `cache` (or `max_cache_size`), collect the cache root (`runjournal gc`): a
+        `GcReport` (`.runs`, `.removed`, `.cache`; `.document()` is `gc --json`'s)."""
+        from runjournal.app.collect_garbage import GcRequest, collect_garbage
+        from runjournal.cli.age import parse_age
+        from runjournal.cli.cache_gc_cmd import parse_size
+
+        try:
+            age = parse_age(older_than) if isinstance(older_than, str) else older_than
+            size = parse_size(max_cache_size) if isinstance(max_cache_size, str) else max_cache_size
+        except RunjournalError as exc:
+            raise _typed(exc) from None
+        request = GcRequest(
+            keep=keep,
+            older_than=age,
+            cache=cache,
+            max_cache_size=size,
+            forget_missing=forget_missing,
+            include_unregistered=include_unregistered,
+            dry_run=dry_run,
+        )
+        return self._maintaining(lambda config, ports: collect_garbage(config, request, ports))
+
+    def recover(self, *, dry_run: bool = False) -> Any:
+        """Terminalize the runs whose process is gone as abandoned and sweep leftover temp
+        files (`runjournal recover`): a `RecoverReport` (`.abandoned`, `.skipped`,
+        `.temp_files`; `.document()` is `recover --json`'s)."""
+        from runjournal.app.recover_runs import recover_runs
+
+        return self._maintaining(lambda config, ports: recover_runs(config, ports, dry_run=dry_run))
+
+    def export(self, run: str, path: str | os.PathLike[str], *, force: bool = False) -> Any:
+        """Write RUN (an id, a unique prefix or `latest`) to the export file `path`
+        (`runjournal journal export`): an `ExportResult` (`.run_id`, `.events`, `.file`,
+        `.sha256`)."""
+        from runjournal.app.export_import import export_run_file
+
+        output = os.fspath(path)
+        return self._maintaining(
+            lambda config, ports: export_run_file(
+                config, ports, run=run, output=output, force=force
+            )
+        )
+
+    def import_(self, path: str | os.PathLike[str]) -> Any:
+        """Verify the export file `path` and read its run into this project's journal
+        (`runjournal journal import`; a SQLite journal is created if need be): an
+        `ImportResult` (`.run_id`, `.events`, `.status`: `imported` or
+        `already_imported`)."""
+        from runjournal.app.export_import import import_run_file
+
+        file = os.fspath(path)
+        return self._maintaining(lambda config, ports: import_run_file(config, ports, file=file))
+
+    def rebuild_projections(self, name: str | None = None, *, run: str | None = None) -> Any:
+        """Rebuild the materialised views (all, or the one `name`d; for every run, or RUN)
+        (`runjournal projections rebuild`): a `RebuildReport` (`.projections`,
+        `.failures`, `.ok`)."""
+        from runjournal.app.rebuild_projections import rebuild_projections
+
+        return self._maintaining(
+            lambda config, ports: rebuild_projections(config, ports, name=name, run=run)
+        )
+
+    def projection_status(self, name: str | None = None) -> Any:
+        """Whether each materialised view is stale (`runjournal projections status`): a
+        `ProjectionStatusReport` (`.projections`)."""
+        from runjournal.app.rebuild_projections import projection_status
+
+        return self._maintaining(lambda config, ports: projection_status(config, ports, name=name))
+
     # --- shared ---------------------------------------------------------------------
 
     def _parse(self, given: Mapping[str, Any], **kwargs: Any) -> Any:
@@ -383,8 +470,8 @@ class Project:
         """`read(store)` on this project's journal, opened read-only; `missing` when no
         run made the journal yet (None: that is a UsageError)."""
         from runjournal.adapters.journal.journal_errors import JournalError
+        from runjournal.app.journals import journal_exists
         from runjournal.cli.compose import journal_for
-        from runjournal.cli.query_cmds import journal_exists
 
         config = self._parse({}, with_llm=False).config
         if not journal_exists(config.journal):
@@ -403,6 +490,20 @@ class Project:
             raise RunFailedError(f"journal: {exc}") from None
         finally:
             store.close()
+
+    def _maintaining(self, use_case: Any) -> Any:
+        """`use_case(config, ports)` with this project's settings, wired by the composition
+        root (cli/compose.py `maintenance_ports`); its errors typed."""
+        from runjournal.adapters.journal.journal_errors import JournalError
+        from runjournal.cli.compose import maintenance_ports
+
+        config = self._parse({}, with_llm=False).config
+        try:
+            return use_case(config, maintenance_ports())
+        except RunjournalError as exc:
+            raise _typed(exc) from None
+        except JournalError as exc:
+            raise RunFailedError(f"journal: {exc}") from None
 
     def _argv(
         self, resume: bool | None, jobs: int | None, recompute: Iterable[str]

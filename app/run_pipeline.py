@@ -37,7 +37,17 @@ from runjournal.app.errors import (
     UsageError,
 )
 from runjournal.app.heap import settled_heap
+from runjournal.app.llm_call_log import journal_pending
 from runjournal.app.manifest_check import check_run_manifest
+from runjournal.app.run_guidance import (
+    before_execution,
+    failure_detail,
+    keep_traceback,
+    main_outputs,
+    module_traceback,
+    point_latest,
+)
+from runjournal.app.run_llm import build_services, llm_report
 from runjournal.app.terminal import OutputsRefused, Terminalizer
 from runjournal.domain.events import (
     RunError,
@@ -100,16 +110,8 @@ class RunPorts:
     stage_leases: Callable[..., Any]
     workspace_dir: Callable[[Any, str], str]
     allocate_debug_bundle: Callable[..., Any]
-    llm_services: Callable[..., Any]  # (plan, text trace, cache dir, run id) -> RunLLM
-    journal_pending: Callable[..., None]
-    llm_report: Callable[..., dict[str, Any]]
     checkpoint_writes: Callable[[Any, int], Any]  # (recorder, jobs) -> pool or None
-    before_execution: Callable[..., Any]  # -> RunNotes (module sources, the hint)
-    keep_traceback: Callable[..., str | None]
-    module_traceback: Callable[[BaseException], str | None]
-    failure_detail: Callable[[RunError, str], str | None]
-    main_outputs: Callable[..., list[str]]
-    point_latest: Callable[..., tuple[str | None, str | None]]
+    checkpoint_reader: Callable[[Any, str], Any]  # (cache root, pipeline) -> a loader (with)
     write_run_report: Callable[..., tuple[str | None, list[str]]]
 
 
@@ -231,7 +233,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
             inv = _allocate(settings, ports, view, stack)
             run_id = inv.run_id
             resolved = _resolve(settings, ports, view, inv, stack)
-            notes = ports.before_execution(
+            notes = before_execution(
                 recorder=inv.session,
                 store=inv.journal,
                 spec=settings.spec,
@@ -240,6 +242,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
                 cache_root=inv.roots.existing_cache,
                 pipeline_arg=settings.pipeline_arg,
                 resumed=settings.config.resume or settings.policy.active,
+                reader=ports.checkpoint_reader,
             )
             return _execute_and_terminalize(
                 settings, ports, view, inv, resolved, notes, executor, stack
@@ -441,9 +444,10 @@ def _resolve(
     view.progress.phase(f"resolving pipeline '{settings.spec.name}'")
     # The LLM runtime of this invocation (docs/internals.md "The LLM runtime").
     cache_root = inv.collab.cache_root
-    inv.llm = ports.llm_services(
+    inv.llm = build_services(
         settings.llm,
         bundle.llm_text if bundle else None,
+        made=ports.made,
         cache_dir=cache_root.path if cache_root is not None else None,
         run_id=inv.run_id,
     )
@@ -590,11 +594,11 @@ def _execute_and_terminalize(
             reason_code=exc.code,
             cause=exc.cause,
         )
-        notes.traceback = ports.keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
+        notes.traceback = keep_traceback(exc, inv.bundle.trace if inv.bundle else None)
         failures = [_failure_view(f) for f in exc.failures]
         _settle_llm(ports, inv)
         state = terminal.fail(
-            error, detail=ports.failure_detail(error, settings.pipeline_arg), failures=failures
+            error, detail=failure_detail(error, settings.pipeline_arg), failures=failures
         )
         end = RunEnd.FAILED
     except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
@@ -666,9 +670,7 @@ def _finish(
         terminal.not_persisted(failed)
     doc = terminal.report_view()  # the report's fold: counts, warnings, hints, roots
     if state.status is RunStatus.SUCCEEDED:
-        notes.latest, problem = ports.point_latest(
-            inv.roots.output(), config.output_root, inv.run_id
-        )
+        notes.latest, problem = point_latest(inv.roots.output(), config.output_root, inv.run_id)
         if problem:
             doc["warnings"].append({"step": None, "lane": None, "message": problem})
     persistence = terminal.persistence_errors
@@ -690,9 +692,9 @@ def _finish(
         failures=failures,
         persistence_errors=persistence,
         internal_error=internal,
-        main_outputs=ports.main_outputs(state.outputs, notes.sinks),
+        main_outputs=main_outputs(state.outputs, notes.sinks),
         latest=notes.latest,
-        llm=ports.llm_report(inv.manifest.llm.view(), settings.llm),
+        llm=llm_report(inv.manifest.llm.view(), settings.llm),
     )
     return RunResult(
         run_id=inv.run_id,
@@ -717,7 +719,7 @@ def _settle_llm(
     if inv.llm is None:
         return
     pending = inv.llm.settle(inv.manifest.llm.attempt_keys, drain=drain, expired=expired)
-    ports.journal_pending(inv.session, pending)
+    journal_pending(inv.session, pending)
 
 
 def _failure_view(failure: StageFailure) -> dict[str, Any]:
@@ -748,7 +750,7 @@ def _escaped_message(exc: BaseException) -> str:
 def _escaped_traceback(ports: RunPorts, exc: BaseException) -> str | None:
     """For `-v`: the traceback of what escaped, redacted; None if even that cannot be made."""
     try:
-        return ports.module_traceback(exc)
+        return module_traceback(exc)
     except BaseException:  # a hostile __repr__ or __str__ in the frames
         return None
 

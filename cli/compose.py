@@ -523,7 +523,6 @@ def run_ports(made: Factories | None = None) -> Any:
     """What the run use-case (app/run_pipeline.py) is wired with: the one place its collaborators
     are chosen (docs/internals.md "The application layer (`app/`)")."""
     from runjournal.app.run_pipeline import RunPorts
-    from runjournal.cli import llm_wiring, run_summary
 
     made = made or factories()
     return RunPorts(
@@ -536,18 +535,8 @@ def run_ports(made: Factories | None = None) -> Any:
         stage_leases=stage_leases,
         workspace_dir=workspace_dir,
         allocate_debug_bundle=allocate_debug_bundle,
-        llm_services=lambda plan, text, **kw: llm_wiring.build_services(
-            plan, text, made=made, **kw
-        ),
-        journal_pending=llm_wiring.journal_pending,
-        llm_report=llm_wiring.llm_report,
         checkpoint_writes=_checkpoint_writes(made),
-        before_execution=run_summary.before_execution,
-        keep_traceback=run_summary.keep_traceback,
-        module_traceback=run_summary.module_traceback,
-        failure_detail=run_summary.failure_detail,
-        main_outputs=run_summary.main_outputs,
-        point_latest=run_summary.point_latest,
+        checkpoint_reader=checkpoint_reader,
         write_run_report=_write_run_report,
     )
 
@@ -564,3 +553,22 @@ def plan_ports() -> Any:
     from runjournal.app.plan import PlanPorts
 
     return PlanPorts(load_profiles=factories().load_profiles, cache_view=cache_view)
+
+
+def maintenance_ports() -> Any:
+    """What the maintenance use-cases (app/rebuild_projections.py, app/collect_garbage.py,
+    app/recover_runs.py, app/export_import.py) are wired with."""
+    from runjournal.app.journals import MaintenancePorts
+    from runjournal.cli.keys_cmds import export_signer
+    from runjournal.cli.output import json_bytes, json_bytes_streamed
+
+    made = factories()
+    return MaintenancePorts(
+        journal_for=journal_for,
+        open_root=made.open_root,
+        output_objects=output_objects,
+        projection_store=lambda store, config: projection_store(
+            store, config, json_bytes, json_bytes_streamed
+        ),
+        export_signer=export_signer,
+    )

@@ -1,5 +1,7 @@
 """`journal audit`, `journal export` and `journal import`: parse, call, format.
 
+The use-cases are app/audit_run.py's and app/export_import.py's.
+
 Exit codes: audit 0 clean (an unchained run too, with a warning), 1 any difference,
 invariant violation, hash-chain break or run-directory mismatch (docs/operations.md
 "Auditing a run"). export 0 written,
@@ -10,25 +12,9 @@ runjournal export, 1 verification failed or the journal holds other events of th
 
 from __future__ import annotations
 
-import hashlib
-import os
 from typing import Any
 
 import click
-from runjournal import __version__
-from runjournal.adapters.export import (
-    ExportError,
-    ImportConflict,
-    NotAnExport,
-    export_checkpoints,
-    export_events,
-    export_run,
-    import_checkpoints,
-    import_stream,
-    verify_export,
-)
-from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
-from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.journal.chain import ChainReport, ChainStatus
 from runjournal.adapters.journal.sealer import SealCheck
 from runjournal.adapters.run_directory_check import (
@@ -37,10 +23,10 @@ from runjournal.adapters.run_directory_check import (
 )
 from runjournal.app.audit_run import IntegrityProblem, chain_stripped
 from runjournal.app.audit_run import audit as audit_run_use_case
-from runjournal.app.queries import resolve_run as _resolve
-from runjournal.cli.compose import factories, journal_for
-from runjournal.cli.exit_codes import CliError, ExitCode, print_error, print_warning
-from runjournal.cli.keys_cmds import export_signer, trusted_keys
+from runjournal.app.export_import import export_run_file, import_run_file
+from runjournal.cli.compose import factories, maintenance_ports
+from runjournal.cli.exit_codes import ExitCode, print_error, print_warning
+from runjournal.cli.keys_cmds import trusted_keys
 from runjournal.cli.output import emit_json
 from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
 from runjournal.cli.seal_cmds import seal_note
@@ -60,11 +46,8 @@ def _where(d: Difference) -> str:
 
 def audit(opts: dict[str, Any], *, run: str, keys: tuple[str, ...] = ()) -> int:
     trusted = trusted_keys(keys)
-    store = open_cli_journal(opts, read_only=True)
-    try:
+    with open_cli_journal(opts, read_only=True) as store:
         outcome = audit_run_use_case(store, run, trusted, open_root=factories().open_root)
-    finally:
-        store.close()
     report, chain, run_dir, seals = outcome.report, outcome.chain, outcome.run_dir, outcome.seals
     run_id, tampering, clean = outcome.run_id, outcome.tampering, outcome.clean
     if opts.get("as_json"):
@@ -139,45 +122,16 @@ def _print_audit(
 
 
 def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
-    path = os.path.abspath(output)
-    directory, name = os.path.split(path)
-    if not name:
-        raise CliError(f"-o {output}: names a directory, not a file")
-    store = open_cli_journal(opts, read_only=True)
-    try:
-        run_id = _resolve(store, run)
-        try:
-            data, count = export_run(
-                store,
-                run_id,
-                tool_version=__version__,
-                created_by=f"runjournal {__version__} journal export",
-                signer=export_signer(),
-            )
-        except (JournalError, ExportError) as exc:
-            raise CliError(f"cannot export run {run_id}: {exc}", ExitCode.FAILED) from None
-    finally:
-        store.close()
-    try:
-        with factories().open_root(directory) as root:
-            root.write_bytes(name, data, overwrite=force)
-    except AlreadyExists:
-        raise CliError(f"{path} exists (use --force to replace it)") from None
-    except FsNotFound:
-        raise CliError(f"{directory}: no such directory") from None
-    except FsError as exc:
-        raise CliError(f"cannot write {path}: {exc}", ExitCode.FAILED) from None
-    doc = {
-        "run_id": run_id,
-        "events": count,
-        "file": path,
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
+    result = export_run_file(
+        resolve_cli_settings(opts), maintenance_ports(), run=run, output=output, force=force
+    )
     if opts.get("as_json"):
-        emit_json(doc)
+        emit_json(result.document())
     else:
-        click.echo(f"exported run {run_id}: {count} events to {path} ({len(data)} bytes)")
+        click.echo(
+            f"exported run {result.run_id}: {result.events} events to {result.file} "
+            f"({result.bytes} bytes)"
+        )
     return int(ExitCode.OK)
 
 
@@ -185,42 +139,9 @@ def export(opts: dict[str, Any], *, run: str, output: str, force: bool) -> int:
 
 
 def import_(opts: dict[str, Any], *, file: str) -> int:
-    path = os.path.abspath(file)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:  # verified whole first, then streamed: memory holds one batch of events
-        header = verify_export(data)
-        checkpoints = export_checkpoints(data)
-    except NotAnExport as exc:
-        raise CliError(f"{path}: {exc}") from None
-    except ExportError as exc:
-        raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
-    store = _open_target_journal(opts)
-    try:
-        result = import_stream(store, header, lambda: export_events(data))
-        import_checkpoints(store, header.run_id, checkpoints)
-    except ImportConflict as exc:
-        raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
-    except ExportError as exc:
-        raise CliError(f"{path}: refused: {exc}", ExitCode.FAILED) from None
-    except JournalError as exc:
-        raise CliError(f"{path}: cannot import: {exc}", ExitCode.FAILED) from None
-    finally:
-        store.close()
-    status = "already_imported" if result.already_imported else "imported"
+    result = import_run_file(resolve_cli_settings(opts), maintenance_ports(), file=file)
     if opts.get("as_json"):
-        emit_json(
-            {
-                "run_id": result.run_id,
-                "events": result.events,
-                "status": status,
-                "resumed_after": result.resumed_after,
-                "file": path,
-            }
-        )
+        emit_json(result.document())
     elif result.already_imported:
         click.echo(f"run {result.run_id} already imported ({result.events} events)")
     else:
@@ -231,12 +152,3 @@ def import_(opts: dict[str, Any], *, file: str) -> int:
         )
         click.echo(f"imported run {result.run_id}: {result.events} events{resumed}")
     return int(ExitCode.OK)
-
-
-def _open_target_journal(opts: dict[str, Any]) -> JournalStore:
-    """Like other commands, but a SQLite journal that does not exist yet is created."""
-    config = resolve_cli_settings(opts)
-    try:
-        return journal_for(config)
-    except JournalError as exc:
-        raise CliError(str(exc), ExitCode.FAILED) from None

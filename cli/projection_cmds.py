@@ -1,8 +1,8 @@
 """`projections status` and `projections rebuild`: parse, call, format.
 
-Exit codes: status 0 (staleness is reported, not an error); rebuild 0 when every view
-was written, 1 when any could not be; 2 for an unknown projection name or a `--run`
-that does not apply.
+The use-cases are app/rebuild_projections.py's. Exit codes: status 0 (staleness is
+reported, not an error); rebuild 0 when every view was written, 1 when any could not be;
+2 for an unknown projection name or a `--run` that does not apply.
 """
 
 from __future__ import annotations
@@ -10,34 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from runjournal.adapters.journal import JournalError, JournalStore
-from runjournal.adapters.projection_store import ProjectionStore, UnknownProjection
-from runjournal.cli.compose import projection_store
-from runjournal.cli.exit_codes import CliError, ExitCode, print_error
-from runjournal.cli.output import emit_json, json_bytes, json_bytes_streamed
-from runjournal.cli.query_cmds import open_cli_journal, resolve_cli_settings
-
-
-def _projection_store(opts: dict[str, Any]) -> tuple[JournalStore, ProjectionStore]:
-    config = resolve_cli_settings(opts)
-    store = open_cli_journal(opts, read_only=True)
-    return store, projection_store(store, config, json_bytes, json_bytes_streamed)
+from runjournal.app.rebuild_projections import projection_status, rebuild_projections
+from runjournal.cli.compose import maintenance_ports
+from runjournal.cli.exit_codes import ExitCode, print_error
+from runjournal.cli.output import emit_json
+from runjournal.cli.query_cmds import resolve_cli_settings
 
 
 def status(opts: dict[str, Any], *, name: str | None) -> int:
-    store, projections = _projection_store(opts)
-    try:
-        rows = projections.status(name)
-    except UnknownProjection as exc:
-        raise CliError(str(exc)) from None
-    except JournalError as exc:
-        raise CliError(str(exc), ExitCode.FAILED) from None
-    finally:
-        store.close()
+    report = projection_status(resolve_cli_settings(opts), maintenance_ports(), name=name)
     if opts.get("as_json"):
-        emit_json({"projections": rows})
+        emit_json(report.document())
         return int(ExitCode.OK)
-    for row in rows:
+    for row in report.projections:
         state = "stale" if row.stale else "fresh"
         found = ",".join(f"v{v}" for v in row.materialised) or "-"
         why = "; ".join(row.reasons)
@@ -49,32 +34,18 @@ def status(opts: dict[str, Any], *, name: str | None) -> int:
 
 
 def rebuild(opts: dict[str, Any], *, name: str | None, run: str | None) -> int:
-    store, projections = _projection_store(opts)
-    try:
-        run_id = None
-        if run is not None:
-            try:
-                run_id = store.resolve_run(run)
-            except JournalError as exc:
-                raise CliError(str(exc), ExitCode.FAILED) from None
-        try:
-            results = projections.rebuild(name, run_id)
-        except UnknownProjection as exc:
-            raise CliError(str(exc)) from None
-        except JournalError as exc:
-            raise CliError(str(exc), ExitCode.FAILED) from None
-    finally:
-        store.close()
-    failures = [line for r in results for line in r.failures]
+    report = rebuild_projections(
+        resolve_cli_settings(opts), maintenance_ports(), name=name, run=run
+    )
     if opts.get("as_json"):
-        emit_json({"run_id": run_id, "projections": results})
+        emit_json(report.document())
     else:
-        for r in results:
+        for r in report.projections:
             replaced = f", replaced v{r.replaced}" if r.replaced is not None else ""
             skipped = f", skipped {r.skipped}" if r.skipped else ""
             click.echo(
                 f"{r.name:<14} v{r.version}: wrote {r.written}{skipped}{replaced}  {r.storage}"
             )
-    for line in failures:
+    for line in report.failures:
         print_error(f"not rebuilt: {line}")
-    return int(ExitCode.FAILED if failures else ExitCode.OK)
+    return int(ExitCode.OK if report.ok else ExitCode.FAILED)

@@ -12,6 +12,7 @@ from runjournal.adapters.journal import (
     JournalStore,
     journal_event_to_json,
 )
+from runjournal.app.journals import journal_exists
 from runjournal.app.queries import resolve_run, run_rows, stream_events
 from runjournal.cli.compose import journal_for, run_dirs
 from runjournal.cli.exit_codes import CliError, ExitCode, print_warning
@@ -21,7 +22,6 @@ from runjournal.cli.settings import (
     EffectiveConfig,
     SettingsError,
     format_table,
-    is_postgres_url,
     load_user_config,
     resolve_project_settings,
 )
@@ -72,15 +72,6 @@ def open_cli_journal(opts: dict[str, Any], *, read_only: bool = False) -> Journa
         f"no journal at {config.journal} (use --journal or --output-root, "
         "or run the command in the pipeline's directory)"
     )
-
-
-def journal_exists(url: str) -> bool:
-    """A PostgreSQL journal is taken to exist; a SQLite one when its file does."""
-    return is_postgres_url(url) or os.path.exists(_sqlite_path(url))
-
-
-def _sqlite_path(url: str) -> str:
-    return url[len("sqlite:///") - 1 :] if url.startswith("sqlite:///") else url
 
 
 # The read-only use-cases (app/queries.py): run ids, the event stream, the runs, explain.

@@ -22,6 +22,7 @@ from typing import Any
 import click
 from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.app.errors import RunjournalError
+from runjournal.app.run_guidance import RunNotes
 from runjournal.app.run_pipeline import Interrupted, RunResult, RunSettings, RunView
 from runjournal.app.run_pipeline import run as run_use_case
 from runjournal.cli.compose import factories, run_ports
@@ -39,7 +40,6 @@ from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.run_summary import (
-    RunNotes,
     failure_line,
     print_hint,
     print_traceback,

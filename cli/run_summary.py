@@ -1,123 +1,25 @@
-"""What `run` tells its user besides the outcome: hints, warnings, main outputs, `latest`.
-
-Kept apart from the phases in `run_cmd.py`, which call in here at three points: before
-execution (`before_execution`: module sources and the resume hint), at a stage failure
-(`module_traceback`), and after a successful terminalization (`point_latest`). The text
-summary the run prints is `summary_lines` (docs/operations.md "The run summary").
+"""What `run` tells its user besides the outcome: the text summary (`summary_lines`,
+docs/operations.md "The run summary"), the failure line, hints and the module's
+traceback on stderr. What the run collects for it (`RunNotes`: hints, warnings, main
+outputs, `latest`) is app/run_guidance.py's.
 """
 
 from __future__ import annotations
 
-import os
-import shlex
 import sys
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from runjournal.adapters.fsroot import FsError, FsRoot
+from runjournal.app.run_guidance import RunNotes, main_outputs, remedy
 from runjournal.cli.llm_wiring import llm_summary_line
-from runjournal.cli.module_sources import ModuleRecorder, observe_modules
 from runjournal.cli.progress import clear_active
-from runjournal.cli.resume_hint import plain_run_hint
 from runjournal.cli.style import Styler
 from runjournal.domain.events import RunError
-from runjournal.domain.pipeline import ResolvedPipeline
-from runjournal.domain.pipeline_spec import PipelineSpec
-from runjournal.domain.ports import TraceRecorder
-from runjournal.domain.reasons import ReasonCode
-from runjournal.domain.redaction import redact_text, safe_error_text
+from runjournal.domain.redaction import safe_error_text
 
-if TYPE_CHECKING:
-    from runjournal.adapters.journal import JournalStore
-
-LATEST = "latest"
 # The text summary shows this many warnings and main outputs, then a count of the rest.
 SHOWN_WARNINGS = 5
 SHOWN_OUTPUTS = 5
 WARNING_WIDTH = 240
-TRACEBACK_LIMIT = 20000
-# runjournal's own files in a run directory: never a "main" output.
-OWN_FILES = frozenset({"chunk-map.json", "chunk-map.index.json"})
-
-
-@dataclass
-class RunNotes:
-    """Collected while the run goes; rendered in the summary and the `--json` document."""
-
-    hints: list[str] = field(default_factory=list)
-    warnings: list[dict[str, Any]] = field(default_factory=list)  # run-level, lane None
-    sinks: tuple[str, ...] = ()  # steps no other step consumes
-    traceback: str | None = None
-    latest: str | None = None
-
-
-def sink_steps(spec: PipelineSpec) -> tuple[str, ...]:
-    consumed = {producer for step in spec.steps for producer in step.consumes}
-    return tuple(step.id for step in spec.steps if step.id not in consumed)
-
-
-class SetupRecorder(ModuleRecorder, Protocol):
-    """What the step before execution records: modules, warnings and the hint."""
-
-    def hint(self, message: str) -> None: ...
-
-
-def before_execution(
-    *,
-    recorder: SetupRecorder,
-    store: JournalStore,
-    spec: PipelineSpec,
-    resolved: ResolvedPipeline,
-    run_id: str,
-    cache_root: Callable[[], FsRoot | None],
-    pipeline_arg: str,
-    resumed: bool,
-) -> RunNotes:
-    """P3 → P4: record each step's module (with a source-changed warning), find the hint
-    and record it (`HintRecorded`)."""
-    notes = RunNotes(sinks=sink_steps(spec))
-    notes.warnings = observe_modules(
-        recorder=recorder,
-        store=store,
-        pipeline=resolved,
-        specs={step.id: step.module for step in spec.steps},
-        run_id=run_id,
-    )
-    notes.hints = plain_run_hint(
-        cache_root=cache_root, pipeline_arg=pipeline_arg, pipeline=resolved, resumed=resumed
-    )
-    for hint in notes.hints:  # journaled: the report shows it (projections/report.py)
-        recorder.hint(hint)
-    return notes
-
-
-def module_traceback(cause: BaseException | None) -> str | None:
-    """The failing module's own traceback, redacted (shown with -v, kept by --debug trace)."""
-    if cause is None:
-        return None
-    remote = getattr(cause, "remote_traceback", None)  # a call that ran on a worker
-    if isinstance(remote, str):
-        text = remote
-    else:
-        text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
-    text = redact_text(text)
-    if len(text) > TRACEBACK_LIMIT:
-        text = "…\n" + text[-TRACEBACK_LIMIT:]
-    return text
-
-
-def keep_traceback(failure: Any, trace: TraceRecorder | None) -> str | None:
-    """The traceback of a StageFailure's module exception; `--debug trace` records it."""
-    text = module_traceback(getattr(failure, "exception", None))
-    if text is not None and trace is not None:
-        trace.record(
-            "module",
-            "traceback",
-            {"step": failure.step, "lane": failure.lane, "traceback": text},
-        )
-    return text
 
 
 def print_traceback(text: str) -> None:
@@ -132,39 +34,6 @@ def print_hint(message: str) -> None:
     print(f"runjournal: hint: {safe_error_text(message, 1000)}", file=sys.stderr, flush=True)
 
 
-# What to do when a required producer cannot be restored (docs/operations.md, "When a
-# required artifact cannot be restored"); `{resume}` and `{plain}` are the commands.
-_REMEDIES: dict[ReasonCode, str] = {
-    ReasonCode.PREDECESSOR_MISSING: (
-        "the producer has no checkpoint for this lane; run `{resume}` first (it records "
-        "what is missing), or recompute that step too: add `--recompute {step}`"
-    ),
-    ReasonCode.PREDECESSOR_IDENTITY_MISMATCH: (
-        "the producer's inputs or settings changed since its checkpoint was recorded; run "
-        "`{resume}` first (it recomputes only what changed), or recompute that step "
-        "too: add `--recompute {step}`"
-    ),
-    ReasonCode.PREDECESSOR_CORRUPT: (
-        "the producer's checkpoint is damaged or cannot be decoded; run `{resume}` first "
-        "(it records it again), or recompute that step too: add `--recompute {step}`"
-    ),
-    ReasonCode.PREDECESSOR_PROVENANCE_INVALID: (
-        "the producer's checkpoint names another producer; run `{plain}` once (without "
-        "--resume, so the producer runs and is recorded again), or recompute that step "
-        "too: add `--recompute {step}`"
-    ),
-}
-
-
-def remedy(error: RunError, pipeline_arg: str) -> str | None:
-    """The remedy of a predecessor failure, naming the commands; None for other errors."""
-    template = _REMEDIES.get(error.reason_code) if error.reason_code else None
-    if template is None or not error.step:
-        return None
-    plain = f"runjournal run {shlex.quote(pipeline_arg)}"
-    return template.format(resume=f"{plain} --resume", plain=plain, step=error.step)
-
-
 def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str:
     """`run X failed: step 'S' lane 'L' CODE: …` — the reason once, then what to do."""
     where = ""
@@ -175,51 +44,6 @@ def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str
         where = f"step '{error.step}' lane '{error.lane}' {code}{cause}: "
         message = remedy(error, pipeline_arg) or message
     return f"run {doc['run_id']} {doc['status']}: {where}{message}"
-
-
-def failure_detail(error: RunError, pipeline_arg: str) -> str | None:
-    """What `error.log` holds beyond the message: the remedy, when there is one."""
-    fix = remedy(error, pipeline_arg)
-    return f"{error.message} — {fix}" if fix else None
-
-
-def point_latest(root: FsRoot, output_root: str, run_id: str) -> tuple[str | None, str | None]:
-    """Make `<output root>/latest` point at `run_id` (atomically replaced).
-
-    Returns (the link's path, None) or (None, a one-line problem): a link that cannot be
-    made is a warning, never a failure of the run. `root` is the invocation's one handle
-    on the output root (cli/compose.py).
-    """
-    try:
-        root.replace_symlink(LATEST, run_id)
-    except FsError as exc:
-        return None, safe_error_text(f"could not point {LATEST} at the run: {exc}")
-    return os.path.join(output_root, LATEST), None
-
-
-def main_outputs(outputs: list[dict[str, Any]], sinks: tuple[str, ...]) -> list[str]:
-    """The run's main outputs: the files modules wrote (glossary.md, …).
-
-    A pipeline whose modules write none has its final steps' artifacts as main outputs,
-    shown as their directories (`artifacts/<step>/`).
-    """
-    files = [
-        o["path"]
-        for o in outputs
-        if not o["name"].startswith("artifacts/") and o["name"] not in OWN_FILES
-    ]
-    if files:
-        return files
-    dirs: list[str] = []
-    for step in sinks:
-        prefix = f"artifacts/{step}/"
-        for o in outputs:
-            if o["name"].startswith(prefix):
-                path = o["path"][: len(o["path"]) - len(o["name"])] + prefix
-                if path not in dirs:
-                    dirs.append(path)
-                break
-    return dirs
 
 
 def _bounded(lines: list[str], total: int, shown: int, rest: str) -> list[str]:

@@ -396,7 +396,7 @@ class WarningRecorded(RunEvent, frozen=True, kw_only=True):
 
 
 class HintRecorded(RunEvent, frozen=True, kw_only=True):
-    """A hint the run gave before executing (the plain-run hint of cli/resume_hint.py)."""
+    """A hint the run gave before executing (the plain-run hint of app/resume_hint.py)."""
 
     message: str
 

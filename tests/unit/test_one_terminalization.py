@@ -70,8 +70,8 @@ def test_run_terminated_is_recorded_in_exactly_one_place() -> None:
 def test_only_the_terminalizer_and_the_session_reach_run_terminate() -> None:
     assert terminate_callers(product_trees()) == [
         "adapters/journal/session.py",  # RunSession.terminate -> Run.terminate
+        "app/recover_runs.py",  # recover: Terminalizer(...).abandon(...)
         "app/terminal.py",  # Terminalizer._terminate -> session.terminate
-        "cli/maintenance_cmds.py",  # recover: Terminalizer(...).abandon(...)
         "domain/run.py",  # Run.abandon -> Run.terminate
     ]
 

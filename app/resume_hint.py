@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 from runjournal.adapters.fsroot import FsError, FsRoot
-from runjournal.cli.compose import checkpoint_reader
 from runjournal.domain.decisions import PredecessorState, Stage
 from runjournal.domain.identity import lane_identity
 from runjournal.domain.names import CORPUS_LANE
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope
 from runjournal.domain.runner import codec_id
+
+# (cache root, pipeline) -> a read-only checkpoint loader, closed on exit
+# (cli/compose.py `checkpoint_reader`).
+CheckpointReader = Callable[[FsRoot, str], AbstractContextManager[Any]]
 
 # At most this many checkpoint files are read: the hint must not cost a run noticeably.
 MAX_LOOKUPS = 32
@@ -38,12 +43,14 @@ def reusable_lanes(
     cache_root: Callable[[], FsRoot | None],
     pipeline: ResolvedPipeline,
     *,
+    reader: CheckpointReader,
     limit: int = MAX_LOOKUPS,
 ) -> int:
     """How many of the first `limit` lanes have a checkpoint valid for their identity now.
 
     `cache_root` gives the invocation's one handle on the cache root (None when there is
-    none), so the look reads the same directory the run writes (cli/compose.py).
+    none), so the look reads the same directory the run writes; `reader(root, pipeline)`
+    a read-only checkpoint loader of the pipeline's workspace (cli/compose.py).
     """
     try:
         root = cache_root()
@@ -53,7 +60,7 @@ def reusable_lanes(
         return 0
     found = 0
     looked = 0
-    with checkpoint_reader(root, pipeline.name) as loader:
+    with reader(root, pipeline.name) as loader:
         for step in pipeline.steps:
             codec = codec_id(step.module, Stage.NORMALIZE)
             for lane, identity in _lanes(step, pipeline):
@@ -85,9 +92,10 @@ def plain_run_hint(
     pipeline_arg: str,
     pipeline: ResolvedPipeline,
     resumed: bool,
+    reader: CheckpointReader,
 ) -> list[str]:
     """The hints of a run: one line when a plain run could have reused checkpoints."""
     if resumed:
         return []
-    count = reusable_lanes(cache_root, pipeline)
+    count = reusable_lanes(cache_root, pipeline, reader=reader)
     return [resume_hint(pipeline_arg, count)] if count else []
