@@ -87,3 +87,16 @@ def llm_summary_line(usage_view: dict[str, Any]) -> str | None:
     if not (spent["attempts"] or saved["attempts"] or saved["calls"]):
         return None
     return usage_line(usage_view)
+
+
+def cassette_content(path: str, what: str) -> Any:
+    """The prompts and replies of a recorded cassette named on the command line, as a
+    trace's content attributes (`journal otel --content`, `run --otel-content`)."""
+    from runjournal.adapters.llm.cassette import Cassette, CassetteError
+    from runjournal.adapters.otel_export import cassette_content as content_of
+
+    try:
+        cassette = Cassette.load(os.path.abspath(path), missing_ok=False)
+    except CassetteError as exc:
+        raise CliError(f"{what}: {exc}") from None
+    return content_of(cassette)

@@ -33,9 +33,10 @@ from runjournal.cli.exit_codes import (
     error_document,
     exit_code_of,
     print_error,
+    print_warning,
 )
 from runjournal.cli.keys_cmds import signing_hints
-from runjournal.cli.llm_wiring import LLMRequest, plan_llm
+from runjournal.cli.llm_wiring import LLMRequest, cassette_content, plan_llm
 from runjournal.cli.output import emit_json
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
@@ -47,6 +48,7 @@ from runjournal.cli.run_summary import (
 )
 from runjournal.cli.style import stdout_styler
 from runjournal.domain.recompute import UnknownStepError, plan_recompute
+from runjournal.domain.redaction import redact_url
 
 __all__ = ["Interrupted", "RunRequest", "Signals", "parse_run", "run_command_body"]
 
@@ -137,7 +139,7 @@ def _otel_from_environment() -> bool:
 def execute_run(req: RunRequest, argv: list[str]) -> int:
     """Parse, run, render: the exit code of a run that reached its stages."""
     if req.otel_endpoint is not None:
-        from runjournal.cli.telemetry_cmds import check_http_url
+        from runjournal.app.telemetry import check_http_url
 
         check_http_url(req.otel_endpoint, "--otel-endpoint")
     cassette = req.llm and (req.llm.record or req.llm.replay)
@@ -164,9 +166,7 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     result = run_use_case(settings, run_ports(), view)
     _print_result(req, result)
     if req.otel_endpoint is not None or _otel_from_environment():
-        from runjournal.cli.telemetry_cmds import send_run_trace
-
-        send_run_trace(
+        _send_trace(
             config,
             result.run_id,
             req.otel_endpoint,
@@ -174,6 +174,37 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
             content=cassette if req.otel_content else None,
         )
     return int(RUN_END_CODES[result.end])
+
+
+def _send_trace(
+    config: Any, run_id: str, endpoint: str | None, *, quiet: bool, content: str | None = None
+) -> None:
+    """`run --otel-endpoint` (or an OTLP endpoint in the environment): send the run's
+    trace once it has ended (app/telemetry.py). A failure is a warning: the run's outcome
+    and exit code stay what they are."""
+    from runjournal.app.telemetry import send_trace, trace_url
+    from runjournal.cli.compose import maintenance_ports
+
+    url = trace_url(endpoint)
+    if url is None:
+        return
+    try:
+        content_of = cassette_content(content, "--otel-content") if content is not None else None
+        sent = send_trace(
+            config,
+            maintenance_ports(),
+            run=run_id,
+            url=url,
+            content=content_of,
+            url_name="OTLP endpoint",
+        )
+    except RunjournalError as exc:
+        print_warning(f"trace of run {run_id} not sent: {redact_url(exc.message)}")
+        return
+    if not quiet:
+        click.echo(
+            f"sent the trace of run {run_id}: {sent.spans} span(s) to {sent.endpoint}", err=True
+        )
 
 
 def _print_result(req: RunRequest, result: RunResult) -> None:

@@ -56,7 +56,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cli/llm_wiring.py", "Cassette.load"): "P1 reads the cassette files named on the command line",
     # `journal otel --content FILE` and `run --otel-content` read the prompts and replies of
     # a cassette the user names, once, for the trace's content attributes.
-    ("cli/telemetry_cmds.py", "Cassette.load"): "a cassette named on the command line",
     # The standalone path form (tests, bench); the CLI passes the cache root's handle.
     ("adapters/chunkplans.py", "FsRoot.open"): "open_for_mode(path) for standalone use",
     # Both receive the `open_root` factory and reach run directories through it per call.
