@@ -30,7 +30,9 @@ from runjournal.domain.redaction import redact_text, safe_error_text
 if TYPE_CHECKING:
     from runjournal.adapters.journal import JournalStore
 
-LATEST = "latest"
+# The link to the last successful run directory, named as the `latest-ok` run reference
+# it agrees with (`latest` is the last run of any status; docs/operations.md "Run references").
+LATEST = "latest-ok"
 TRACEBACK_LIMIT = 20000
 # runjournal's own files in a run directory: never a "main" output.
 OWN_FILES = frozenset({"chunk-map.json", "chunk-map.index.json"})
@@ -159,7 +161,7 @@ def failure_detail(error: RunError, pipeline_arg: str) -> str | None:
 
 
 def point_latest(root: FsRoot, output_root: str, run_id: str) -> tuple[str | None, str | None]:
-    """Make `<output root>/latest` point at `run_id` (atomically replaced).
+    """Make `<output root>/latest-ok` point at `run_id` (atomically replaced).
 
     Returns (the link's path, None) or (None, a one-line problem): a link that cannot be
     made is a warning, never a failure of the run. `root` is the invocation's one handle

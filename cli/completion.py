@@ -58,7 +58,8 @@ def complete_steps(ctx: click.Context, param: click.Parameter, incomplete: str):
 
 
 def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
-    """Run ids of the journal the line selects, newest first, and `latest`."""
+    """The named run references (`latest`, `latest-ok`, …), then the run ids of the journal
+    the line selects, newest first."""
     from runjournal.adapters.journal import JournalError
     from runjournal.cli.exit_codes import CliError
     from runjournal.cli.query_cmds import open_cli_journal
@@ -75,8 +76,10 @@ def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str):
         store.close()
     runs.sort(key=lambda r: r.started, reverse=True)
     status = {r.run_id: f"{r.status.value} {r.pipeline}" for r in runs}
-    status["latest"] = "the most recently started run"
-    return _matching(["latest", *(r.run_id for r in runs)], incomplete, status)
+    from runjournal.adapters.journal.store import RUN_REFS
+
+    status.update(RUN_REFS)
+    return _matching([*RUN_REFS, *(r.run_id for r in runs)], incomplete, status)
 
 
 def _run_lanes(ctx: click.Context) -> list[tuple[str, str]]:

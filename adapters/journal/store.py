@@ -66,6 +66,36 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     process_start: float
 
 
+# The named run references every command accepts where it takes RUN, and what each
+# means (docs/operations.md "Run references"); the output root's `latest-ok` link
+# follows the same run as the `latest-ok` reference.
+RUN_REFS: Final = {
+    "latest": "the most recently started run, whatever its status",
+    "latest-ok": "the most recently started run that succeeded",
+    "latest-failed": "the most recently started run that failed or was interrupted",
+    "previous": "the run started just before `latest`",
+}
+
+
+def _named_run(runs: Sequence[RunSummary], ref: str) -> str:
+    """The run a RUN_REFS name stands for, or RunNotFound saying why there is none."""
+    newest_first = [
+        r for _, r in sorted(enumerate(runs), key=lambda ir: (ir[1].started, ir[0]), reverse=True)
+    ]
+    if ref == "latest-ok":
+        newest_first = [r for r in newest_first if r.status is RunStatus.SUCCEEDED]
+    elif ref == "latest-failed":
+        failed = (RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.ABANDONED)
+        newest_first = [r for r in newest_first if r.status in failed]
+    elif ref == "previous":
+        newest_first = newest_first[1:]
+    if not newest_first:
+        if not runs:
+            raise RunNotFound("no runs in the journal")
+        raise RunNotFound(f"no run is {ref!r} ({RUN_REFS[ref]})")
+    return newest_first[0].run_id
+
+
 _PAGE: Final = 500
 EVENT_PAGE: Final = 1000  # versions (events) per read of one run's rows (`events`)
 
@@ -570,13 +600,13 @@ class JournalStore:
             self._index_loaded = False
 
     def resolve_run(self, ref: str) -> str:
-        """A full run id, a unique prefix of one, or `latest` (most recently allocated)."""
+        """A full run id, a unique prefix of one, or a named reference (RUN_REFS: `latest`
+        is the most recently started run whatever its status, docs/operations.md "Run
+        references")."""
         runs = self.list_runs()
         shown = one_line(repr(ref[:80]))
-        if ref == "latest":
-            if not runs:
-                raise RunNotFound("no runs in the journal")
-            return max(enumerate(runs), key=lambda ir: (ir[1].started, ir[0]))[1].run_id
+        if ref in RUN_REFS:
+            return _named_run(runs, ref)
         if not ref:
             raise RunNotFound("empty run reference")
         ids = [r.run_id for r in runs]

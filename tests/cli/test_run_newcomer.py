@@ -429,9 +429,9 @@ def test_summary_names_the_main_output_and_latest(project: Project) -> None:
     lines = result.stdout.splitlines()
     [main] = [ln for ln in lines if ln.startswith("  main:")]
     assert main.endswith("/glossary.md")
-    latest = project.root / "out" / "latest"
+    latest = project.root / "out" / "latest-ok"
     assert os.readlink(latest) == doc["run_id"]
-    assert doc["latest"] == str(Path(doc["run_dir"]).parent / "latest")
+    assert doc["latest"] == str(Path(doc["run_dir"]).parent / "latest-ok")
     assert (latest / "glossary.md").read_bytes() == glossary.read_bytes()
 
 
@@ -449,18 +449,42 @@ def test_latest_follows_only_successful_runs(project: Project) -> None:
     result, bad = project.run_json(env={"RJ_TEST_EXPLODE": "1"})
     assert result.exit_code == 1
     assert bad["latest"] is None
-    assert os.readlink(project.root / "out" / "latest") == good["run_id"]
+    assert os.readlink(project.root / "out" / "latest-ok") == good["run_id"]
+
+
+def test_latest_means_the_last_run_in_every_command_and_latest_ok_the_link(
+    project: Project,
+) -> None:
+    """Issue 32: `explain latest` showed the failed run while `runs/latest` followed the
+    last good one. Now `latest` is the last run of any status everywhere, and the link is
+    named for the `latest-ok` reference it agrees with."""
+    _r, good = project.run_json()
+    _r, bad = project.run_json(env={"RJ_TEST_EXPLODE": "1"})
+    for command in ("explain", "runs show", "journal show"):
+        refs = {}
+        for ref in ("latest", "latest-ok", "latest-failed", "previous"):
+            result = project.invoke(*command.split(), ref, "--output-root", "out", "--json")
+            assert result.exit_code in (0, 1), (command, ref, result.output)
+            refs[ref] = json.loads(result.stdout)["run_id"]
+        assert refs == {
+            "latest": bad["run_id"],
+            "latest-ok": good["run_id"],
+            "latest-failed": bad["run_id"],
+            "previous": good["run_id"],
+        }, command
+    assert os.readlink(project.root / "out" / "latest-ok") == good["run_id"]
+    assert not (project.root / "out" / "latest").exists()
 
 
 def test_a_real_file_named_latest_is_kept_with_a_warning(project: Project) -> None:
     (project.root / "out").mkdir()
-    (project.root / "out" / "latest").write_text("mine\n")
+    (project.root / "out" / "latest-ok").write_text("mine\n")
     result, doc = project.run_json()
     assert result.exit_code == 0
     assert doc["latest"] is None
-    assert (project.root / "out" / "latest").read_text() == "mine\n"
+    assert (project.root / "out" / "latest-ok").read_text() == "mine\n"
     [problem] = [w for w in doc["warnings"] if w["step"] is None]
-    assert "could not point latest at the run" in problem["message"]
+    assert "could not point latest-ok at the run" in problem["message"]
 
 
 # --- 12: a predecessor failure names its reason once, with a remedy ----------------------
