@@ -101,9 +101,14 @@ def cli() -> None:
     \b
     Examples (a quick start):
       runjournal init demo
-      runjournal run demo/pipeline.toml
-      runjournal run demo/pipeline.toml --resume
+      cd demo
+      runjournal run pipeline.toml
+      runjournal run pipeline.toml --resume
       runjournal explain latest
+      runjournal runs diff previous latest
+
+    Commands without a pipeline file (explain, runs, journal, report, ...) find the
+    project of the current directory (or a parent): run them from the pipeline's directory.
 
     Settings (flags, RUNJOURNAL_* variables, the pipeline's [runjournal] table, the user
     config file) are described in docs/configuration.md; `runjournal config show

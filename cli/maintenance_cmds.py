@@ -7,6 +7,7 @@ app/collect_garbage.py) and render its report; `init` writes the starter pipelin
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any
 
 import click
@@ -129,7 +130,12 @@ def init(opts: dict[str, Any], *, directory: str) -> int:
         emit_json({"pipeline": pipeline, "files": sorted(files), "settings": settings})
     else:
         written = "".join(f"; {k} = {v}" for k, v in settings.items())
-        click.echo(f"wrote {pipeline}{written}; run it with: runjournal run {pipeline}")
+        # The project is found from the pipeline's directory (docs/configuration.md
+        # "Finding the project"): `explain latest` and the rest work from there.
+        where = shlex.quote(directory)
+        click.echo(
+            f"wrote {pipeline}{written}; run it with: cd {where} && runjournal run pipeline.toml"
+        )
     return 0
 
 

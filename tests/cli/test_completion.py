@@ -108,7 +108,14 @@ def _line(command: list[str]) -> list[str]:
 @pytest.mark.parametrize("command", RUN_ARGS, ids=" ".join)
 def test_run_arguments_complete_run_ids_newest_first(project, command) -> None:
     first, second = _run(), _run()
-    assert complete(_line(command), "") == ["latest", "latest-ok", "latest-failed", "previous", second, first]
+    assert complete(_line(command), "") == [
+        "latest",
+        "latest-ok",
+        "latest-failed",
+        "previous",
+        second,
+        first,
+    ]
     assert complete(_line(command), first[:-3]) == [first]
     assert complete(_line(command), "lat") == ["latest", "latest-ok", "latest-failed"]
 
@@ -124,7 +131,13 @@ def test_run_ids_follow_the_journal_of_the_line(project) -> None:
 def test_run_ids_from_the_environment(project, monkeypatch) -> None:
     run_id = _run("out")
     monkeypatch.setenv("RUNJOURNAL_OUTPUT_ROOT", "out")
-    assert complete(["runs", "show"], "") == ["latest", "latest-ok", "latest-failed", "previous", run_id]
+    assert complete(["runs", "show"], "") == [
+        "latest",
+        "latest-ok",
+        "latest-failed",
+        "previous",
+        run_id,
+    ]
 
 
 def test_explain_step_completes_the_runs_steps(project) -> None:
