@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -195,6 +196,13 @@ def _parse_profiles(
                     f"key {key!r} in {where} must be a non-empty string",
                     named=True,
                 )
+        if "base_url" in raw and not _is_http_url(raw["base_url"]):
+            raise ProfileError(
+                f"{where}.base_url",
+                f"key 'base_url' in {where} is not an http(s) URL with a host "
+                "(e.g. 'http://127.0.0.1:8080/v1')",
+                named=True,
+            )
         try:
             client = parse_client_options(raw)
         except OptionError as exc:
@@ -211,6 +219,18 @@ def _parse_profiles(
             replay=_replay_path(raw.get("replay"), base_dir, f"{where}.replay"),
         )
     return out
+
+
+def _is_http_url(value: str) -> bool:
+    """Does `base_url` parse as an http(s) URL with a host? Checked when profiles load,
+    so a typo is a configuration error before anything is allocated, not retries at
+    run time (docs/configuration.md "LLM profiles")."""
+    try:
+        parts = urllib.parse.urlsplit(value.strip())
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in value.strip()
 
 
 def _replay_path(value: str | None, base_dir: str | None, where: str) -> str | None:

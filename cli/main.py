@@ -226,6 +226,32 @@ def plan(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
     _call(lambda: _plan_cmd().plan, opts, pipeline=pipeline, inputs=inputs)
 
 
+@cli.command("check")
+@pipeline_and_decision_options
+@setting_options("profile", "profiles_file")
+@click.option(
+    "--online",
+    is_flag=True,
+    help="Also ask each profile's endpoint for its models (one request each).",
+)
+@verbose_option
+@json_option
+def check(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
+    """Check PIPELINE before running it: modules, params, LLM profiles.
+
+    The checks `run` and `plan` make before anything is allocated: every step's module
+    loads, its params are known and typed, every step that calls an LLM has a profile,
+    the profiles load (a `base_url` must be a URL). One line per problem, exit 2; exit 0
+    when there is none. Runs nothing, opens no journal (docs/operations.md "`check`").
+
+    \b
+    Examples:
+      runjournal check pipeline.toml
+      runjournal check pipeline.toml --profile smollm2-local --online
+    """
+    _call(lambda: _check_cmd().check, opts, pipeline=pipeline, inputs=inputs)
+
+
 @cli.group("runs", cls=Group)
 def runs_group() -> None:
     """Runs recorded in the journal.
@@ -234,7 +260,7 @@ def runs_group() -> None:
     Examples:
       runjournal runs list
       runjournal runs show latest
-      runjournal runs diff 20261130T150405Z latest
+      runjournal runs diff previous latest
     """
 
 
@@ -296,7 +322,7 @@ def runs_diff(run_a: str, run_b: str, **opts: Any) -> None:
 
     \b
     Examples:
-      runjournal runs diff 20261130T150405Z latest
+      runjournal runs diff previous latest
       runjournal runs diff 20261130T1504 20261130T1610 --json
     """
     _call(lambda: _query_cmds().runs_diff, opts, run_a=run_a, run_b=run_b)
@@ -872,7 +898,7 @@ def _call(
     try:
         code = fn(opts, **kwargs)
     except RunjournalError as exc:  # CliError and the use-cases' typed errors (app/errors.py)
-        _fail(opts, exc.message, exit_code_of(exc))
+        _fail(opts, exc.message, exit_code_of(exc), lines=getattr(exc, "problems", None))
     except BrokenPipeError:
         raise
     except Exception as exc:
@@ -883,6 +909,12 @@ def _call(
 
 
 # --- the command modules, imported on first use (see `_call`) ---------------------------
+
+
+def _check_cmd() -> ModuleType:
+    from runjournal.cli import check_cmd
+
+    return check_cmd
 
 
 def _journal_cmds() -> ModuleType:
@@ -939,12 +971,16 @@ def _seal_cmds() -> ModuleType:
     return seal_cmds
 
 
-def _fail(opts: dict[str, Any], message: str, code: ExitCode) -> NoReturn:
-    """One stderr line; with --json also one document on stdout; then exit.
+def _fail(
+    opts: dict[str, Any], message: str, code: ExitCode, *, lines: list[str] | None = None
+) -> NoReturn:
+    """One stderr line (one per problem of a pipeline check: `lines`); with --json also
+    one document on stdout; then exit.
 
     See docs/operations.md "Exit codes".
     """
-    print_error(message)
+    for line in lines or [message]:
+        print_error(line)
     if opts.get("as_json"):
         emit_json(error_document(message, code))
     sys.exit(int(code))

@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 from runjournal.adapters.journal.journal_errors import JournalError
+from runjournal.app.check_pipeline import PipelineCheckError, check_pipeline, raise_problems
 from runjournal.app.errors import RunjournalError
 from runjournal.app.run_guidance import RunNotes
 from runjournal.app.run_pipeline import Interrupted, RunResult, RunSettings, RunView
@@ -106,6 +107,20 @@ def parse_run(
         raise CliError(str(exc)) from None
     loaded = check_overrides(spec, os.path.dirname(pipeline_path), parsed_overrides)
     modules = {**(modules or {}), **loaded}  # built in code, then loaded for --set
+    # What `runjournal check` finds, found here too: before anything is allocated
+    # (docs/operations.md "`check`"). The modules it loads are handed on to resolution.
+    checked = check_pipeline(
+        spec,
+        pipeline_dir=os.path.dirname(pipeline_path),
+        default_profile=config.profile,
+        load_profiles=lambda: factories().load_profiles(
+            config.profiles_file, user_profiles=user_profiles
+        ),
+        modules=modules,
+        where=pipeline_path,
+    )
+    raise_problems(checked)
+    modules = {**checked.modules, **modules}
     return RunSettings(
         spec=spec,
         pipeline_path=pipeline_path,
@@ -317,7 +332,8 @@ def run_command_body(req: RunRequest, argv: list[str]) -> int:
 def _report_error(req: RunRequest, exc: RunjournalError, code: ExitCode) -> int:
     """One stderr line (then what was not persisted), and with --json one document on
     stdout (docs/operations.md "JSON documents"), then the code."""
-    print_error(exc.message)
+    for line in exc.problems if isinstance(exc, PipelineCheckError) else [exc.message]:
+        print_error(line)
     if exc.document is None:  # the run's own document already says what was not persisted
         for line in exc.persistence_errors:
             print_error(f"not persisted: {line}")

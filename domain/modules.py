@@ -127,6 +127,11 @@ class Module:
     they enter its steps' identity; a `--set` key that no step reads is an error
     (docs/modules.md "Overrides").
 
+    `known_params` declares the names of the step params the module reads (None: not
+    declared); with `strict_params` an unknown name is an error before the run (the
+    built-ins are strict), without it a warning. `check_params` types their values
+    (docs/modules.md "Checking params").
+
     `llm_stages` declares which stages call `ctx.llm` (`("extract",)`, `()` for none),
     or None (the default: not declared, any may). `plan` estimates LLM calls only for
     stages that may call a model (docs/operations.md "`plan`").
@@ -142,6 +147,16 @@ class Module:
     artifact_type: ClassVar[Any] = Any
     override_keys: ClassVar[tuple[str, ...] | None] = None
     llm_stages: ClassVar[tuple[str, ...] | None] = None
+    known_params: ClassVar[tuple[str, ...] | None] = None
+    strict_params: ClassVar[bool] = False
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        """Problems with a step's `params`, found before the run (`runjournal check`,
+        and the start of `run` and `plan`): one line each, empty when none. Raising an
+        exception is one problem with its message. The default finds none; a module
+        overrides it to type its params (docs/modules.md "Checking params")."""
+        return []
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> Any:
         raise NotImplementedError
@@ -244,3 +259,31 @@ def may_call_llm(module: Any, stage: str) -> bool:
     if not isinstance(declared, tuple):
         return True
     return stage in declared
+
+
+def param_problems(module: Any, params: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a step's `params` for `module`, before the run: unknown names
+    of a strict module (`known_params`, `strict_params`), then its `check_params`."""
+    cls = type(module)
+    problems: list[str] = []
+    known = getattr(cls, "known_params", None)
+    if isinstance(known, tuple) and getattr(cls, "strict_params", False):
+        unknown = sorted(k for k in params if k not in known)
+        if unknown:
+            import difflib
+
+            hints = [
+                f"{k!r} (did you mean {close[0]!r}?)" if close else repr(k)
+                for k in unknown
+                for close in [difflib.get_close_matches(k, known, n=1)]
+            ]
+            listed = ", ".join(known) or "none"
+            name = getattr(cls, "name", "") or cls.__qualname__
+            problems.append(f"{name}: unknown params {', '.join(hints)}; known params: {listed}")
+    check = getattr(cls, "check_params", None)
+    if callable(check):
+        try:
+            problems.extend(str(p) for p in check(params) or ())
+        except Exception as exc:
+            problems.append(str(exc) or type(exc).__name__)
+    return problems

@@ -284,6 +284,14 @@ class DefinitionsModule(Module):
     artifact_type = list[Definition]
     override_keys = ()  # reads no --set key
     llm_stages = ()  # never calls a model
+    known_params = _PARAMS
+    strict_params = True  # an unknown param is an error before the run
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        if "terms_step" in params:
+            str_param(params, "terms_step", "terms", module=_NAME)
+        return []
 
     def reads(self, stage: str, ctx: StageContext) -> dict[str, dict[str, Any]]:
         """Extract reads the terms' keys and texts of the lanes `lane_terms` reads; merge

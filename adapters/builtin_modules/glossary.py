@@ -324,6 +324,22 @@ class GlossaryModule(Module):
     artifact_type = Glossary
     override_keys = ()  # reads no --set key
     llm_stages = ()  # never calls a model
+    known_params = _PARAMS
+    strict_params = True  # an unknown param is an error before the run
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        for name in ("terms_step", "definitions_step"):
+            if name in params:
+                str_param(params, name, name, module=_NAME)
+        str_param(params, "title", "Glossary", module=_NAME)
+        int_param(params, "min_documents", 1, module=_NAME, minimum=1)
+        int_param(params, "max_entries", 0, module=_NAME, minimum=0)
+        bool_param(params, "include_undefined", True, module=_NAME)
+        name = str_param(params, "output", "glossary.md", module=_NAME)
+        if not valid_output_name(name):
+            return [f"{_NAME}: params.output {name!r} is not a logical file name"]
+        return []
 
     def __init__(self) -> None:
         # Every chunk of the corpus lane sees the same consumed terms: plan once per lane.

@@ -127,6 +127,8 @@ class HeadingsModule(Module):
     artifact_type = list[Heading]
     override_keys = ()  # reads no --set key
     llm_stages = ()  # never calls a model
+    known_params = ()
+    strict_params = True  # takes no params: any is an error before the run
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> HeadingsChunk:
         syntax = syntax_of(chunk.source, chunk.text)

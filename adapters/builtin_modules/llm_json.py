@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -45,6 +46,30 @@ class LLMJsonModule(Module):
     artifact_type: ClassVar[Any] = list[ChunkAnswer]
     override_keys: ClassVar[tuple[str, ...] | None] = ()  # reads no --set key
     llm_stages: ClassVar[tuple[str, ...] | None] = ("extract",)  # one call per chunk
+    known_params: ClassVar[tuple[str, ...] | None] = (
+        "prompt",
+        "system",
+        "schema",
+        "temperature",
+        "max_tokens",
+        "seed",
+    )
+    strict_params: ClassVar[bool] = True  # an unknown param is an error before the run
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        problems = []
+        for name in ("prompt", "system"):
+            if name in params and not isinstance(params[name], str):
+                problems.append(f"llm.json: params.{name} must be a string")
+        schema = params.get("schema")
+        if schema is not None and (not isinstance(schema, dict) or not schema):
+            problems.append("llm.json: params.schema must be a JSON Schema table")
+        try:
+            call_options(dict(params))
+        except BuiltinParamError as exc:
+            problems.append(f"llm.json: {exc}")
+        return problems
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
         template = ctx.params.get("prompt", DEFAULT_PROMPT)

@@ -12,7 +12,9 @@ document's terms and counts alone leaves its artifact byte-identical (docs/modul
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 import msgspec
 from runjournal.adapters.builtin_modules.markup import BlockKind, blocks, split_sentences, syntax_of
@@ -208,6 +210,14 @@ class TermsModule(Module):
     artifact_type = list[Term]
     override_keys = ()  # reads no --set key
     llm_stages = ()  # never calls a model
+    known_params = _PARAMS
+    strict_params = True  # an unknown param is an error before the run
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> list[str]:
+        int_param(params, "min_count", 2, module=_NAME, minimum=1)
+        int_param(params, "max_terms", 50, module=_NAME, minimum=1)
+        return []
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> TermsChunk:
         tally = _FormTally()

@@ -48,9 +48,8 @@ def _flat(text: str) -> str:
 
 def test_the_tree_is_what_the_docs_list() -> None:
     assert set(GROUPS) == {(), ("runs",), ("journal",), ("projections",), ("config",), ("keys",)}
-    assert (
-        len(LEAVES) == 23
-    )  # journal checkpoint, journal verify, keys init, journal otel and lineage added
+    # journal checkpoint, journal verify, keys init, journal otel, lineage and check added
+    assert len(LEAVES) == 24
 
 
 # --- 3: a group without a command ------------------------------------------------------
@@ -150,6 +149,8 @@ def test_setting_options_come_from_the_table(path) -> None:
     elif path == ("plan",):  # the settings that change a run's decisions, and the roots
         assert set(options) == set(PLAN_SETTINGS)
         assert {"resume", "cache_mode", "profile", "cache_root"} <= set(options)
+    elif path == ("check",):  # the profile settings; it opens no root
+        assert set(options) == {"profile", "profiles_file"}
     elif path == ("keys", "init"):  # the key lives in the user's config dir, no root
         assert set(options) == set()
     elif path == ("gc",):  # the cache root for --cache

@@ -242,6 +242,11 @@ def check_run_failed(doc: dict[str, Any], w: World) -> None:
     assert doc["decisions"]["stage_failed"] >= 1
 
 
+def check_check(doc: dict[str, Any], w: World) -> None:
+    assert doc["pipeline"] == "glossary" and doc["probed"] == []
+    assert keys_of(doc["steps"]) == {"id", "module", "profile"}
+
+
 def check_plan(doc: dict[str, Any], w: World) -> None:
     assert doc["pipeline"] == "glossary" and doc["resume"] is True and doc["stopped"] is None
     assert set(doc["decisions"]) == {"reused"}
@@ -455,6 +460,7 @@ SUCCESS: list[tuple[str, str, Argv, int, Callable[[dict[str, Any], World], None]
         0,
         check_plan,
     ),
+    ("check", "check", lambda w: ["check", w.pipeline], 0, check_check),
     ("runs list", "runs list", lambda w: ["runs", "list", *w.where()], 0, check_runs_list),
     (
         "runs show",
@@ -627,7 +633,9 @@ ERRORS: list[tuple[str, Argv, int, bool]] = [
         2,
         False,
     ),
-    ("run: module cannot be loaded (P3)", lambda w: w.run_args(w.unloadable), 2, True),
+    # Found before anything is allocated since issue 32 (`check`'s checks at the start of run).
+    ("run: module cannot be loaded (P1)", lambda w: w.run_args(w.unloadable), 2, False),
+    ("check: module cannot be loaded", lambda w: ["check", w.unloadable], 2, False),
     ("plan: module cannot be loaded", lambda w: ["plan", w.unloadable, *w.where()], 2, False),
     (
         "plan: unknown --recompute step",

@@ -374,12 +374,13 @@ def test_overrides_enter_only_the_identity_of_steps_that_read_them(project: Proj
         assert words and all(w.endswith("?") for w in words)  # the module saw the new value
 
 
-def test_a_module_that_cannot_load_is_still_reported_by_resolution(project: Project) -> None:
+def test_a_module_that_cannot_load_is_reported_before_the_run(project: Project) -> None:
     (project.root / "plugins" / "words.py").write_text("raise ImportError('nope')\n")
     result = project.run("--set", "tone=1")
     assert result.exit_code == 2
     assert "cannot load module 'plugins/words.py:Words'" in result.stderr
-    assert (project.root / "out").exists()  # resolution errors are journaled, as always
+    # Found before anything is allocated (issue 32): no journal, no run.
+    assert not (project.root / "out").exists()
 
 
 # --- 7: a failing module's traceback ------------------------------------------------------
