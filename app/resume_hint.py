@@ -10,6 +10,7 @@ lookup `--recompute` uses); if one exists, the run says how to reuse them
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -86,6 +87,11 @@ def resume_hint(pipeline_arg: str, count: int, *, limit: int = MAX_LOOKUPS) -> s
     )
 
 
+# Beside the journal (in the output root's `.runjournal/`): the hint was shown once for
+# this project, so it is not shown again (docs/operations.md "Resuming and explaining").
+HINT_SHOWN = ".runjournal/resume-hint-shown"
+
+
 def plain_run_hint(
     *,
     cache_root: Callable[[], FsRoot | None],
@@ -93,9 +99,41 @@ def plain_run_hint(
     pipeline: ResolvedPipeline,
     resumed: bool,
     reader: CheckpointReader,
+    earlier_runs: Callable[[], bool] = lambda: True,
+    state: Callable[[], FsRoot] | None = None,
 ) -> list[str]:
-    """The hints of a run: one line when a plain run could have reused checkpoints."""
+    """The hints of a run: one line when a plain run could have reused checkpoints.
+
+    Once per project: never when the project's journal holds no earlier run (a brand-new
+    project whose inputs happen to match checkpoints another project left in a shared
+    cache root), and not again once it was given (`HINT_SHOWN` in the output root)."""
     if resumed:
         return []
+    root = _state_root(state)
+    if root is not None and _exists(root, HINT_SHOWN):
+        return []
+    if not earlier_runs():
+        return []
     count = reusable_lanes(cache_root, pipeline, reader=reader)
-    return [resume_hint(pipeline_arg, count)] if count else []
+    if not count:
+        return []
+    if root is not None:
+        with contextlib.suppress(FsError):  # not remembered: shown again next time, no harm
+            root.write_bytes(HINT_SHOWN, b"the plain-run --resume hint was shown\n")
+    return [resume_hint(pipeline_arg, count)]
+
+
+def _state_root(state: Callable[[], FsRoot] | None) -> FsRoot | None:
+    if state is None:
+        return None
+    try:
+        return state()
+    except FsError:
+        return None
+
+
+def _exists(root: FsRoot, name: str) -> bool:
+    try:
+        return root.exists(name)
+    except FsError:
+        return False

@@ -71,6 +71,7 @@ def before_execution(
     pipeline_arg: str,
     resumed: bool,
     reader: CheckpointReader,
+    output_root: Callable[[], FsRoot] | None = None,
 ) -> RunNotes:
     """P3 → P4: record each step's module (with a source-changed warning), find the hint
     and record it (`HintRecorded`)."""
@@ -88,6 +89,8 @@ def before_execution(
         pipeline=resolved,
         resumed=resumed,
         reader=reader,
+        earlier_runs=lambda: any(r.run_id != run_id for r in store.list_runs()),
+        state=output_root,
     )
     for hint in notes.hints:  # journaled: the report shows it (projections/report.py)
         recorder.hint(hint)

@@ -240,6 +240,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
                 resolved=resolved,
                 run_id=inv.run_id,
                 cache_root=inv.roots.existing_cache,
+                output_root=inv.roots.output,
                 pipeline_arg=settings.pipeline_arg,
                 resumed=settings.config.resume or settings.policy.active,
                 reader=ports.checkpoint_reader,

@@ -210,6 +210,27 @@ def test_hint_matrix(project: Project, extra: list[str], hinted: bool) -> None:
     assert ("runjournal: hint:" in result.stderr) is hinted
 
 
+def test_the_hint_is_given_once_per_project(project: Project) -> None:
+    """Issue 32: every plain run printed the hint; now once, remembered beside the journal."""
+    assert project.run().exit_code == 0
+    second, third = project.run(), project.run()
+    assert "runjournal: hint:" in second.stderr
+    assert "hint" not in third.stderr
+    assert (project.root / "out" / ".runjournal" / "resume-hint-shown").is_file()
+
+
+def test_no_hint_for_a_brand_new_project_whose_files_match_another(project: Project) -> None:
+    """Issue 32: a project with no run of its own got the hint from another project's
+    checkpoints in the shared cache root."""
+    assert project.run().exit_code == 0
+    first_of_other = project.invoke(
+        "run", "pipeline.toml", "--output-root", "other", "--cache-root", "cache", "--json"
+    )
+    assert first_of_other.exit_code == 0, first_of_other.output
+    assert json.loads(first_of_other.stdout)["hints"] == []
+    assert "hint" not in first_of_other.stderr
+
+
 def test_hint_in_json_and_not_on_stderr(project: Project) -> None:
     assert project.run().exit_code == 0
     result, doc = project.run_json()
