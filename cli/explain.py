@@ -50,7 +50,8 @@ class Selection:
         if self.code is not None and decision["code"] != self.code:
             return False
         if self.executed and (
-            category in _NOT_EXECUTED or decision["outcome"] == Outcome.NOT_STARTED
+            category in _NOT_EXECUTED
+            or decision["outcome"] in (Outcome.NOT_STARTED, Outcome.DEDUPLICATED)
         ):
             return False
         return not (self.changed and category is not Category.INVALID)
@@ -186,6 +187,7 @@ _ENDED = {
 _OUTCOME_ORDER = (
     Outcome.EXECUTED,
     Outcome.REUSED,
+    Outcome.DEDUPLICATED,
     Outcome.REFUSED,
     Outcome.FAILED,
     Outcome.NOT_STARTED,
@@ -273,6 +275,8 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
             note = f"  (differs: {', '.join(d['differs'])})" if d["differs"] else ""
             if d["outcome"] == Outcome.NOT_STARTED:
                 note += "  (not started)"
+            elif d["outcome"] == Outcome.DEDUPLICATED:
+                note += "  (deduplicated: an identical chunk of this run ran)"
             lines.append(
                 f"  {d['step']} · {d['lane']} · {d['stage']}{chunk}  "
                 f"{paint.code(d['code'], d['code'])}{note}"

@@ -111,7 +111,18 @@ class ReasonReportProjection:
         if settled is not None and isinstance(settled[0], list):
             settled[0][_OUTCOME] = settled[1].value
 
+    def _settle_twins(self) -> None:
+        """In a run that succeeded, mark the pending twins of a stage that ran as
+        `deduplicated` (idempotent): it did not stop before them. A run that stopped keeps
+        them `not_started` (whether they would have run again cannot be told)."""
+        if self.status != "succeeded":
+            return
+        for token in self._pending.deduplicated():
+            if isinstance(token, list) and token[_OUTCOME] == Outcome.NOT_STARTED:
+                token[_OUTCOME] = Outcome.DEDUPLICATED.value
+
     def _counts(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        self._settle_twins()
         totals: dict[str, int] = {}
         not_started: dict[str, int] = {}
         outcomes: dict[str, int] = {}
@@ -160,6 +171,7 @@ class ReasonReportProjection:
 
     def lanes(self, step: str) -> Iterator[dict[str, Any]]:
         """One step's lane views, built one at a time (for a streamed document)."""
+        self._settle_twins()
         for lane, decisions in self.steps[step].items():
             yield self._lane_view(lane, decisions)
 

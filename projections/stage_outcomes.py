@@ -26,6 +26,9 @@ class Outcome(enum.StrEnum):
     REFUSED = "refused"  # a required predecessor could not be restored: never runs
     FAILED = "failed"  # the stage ran and failed (its decision and its `stage_failed`)
     NOT_STARTED = "not_started"  # decided to run, never ran: the run stopped first
+    # a repeated identical chunk (same chunk id) whose twin ran in this run: its result
+    # was used again, nothing was left undone (explain's word, issue 32)
+    DEDUPLICATED = "deduplicated"
 
 
 # Decisions that take effect when they are made: nothing runs after them.
@@ -65,6 +68,8 @@ class PendingStages:
     def __init__(self) -> None:
         # one token, or `_Twins` when the key is pending more than once (rare)
         self._pending: dict[StageKey, object] = {}
+        # keys of which one twin ran while another was still pending (rarer still)
+        self._ran_twins: set[StageKey] = set()
 
     def apply(self, event: RunEvent, token: object = None) -> tuple[object, Outcome] | None:
         """Fold one event; when it settles a pending decision, that decision's token and
@@ -90,10 +95,25 @@ class PendingStages:
                 settled = held.popleft()
                 if len(held) == 1:
                     self._pending[key] = held[0]
+                if outcome is Outcome.EXECUTED:
+                    self._ran_twins.add(key)
                 return settled, outcome
             del self._pending[key]
             return held, outcome
         return None
+
+    def deduplicated(self) -> list[object]:
+        """The tokens, among those still pending, of decisions whose identical twin (same
+        step, lane, stage and chunk id) executed in this run: the stage's result exists,
+        the run did not stop before it. `never_started` still lists them (the manifest's
+        counts); explain shows them with their own word."""
+        out: list[object] = []
+        for key in self._ran_twins:
+            held = self._pending.get(key, _ABSENT)
+            if held is _ABSENT:
+                continue
+            out.extend(held if isinstance(held, _Twins) else [held])
+        return out
 
     def never_started(self) -> list[object]:
         """The tokens of the decisions whose stage never ran, in decision order of each

@@ -150,3 +150,38 @@ def test_every_decision_is_executed_or_not_started(chunks: list[str], data: st.D
     reasons = fold(ReasonReportProjection(), events).view()
     outcomes = [d["outcome"] for d in reasons["steps"][0]["lanes"][0]["decisions"]]
     assert outcomes == ["executed"] * ran + ["not_started"] * never
+
+
+# --- issue 32: explain's word for a twin whose identical stage ran --------------------------
+
+
+def _explain(events: list[RunEvent]) -> str:
+    from runjournal.cli.explain import Selection, text_lines
+    from runjournal.cli.style import Styler
+
+    view = fold(ReasonReportProjection(), events).view()
+    return "\n".join(text_lines("r", view, Selection(), Styler(False)))
+
+
+def test_a_twin_whose_identical_stage_ran_is_deduplicated_not_stopped_before() -> None:
+    """A successful run whose repeated identical chunk ran once: explain said the run
+    "stopped before" the twins; they are deduplicated (reused from this run)."""
+    events = _events(["a", "b", "a", "a"], ran=2, status=RunStatus.SUCCEEDED)
+    reasons = fold(ReasonReportProjection(), events).view()
+    outcomes = [d["outcome"] for d in reasons["steps"][0]["lanes"][0]["decisions"]]
+    assert outcomes == ["executed", "executed", "deduplicated", "deduplicated"]
+    assert reasons["not_started"] == {} and reasons["outcomes"]["deduplicated"] == 2
+    text = _explain(events)
+    assert "stopped before" not in text and "not started" not in text
+    assert "stages: 2 executed, 2 deduplicated" in text
+    assert "(deduplicated: an identical chunk of this run ran)" in text
+    # The manifest's counts are unchanged: every decision is still counted once.
+    manifest = fold(ManifestProjection(), events).view()
+    assert sum(manifest["decisions"].values()) + sum(manifest["not_started"].values()) == 4
+
+
+def test_a_stage_that_never_ran_at_all_is_still_not_started() -> None:
+    events = _events(["a", "b", "c"], ran=1, status=RunStatus.INTERRUPTED)
+    text = _explain(events)
+    assert "stages: 1 executed, 2 not started" in text
+    assert "the run stopped before them" in text and "deduplicated" not in text
