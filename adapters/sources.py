@@ -30,8 +30,17 @@ def expand_patterns(patterns: Iterable[str], *, base_dir: str, key: str) -> list
     for pattern in patterns:
         full = pattern if os.path.isabs(pattern) else os.path.join(base_dir, pattern)
         full = os.path.expanduser(full)
-        matches = [m for m in glob.glob(full, recursive=True) if os.path.isfile(m)]
+        globbed = glob.glob(full, recursive=True)
+        matches = [m for m in globbed if os.path.isfile(m)]
         if not matches:
+            broken = [m for m in globbed if os.path.islink(m) and not os.path.exists(m)]
+            if broken:  # not "matches no file" (issue 32): the file is there, its target not
+                name = os.path.relpath(broken[0], base_dir)
+                raise SourceResolutionError(
+                    key,
+                    f"'{pattern}' matches only a broken symbolic link: '{name}' points to "
+                    f"'{os.readlink(broken[0])}', which does not exist",
+                )
             raise SourceResolutionError(key, f"'{pattern}' matches no file")
         found.update(os.path.realpath(m) for m in matches)
     return sorted(found)

@@ -49,6 +49,7 @@ DUMB_INTERVAL_S = 2.0
 PLAIN_INTERVAL_S = 5.0
 MAX_WIDTH = 120
 CLEAR = "\r\x1b[2K"
+PLANNING = "planning chunks"
 STAGES_PER_LANE = 2  # besides one extract per chunk: the lane's merge and its normalize
 
 _active: list[ProgressDisplay] = []  # displays with a line on screen, for `clear_active`
@@ -114,7 +115,9 @@ class RunCounts:
 
     @property
     def started(self) -> bool:
-        return self.lanes > 0 or self.done > 0
+        """Stages are under way: a lane resolved, a stage done, a call in flight or an LLM
+        call made (a lane's events may reach the journal only when it ends, issue 32)."""
+        return self.lanes > 0 or self.done > 0 or self.in_flight > 0 or self.tokens > 0
 
     def total(self) -> tuple[int | None, bool]:
         """(stages in the plan, whether exact): an estimate until every chunk plan is in."""
@@ -246,7 +249,10 @@ class ProgressDisplay:
         if isinstance(event, StageDecided):
             self._current = (event.step, event.lane, f"{event.stage.value} {event.code.value}")
         elif isinstance(event, ChunkPlanResolved):
-            self._current = ("planning chunks", event.source, "")
+            self._current = (PLANNING, event.source, "")
+        elif isinstance(event, LLMCallAttempted) and self._current[0] in ("", PLANNING):
+            # the stage that is calling, not a chunk plan left over from before (issue 32)
+            self._current = (event.step, event.lane, f"{event.stage.value} LLM call")
         self._show()
 
     def finish(self) -> None:

@@ -38,6 +38,12 @@ def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str
     """`run X failed: step 'S' lane 'L' CODE: …` — the reason once, then what to do."""
     where = ""
     message = error.message
+    if doc["status"] == "interrupted" and not error.step and message == "interrupted":
+        # not `interrupted: interrupted` (issue 32): what stopped it, and how to go on
+        return (
+            f"run {doc['run_id']} interrupted by a signal; `runjournal run "
+            f"{shlex.quote(pipeline_arg)} --resume` reuses what it finished"
+        )
     if error.step:
         code = error.reason_code.value if error.reason_code else "failed"
         cause = f" ({error.cause.value})" if error.cause else ""

@@ -346,7 +346,7 @@ def _usage_card(view: dict[str, Any]) -> str:
         return (
             '<div class="card"><div class="k">LLM tokens, cost</div>'
             '<div class="v">—</div>'
-            '<div class="s">no LLM calls in this journal</div></div>'
+            '<div class="s">no LLM calls in this run</div></div>'
         )
     rows = []
     if spent is not None:

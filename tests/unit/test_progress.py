@@ -284,3 +284,29 @@ def test_a_closed_stderr_switches_progress_off():
     clock.now += 60
     display.event(_executed())
     assert Gone.writes == 1 and display.mode is progress_mod.Mode.OFF
+
+
+def test_a_plain_log_of_an_llm_run_shows_the_calls_not_a_stale_chunk_plan(monkeypatch):
+    """Issue 32: not a terminal, an LLM run whose lane events reach the journal only when
+    the lane ends: the log kept printing `planning chunks · <last source>` with no count."""
+    clock = Clock()
+    stream = io.StringIO()
+    display = ProgressDisplay(enabled=True, stream=stream, clock=clock)
+    assert display.mode is progress_mod.Mode.PLAIN
+    display.expect(_pipeline(Scope.DOCUMENT))  # type: ignore[arg-type]
+    display.event(_plan("a.md", 2))
+    display.event(_plan("b.md", 1))
+    clock.now += progress_mod.PLAIN_INTERVAL_S + 1
+    display.event(
+        LLMCallAttempted(
+            **_BASE, step="ask", lane="a.md", stage=Stage.EXTRACT, chunk="c", call=1,
+            attempt=1, profile_id="p", provider="openai", model="m", status=AttemptStatus.OK,
+            prompt_tokens=100, completion_tokens=20, cost=0.0, request_sha256="r",
+        )
+    )  # fmt: skip
+    [line] = stream.getvalue().splitlines()
+    assert "planning chunks" not in line
+    assert line.startswith(
+        "runjournal: stages 0/7 (0 reused, 0 executed) · 0 in flight · 120 tokens"
+    )
+    assert line.endswith(" │ ask · a.md · extract LLM call")

@@ -1,0 +1,36 @@
+"""Small items of issue 32: a broken link input says so, Ctrl-C's line says what happened."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from runjournal.adapters.sources import SourceResolutionError, expand_patterns
+from runjournal.cli.run_summary import failure_line
+from runjournal.domain.events import RunError
+
+
+def test_a_broken_symbolic_link_input_is_reported_as_one(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    os.symlink(tmp_path / "gone.md", tmp_path / "docs" / "a.md")
+    with pytest.raises(SourceResolutionError) as caught:
+        expand_patterns(["docs/*.md"], base_dir=str(tmp_path), key="inputs")
+    message = str(caught.value)
+    assert "matches no file" not in message
+    assert "broken symbolic link: 'docs/a.md' points to" in message and "gone.md" in message
+
+
+def test_a_glob_that_matches_nothing_still_says_so(tmp_path: Path) -> None:
+    with pytest.raises(SourceResolutionError, match=r"'docs/\*\.md' matches no file"):
+        expand_patterns(["docs/*.md"], base_dir=str(tmp_path), key="inputs")
+
+
+def test_the_interrupted_line_does_not_repeat_itself() -> None:
+    doc = {"run_id": "20261206T120000Z-1a2b3c4d", "status": "interrupted"}
+    line = failure_line(doc, RunError(message="interrupted"), "my pipeline.toml")
+    assert "interrupted: interrupted" not in line
+    assert line == (
+        "run 20261206T120000Z-1a2b3c4d interrupted by a signal; "
+        "`runjournal run 'my pipeline.toml' --resume` reuses what it finished"
+    )
