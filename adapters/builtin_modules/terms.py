@@ -201,7 +201,7 @@ class TermsModule(Module):
     """Candidate terms per document, filtered by `min_count` and capped by `max_terms`."""
 
     name = _NAME
-    fingerprint = "builtin.terms/2"
+    fingerprint = "builtin.terms/3"  # 3: defined terms are never cut
     artifact_kind = "terms"
     schema = "runjournal.builtin.terms/v2"
     media_type = "application/json"
@@ -267,8 +267,18 @@ class TermsModule(Module):
         # A defined term is a term even when it is mentioned fewer than min_count times.
         kept = [t for t in merged if t.count >= min_count or t.kind is TermKind.DEFINED]
         kept.sort(key=lambda t: (_KIND_RANK[t.kind], -t.count, t.key))
-        kept = sorted(kept[:max_terms], key=lambda t: (-t.count, t.key, t.text))
+        # Terms the document defines (a glossary's entries) are never cut: `max_terms`
+        # bounds the other candidates, and what it drops is said (issue 32).
+        defined = sum(1 for t in kept if t.kind is TermKind.DEFINED)
+        capped = kept[: max(max_terms, defined)]
+        dropped = len(kept) - len(capped)
+        kept = sorted(capped, key=lambda t: (-t.count, t.key, t.text))
         warnings = unknown_param_warnings(ctx.params, _PARAMS, module=_NAME)
+        if dropped:
+            warnings.append(
+                f"{ctx.lane}: {dropped} candidate term(s) over max_terms={max_terms} dropped "
+                f"(the {defined} term(s) the document defines are always kept)"
+            )
         if not kept:
             warnings.append(f"{ctx.lane}: no terms found (min_count={min_count})")
         return Normalized(kept, warnings)

@@ -273,7 +273,7 @@ def test_edited_plugin_with_same_fingerprint_warns_and_is_journaled(project: Pro
     observed = [e["data"] for e in events if e["type"] == "ModuleObserved"]
     assert [(o["step"], o["fingerprint"]) for o in observed] == [
         ("words", "test.words/1"),
-        ("terms", "builtin.terms/2"),
+        ("terms", "builtin.terms/3"),
         ("glossary", "builtin.glossary/2"),
     ]
     assert observed[0]["source_sha256"] and observed[1]["source_sha256"] is None

@@ -161,7 +161,7 @@ def test_registry_names_match_classes_and_declarations_are_complete() -> None:
         "builtin.definitions": (2, 2),
         "builtin.glossary": (2, 2),
         "builtin.headings": (2, 1),
-        "builtin.terms": (2, 2),
+        "builtin.terms": (3, 2),  # 3: max_terms never cuts a defined term (issue 32)
         "llm.json": (1, 1),
     }
     for name, cls in BUILTIN_MODULES.items():

@@ -34,3 +34,21 @@ def test_the_interrupted_line_does_not_repeat_itself() -> None:
         "run 20261206T120000Z-1a2b3c4d interrupted by a signal; "
         "`runjournal run 'my pipeline.toml' --resume` reuses what it finished"
     )
+
+
+def test_max_terms_never_cuts_a_defined_term_and_says_what_it_dropped() -> None:
+    from runjournal.adapters.builtin_modules.terms import Term, TermKind, TermsModule
+    from runjournal.domain.modules import StageContext
+
+    merged = [Term(f"entry {i}", f"entry {i}", 1, TermKind.DEFINED) for i in range(5)]
+    merged += [Term(f"phrase {i}", f"phrase {i}", 9, TermKind.PHRASE) for i in range(4)]
+    ctx = StageContext(step="terms", lane="docs/g.rst", params={"max_terms": 3})
+    out = TermsModule().normalize(merged, ctx)
+    assert {t.key for t in out.value} == {f"entry {i}" for i in range(5)}
+    assert out.warnings == [
+        "docs/g.rst: 4 candidate term(s) over max_terms=3 dropped "
+        "(the 5 term(s) the document defines are always kept)"
+    ]
+    ctx = StageContext(step="terms", lane="docs/g.rst", params={"max_terms": 7})
+    out = TermsModule().normalize(merged, ctx)
+    assert len(out.value) == 7 and "2 candidate term(s) over max_terms=7" in out.warnings[0]
