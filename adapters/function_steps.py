@@ -255,3 +255,48 @@ def _prompt(h: Any, kind: str, name: str, value: Any) -> None:
         isinstance(value, (tuple, list)) and all(isinstance(v, _PROMPT_TYPES) for v in value)
     ):
         h.update(f"{kind}\0{name}\0{_canonical(value)}\0".encode("utf-8", "backslashreplace"))
+
+
+def class_source_digest(cls: type) -> str:
+    """sha256 over a module class's own code: the functions each class of its MRO up to
+    `Module` defines (methods, static and class methods, properties), with the prompt
+    strings they use, and its string class attributes (a prompt kept on the class). Two
+    classes of one file have their own digests: editing one changes only its own."""
+    h = hashlib.sha256()
+    for klass in cls.__mro__:
+        if klass is Module or klass is object or klass.__module__.startswith("runjournal."):
+            continue
+        h.update(f"class\0{klass.__qualname__}\0".encode())
+        for attr, value in sorted(klass.__dict__.items()):
+            function = _function_of(value)
+            if function is not None:
+                h.update(f"def\0{attr}\0".encode() + source_digest(function).encode())
+            elif attr != "fingerprint" and not attr.startswith("__"):
+                _prompt(h, "attribute", attr, value)
+    return h.hexdigest()
+
+
+def _function_of(value: Any) -> Callable[..., Any] | None:
+    if isinstance(value, staticmethod | classmethod):
+        value = value.__func__
+    if isinstance(value, property):
+        value = value.fget
+    return value if isinstance(value, types.FunctionType) else None
+
+
+def resolve_source_fingerprint(cls: type[Module]) -> type[Module]:
+    """A plugin class that declares `fingerprint = "source"`: a subclass of it whose
+    fingerprint is `source:<digest of its code>` (docs/modules.md "Fingerprints"), so an
+    edit of its code or prompts recomputes its steps; any other class as it is."""
+    if getattr(cls, "fingerprint", None) != SOURCE:
+        return cls
+    resolved = f"{SOURCE}:{class_source_digest(cls)[:24]}"
+    return types.new_class(
+        cls.__name__,
+        (cls,),
+        {},
+        lambda ns: ns.update(
+            {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+             "__doc__": cls.__doc__, "fingerprint": resolved}
+        ),
+    )  # fmt: skip

@@ -211,14 +211,16 @@ def load_shipped_module(shipment: ModuleShipment) -> Module:
 
 
 def module_source(module: Module) -> tuple[str, str] | None:
-    """(file, sha256 of its bytes) of the file defining `module`'s class, if it can be read.
+    """(file, `class:<sha256>` of the class's own code) for the class defining `module`.
 
-    For a path plugin that is the file the loader executed (its digest as loaded); for an
-    installed module, the file its Python module was imported from. None for the
-    built-ins (their fingerprints are kept with runjournal's own version) and for a class
-    whose file cannot be found or read. Only that one file is digested, not what it
-    imports (docs/modules.md "Fingerprints").
+    The digest is over the class's own functions, the prompt strings they read and its
+    string attributes (adapters/function_steps.py `class_source_digest`), so an edit of
+    another class of the same file changes nothing here. None for the built-ins (their
+    fingerprints are kept with runjournal's own version) and for a class whose file
+    cannot be found (docs/modules.md "Fingerprints").
     """
+    from runjournal.adapters.function_steps import class_source_digest
+
     cls = type(module)
     if is_builtin_class(cls):
         return None
@@ -226,14 +228,15 @@ def module_source(module: Module) -> tuple[str, str] | None:
     filename = getattr(namespace, "__file__", None)
     if not isinstance(filename, str) or not filename.endswith(".py"):
         return None
-    loaded = getattr(namespace, "__runjournal_source_sha256__", None)
-    if isinstance(loaded, str):
-        return filename, loaded
     try:
-        data = Path(filename).read_bytes()
-    except OSError:
+        return filename, CLASS_DIGEST + class_source_digest(cls)
+    except Exception:  # an odd class: no digest, no comparison
         return None
-    return filename, hashlib.sha256(data).hexdigest()
+
+
+# `ModuleObserved.source_sha256` of a class's own code; older runs digested the whole file
+# (no prefix), and the two are never compared.
+CLASS_DIGEST = "class:"
 
 
 def plugin_module_name(path: Path) -> str:
@@ -300,6 +303,11 @@ def _instantiate(target: object, kind: _Kind, fail: Callable[[str], ModuleLoadEr
             f"{what} is not a runjournal {kind.base.__name__} "
             f"(a subclass of runjournal.domain.modules.{kind.base.__name__})"
         )
+    if kind is _MODULE:
+        from runjournal.adapters.function_steps import resolve_source_fingerprint
+
+        with _plugin_code(fail, "computing its source fingerprint"):
+            target = resolve_source_fingerprint(target)  # fingerprint = "source"
     with _plugin_code(fail, "constructing it"):
         instance = target()
     with _plugin_code(fail, "checking its declarations"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runjournal.adapters.journal.journal_errors import JournalError
-from runjournal.adapters.module_loader import module_source
+from runjournal.adapters.module_loader import CLASS_DIGEST, module_source
 from runjournal.domain.events import ModuleObserved
 from runjournal.domain.pipeline import ResolvedPipeline
 from runjournal.domain.run import run_aggregate_id
@@ -38,23 +38,27 @@ class ModuleRecorder(Protocol):
     def warning(self, *, step: str, lane: str, message: str) -> None: ...
 
 
-def _previous(store: JournalStore, pipeline: str, run_id: str) -> dict[str, tuple[str, Any]]:
-    """step -> (run id, its newest earlier ModuleObserved) for this pipeline's other runs."""
+def _previous(
+    store: JournalStore, pipeline: str, run_id: str
+) -> dict[tuple[str, str], tuple[str, Any]]:
+    """(step, fingerprint) -> (run id, its oldest ModuleObserved) among this pipeline's
+    other runs: the code that fingerprint first stood for, so the warning is repeated on
+    every run until the fingerprint changes (issue 32)."""
     runs = {
         run_aggregate_id(r.run_id): r.run_id
         for r in store.list_runs()
         if r.pipeline == pipeline and r.run_id != run_id
     }
-    latest: dict[str, tuple[str, Any]] = {}
+    first: dict[tuple[str, str], tuple[str, Any]] = {}
     if not runs:
-        return latest
+        return first
     from eventsourcing.utils import get_topic  # the journal is open: eventsourcing is loaded
 
     for _position, event in store.notifications(0, [get_topic(ModuleObserved)]):
         other = runs.get(event.originator_id)
         if other is not None and isinstance(event, ModuleObserved):
-            latest[event.step] = (other, event)  # commit order: the newest wins
-    return latest
+            first.setdefault((event.step, event.fingerprint), (other, event))  # commit order
+    return first
 
 
 def observe_modules(
@@ -71,7 +75,7 @@ def observe_modules(
     `{"step", "lane", "message"}` (lane None: they concern the step, not one lane).
     """
     sources = {step.id: module_source(step.module) for step in pipeline.steps}
-    previous: dict[str, tuple[str, Any]] = {}
+    previous: dict[tuple[str, str], tuple[str, Any]] = {}
     if any(sources.values()):
         try:
             previous = _previous(store, pipeline.name, run_id)
@@ -88,12 +92,13 @@ def observe_modules(
             source=found[0] if found else None,
             source_sha256=found[1] if found else None,
         )
-        before = previous.get(step.id)
-        if found is None or before is None:
-            continue
+        before = previous.get((step.id, fingerprint))
+        if found is None or before is None or fingerprint.startswith("source:"):
+            continue  # a `source` fingerprint changes with the code: nothing to warn of
         other_run, observed = before
-        if observed.fingerprint != fingerprint or observed.source_sha256 in (None, found[1]):
-            continue
+        digest = observed.source_sha256
+        if digest is None or digest == found[1] or not digest.startswith(CLASS_DIGEST):
+            continue  # unchanged, or a whole-file digest of an older runjournal
         message = (
             f"the source of module '{specs.get(step.id, '')}' changed since run {other_run} "
             f"but its fingerprint '{fingerprint}' did not: results computed by the old code "

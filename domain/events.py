@@ -156,8 +156,9 @@ class ProfileObserved(RunEvent, frozen=True, kw_only=True):
 class ModuleObserved(RunEvent, frozen=True, kw_only=True):
     """The module a step loaded at resolution, as its author declared it.
 
-    `source_sha256` digests the file that defines the module class when that file can
-    be read (path plugins and installed modules; None for the built-ins). It is never
+    `source_sha256` is `class:<sha256>` of the module class's own code (path plugins and
+    installed modules; None for the built-ins; a bare file digest in runs recorded before
+    issue 32). It is never
     part of identity: reuse trusts the declared fingerprint, and a source that changed
     under an unchanged fingerprint is only a warning (docs/modules.md "Fingerprints").
     """

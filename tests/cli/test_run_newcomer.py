@@ -257,12 +257,15 @@ def test_edited_plugin_with_same_fingerprint_warns_and_is_journaled(project: Pro
     result = project.run("--resume")
     assert result.exit_code == 0
     assert "words: the source of module 'plugins/words.py:Words' changed since run" in result.stdout
-    _r, doc = project.run_json("--resume")  # compared with the previous run: no change now
-    assert not [w for w in doc["warnings"] if w["step"] == "words"]
+    # Issue 32: said every time until the fingerprint changes (compared with the first run
+    # of that fingerprint), not once then silent.
+    _r, doc = project.run_json("--resume")
+    [again] = [w for w in doc["warnings"] if w["step"] == "words"]
+    assert f"changed since run {first['run_id']} " in again["message"]
     assert _codes(doc) == {"reused"}  # reuse still trusts the fingerprint
 
     plugin.write_text(plugin.read_text().replace("len(w) > 4", "len(w) > 5"))
-    previous = doc["run_id"]
+    previous = first["run_id"]
     _r, doc = project.run_json("--resume")
     [warning] = [w for w in doc["warnings"] if w["step"] == "words"]
     assert f"changed since run {previous} " in warning["message"]
