@@ -49,7 +49,11 @@ def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str
         cause = f" ({error.cause.value})" if error.cause else ""
         where = f"step '{error.step}' lane '{error.lane}' {code}{cause}: "
         message = remedy(error, pipeline_arg) or message
-    return f"run {doc['run_id']} {doc['status']}: {where}{message}"
+    line = f"run {doc['run_id']} {doc['status']}: {where}{message}"
+    more = len(doc.get("failures") or ()) - 1
+    if more > 0:  # --keep-going: not only the first failure (issue 32)
+        line += f" (and {more} more failed stage(s): `runjournal explain {doc['run_id']}`)"
+    return line
 
 
 def _bounded(lines: list[str], total: int, shown: int, rest: str) -> list[str]:

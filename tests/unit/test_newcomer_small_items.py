@@ -52,3 +52,12 @@ def test_max_terms_never_cuts_a_defined_term_and_says_what_it_dropped() -> None:
     ctx = StageContext(step="terms", lane="docs/g.rst", params={"max_terms": 7})
     out = TermsModule().normalize(merged, ctx)
     assert len(out.value) == 7 and "2 candidate term(s) over max_terms=7" in out.warnings[0]
+
+
+def test_the_failure_line_says_how_many_more_stages_failed() -> None:
+    """Issue 32: with --keep-going and 2 failed chunks the line named only the first."""
+    error = RunError(message="boom", step="terms", lane="docs/a.md")
+    doc = {"run_id": "r1", "status": "failed", "failures": [{}, {}]}
+    line = failure_line(doc, error, "p.toml")
+    assert line.endswith(" (and 1 more failed stage(s): `runjournal explain r1`)")
+    assert "more failed" not in failure_line({**doc, "failures": [{}]}, error, "p.toml")
