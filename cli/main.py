@@ -291,7 +291,7 @@ def runs_list(**opts: Any) -> None:
 @json_option
 @verbose_option
 def runs_show(run: str, outputs: bool, **opts: Any) -> None:
-    """Show one run (RUN: a run id, a unique prefix, or `latest`) and its outputs.
+    """Show one run (RUN: a run id, a unique prefix, `latest`, `latest-ok`, …) and its outputs.
 
     Each output is listed with its provenance: the step and lane whose artifact it
     holds or renders, and that lane's decisions. --json prints the run's manifest
