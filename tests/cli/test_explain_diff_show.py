@@ -349,7 +349,7 @@ def test_diff_of_a_module_fingerprint(project: Project) -> None:
     plugin.parent.mkdir()
     source = (
         "from runjournal.adapters.builtin_modules.terms import TermsModule\n"
-        "class T(TermsModule):\n    fingerprint = 'test.t/1'\n"
+        "class T(TermsModule):\n    fingerprint = 'test.t/1'\n    note = 'first'\n"
     )
     plugin.write_text(source)
     text = (project.root / "pipeline.toml").read_text()
@@ -357,7 +357,8 @@ def test_diff_of_a_module_fingerprint(project: Project) -> None:
         text.replace('module = "builtin.terms"', 'module = "plugins/t.py:T"')
     )
     a = project.run()
-    plugin.write_text(source.replace("test.t/1", "test.t/2"))
+    # the class's own code changed with its fingerprint (a bump alone changes no code)
+    plugin.write_text(source.replace("test.t/1", "test.t/2").replace("first", "second"))
     b = project.run("--resume")
     diff = project.qj("runs", "diff", a["run_id"], b["run_id"])
     [terms] = [s for s in diff["steps"] if s["step"] == "terms"]
