@@ -89,7 +89,7 @@ def test_verbose_traceback_of_a_failing_plugin(cli, example: Path, tmp_path) -> 
     assert 'acronyms.py", line' in proc.stderr and "KeyError: 'no such acronym'" in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("runjournal: error: run ") and "stage_failed" in last
-    assert not (out / "latest").exists()
+    assert not (out / "latest-ok").exists()
 
 
 def test_set_unknown_key_on_the_example(cli, example: Path, tmp_path) -> None:

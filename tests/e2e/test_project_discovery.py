@@ -75,7 +75,7 @@ def test_every_command_finds_the_pipelines_runs_without_flags(cli, project, wher
     assert doc["run_directory"]["status"] == "checked"
     assert doc["run_directory"]["path"].startswith(str(out.resolve()) + os.sep)
 
-    newest = os.readlink(out / "latest")  # the last run
+    newest = os.readlink(out / "latest-ok")  # the last run (it succeeded)
     proc = cli("runs", "show", "latest", cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     assert f"  run directory {out.resolve() / newest}\n" in proc.stdout

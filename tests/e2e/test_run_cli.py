@@ -204,9 +204,8 @@ P1_ERRORS = {
         f'name = "x"\ninputs = ["docs/*.md"]\n[runjournal]\ncache_mode = "fast"\n{STEP}',
         "cache_mode",
     ),
-}
-
-P3_ERRORS = {
+    # Modules are loaded when the pipeline is checked, before anything is allocated
+    # (issue 32: `runjournal check` and the start of `run`).
     "module_missing": (
         'name = "x"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "t"\nmodule = "plugins/none.py:X"\n',
         "steps[0].module",
@@ -215,6 +214,9 @@ P3_ERRORS = {
         'name = "x"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "t"\nmodule = "builtin.nope"\n',
         "steps[0].module",
     ),
+}
+
+P3_ERRORS = {
     "glob_matches_nothing": (f'name = "x"\ninputs = ["nothing/*.md"]\n{STEP}', "inputs"),
 }
 

@@ -138,7 +138,7 @@ def test_a_root_swapped_mid_run_redirects_nothing(
     run_id = doc["run_id"]
     assert (real["output"] / run_id / "manifest.json").is_file()
     assert (real["output"] / run_id / "report.json").is_file()
-    assert os.readlink(real["output"] / "latest") == run_id
+    assert os.readlink(real["output"] / "latest-ok") == run_id
     assert any(p.suffix == ".ckpt" for p in real["cache"].rglob("*"))
     assert any(p.name.endswith(".plan") for p in real["cache"].rglob("*"))
     bundle = real["debug"] / run_id
