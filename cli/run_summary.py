@@ -6,6 +6,7 @@ outputs, `latest`) is app/run_guidance.py's.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any
 
