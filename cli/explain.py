@@ -91,7 +91,7 @@ def select(view: dict[str, Any], selection: Selection) -> dict[str, Any]:
             for d in decisions:
                 if d["category"] != Category.FAILURE:  # a failed stage counts once
                     outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
-                if d["outcome"] == Outcome.NOT_STARTED:
+                if d["outcome"] in (Outcome.NOT_STARTED, Outcome.DEDUPLICATED):
                     not_started[d["code"]] = not_started.get(d["code"], 0) + 1
                     continue
                 codes = stages.setdefault(d["stage"], {})

@@ -25,6 +25,9 @@ from runjournal.projections.llm_usage import LLMUsageFold
 from runjournal.projections.stage_outcomes import Outcome, PendingStages, immediate
 from runjournal.projections.streamed import Streamed
 
+# Outcomes of decisions whose own stage did not run in this run (counted in `not_started`).
+_UNRUN = (Outcome.NOT_STARTED, Outcome.DEDUPLICATED)
+
 
 class ReasonReportProjection:
     NAME: ClassVar[str] = "reasons"
@@ -132,7 +135,10 @@ class ReasonReportProjection:
                     code, outcome = d[_CODE], d[_OUTCOME]
                     if d[_CATEGORY] != Category.FAILURE:  # a failed stage counts once
                         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                    if outcome == Outcome.NOT_STARTED:
+                    # a deduplicated twin is counted as the manifest counts it (its
+                    # `not_started`), so `totals` stays the manifest's `decisions`; only
+                    # its outcome (and explain's word) says what became of it
+                    if outcome in _UNRUN:
                         not_started[code] = not_started.get(code, 0) + 1
                     else:
                         totals[code] = totals.get(code, 0) + 1
@@ -141,7 +147,7 @@ class ReasonReportProjection:
     def _lane_view(self, lane: str, decisions: list[list[Any]]) -> dict[str, Any]:
         by_stage: dict[str, dict[str, int]] = {}
         for d in decisions:
-            if d[_OUTCOME] != Outcome.NOT_STARTED:
+            if d[_OUTCOME] not in _UNRUN:
                 codes = by_stage.setdefault(d[_STAGE], {})
                 codes[d[_CODE]] = codes.get(d[_CODE], 0) + 1
         return {
