@@ -3,8 +3,9 @@ sampled by py-spy, its samples grouped by what the coordinator was doing.
 
 The same corpus as bench/bench_concurrency.py (250 documents x 4 chunks = 1,000
 `llm.json` calls). py-spy samples every thread of the run process at 250 Hz and keeps
-only busy threads; a sample goes to the first group whose function is on its stack, in
-the order below. Skipped with a message when py-spy is not installed (`pip install
+only busy threads (running, or waiting on the disk: a file sync counts, a socket wait does
+not); a sample goes to the first group whose function is on its stack, in the order below.
+Skipped with a message when py-spy is not installed (`pip install
 '.[bench]'`).
 
     python bench/profile_concurrency.py [--docs 250] [--chunks 4] [--jobs 64] [--repeat 5]
@@ -103,7 +104,8 @@ def main() -> int:
         calls = args.docs * args.chunks
         print(
             f"{calls} calls ({args.docs} documents x {args.chunks} chunks), --jobs {args.jobs}, "
-            f"instant server, {args.repeat} cold runs: {total} busy samples at 250 Hz; "
+            f"instant server, {args.repeat} cold runs: {total} busy samples (running or in a disk "
+            f"wait) at 250 Hz; "
             f"load {bench.load()}"
         )
         for name, n in counts.most_common():
