@@ -20,66 +20,16 @@ from typing import Any
 
 import pytest
 from support.console import CLI, console_script
-
-PLUGIN = """
-import os
-import time
-
-from runjournal.domain.modules import Module, Normalized
-
-
-class Sleepy(Module):
-    fingerprint = "test.sleepy/1"
-    artifact_kind = "count"
-    schema = "test.count/v1"
-    chunk_type = int
-    merged_type = int
-    artifact_type = dict[str, int]
-
-    def extract(self, chunk, ctx):
-        with open(os.environ["PROBE_LOG"], "a", encoding="utf-8") as fh:
-            fh.write(f"{ctx.lane}\\t{chunk.id}\\n")
-        time.sleep(float(ctx.params.get("delay", 0.0)))
-        if "FAIL" in chunk.text:
-            raise RuntimeError(f"refused {ctx.lane}")
-        return len(chunk.text.split())
-
-    def merge(self, parts, ctx):
-        return sum(parts)
-
-    def normalize(self, merged, ctx):
-        return Normalized({"words": merged})
-"""
-
-PIPELINE = """
-name = "stopped"
-inputs = ["docs/*.md"]
-
-[chunking]
-strategy = "paragraphs"
-max_chars = 40
-
-[[steps]]
-id = "count"
-module = "plugins/sleepy.py:Sleepy"
-scope = "document"
-params = {{ delay = {delay} }}
-"""
+from support.sleepy_project import write_sleepy_project
 
 
 class Project:
     def __init__(self, cli: CLI, root: Path, docs: int, delay: float, failing: str = "") -> None:
         self.cli, self.root = cli, root
-        (root / "plugins").mkdir(parents=True)
-        (root / "plugins" / "sleepy.py").write_text(PLUGIN)
-        (root / "docs").mkdir()
-        for i in range(docs):
-            name = f"d{i}.md"
-            first = f"Document {i} opens here" + (" FAIL" if name == failing else "")
-            (root / "docs" / name).write_text(f"{first}.\n\nAnd document {i} closes here.\n")
-        (root / "pipeline.toml").write_text(PIPELINE.format(delay=delay))
+        self.env = write_sleepy_project(
+            root, name="stopped", docs=docs, delay=delay, failing=failing
+        )
         self.log = root / "calls.log"
-        self.env = {"PROBE_LOG": str(self.log)}
 
     def where(self) -> list[str]:
         return ["--output-root", str(self.root / "out")]
