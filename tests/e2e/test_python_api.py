@@ -4,43 +4,16 @@ reused, and the other way round; errors are typed exceptions, never SystemExit."
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import runjournal
-from support.paths import EXAMPLE
+from support.python_api_project import cli_json, glossary_copy
 
 
 @pytest.fixture
 def glossary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("RUNJOURNAL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
-    dest = tmp_path / "glossary"
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
-    monkeypatch.chdir(dest)
-    return dest
-
-
-def _cli(*args: str) -> dict:
-    """`runjournal ARGS --json` in a fresh process: its exit code must be 0."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "runjournal.cli.main", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=os.environ,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return glossary_copy(tmp_path, monkeypatch)
 
 
 def test_a_python_run_resumes_from_the_cli_with_every_stage_reused(glossary: Path) -> None:
@@ -52,7 +25,7 @@ def test_a_python_run_resumes_from_the_cli_with_every_stage_reused(glossary: Pat
     assert Path(glossary_md.path).is_file() and glossary_md.bytes.startswith(b"#")
     assert glossary_md.size == len(glossary_md.bytes)
 
-    doc = _cli("run", "pipeline.toml", "--resume")
+    doc = cli_json("run", "pipeline.toml", "--resume")
     assert doc["status"] == "succeeded" and set(doc["decisions"]) == {"reused"}
     assert doc["decisions"]["reused"] == first.decisions["checkpoint_missing"]
     assert {o["name"]: o["sha256"] for o in doc["outputs"]} == {
@@ -68,7 +41,7 @@ def test_a_python_run_resumes_from_the_cli_with_every_stage_reused(glossary: Pat
 
 
 def test_a_cli_run_resumes_from_python(glossary: Path) -> None:
-    doc = _cli("run", "pipeline.toml")
+    doc = cli_json("run", "pipeline.toml")
     result = runjournal.Project.open(glossary).run(resume=True)
     assert set(result.decisions) == {"reused"}
     assert result.run_id != doc["run_id"] and result.status == "succeeded"

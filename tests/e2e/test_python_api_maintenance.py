@@ -6,9 +6,7 @@ effects their commands have, return typed reports whose `document()` is the comm
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import runjournal
-from support.paths import EXAMPLE
+from support.python_api_project import cli_json, glossary_copy
 
 SLOW = """
 import time
@@ -46,28 +44,7 @@ class Slow(Module):
 
 @pytest.fixture
 def glossary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("RUNJOURNAL_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
-    dest = tmp_path / "glossary"
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
-    monkeypatch.chdir(dest)
-    return dest
-
-
-def _cli(*args: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "runjournal.cli.main", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=os.environ,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return glossary_copy(tmp_path, monkeypatch)
 
 
 def test_gc_removes_the_run_directories_beyond_the_retention(glossary: Path) -> None:
@@ -116,7 +93,7 @@ def test_export_then_import_into_another_journal(glossary: Path, tmp_path: Path)
     assert other.import_(target).status == "already_imported"
 
     # the CLI's import of the same file finds it there too
-    doc = _cli(
+    doc = cli_json(
         "journal", "import", str(target), "--journal", str(tmp_path / "other" / "journal.sqlite3")
     )
     assert doc["status"] == "already_imported" and doc["run_id"] == run.run_id
