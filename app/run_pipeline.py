@@ -34,6 +34,7 @@ from runjournal.app.errors import (
     RunEnd,
     RunFailedError,
     RunInterruptedError,
+    RunjournalError,
     UsageError,
 )
 from runjournal.app.heap import settled_heap
@@ -90,6 +91,9 @@ class RunSettings:
     modules: dict[str, Any] = field(default_factory=dict)  # loaded to check --set keys
     argv: tuple[str, ...] = ()  # the invocation, as `RunAllocated` records it (redacted)
     report: bool = False  # also write report.html into the run directory
+    # the OTLP/HTTP traces URL the run streams its trace to while it goes (app/telemetry.py
+    # `TraceStream`, docs/operations.md "Traces and lineage"); None: no trace is sent
+    trace_to: str | None = None
 
     @property
     def pipeline_dir(self) -> str:
@@ -158,6 +162,8 @@ class RunResult:
     error: RunError | None
     notes: Any  # the hints, warnings, sinks and traceback of the run (`RunNotes`)
     internal_error: str | None = None
+    trace: Any = None  # what `trace_to` received (`TraceSent`), once the run ended
+    trace_error: str | None = None  # why the trace was not sent in full
 
     @property
     def succeeded(self) -> bool:
@@ -230,7 +236,10 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
         with contextlib.ExitStack() as stack:
             executor = _start_executor(ports, settings.config)
             stack.push(_closing(executor.close))  # closed last, after the roots
-            inv = _allocate(settings, ports, view, stack)
+            stream = _trace_stream(settings)
+            if stream is not None:
+                stack.push(_closing(stream.stop))  # a run that ends early sends no more
+            inv = _allocate(settings, ports, view, stack, stream)
             run_id = inv.run_id
             resolved = _resolve(settings, ports, view, inv, stack)
             notes = before_execution(
@@ -245,13 +254,44 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
                 resumed=settings.config.resume or settings.policy.active,
                 reader=ports.checkpoint_reader,
             )
-            return _execute_and_terminalize(
+            result = _execute_and_terminalize(
                 settings, ports, view, inv, resolved, notes, executor, stack
             )
+            if stream is not None:
+                _finish_trace(stream, result)
+            return result
     except JournalError as exc:
         # Once the run is allocated (its RunAllocated is committed) the failure is this
         # run's, so `--json` names it and says failed (docs/operations.md "Exit codes").
         raise RunFailedError(f"journal: {exc}", run_id=run_id) from None
+
+
+def _trace_stream(settings: RunSettings) -> Any:
+    """The trace streamed while the run goes, when `trace_to` names a receiver."""
+    if settings.trace_to is None:
+        return None
+    from runjournal.app.telemetry import TraceStream
+
+    return TraceStream(settings.trace_to, interval=_stream_interval())
+
+
+def _stream_interval() -> float:
+    """Seconds between the trace's sends while the run goes: OpenTelemetry's own
+    `OTEL_BSP_SCHEDULE_DELAY` (milliseconds; 5000 by default) when it is set and valid."""
+    try:
+        value = float(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", "5000")) / 1000
+    except ValueError:
+        value = 5.0
+    return value if 0 < value <= 3600 else 5.0
+
+
+def _finish_trace(stream: Any, result: RunResult) -> None:
+    """Send what the stream still holds, once the run has ended; a failure is noted on
+    the result (the run's outcome stays what it is)."""
+    try:
+        result.trace = stream.close()
+    except RunjournalError as exc:
+        result.trace_error = exc.message
 
 
 def _start_executor(ports: RunPorts, config: Any) -> Any:
@@ -266,7 +306,11 @@ def _start_executor(ports: RunPorts, config: Any) -> Any:
 
 
 def _allocate(
-    settings: RunSettings, ports: RunPorts, view: RunView, stack: contextlib.ExitStack
+    settings: RunSettings,
+    ports: RunPorts,
+    view: RunView,
+    stack: contextlib.ExitStack,
+    stream: Any = None,
 ) -> _Invocation:
     """P2: journal, collaborators, run id, RunAllocated, then the debug bundle if asked."""
     config, spec = settings.config, settings.spec
@@ -302,6 +346,8 @@ def _allocate(
     listeners: list[Any] = [manifest.apply, report.apply, spans, view.progress.event]
     if summary is not None:
         listeners.append(summary.apply)
+    if stream is not None:  # the trace streamed while the run goes: a fold, no I/O here
+        listeners.append(stream.listen)
     # The aggregate checks the runner's decisions, checkpoints and executions as they are
     # recorded (domain/run.py), not only `journal audit` afterwards.
     aggregate = Run(run_aggregate_id(run_id), _now)

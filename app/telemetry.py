@@ -185,3 +185,85 @@ def _write_file(ports: MaintenancePorts, output: str, data: bytes, *, force: boo
     except FsError as exc:
         raise RunFailedError(f"cannot write {path}: {exc}") from None
     return path
+
+
+class TraceStream:
+    """A run's trace sent while the run goes (`run --otel-endpoint`).
+
+    `listen` is one of the run session's listeners: it folds each event as it is recorded
+    (`projections/otel_trace.py` `TraceFold`), under a lock, and nothing else. A thread
+    sends the spans that became final (LLM attempts, stages that were reused or ran) every
+    `interval` seconds; `close()`, once the run has ended, sends the rest (stages that never
+    ran, lanes, steps, the run). What is sent in all is exactly what `journal otel` sends
+    of the run afterwards, in other batches. A send that fails stops the stream: `close()`
+    raises it as a `RunFailedError` (the caller warns; the run's outcome stays).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        content: Any = None,
+        interval: float = 2.0,
+        send: Any = None,
+    ) -> None:
+        import threading
+
+        from runjournal.projections.otel_trace import TraceFold
+
+        check_http_url(url, "OTLP endpoint")
+        self.url = url
+        self._fold = TraceFold(content)
+        self._lock = threading.Lock()
+        self._send = send or self._export
+        self._interval = interval
+        self._stop = threading.Event()
+        self._failed: BaseException | None = None
+        self.spans = 0  # sent so far
+        self._thread = threading.Thread(target=self._loop, name="otel-stream", daemon=True)
+        self._thread.start()
+
+    def listen(self, event: Any) -> None:
+        with self._lock:
+            self._fold.apply(event)
+
+    def stop(self) -> None:
+        """Stop sending (the run did not reach its end): nothing more is sent."""
+        self._stop.set()
+        self._thread.join()
+
+    def close(self) -> TraceSent | None:
+        """Stop the thread and send the rest; what was sent in all (None: no run)."""
+        self._stop.set()
+        self._thread.join()
+        if self._failed is None:
+            with self._lock:
+                rest = self._fold.rest()
+            if rest is not None:
+                self._deliver(rest)
+        if self._failed is not None:
+            raise RunFailedError(safe_error_text(redact_url(str(self._failed)))) from None
+        run_id, trace_id = self._fold.run_id, self._fold.trace_id()
+        if not run_id:
+            return None
+        attempts = self._fold.attempt_count()
+        return TraceSent(run_id, trace_id.hex(), self.spans, attempts, redact_url(self.url))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval) and self._failed is None:
+            with self._lock:
+                part = self._fold.drain()
+            if part is not None:
+                self._deliver(part)
+
+    def _deliver(self, part: Any) -> None:
+        try:
+            self.spans += self._send(part, self.url)
+        except Exception as exc:  # the exporter's, or the extra missing: reported at close
+            self._failed = exc
+
+    @staticmethod
+    def _export(part: Any, url: str) -> int:
+        from runjournal.adapters.otel_export import export_trace
+
+        return export_trace(part, url, tool_version=__version__)

@@ -11,6 +11,7 @@ the use-case owns its resources, and every failure reaches one boundary
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -178,17 +179,50 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     view = RunView(
         progress=progress, interrupts=lambda stop, refuse: Signals(stop, refuse).install()
     )
+    tracing = req.otel_endpoint is not None or _otel_from_environment()
+    if tracing:
+        settings = dataclasses.replace(
+            settings, trace_to=_streamed_to(req.otel_endpoint, req.otel_content)
+        )
     result = run_use_case(settings, run_ports(), view)
     _print_result(req, result)
-    if req.otel_endpoint is not None or _otel_from_environment():
+    quiet = req.quiet or req.json
+    if result.trace_error is not None:
+        print_warning(
+            f"trace of run {result.run_id} not sent in full: {redact_url(result.trace_error)}"
+        )
+    elif result.trace is not None and not quiet:
+        sent = result.trace
+        click.echo(
+            f"sent the trace of run {result.run_id}: {sent.spans} span(s) to {sent.endpoint}",
+            err=True,
+        )
+    elif tracing and settings.trace_to is None:  # sent once the run has ended, if it can be
         _send_trace(
             config,
             result.run_id,
             req.otel_endpoint,
-            quiet=req.quiet or req.json,
+            quiet=quiet,
             content=cassette if req.otel_content else None,
         )
     return int(RUN_END_CODES[result.end])
+
+
+def _streamed_to(endpoint: str | None, content: bool) -> str | None:
+    """The traces URL the run streams to while it goes; None when there is none, when
+    the prompts must come from the cassette the run records (`--otel-content`: sent once
+    the run has ended), or when the URL is unusable (the run says so once it has ended)."""
+    from runjournal.app.errors import UsageError
+    from runjournal.app.telemetry import check_http_url, trace_url
+
+    url = trace_url(endpoint)
+    if url is None or content:
+        return None
+    try:
+        check_http_url(url, "OTLP endpoint")
+    except UsageError:
+        return None
+    return url
 
 
 def _send_trace(

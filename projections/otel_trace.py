@@ -150,6 +150,7 @@ class TraceFold:
         self._current: dict[tuple[str, str, str, str], int] = {}
         self._attempts: list[_Open] = []
         self._order = 0
+        self._drained: set[bytes] = set()  # spans already handed out by `drain`
 
     # --- folding ------------------------------------------------------------------
 
@@ -353,6 +354,52 @@ class TraceFold:
             run_id=self.run_id,
             resource=(("service.name", SERVICE_NAME),),
             spans=(self._run.record(), *(span.record() for span in children)),
+        )
+
+    # --- streaming: final spans while the run goes -----------------------------------
+
+    def drain(self) -> TraceRecord | None:
+        """The spans that became final since the last drain, as a partial trace (None when
+        there are none): every LLM attempt, and every stage whose decision took effect
+        (reused) or whose execution ended. Lanes, steps, the run and stages still waiting
+        are final only when the run ends: `rest()` has them. The drained spans and the
+        rest together are exactly `trace()`'s spans (docs/operations.md "Traces and
+        lineage")."""
+        if self._run is None:
+            return None
+        waiting = {version for queue in self._pending.values() for version in queue}
+        done = [
+            span
+            for version, span in self._stages.items()
+            if version not in waiting and span.span_id not in self._drained
+        ]
+        done += [span for span in self._attempts if span.span_id not in self._drained]
+        if not done:
+            return None
+        done.sort(key=lambda span: span.order)
+        self._drained.update(span.span_id for span in done)
+        return self._partial(tuple(span.record() for span in done))
+
+    def rest(self) -> TraceRecord | None:
+        """`trace()` without the spans `drain` handed out."""
+        whole = self.trace()
+        if whole is None:
+            return None
+        return self._partial(tuple(s for s in whole.spans if s.span_id not in self._drained))
+
+    def trace_id(self) -> bytes:
+        return trace_id_of(self.run_id)
+
+    def attempt_count(self) -> int:
+        """The LLM attempts folded so far (one `chat` span each)."""
+        return len(self._attempts)
+
+    def _partial(self, spans: tuple[SpanRecord, ...]) -> TraceRecord:
+        return TraceRecord(
+            trace_id=trace_id_of(self.run_id),
+            run_id=self.run_id,
+            resource=(("service.name", SERVICE_NAME),),
+            spans=spans,
         )
 
 

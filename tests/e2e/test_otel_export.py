@@ -334,3 +334,58 @@ def test_content_from_the_cassette_redacted(
     missing = cli("journal", "otel", doc["run_id"], *where, "--endpoint", receiver.url,
                   "--content", str(root / "nope.json"))  # fmt: skip
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_run_streams_its_trace_while_it_goes(tmp_path: Path) -> None:
+    """`run --otel-endpoint`: the LLM attempts and the stages that ran reach the receiver
+    while the run is still going; all it sent is, span for span, what `journal otel` sends
+    of the run afterwards."""
+    import time
+
+    from support.console import CLI
+
+    docs = 6
+    with start_fake(latency=0.3) as slow:
+        receiver = Receiver()
+        try:
+            root = tmp_path / "p"
+            (root / "docs").mkdir(parents=True)
+            for i in range(docs):  # one lane each: lanes reach the journal one by one
+                (root / "docs" / f"d{i}.md").write_text(f"Document {i} is about pears.\n")
+            (root / "pipeline.toml").write_text(PIPELINE.format(schema=SCHEMA))
+            (root / "profiles.toml").write_text(PROFILE.format(url=slow.url))
+            cli = CLI(root / "home")
+            out = root / "out"
+            proc = cli.start(
+                "run", str(root / "pipeline.toml"), "--output-root", str(out),
+                "--cache-root", str(root / "cache"), "--profile", "fake",
+                "--profiles-file", str(root / "profiles.toml"), "--jobs", "1", "--json",
+                "--otel-endpoint", receiver.url,
+                env={**ENV, "OTEL_BSP_SCHEDULE_DELAY": "100"},
+            )  # fmt: skip
+            streamed = False
+            while proc.poll() is None:
+                if any(
+                    s.name.startswith("chat ") for r in receiver.requests() for s in spans_of(r)
+                ):
+                    streamed = True
+                    break
+                time.sleep(0.02)
+            stdout, stderr = proc.communicate(timeout=600)
+            assert proc.returncode == 0, stderr
+            assert streamed, "nothing was sent before the run ended"
+            run_id = json.loads(stdout)["run_id"]
+            sent = [s for r in receiver.requests() for s in spans_of(r)]
+            assert sum(s.name.startswith("chat ") for s in sent) == docs
+            during = len(receiver.bodies)
+            again = cli("journal", "otel", run_id, "--output-root", str(out), "--endpoint",
+                        receiver.url)  # fmt: skip
+            assert again.returncode == 0, again.stderr
+            whole = [s for r in receiver.requests()[during:] for s in spans_of(r)]
+        finally:
+            receiver.stop()
+    assert len(sent) == len(whole)  # each span once
+    key = lambda s: s.span_id  # noqa: E731
+    assert [s.SerializeToString() for s in sorted(sent, key=key)] == [
+        s.SerializeToString() for s in sorted(whole, key=key)
+    ]

@@ -24,7 +24,13 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.llm import AttemptStatus
 from runjournal.projections.lineage import ABORT, COMPLETE, FAIL, RUNNING, START, lineage_of
-from runjournal.projections.otel_trace import span_id_of, time_ns, trace_id_of, trace_of
+from runjournal.projections.otel_trace import (
+    TraceFold,
+    span_id_of,
+    time_ns,
+    trace_id_of,
+    trace_of,
+)
 from support.synthetic import run_id_for, synthetic_run
 
 
@@ -100,6 +106,43 @@ def test_trace_structure_ids_and_determinism(lanes: int, chunks: int, per_decisi
             a = _attrs(span)
             assert a["runjournal.outcome"] in {"executed", "reused"}
             assert a["runjournal.reason_code"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lanes=st.integers(1, 3),
+    chunks=st.integers(1, 3),
+    per_decision=st.integers(0, 2),
+    cuts=st.lists(st.integers(0, 200), max_size=6),
+)
+def test_streamed_drains_and_the_rest_are_the_whole_trace_once(
+    lanes: int, chunks: int, per_decision: int, cuts: list[int]
+) -> None:
+    """What `run --otel-endpoint` streams while the run goes: drains at any points of the
+    event stream, then the rest, hold every span of `trace()` exactly once and as final
+    (a streamed span is the same record the whole trace has)."""
+    run = synthetic_run(run_id_for(lanes * 10 + chunks), lanes=lanes, chunks=chunks)
+    events = _with_attempts(run.events, per_decision)
+    whole = trace_of(events)
+    assert whole is not None
+    fold = TraceFold()
+    sent: list[Any] = []
+    points = sorted({min(c, len(events)) for c in cuts})
+    done = 0
+    for point in [*points, len(events)]:
+        for event in events[done:point]:
+            fold.apply(event)
+        done = point
+        part = fold.drain()
+        if part is not None:
+            assert part.trace_id == whole.trace_id and part.spans
+            sent.extend(part.spans)
+    rest = fold.rest()
+    assert rest is not None
+    sent.extend(rest.spans)
+    assert sorted(s.span_id for s in sent) == sorted(s.span_id for s in whole.spans)
+    assert set(sent) == set(whole.spans)  # nothing streamed changed afterwards
+    assert not any(s.name.startswith(("run ", "step ", "lane ")) for s in sent[: -len(rest.spans)])
 
 
 def test_times_are_the_journals_in_nanoseconds() -> None:
