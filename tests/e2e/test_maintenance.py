@@ -8,29 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-SLOW = """
-import time
-from runjournal.domain.modules import Module, Normalized
+from support.slow_plugin import slow_plugin
 
-class Slow(Module):
-    name = "test.slow"
-    fingerprint = "test.slow/1"
-    artifact_kind = "slow"
-    schema = "test.slow/v1"
-    chunk_type = int
-    merged_type = int
-    artifact_type = int
-
-    def extract(self, chunk, ctx):
-        time.sleep(60)
-        return 1
-
-    def merge(self, parts, ctx):
-        return sum(parts)
-
-    def normalize(self, merged, ctx):
-        return Normalized(merged)
-"""
+SLOW = slow_plugin(60)
 
 
 def _slow_pipeline(tmp_path: Path) -> Path:

@@ -16,21 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.llm_servers import ServerProcess, start_fake
+from support.llm_servers import ASK_PIPELINE, ASK_SCHEMA, ServerProcess, start_fake
 from support.otlp_receiver import Receiver, spans_of
 
-SCHEMA = '{ type = "object", properties = { topic = { type = "string" } }, required = ["topic"] }'
-PIPELINE = """
-name = "ask"
-inputs = ["docs/*.md"]
-[chunking]
-strategy = "paragraphs"
-max_chars = 60
-[[steps]]
-id = "ask"
-module = "llm.json"
-params = {{ prompt = "{{text}}", schema = {schema}, temperature = 0, seed = 7, max_tokens = 40 }}
-"""
+SCHEMA, PIPELINE = ASK_SCHEMA, ASK_PIPELINE
 PROFILE = """
 [profiles.fake]
 provider = "openai"

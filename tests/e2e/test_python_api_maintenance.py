@@ -16,30 +16,9 @@ from pathlib import Path
 import pytest
 import runjournal
 from support.python_api_project import cli_json, glossary_copy
+from support.slow_plugin import slow_plugin
 
-SLOW = """
-import time
-from runjournal.domain.modules import Module, Normalized
-
-class Slow(Module):
-    name = "test.slow"
-    fingerprint = "test.slow/1"
-    artifact_kind = "slow"
-    schema = "test.slow/v1"
-    chunk_type = int
-    merged_type = int
-    artifact_type = int
-
-    def extract(self, chunk, ctx):
-        time.sleep(600)
-        return 1
-
-    def merge(self, parts, ctx):
-        return sum(parts)
-
-    def normalize(self, merged, ctx):
-        return Normalized(merged)
-"""
+SLOW = slow_plugin(600)
 
 
 @pytest.fixture

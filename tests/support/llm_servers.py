@@ -180,3 +180,21 @@ def write_chunked_project(root: Path, url: str, *, docs: int, chunks: int) -> li
     (root / "profiles.toml").write_text(FAKE_PROFILE.replace("{url}", url))
     pipeline, profiles = str(root / "pipeline.toml"), str(root / "profiles.toml")
     return ["run", pipeline, "--profile", "fake", "--profiles-file", profiles]
+
+
+# One `llm.json` step asking for a JSON object with a topic, chunks of one short paragraph:
+# the pipeline of the LLM command-line and trace tests (format with `schema=ASK_SCHEMA`).
+ASK_SCHEMA = (
+    '{ type = "object", properties = { topic = { type = "string" } }, required = ["topic"] }'
+)
+ASK_PIPELINE = """
+name = "ask"
+inputs = ["docs/*.md"]
+[chunking]
+strategy = "paragraphs"
+max_chars = 60
+[[steps]]
+id = "ask"
+module = "llm.json"
+params = {{ prompt = "{{text}}", schema = {schema}, temperature = 0, seed = 7, max_tokens = 40 }}
+"""
