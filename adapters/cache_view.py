@@ -11,6 +11,7 @@ from __future__ import annotations
 from runjournal.adapters.checkpoints import CheckpointLoader, Workspace
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.decisions import CheckpointState, PredecessorState
 from runjournal.domain.ports import CheckpointKey, LoadedCheckpoint, RestoredArtifact
 
@@ -28,6 +29,7 @@ class CacheView:
         workspace: Workspace | None = None,
         loader: CheckpointLoader | None = None,
         plans: ChunkPlanFileStore | None = None,
+        packed: PackedStore | None = None,
     ) -> None:
         """Built by the composition root (`cli/compose.py` `cache_view`): this view only
         reads through what it is given and closes it."""
@@ -35,6 +37,7 @@ class CacheView:
         self._workspace = workspace
         self._loader = loader
         self.plans = plans
+        self._packed = packed
 
     def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint:
         if self._loader is None:
@@ -59,5 +62,7 @@ class CacheView:
             self.plans.close()
         if self._workspace is not None:
             self._workspace.close()
+        if self._packed is not None:
+            self._packed.close()
         if self._root is not None:
             self._root.close()

@@ -13,6 +13,7 @@ only the recorder.
 from __future__ import annotations
 
 import enum
+import errno
 import functools
 import hashlib
 import struct
@@ -22,6 +23,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.dir_handles import DEFAULT_CAPACITY, DirectoryHandles
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.checkpoint_scope import cached_step_identity, scope_of
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.lazy_pattern import LazyPattern
@@ -177,24 +179,37 @@ class Workspace:
         *,
         prefix: str = "",
         open_dirs: int = DEFAULT_CAPACITY,
+        packed: PackedStore | None = None,
     ) -> None:
         if not is_valid_pipeline_name(pipeline):
             raise ValueError(f"invalid pipeline name {pipeline!r}")
         self._root = root
         self._pipeline = pipeline
         self._prefix = prefix
+        # With a packed store, checkpoints and pointers are written there and looked up
+        # there first; files are the layout before it, still read (docs/internals.md
+        # "Packed store"). Whether any such file exists is asked once.
+        self._packed = packed
+        self._files: bool | None = None if packed is not None else True
         # Directory handles opened through the confined walk, reused for reads: a lane's
         # checkpoints live in one or two directories, so a resume walks each path once.
         self._dirs = DirectoryHandles(root, open_dirs)
 
     @classmethod
     def in_cache(
-        cls, cache_root: FsRoot, pipeline: str, *, open_dirs: int = DEFAULT_CAPACITY
+        cls,
+        cache_root: FsRoot,
+        pipeline: str,
+        *,
+        open_dirs: int = DEFAULT_CAPACITY,
+        packed: PackedStore | None = None,
     ) -> Workspace:
-        """The workspace `workspaces/<pipeline>/` beneath `cache_root` (created lazily)."""
+        """The workspace `workspaces/<pipeline>/` beneath `cache_root` (created lazily);
+        with `packed` (the cache root's packed store) its checkpoints live there."""
         if not is_valid_pipeline_name(pipeline):
             raise ValueError(f"invalid pipeline name {pipeline!r}")
-        return cls(cache_root, pipeline, prefix=f"workspaces/{pipeline}/", open_dirs=open_dirs)
+        prefix = f"workspaces/{pipeline}/"
+        return cls(cache_root, pipeline, prefix=prefix, open_dirs=open_dirs, packed=packed)
 
     @property
     def pipeline(self) -> str:
@@ -243,11 +258,27 @@ class Workspace:
             return None
 
     def listdir(self, name: str) -> list[str]:
-        """Entry names of a workspace directory; empty when it does not exist."""
-        try:
-            return self._root.listdir(self._prefix + name)
-        except FsNotFound:
-            return []
+        """Entry names of a workspace directory (packed and file entries together); empty
+        when it does not exist."""
+        names: list[str] = []
+        if self._has_files():
+            try:
+                names = self._root.listdir(self._prefix + name)
+            except FsNotFound:
+                names = []
+        if self._packed is None:
+            return names
+        return sorted(set(names).union(self._packed.children(self._prefix + name)))
+
+    def _has_files(self) -> bool:
+        """Whether checkpoint files of the layout before the packed store may exist here
+        (their `steps/` directory), asked once per workspace object."""
+        if self._files is None:
+            try:
+                self._files = self._root.exists(self._prefix + "steps")
+            except FsError:
+                self._files = True  # let the reads say what is wrong
+        return self._files
 
     def stored_dependencies(self, step: str, lane: str, identity: str) -> list[str]:
         """The D values the lane has checkpoints under for step identity `identity`."""
@@ -306,7 +337,15 @@ class Workspace:
         return WorkspaceState.OK
 
     def read(self, name: str) -> bytes:
-        directory, _, leaf = (self._prefix + name).rpartition("/")
+        """The bytes of `name`: its packed entry, else its file; FsNotFound when neither."""
+        full = self._prefix + name
+        if self._packed is not None and name != WORKSPACE_MANIFEST:
+            data = self._packed.get(full)
+            if data is not None:
+                return data
+            if not self._has_files():
+                raise FsNotFound(full, errno.ENOENT)
+        directory, _, leaf = full.rpartition("/")
         if not directory:
             return self._root.read_bytes(leaf)
         return self._dirs.read_bytes(directory, leaf)  # FsNotFound when absent: not cached
@@ -317,7 +356,11 @@ class Workspace:
 
     def write(self, name: str, data: bytes, *, durable: bool = True) -> None:
         """Atomic, 0600 in 0700 directories (the FsRoot guarantees); durable at once, or
-        at the next :meth:`sync` with ``durable=False``."""
+        at the next :meth:`sync` with ``durable=False``. With a packed store, everything
+        but `workspace.json` is a packed entry (always durable at the next sync)."""
+        if self._packed is not None and name != WORKSPACE_MANIFEST and not durable:
+            self._packed.put(self._prefix + name, data)
+            return
         self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)
 
     def sync(self) -> None:

@@ -21,6 +21,7 @@ from typing import Self
 import msgspec
 import zstandard
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.chunking import ChunkingSettings, Span
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.plan_keys import (
@@ -265,7 +266,12 @@ class ChunkPlanFileStore:
     """
 
     def __init__(
-        self, root: FsRoot | None, *, mode: CacheMode | str, parent: FsRoot | None = None
+        self,
+        root: FsRoot | None,
+        *,
+        mode: CacheMode | str,
+        parent: FsRoot | None = None,
+        packed: PackedStore | None = None,
     ) -> None:
         mode = CacheMode(mode)
         if mode is CacheMode.BYPASS:
@@ -282,10 +288,18 @@ class ChunkPlanFileStore:
         # leaked (docs/internals.md "Objects shared between threads").
         self._root_lock = threading.Lock()
         self._unsynced = False  # a plan was published with durable=False since the last sync
+        # With the cache root's packed store, plans are packed entries named as their files
+        # were (`chunkplans/<key[:2]>/<key>.plan`); files are still read (docs/internals.md
+        # "Packed store").
+        self._packed = packed
 
     @classmethod
     def open_for_mode(
-        cls, cache_root: FsRoot | str | os.PathLike[str], mode: CacheMode | str
+        cls,
+        cache_root: FsRoot | str | os.PathLike[str],
+        mode: CacheMode | str,
+        *,
+        packed: PackedStore | None = None,
     ) -> Self:
         """The store under ``<cache root>/chunkplans``.
 
@@ -310,12 +324,12 @@ class ChunkPlanFileStore:
         except FsNotFound:
             if writes:
                 raise PlanStoreOpenError("cannot open the chunk-plan store: not found") from None
-            return cls(None, mode=mode)
+            return cls(None, mode=mode, packed=packed)
         except FsError as exc:
             if owned is not None:
                 owned.close()
             raise PlanStoreOpenError(f"cannot open the chunk-plan store: {exc}") from exc
-        store = cls(root, mode=mode, parent=parent if writes else None)
+        store = cls(root, mode=mode, parent=parent if writes else None, packed=packed)
         store._owns_root = root is not None
         if writes:
             store._owned_parent = owned
@@ -336,15 +350,19 @@ class ChunkPlanFileStore:
         name = plan_file_name(key)
         if self._mode is CacheMode.REFRESH:
             return PlanLookup(PlanOutcome.COMPUTED)
-        root = self._root or self._open_existing()
-        if root is None:
-            return PlanLookup(PlanOutcome.COMPUTED)
-        try:
-            data = root.read_bytes(name)
-        except FsNotFound:
-            return PlanLookup(PlanOutcome.COMPUTED)
-        except OSError:  # a symlink, FIFO, directory or I/O error where the plan should be
-            return PlanLookup(PlanOutcome.CORRUPT)
+        packed = self._packed.get(f"{PLAN_DIR}/{name}") if self._packed is not None else None
+        if packed is not None:
+            data = packed
+        else:
+            root = self._root or self._open_existing()
+            if root is None:
+                return PlanLookup(PlanOutcome.COMPUTED)
+            try:
+                data = root.read_bytes(name)
+            except FsNotFound:
+                return PlanLookup(PlanOutcome.COMPUTED)
+            except OSError:  # a symlink, FIFO, directory or I/O error where the plan should be
+                return PlanLookup(PlanOutcome.CORRUPT)
         try:
             spans = decode_plan(key, data)
         except PlanEnvelopeError:
@@ -383,6 +401,12 @@ class ChunkPlanFileStore:
             return False
         data = encode_plan(key, spans, facts)
         try:
+            if self._packed is not None:
+                self._packed.put(f"{PLAN_DIR}/{name}", data)
+                self._unsynced = True
+                if durable:
+                    self.sync()
+                return True
             root = self._root or self._created_root()
             root.write_bytes(name, data, overwrite=True, durable=durable)
         except OSError as exc:
@@ -393,10 +417,11 @@ class ChunkPlanFileStore:
     def sync(self) -> None:
         """One `syncfs` of the store's file system for every plan published with
         `durable=False` since the last sync (nothing when there is none)."""
-        if not self._unsynced or self._root is None:
+        target = self._root or self._parent
+        if not self._unsynced or target is None:
             return
         try:
-            self._root.sync()
+            target.sync()
         except OSError as exc:
             raise PlanStoreSyncError(exc) from exc
         self._unsynced = False

@@ -34,6 +34,7 @@ from runjournal.adapters.journal.url import (
     parse_journal_url,
 )
 from runjournal.adapters.objects import OutputObjects
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.adapters.profiles import ProfileRegistry
 from runjournal.adapters.stage_leases import FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
@@ -282,12 +283,15 @@ class Collaborators:
     workspace: Workspace | None = None
     roots: Roots | None = None  # closed with the collaborators when they own them
     lock: CacheLock | None = None  # the run's share of the cache root's lock
+    packed: PackedStore | None = None  # the cache root's packed store, which both use
 
     def close(self) -> None:
         if self.plan_store is not None:
             self.plan_store.close()  # its chunkplans/ directory handle
         if self.workspace is not None:
             self.workspace.close()
+        if self.packed is not None:
+            self.packed.close()
         if self.lock is not None:
             self.lock.close()
         if self.roots is not None:
@@ -325,14 +329,17 @@ def build_collaborators(
     if cache_root is not None and lock is not None and creates:
         _register(cache_root, lock, config.journal, pipeline)
     plan_store = None
+    packed = PackedStore(cache_root) if cache_root is not None else None
     if mode is not CacheMode.BYPASS and cache_root is not None:
-        plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode)
+        plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode, packed=packed)
     elif mode is CacheMode.READ_ONLY:
         # Nothing to read yet: every lookup is "compute it", and nothing is ever written.
         plan_store = ChunkPlanFileStore(None, mode=mode)
     workspace = None
     if cache_root is not None:
-        workspace = Workspace.in_cache(cache_root, pipeline, **_open_dirs(roots.made))
+        workspace = Workspace.in_cache(
+            cache_root, pipeline, packed=packed, **_open_dirs(roots.made)
+        )
     loader = CheckpointLoader(workspace) if wants_loader and workspace is not None else None
     recorder = CheckpointRecorder(workspace) if config.checkpoints and workspace else None
     if wants_loader and loader is None:
@@ -345,6 +352,7 @@ def build_collaborators(
         workspace=workspace,
         roots=roots if owned else None,
         lock=lock,
+        packed=packed,
     )
 
 
@@ -403,22 +411,25 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
         return CacheView()
     made = factories()
     root = made.open_root(config.cache_root, create=False)
-    workspace = Workspace.in_cache(root, pipeline, **_open_dirs(made))
+    packed = PackedStore(root)
+    workspace = Workspace.in_cache(root, pipeline, packed=packed, **_open_dirs(made))
     plans = None
     # refresh recomputes every plan and bypass has no store: neither reads one.
     if config.cache_mode in (CacheMode.USE, CacheMode.READ_ONLY):
-        plans = ChunkPlanFileStore.open_for_mode(root, CacheMode.READ_ONLY)
-    return CacheView(root, workspace, CheckpointLoader(workspace), plans)
+        plans = ChunkPlanFileStore.open_for_mode(root, CacheMode.READ_ONLY, packed=packed)
+    return CacheView(root, workspace, CheckpointLoader(workspace), plans, packed)
 
 
 @contextmanager
 def checkpoint_reader(cache_root: FsRoot, pipeline: str) -> Iterator[CheckpointLoader]:
     """A read-only loader of `pipeline`'s workspace (the plain-run hint's look)."""
-    workspace = Workspace.in_cache(cache_root, pipeline, **_open_dirs(factories()))
+    packed = PackedStore(cache_root)
+    workspace = Workspace.in_cache(cache_root, pipeline, packed=packed, **_open_dirs(factories()))
     try:
         yield CheckpointLoader(workspace)
     finally:
         workspace.close()
+        packed.close()
 
 
 def allocate_debug_bundle(

@@ -1,0 +1,655 @@
+"""The packed store: the cache's small files appended to segment files, found through one
+SQLite index (docs/internals.md "Packed store").
+
+One file per checkpoint made a 497-document corpus 64,443 files and would make a million
+documents a hundred million (issue 29): inodes run out, `gc` scans for hours and object
+storage cannot hold it. Here a name (the relative name the file would have had) maps to a
+record in an append-only segment; payloads over `large` bytes are content-addressed
+objects instead. A writer appends to a segment of its own (locked while it is open, so
+compaction never touches it) and publishes each record by committing its index row after
+the bytes are written: readers see a record whole or not at all, and never wait (WAL). A
+crash leaves at worst an unindexed tail, which is ignored and reported by `compact`.
+Durability is the caller's group barrier (`FsRoot.sync`, docs/internals.md "Group
+durability"): until then a power loss may lose rows or tear bytes, which the content's own
+digest detects, as for files. The store trusts nothing it reads: the record's header must
+name the entry asked for, and every payload carries its own digest (envelopes, plans).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
+
+__all__ = [
+    "LARGE",
+    "PACK_DIR",
+    "SEGMENT_LIMIT",
+    "Compaction",
+    "PackedEntry",
+    "PackedStore",
+]
+
+PACK_DIR = "pack"
+_INDEX = "index.sqlite"
+_SEGMENTS = "segments"
+_OBJECTS = "objects"
+# A record: magic, name length, data length, then the name (utf-8) and the data.
+_MAGIC = b"RJPK"
+_RECORD = struct.Struct(">4sII")
+# Payloads above this stay objects of their own: copying them through segments at every
+# compaction would cost more than the inode they take.
+LARGE = 1 << 20
+SEGMENT_LIMIT = 64 << 20
+_SCHEMA = 1
+_BUSY_MS = 120_000
+
+
+@dataclass(frozen=True, slots=True)
+class PackedEntry:
+    """One indexed name: where its bytes are and when they were written."""
+
+    name: str
+    size: int
+    written_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What `compact` did: segments rewritten and deleted, bytes freed, torn tails found."""
+
+    segments_removed: int
+    records_moved: int
+    bytes_freed: int
+    objects_removed: int
+    torn_segments: int
+    torn_bytes: int
+
+
+class _Writer:
+    """The segment this store appends to; locked (flock) for as long as it is open."""
+
+    __slots__ = ("broken", "fd", "id", "name", "size")
+
+    def __init__(self, fd: int, seg_id: int, name: str) -> None:
+        self.fd = fd
+        self.id = seg_id
+        self.name = name
+        self.size = 0
+        self.broken = False
+
+
+@contextlib.contextmanager
+def _index_errors(name: str) -> Iterator[None]:
+    """An index that cannot be read or written (disk full, locked past the wait, damaged)
+    is an I/O error of the entry, as a file's would be: callers handle `FsError`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
+
+
+def _split(name: str) -> tuple[str, str]:
+    directory, _, leaf = name.rpartition("/")
+    if not leaf:
+        raise ValueError(f"a packed entry needs a file name: {name!r}")
+    return directory, leaf
+
+
+def _prefix_bounds(prefix: str) -> tuple[str, str]:
+    """[low, high) of the names that start with `prefix`."""
+    return prefix, prefix + "\U0010ffff"
+
+
+class PackedStore:
+    """Names to bytes beneath `<cache root>/pack/`; shared by a process's threads.
+
+    Readers use one SQLite connection per thread; the writer one connection under
+    `_write_lock`, which also orders the appends to the segment. Segment descriptors are
+    kept open until `close` (a store reads at most a few dozen segments).
+    """
+
+    def __init__(
+        self,
+        root: FsRoot,
+        *,
+        large: int = LARGE,
+        segment_limit: int = SEGMENT_LIMIT,
+    ) -> None:
+        self._root = root
+        self._large = large
+        self._segment_limit = segment_limit
+        self._lock = threading.Lock()  # the fields below but the writer's
+        self._write_lock = threading.Lock()
+        self._pack: FsRoot | None = None
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._dir_ids: dict[str, int] = {}
+        self._segment_fds: dict[int, int] = {}
+        self._writer: _Writer | None = None
+        self._write_db: sqlite3.Connection | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ opening
+
+    def _open_pack(self, *, create: bool) -> FsRoot | None:
+        """`pack/` with its index; None while it does not exist and `create` is off."""
+        if self._pack is not None:
+            return self._pack
+        with self._lock:
+            if self._pack is not None:
+                return self._pack
+            if self._closed:
+                raise ValueError("operation on a closed packed store")
+            try:
+                pack = self._root.subroot(PACK_DIR, create=create)
+            except FsNotFound:
+                return None
+            try:
+                if create:
+                    with contextlib.suppress(AlreadyExists):
+                        os.close(pack.open_file(_INDEX, create=True))  # 0600 before SQLite
+                    db = self._connect(pack)
+                    _create_schema(db)
+                    db.close()
+                elif not pack.exists(_INDEX):
+                    pack.close()
+                    return None
+            except BaseException:
+                pack.close()
+                raise
+            self._pack = pack
+            return pack
+
+    def _connect(self, pack: FsRoot) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            pack.fd_path(_INDEX),
+            timeout=_BUSY_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    def _reader(self) -> sqlite3.Connection | None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            return db
+        pack = self._open_pack(create=False)
+        if pack is None:
+            return None
+        db = self._connect(pack)
+        with self._lock:
+            self._connections.append(db)
+        self._local.db = db
+        return db
+
+    def _writer_db(self, pack: FsRoot) -> sqlite3.Connection:
+        if self._write_db is None:
+            self._write_db = self._connect(pack)
+        return self._write_db
+
+    @property
+    def exists(self) -> bool:
+        """Whether the cache root has a packed store yet."""
+        return self._open_pack(create=False) is not None
+
+    # ------------------------------------------------------------------ reading
+
+    def _dir_id(self, db: sqlite3.Connection, directory: str) -> int | None:
+        found = self._dir_ids.get(directory)
+        if found is not None:
+            return found
+        row = db.execute("SELECT id FROM dirs WHERE name = ?", (directory,)).fetchone()
+        if row is None:
+            return None
+        self._dir_ids[directory] = row[0]
+        return row[0]
+
+    def get(self, name: str) -> bytes | None:
+        """The bytes stored under `name`; None when there is no entry.
+
+        A record that does not name `name`, or whose bytes are cut short, is returned as
+        the bytes that are there (b"" at worst): the content's own digest then rejects it.
+        An index that cannot be read is FsIOError.
+        """
+        with _index_errors(name):
+            return self._get(name)
+
+    def _get(self, name: str) -> bytes | None:
+        db = self._reader()
+        if db is None:
+            return None
+        directory, leaf = _split(name)
+        dir_id = self._dir_id(db, directory)
+        if dir_id is None:
+            return None
+        for _ in range(3):  # a compaction may move the record between the lookup and the read
+            row = db.execute(
+                "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
+                (dir_id, leaf),
+            ).fetchone()
+            if row is None:
+                return None
+            segment, offset, length, obj = row
+            try:
+                if obj is not None:
+                    return self._read_object(obj)
+                return self._read_record(db, segment, offset, length, name)
+            except FsNotFound:
+                continue
+        return b""
+
+    def _read_record(
+        self, db: sqlite3.Connection, segment: int, offset: int, length: int, name: str
+    ) -> bytes:
+        fd = self._segment_fd(db, segment)
+        data = os.pread(fd, length, offset)
+        encoded = name.encode("utf-8")
+        head = _RECORD.size + len(encoded)
+        if len(data) != length or length < head:
+            return b""
+        magic, name_size, data_size = _RECORD.unpack_from(data)
+        if magic != _MAGIC or name_size != len(encoded) or head + data_size != length:
+            return b""
+        if data[_RECORD.size : head] != encoded:
+            return b""
+        return data[head:]
+
+    def _segment_fd(self, db: sqlite3.Connection, segment: int) -> int:
+        fd = self._segment_fds.get(segment)
+        if fd is not None:
+            return fd
+        row = db.execute("SELECT name FROM segments WHERE id = ?", (segment,)).fetchone()
+        if row is None:
+            raise FsNotFound(f"segment {segment}", errno.ENOENT)
+        pack = self._open_pack(create=False)
+        assert pack is not None
+        fd = pack.open_file(f"{_SEGMENTS}/{row[0]}")
+        with self._lock:
+            if segment in self._segment_fds:
+                os.close(fd)
+                return self._segment_fds[segment]
+            self._segment_fds[segment] = fd
+        return fd
+
+    def _read_object(self, digest: str) -> bytes:
+        pack = self._open_pack(create=False)
+        assert pack is not None
+        return pack.read_bytes(_object_name(digest))
+
+    def names(self, prefix: str) -> list[str]:
+        """Every indexed name that starts with `prefix`, sorted."""
+        db = self._reader()
+        if db is None:
+            return []
+        low, high = _prefix_bounds(prefix)
+        dir_low = prefix.rpartition("/")[0]
+        rows = db.execute(
+            "SELECT d.name, e.leaf FROM entries e JOIN dirs d ON d.id = e.dir "
+            "WHERE d.name >= ? AND d.name < ?",
+            (dir_low, high),
+        ).fetchall()
+        return sorted(n for n in (f"{d}/{leaf}" for d, leaf in rows) if low <= n < high)
+
+    def children(self, directory: str) -> list[str]:
+        """The entry names right below `directory` (files and directories), sorted: what
+        `listdir` would have shown of this store's part of the tree."""
+        base = directory.rstrip("/") + "/"
+        out = {name[len(base) :].split("/", 1)[0] for name in self.names(base)}
+        return sorted(out)
+
+    def entries(self, prefix: str = "") -> Iterator[PackedEntry]:
+        """Every indexed entry under `prefix` with its size and write time (for `gc`)."""
+        db = self._reader()
+        if db is None:
+            return
+        low, high = _prefix_bounds(prefix)
+        rows = db.execute(
+            "SELECT d.name, e.leaf, e.length, e.object, e.written FROM entries e "
+            "JOIN dirs d ON d.id = e.dir WHERE d.name >= ? AND d.name < ?",
+            (prefix.rpartition("/")[0], high),
+        ).fetchall()
+        for directory, leaf, length, _object, written in sorted(rows):
+            name = f"{directory}/{leaf}"
+            if low <= name < high:
+                yield PackedEntry(name, length, written)
+
+    # ------------------------------------------------------------------ writing
+
+    def put(self, name: str, data: bytes) -> None:
+        """Store `data` under `name` (replacing what was there), visible to readers of any
+        process once this returns; durable at the caller's next `FsRoot.sync`. Raises
+        FsError (an index error is FsIOError); the entry then keeps what it had."""
+        with _index_errors(name):
+            self._put(name, data)
+
+    def _put(self, name: str, data: bytes) -> None:
+        directory, leaf = _split(name)
+        data = bytes(data)
+        pack = self._open_pack(create=True)
+        assert pack is not None
+        with self._write_lock:
+            db = self._writer_db(pack)
+            dir_id = self._ensure_dir(db, directory)
+            if self._same(db, dir_id, leaf, name, data):
+                return
+            now = time.time_ns()
+            if len(data) > self._large:
+                digest = hashlib.sha256(data).hexdigest()
+                with contextlib.suppress(AlreadyExists):
+                    pack.write_bytes(_object_name(digest), data, overwrite=False, durable=False)
+                row = (dir_id, leaf, 0, 0, len(data), digest, now)
+            else:
+                writer = self._segment(pack, db)
+                encoded = name.encode("utf-8")
+                record = _RECORD.pack(_MAGIC, len(encoded), len(data)) + encoded + data
+                offset = writer.size
+                try:
+                    _write_all(writer.fd, record)
+                except OSError:
+                    writer.broken = True  # a torn tail: the next put starts a new segment
+                    raise
+                writer.size += len(record)
+                row = (dir_id, leaf, writer.id, offset, len(record), None, now)
+            db.execute(
+                "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object,"
+                " written) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+    def _ensure_dir(self, db: sqlite3.Connection, directory: str) -> int:
+        found = self._dir_id(db, directory)
+        if found is not None:
+            return found
+        db.execute("INSERT OR IGNORE INTO dirs (name) VALUES (?)", (directory,))
+        found = self._dir_id(db, directory)
+        assert found is not None
+        return found
+
+    def _same(self, db: sqlite3.Connection, dir_id: int, leaf: str, name: str, data: bytes) -> bool:
+        """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
+        row = db.execute(
+            "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
+            (dir_id, leaf),
+        ).fetchone()
+        if row is None:
+            return False
+        segment, offset, length, obj = row
+        if obj is not None:
+            return len(data) == length and hashlib.sha256(data).hexdigest() == obj
+        if length != _RECORD.size + len(name.encode("utf-8")) + len(data):
+            return False
+        try:
+            return self._read_record(db, segment, offset, length, name) == data
+        except FsError:
+            return False
+
+    def _segment(self, pack: FsRoot, db: sqlite3.Connection) -> _Writer:
+        writer = self._writer
+        if writer is not None and not writer.broken and writer.size < self._segment_limit:
+            return writer
+        if writer is not None:
+            self._retire(writer)
+        name = f"{time.time_ns():x}-{secrets.token_hex(6)}.seg"
+        fd = pack.open_file(f"{_SEGMENTS}/{name}", create=True)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seg_id = db.execute("INSERT INTO segments (name) VALUES (?)", (name,)).lastrowid
+        except BaseException:
+            os.close(fd)
+            raise
+        assert seg_id is not None
+        self._writer = _Writer(fd, seg_id, name)
+        return self._writer
+
+    def _retire(self, writer: _Writer) -> None:
+        """Stop appending to `writer`'s segment: unlock it (compaction may take it now)."""
+        self._writer = None
+        with contextlib.suppress(OSError):
+            fcntl.flock(writer.fd, fcntl.LOCK_UN)
+        os.close(writer.fd)
+
+    def remove(self, names: Iterable[str]) -> int:
+        """Drop the entries `names` (their bytes go at the next `compact`); the count dropped."""
+        pack = self._open_pack(create=False)
+        if pack is None:
+            return 0
+        dropped = 0
+        with self._write_lock:
+            db = self._writer_db(pack)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for name in names:
+                    directory, leaf = _split(name)
+                    dir_id = self._dir_id(db, directory)
+                    if dir_id is None:
+                        continue
+                    cursor = db.execute(
+                        "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, leaf)
+                    )
+                    dropped += cursor.rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return dropped
+
+    # ------------------------------------------------------------------ compaction
+
+    def compact(self, *, dry_run: bool = False, keep_ratio: float = 0.5) -> Compaction:
+        """Rewrite segments whose live records are under `keep_ratio` of their size into
+        this store's own segment, then delete them; delete segments with nothing live,
+        objects no entry names and empty directories of the index.
+
+        A segment a live writer holds (its flock) is never touched, so runs go on meanwhile;
+        a row rewritten by a writer between the copy and the switch keeps the writer's
+        record (the switch names the old place). Torn tails (bytes after the last whole
+        record of a segment no one writes) are counted: nothing points at them.
+        """
+        pack = self._open_pack(create=False)
+        if pack is None:
+            return Compaction(0, 0, 0, 0, 0, 0)
+        removed = moved = freed = torn_segments = torn_bytes = 0
+        with self._write_lock:
+            db = self._writer_db(pack)
+            own = self._writer.id if self._writer is not None else None
+            segments = db.execute("SELECT id, name FROM segments").fetchall()
+            live: dict[int, list[tuple[int, str, int, int]]] = {}
+            for dir_id, leaf, seg, offset, length in db.execute(
+                "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
+            ):
+                live.setdefault(seg, []).append((dir_id, leaf, offset, length))
+            for seg_id, seg_name in segments:
+                if seg_id == own:
+                    continue
+                held = _idle_segment(pack, seg_name)
+                if held is None:
+                    continue  # a live writer's, or gone
+                fd, size = held
+                try:
+                    records = live.get(seg_id, [])
+                    torn = _torn_tail(fd, size)
+                    if torn:
+                        torn_segments += 1
+                        torn_bytes += torn
+                    used = sum(r[3] for r in records)
+                    if records and used >= keep_ratio * size:
+                        continue
+                    if dry_run:
+                        removed += 1
+                        freed += size - used
+                        continue
+                    for dir_id, leaf, offset, length in records:
+                        record = os.pread(fd, length, offset)
+                        if len(record) != length:
+                            continue
+                        writer = self._segment(pack, db)
+                        _write_all(writer.fd, record)
+                        new_offset = writer.size
+                        writer.size += length
+                        db.execute(
+                            "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
+                            " leaf = ? AND segment = ? AND offset = ?",
+                            (writer.id, new_offset, dir_id, leaf, seg_id, offset),
+                        )
+                        moved += 1
+                    if self._writer is not None:
+                        os.fsync(self._writer.fd)  # the copies durable before the old bytes go
+                    db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
+                    with contextlib.suppress(FsNotFound):
+                        pack.remove(f"{_SEGMENTS}/{seg_name}")
+                    removed += 1
+                    freed += size - used
+                finally:
+                    os.close(fd)
+            removed += self._collect_orphans(pack, {name for _, name in segments}, dry_run)
+            objects_removed = self._collect_objects(pack, db, dry_run)
+            if not dry_run:
+                db.execute("DELETE FROM dirs WHERE id NOT IN (SELECT DISTINCT dir FROM entries)")
+                with self._lock:
+                    self._dir_ids.clear()
+        return Compaction(removed, moved, freed, objects_removed, torn_segments, torn_bytes)
+
+    def _collect_orphans(self, pack: FsRoot, known: set[str], dry_run: bool) -> int:
+        """Segment files the index never named (a writer killed before registering one)."""
+        count = 0
+        try:
+            names = pack.listdir(_SEGMENTS)
+        except FsNotFound:
+            return 0
+        for name in names:
+            if name in known or not name.endswith(".seg"):
+                continue
+            held = _idle_segment(pack, name)
+            if held is None:
+                continue
+            os.close(held[0])
+            count += 1
+            if not dry_run:
+                pack.remove(f"{_SEGMENTS}/{name}", missing_ok=True)
+        return count
+
+    def _collect_objects(self, pack: FsRoot, db: sqlite3.Connection, dry_run: bool) -> int:
+        rows = db.execute("SELECT object FROM entries WHERE object IS NOT NULL")
+        named = {row[0] for row in rows}
+        count = 0
+        try:
+            shards = pack.listdir(_OBJECTS)
+        except FsNotFound:
+            return 0
+        for shard in shards:
+            for leaf in pack.listdir(f"{_OBJECTS}/{shard}"):
+                if leaf in named or leaf.startswith("."):
+                    continue
+                count += 1
+                if not dry_run:
+                    pack.remove(f"{_OBJECTS}/{shard}/{leaf}", missing_ok=True)
+        return count
+
+    def segment_count(self) -> int:
+        """How many segment files the index knows (for reports and tests)."""
+        db = self._reader()
+        if db is None:
+            return 0
+        return int(db.execute("SELECT COUNT(*) FROM segments").fetchone()[0])
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Close the segment, descriptors and connections (idempotent)."""
+        with self._write_lock:
+            if self._writer is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._writer.fd, fcntl.LOCK_UN)
+                os.close(self._writer.fd)
+                self._writer = None
+            if self._write_db is not None:
+                self._write_db.close()
+                self._write_db = None
+        with self._lock:
+            self._closed = True
+            for fd in self._segment_fds.values():
+                os.close(fd)
+            self._segment_fds.clear()
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+            if self._pack is not None:
+                self._pack.close()
+                self._pack = None
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    db.executescript(
+        f"""
+        BEGIN IMMEDIATE;
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT OR IGNORE INTO meta VALUES ('schema', {_SCHEMA});
+        CREATE TABLE IF NOT EXISTS dirs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS entries (
+            dir INTEGER NOT NULL,
+            leaf TEXT NOT NULL,
+            segment INTEGER NOT NULL,
+            offset INTEGER NOT NULL,
+            length INTEGER NOT NULL,
+            object TEXT,
+            written INTEGER NOT NULL,
+            PRIMARY KEY (dir, leaf)
+        ) WITHOUT ROWID;
+        COMMIT;
+        """
+    )
+
+
+def _object_name(digest: str) -> str:
+    return f"{_OBJECTS}/{digest[:2]}/{digest}"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "write made no progress")
+        view = view[written:]
+
+
+def _idle_segment(pack: FsRoot, name: str) -> tuple[int, int] | None:
+    """(descriptor, size) of a segment no writer holds, locked by us; None otherwise."""
+    try:
+        fd = pack.open_file(f"{_SEGMENTS}/{name}")
+    except FsNotFound:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd, os.fstat(fd).st_size
+
+
+def _torn_tail(fd: int, size: int) -> int:
+    """Bytes after the last whole record of a segment (a writer killed mid-append)."""
+    offset = 0
+    while offset + _RECORD.size <= size:
+        magic, name_size, data_size = _RECORD.unpack(os.pread(fd, _RECORD.size, offset))
+        end = offset + _RECORD.size + name_size + data_size
+        if magic != _MAGIC or end > size:
+            break
+        offset = end
+    return size - offset
