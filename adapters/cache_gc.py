@@ -20,6 +20,7 @@ from datetime import datetime
 import msgspec
 from runjournal.adapters.checkpoints import LATEST, Workspace
 from runjournal.adapters.fsroot import FsNotFound, FsRoot
+from runjournal.adapters.packed_store import Compaction, PackedStore
 from runjournal.domain.cache_refs import RunReferences
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
@@ -33,6 +34,7 @@ class CacheEntry(msgspec.Struct, frozen=True):
     name: str  # relative to the cache root
     size: int
     mtime_ns: int = 0  # when it was written (compared with the registry's start)
+    packed: bool = False  # an entry of the packed store, not a file
 
 
 class Collection(msgspec.Struct, frozen=True):
@@ -42,6 +44,8 @@ class Collection(msgspec.Struct, frozen=True):
     # entries kept for another journal, by why: other_journal (it references them),
     # unread_journal (it could not be read), unregistered (older than the registry)
     protected: dict[str, int] = msgspec.field(default_factory=dict)
+    # the packed store's compaction (None: no packed store, or a dry run)
+    compaction: Compaction | None = None
 
     @property
     def freed(self) -> int:
@@ -67,8 +71,9 @@ def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int, int]
                 yield f"{base}/{name}", info.st_size, info.st_mtime_ns
 
 
-def scan(root: FsRoot) -> list[CacheEntry]:
-    """Every checkpoint and chunk plan under the cache root, sorted by name."""
+def scan(root: FsRoot, packed: PackedStore | None = None) -> list[CacheEntry]:
+    """Every checkpoint and chunk plan under the cache root (files, and the entries of
+    `packed`), sorted by name."""
     entries = [
         CacheEntry(CacheEntryKind.CHECKPOINT, name, size, mtime)
         for name, size, mtime in _walk(root, WORKSPACES, ".ckpt")
@@ -77,6 +82,16 @@ def scan(root: FsRoot) -> list[CacheEntry]:
         CacheEntry(CacheEntryKind.CHUNK_PLAN, name, size, mtime)
         for name, size, mtime in _walk(root, CHUNKPLANS, ".plan")
     ]
+    if packed is not None:
+        for base, suffix, kind in (
+            (WORKSPACES, ".ckpt", CacheEntryKind.CHECKPOINT),
+            (CHUNKPLANS, ".plan", CacheEntryKind.CHUNK_PLAN),
+        ):
+            entries += [
+                CacheEntry(kind, e.name, e.size, e.written_ns, packed=True)
+                for e in packed.entries(f"{base}/")
+                if e.name.endswith(suffix)
+            ]
     return sorted(entries, key=lambda e: e.name)
 
 
@@ -218,22 +233,67 @@ def collect(
     dry_run: bool,
     keep: Retention | None = None,
 ) -> Collection:
-    """Remove (unless `dry_run`) what `select` chose; prune the directories left empty."""
-    entries = scan(root)
-    protected: dict[str, int] = {}
-    removed = select(entries, kept, max_size, keep, protected)
-    before = sum(e.size for e in entries)
-    if not dry_run:
-        for removal in removed:
-            root.remove(removal.name, missing_ok=True)
-        _prune(root, WORKSPACES)
-        _prune(root, CHUNKPLANS)
+    """Remove (unless `dry_run`) what `select` chose; prune the directories left empty;
+    compact the packed store (docs/internals.md "Packed store")."""
+    packed = PackedStore(root)
+    try:
+        entries = scan(root, packed)
+        protected: dict[str, int] = {}
+        removed = select(entries, kept, max_size, keep, protected)
+        before = sum(e.size for e in entries)
+        compaction = None
+        if not dry_run:
+            in_pack = {e.name for e in entries if e.packed}
+            in_files = {e.name for e in entries if not e.packed}
+            packed.remove(r.name for r in removed if r.name in in_pack)
+            for removal in removed:
+                if removal.name in in_files:
+                    root.remove(removal.name, missing_ok=True)
+            _prune(root, WORKSPACES)
+            _prune(root, CHUNKPLANS)
+            if packed.exists:
+                packed.remove(_orphan_pointers(packed))
+                compaction = packed.compact()
+    finally:
+        packed.close()
     return Collection(
-        removed=removed,
+        removed=_merged(removed),
         size_before=before,
         size_after=before - sum(r.size for r in removed),
         protected=protected,
+        compaction=compaction,
     )
+
+
+def _merged(removed: list[CacheRemoval]) -> list[CacheRemoval]:
+    """One removal per name (a name both packed and a file of the old layout is one entry
+    for the report, its sizes added)."""
+    by_name: dict[str, CacheRemoval] = {}
+    for removal in removed:
+        seen = by_name.get(removal.name)
+        if seen is None:
+            by_name[removal.name] = removal
+        else:
+            by_name[removal.name] = msgspec.structs.replace(seen, size=seen.size + removal.size)
+    return sorted(by_name.values(), key=lambda r: r.name)
+
+
+def _orphan_pointers(packed: PackedStore) -> list[str]:
+    """Packed `latest.<stage>` pointers of lanes left with no checkpoint (they point at
+    nothing), as `_prune` removes their files."""
+    lanes: dict[str, bool] = {}
+    pointers: list[str] = []
+    for name in packed.names(f"{WORKSPACES}/"):
+        parts = name.split("/")
+        if len(parts) < 5 or parts[2] != "steps":
+            continue
+        lane = "/".join(parts[:5])
+        if len(parts) == 6 and parts[5].startswith(f"{LATEST}."):
+            pointers.append(name)
+            lanes.setdefault(lane, False)
+        else:
+            lanes[lane] = True
+    return [p for p in pointers if not lanes["/".join(p.split("/")[:5])]]
 
 
 def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:

@@ -172,16 +172,23 @@ class PackedStore:
             self._pack = pack
             return pack
 
-    def _connect(self, pack: FsRoot) -> sqlite3.Connection:
+    def _connect(self, pack: FsRoot, *, write: bool = True) -> sqlite3.Connection:
+        """A connection to the index: the writer's in WAL mode (readers never wait for it);
+        a reader's read-only, so a process that only reads creates nothing (no `-wal` or
+        `-shm` files while no writer has the index open: `close` leaves it in rollback mode)."""
+        path = pack.fd_path(_INDEX)
+        target = path if write else f"file:{path}?mode=ro"
         db = sqlite3.connect(
-            pack.fd_path(_INDEX),
+            target,
             timeout=_BUSY_MS / 1000,
             isolation_level=None,
             check_same_thread=False,
+            uri=not write,
         )
         db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        if write:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
         return db
 
     def _reader(self) -> sqlite3.Connection | None:
@@ -191,7 +198,7 @@ class PackedStore:
         pack = self._open_pack(create=False)
         if pack is None:
             return None
-        db = self._connect(pack)
+        db = self._connect(pack, write=False)
         with self._lock:
             self._connections.append(db)
         self._local.db = db
@@ -452,13 +459,14 @@ class PackedStore:
 
     def compact(self, *, dry_run: bool = False, keep_ratio: float = 0.5) -> Compaction:
         """Rewrite segments whose live records are under `keep_ratio` of their size into
-        this store's own segment, then delete them; delete segments with nothing live,
-        objects no entry names and empty directories of the index.
+        this store's own segment, then delete them; delete segments with nothing live and
+        objects no entry names.
 
         A segment a live writer holds (its flock) is never touched, so runs go on meanwhile;
         a row rewritten by a writer between the copy and the switch keeps the writer's
         record (the switch names the old place). Torn tails (bytes after the last whole
-        record of a segment no one writes) are counted: nothing points at them.
+        record of a segment no one writes) are counted and dropped with their segment,
+        which is rewritten whatever its live share.
         """
         pack = self._open_pack(create=False)
         if pack is None:
@@ -487,8 +495,8 @@ class PackedStore:
                         torn_segments += 1
                         torn_bytes += torn
                     used = sum(r[3] for r in records)
-                    if records and used >= keep_ratio * size:
-                        continue
+                    if records and not torn and used >= keep_ratio * size:
+                        continue  # mostly live and whole: not worth a copy
                     if dry_run:
                         removed += 1
                         freed += size - used
@@ -518,10 +526,8 @@ class PackedStore:
                     os.close(fd)
             removed += self._collect_orphans(pack, {name for _, name in segments}, dry_run)
             objects_removed = self._collect_objects(pack, db, dry_run)
-            if not dry_run:
-                db.execute("DELETE FROM dirs WHERE id NOT IN (SELECT DISTINCT dir FROM entries)")
-                with self._lock:
-                    self._dir_ids.clear()
+            # Rows of `dirs` stay: other processes keep their ids, so one deleted under a
+            # writer would hide the entries it adds next (a name costs a few bytes).
         return Compaction(removed, moved, freed, objects_removed, torn_segments, torn_bytes)
 
     def _collect_orphans(self, pack: FsRoot, known: set[str], dry_run: bool) -> int:
@@ -571,15 +577,6 @@ class PackedStore:
 
     def close(self) -> None:
         """Close the segment, descriptors and connections (idempotent)."""
-        with self._write_lock:
-            if self._writer is not None:
-                with contextlib.suppress(OSError):
-                    fcntl.flock(self._writer.fd, fcntl.LOCK_UN)
-                os.close(self._writer.fd)
-                self._writer = None
-            if self._write_db is not None:
-                self._write_db.close()
-                self._write_db = None
         with self._lock:
             self._closed = True
             for fd in self._segment_fds.values():
@@ -588,19 +585,31 @@ class PackedStore:
             for db in self._connections:
                 db.close()
             self._connections.clear()
+        with self._write_lock:
+            if self._writer is not None:
+                self._retire(self._writer)
+            if self._write_db is not None:
+                _leave_wal(self._write_db)
+                self._write_db.close()
+                self._write_db = None
+        with self._lock:
             if self._pack is not None:
                 self._pack.close()
                 self._pack = None
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
+    """Segment ids are never reused (AUTOINCREMENT): a process keeps the descriptors of the
+    segments it read by id, and a compacted segment's id must not name a new one."""
     db.executescript(
         f"""
         BEGIN IMMEDIATE;
         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
         INSERT OR IGNORE INTO meta VALUES ('schema', {_SCHEMA});
         CREATE TABLE IF NOT EXISTS dirs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-        CREATE TABLE IF NOT EXISTS segments (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS segments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE
+        );
         CREATE TABLE IF NOT EXISTS entries (
             dir INTEGER NOT NULL,
             leaf TEXT NOT NULL,
@@ -614,6 +623,14 @@ def _create_schema(db: sqlite3.Connection) -> None:
         COMMIT;
         """
     )
+
+
+def _leave_wal(db: sqlite3.Connection) -> None:
+    """Back to rollback mode when no other connection is open (else it stays WAL), so the
+    next process that only reads finds no `-wal` to replay and creates no files."""
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("PRAGMA busy_timeout=0")
+        db.execute("PRAGMA journal_mode=DELETE")
 
 
 def _object_name(digest: str) -> str:

@@ -136,6 +136,20 @@ def collect_garbage(config: Any, request: GcRequest, ports: MaintenancePorts) ->
     return report
 
 
+def _compaction(done: Any) -> dict[str, int] | None:
+    """The packed store's compaction for `gc --json` (docs/internals.md "Packed store")."""
+    if done is None:
+        return None
+    return {
+        "segments_removed": done.segments_removed,
+        "records_moved": done.records_moved,
+        "bytes_freed": done.bytes_freed,
+        "objects_removed": done.objects_removed,
+        "torn_segments": done.torn_segments,
+        "torn_bytes": done.torn_bytes,
+    }
+
+
 def _prune_output_objects(ports: MaintenancePorts, output_root: str, dry_run: bool) -> int:
     """Objects no run directory links any more (docs/operations.md "Retention and cleanup")."""
     if dry_run or not os.path.isdir(output_root):
@@ -294,6 +308,7 @@ def collect_cache(
         size_after=result.size_after,
         kept_runs=len(kept) + len(others.refs),
         kept=dict(sorted(result.protected.items())),
+        packed=_compaction(result.compaction),
     )
     if not dry_run and result.removed:
         now = datetime.now(UTC)

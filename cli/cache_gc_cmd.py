@@ -48,6 +48,12 @@ def echo_cache(doc: dict[str, Any]) -> None:
             f"cache: kept {unregistered} entries written before the journal registry "
             "(gc --include-unregistered collects them)"
         )
+    packed = doc.get("packed")
+    if packed and packed["torn_segments"]:
+        click.echo(
+            f"cache: {packed['torn_segments']} packed segment(s) ended in a torn write"
+            f" ({packed['torn_bytes']} bytes no entry used: a writer was killed); dropped"
+        )
     verb = "would free" if doc["dry_run"] else "freed"
     kinds: dict[str, int] = {}
     for row in doc["removed"]:

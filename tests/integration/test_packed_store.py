@@ -1,0 +1,345 @@
+"""The packed store (docs/internals.md "Packed store"): names to bytes in segments with one
+SQLite index; crash tails ignored and reported; compaction that keeps every live entry."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.packed_store import PackedStore
+
+
+def _data(name: str, version: int = 0, size: int = 300) -> bytes:
+    seed = hashlib.sha256(f"{name}/{version}".encode()).digest()
+    return (seed * (size // 32 + 1))[:size]
+
+
+@pytest.fixture
+def root(tmp_path):
+    with FsRoot.open(tmp_path / "cache", create=True) as handle:
+        yield handle
+
+
+def _files(path) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs
+    )
+
+
+def test_round_trip_overwrite_and_listing(root):
+    store = PackedStore(root)
+    try:
+        assert store.get("a/b.ckpt") is None
+        assert not store.exists
+        store.put("ws/p/steps/a/x.ckpt", b"one")
+        store.put("ws/p/steps/a/y.ckpt", b"two")
+        store.put("ws/p/steps/b/latest.extract", b"ptr")
+        store.put("ws/p/steps/a/x.ckpt", b"one, again")
+        assert store.get("ws/p/steps/a/x.ckpt") == b"one, again"
+        assert store.children("ws/p/steps") == ["a", "b"]
+        assert store.children("ws/p/steps/a") == ["x.ckpt", "y.ckpt"]
+        assert store.names("ws/p/steps/b/") == ["ws/p/steps/b/latest.extract"]
+        assert store.names("ws/q/") == []
+    finally:
+        store.close()
+    again = PackedStore(root)
+    try:
+        assert again.get("ws/p/steps/a/y.ckpt") == b"two"
+        assert again.remove(["ws/p/steps/a/y.ckpt", "ws/p/nothing"]) == 1
+        assert again.get("ws/p/steps/a/y.ckpt") is None
+    finally:
+        again.close()
+
+
+def test_a_reader_creates_nothing(tmp_path):
+    with FsRoot.open(tmp_path, create=True) as handle:
+        store = PackedStore(handle)
+        assert store.get("x/y") is None
+        assert store.names("") == [] and list(store.entries()) == []
+        store.close()
+    assert _files(tmp_path) == []
+
+
+def test_many_entries_take_a_few_files(root, tmp_path):
+    store = PackedStore(root, segment_limit=1 << 20)
+    try:
+        for i in range(3000):
+            store.put(f"ws/p/steps/s/lane{i % 30}/extract/{i:064x}.ckpt", _data(str(i)))
+        for i in range(3000):
+            assert store.get(f"ws/p/steps/s/lane{i % 30}/extract/{i:064x}.ckpt") == _data(str(i))
+    finally:
+        store.close()
+    # 3000 entries of 300 bytes: the index and one segment per MiB
+    assert len(_files(tmp_path / "cache")) <= 3
+
+
+def test_large_payloads_are_content_addressed_objects(root, tmp_path):
+    store = PackedStore(root, large=1000)
+    try:
+        big = _data("big", size=5000)
+        store.put("ws/p/a/one.ckpt", big)
+        store.put("ws/p/b/two.ckpt", big)  # the same bytes: one object
+        assert store.get("ws/p/b/two.ckpt") == big
+        objects = [f for f in _files(tmp_path / "cache") if "/objects/" in f]
+        assert len(objects) == 1
+        store.remove(["ws/p/a/one.ckpt"])
+        assert store.compact().objects_removed == 0  # still named by two.ckpt
+        store.remove(["ws/p/b/two.ckpt"])
+        assert store.compact().objects_removed == 1
+    finally:
+        store.close()
+    assert not [f for f in _files(tmp_path / "cache") if "/objects/" in f]
+
+
+def test_a_damaged_record_is_returned_as_found_and_never_another_entry(root, tmp_path):
+    store = PackedStore(root)
+    store.put("ws/p/a.ckpt", b"A" * 100)
+    store.put("ws/p/b.ckpt", b"B" * 100)
+    store.close()
+    (segment,) = (tmp_path / "cache" / "pack" / "segments").iterdir()
+    data = bytearray(segment.read_bytes())
+    where = data.index(b"ws/p/a.ckpt")
+    data[where] ^= 0xFF  # the record no longer names the entry asked for
+    segment.write_bytes(bytes(data))
+    again = PackedStore(root)
+    try:
+        assert again.get("ws/p/a.ckpt") == b""  # then the content's own digest rejects it
+        assert again.get("ws/p/b.ckpt") == b"B" * 100
+    finally:
+        again.close()
+
+
+def test_compaction_keeps_every_live_entry_and_frees_the_rest(root, tmp_path):
+    store = PackedStore(root, segment_limit=20_000)
+    try:
+        for version in range(5):
+            for i in range(100):
+                store.put(f"ws/p/s/{i}.ckpt", _data(str(i), version))
+        store.remove([f"ws/p/s/{i}.ckpt" for i in range(0, 100, 2)])
+    finally:
+        store.close()
+    before = sum(os.path.getsize(tmp_path / "cache" / f) for f in _files(tmp_path / "cache"))
+    compactor = PackedStore(root, segment_limit=20_000)
+    try:
+        done = compactor.compact()
+        assert done.segments_removed > 0 and done.bytes_freed > 0
+        for i in range(100):
+            expected = None if i % 2 == 0 else _data(str(i), 4)
+            assert compactor.get(f"ws/p/s/{i}.ckpt") == expected
+    finally:
+        compactor.close()
+    segments = tmp_path / "cache" / "pack" / "segments"
+    after = sum(p.stat().st_size for p in segments.iterdir())
+    assert after < before / 5
+
+
+def test_compaction_leaves_a_live_writers_segment_alone(root, tmp_path):
+    writer = PackedStore(root)
+    compactor = PackedStore(root)
+    try:
+        for i in range(50):
+            writer.put(f"ws/p/{i}.ckpt", _data(str(i)))
+        writer.remove([f"ws/p/{i}.ckpt" for i in range(50)])  # nothing live in its segment
+        assert compactor.compact().segments_removed == 0  # but its writer holds it
+        writer.put("ws/p/late.ckpt", b"late")
+        assert compactor.get("ws/p/late.ckpt") == b"late"
+    finally:
+        writer.close()
+    try:
+        assert compactor.compact().segments_removed == 1
+        assert compactor.get("ws/p/late.ckpt") == b"late"
+    finally:
+        compactor.close()
+
+
+def test_threads_writing_and_reading_at_once(root):
+    store = PackedStore(root, segment_limit=64 << 10)  # many rotations
+    errors: list[str] = []
+
+    def work(t: int) -> None:
+        for i in range(300):
+            name = f"ws/p/t{t}/{i}.ckpt"
+            store.put(name, _data(name))
+            other = f"ws/p/t{(t + 1) % 8}/{i}.ckpt"
+            got = store.get(other)
+            if got is not None and got != _data(other):
+                errors.append(other)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        for t in range(8):
+            for i in range(300):
+                name = f"ws/p/t{t}/{i}.ckpt"
+                assert store.get(name) == _data(name)
+    finally:
+        store.close()
+
+
+def _process_writer(path: str, tag: str, count: int) -> None:
+    with FsRoot.open(path) as handle:
+        store = PackedStore(handle, segment_limit=32 << 10)
+        for i in range(count):
+            name = f"ws/p/{tag}/{i}.ckpt"
+            store.put(name, _data(name))
+            store.put("ws/p/shared.ckpt", _data(tag, i))
+        store.close()
+
+
+def test_processes_writing_one_store(root, tmp_path):
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_process_writer, args=(str(tmp_path / "cache"), f"w{n}", 200))
+        for n in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+        assert worker.exitcode == 0
+    store = PackedStore(root)
+    try:
+        for n in range(4):
+            for i in range(200):
+                name = f"ws/p/w{n}/{i}.ckpt"
+                assert store.get(name) == _data(name)
+        assert store.get("ws/p/shared.ckpt") in {_data(f"w{n}", 199) for n in range(4)}
+    finally:
+        store.close()
+
+
+_KILLED_WRITER = """
+import hashlib, sys
+from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.packed_store import PackedStore
+
+def data(name, size):
+    seed = hashlib.sha256(name.encode()).digest()
+    return (seed * (size // 32 + 1))[:size]
+
+with FsRoot.open(sys.argv[1]) as handle:
+    store = PackedStore(handle, segment_limit=256 << 10)
+    i = 0
+    while True:
+        name = f"ws/p/{i}.ckpt"
+        store.put(name, data(name, 200 + (i * 37) % 4000))
+        if i == 50:
+            print("ready", flush=True)
+        i += 1
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sigkill_mid_write_loses_no_indexed_entry(root, tmp_path, seed):
+    """A writer killed at a random moment: every indexed entry reads back whole; the
+    unindexed tail is reported by compaction and dropped with its segment."""
+    path = str(tmp_path / "cache")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, path], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    for _ in range(seed * 2000):
+        os.sched_yield()
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store = PackedStore(root)
+    try:
+        names = store.names("ws/p/")
+        assert len(names) > 50
+        for name in names:
+            size = 200 + (int(name.rsplit("/", 1)[1].split(".")[0]) * 37) % 4000
+            seed_bytes = hashlib.sha256(name.encode()).digest()
+            assert store.get(name) == (seed_bytes * (size // 32 + 1))[:size]
+        store.compact()  # runs against the dead writer's segments without error
+        for name in names:
+            assert store.get(name) is not None
+    finally:
+        store.close()
+
+
+def test_a_torn_tail_is_reported(root, tmp_path):
+    store = PackedStore(root)
+    store.put("ws/p/a.ckpt", b"A" * 500)
+    store.close()
+    (segment,) = (tmp_path / "cache" / "pack" / "segments").iterdir()
+    with open(segment, "ab") as handle:
+        handle.write(b"RJPK\x00\x00\x00\x10\x00\x00\x10\x00ws/p/b.ck")  # cut mid-record
+    again = PackedStore(root)
+    try:
+        done = again.compact(keep_ratio=0.0)
+        assert done.torn_segments == 1 and done.torn_bytes == 21
+        assert again.get("ws/p/a.ckpt") == b"A" * 500
+    finally:
+        again.close()
+
+
+class PackedModel(RuleBasedStateMachine):
+    """The store against a dict, through puts, removes, compactions and reopenings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.dir = tempfile.mkdtemp()
+        self.root = FsRoot.open(self.dir)
+        self.store = PackedStore(self.root, large=600, segment_limit=4000)
+        self.model: dict[str, bytes] = {}
+
+    names = st.sampled_from([f"ws/p/{d}/{n}.ckpt" for d in "ab" for n in range(4)])
+
+    @rule(name=names, size=st.integers(0, 1200), version=st.integers(0, 3))
+    def put(self, name: str, size: int, version: int) -> None:
+        data = _data(name, version, size)
+        self.store.put(name, data)
+        self.model[name] = data
+
+    @rule(name=names)
+    def remove(self, name: str) -> None:
+        self.store.remove([name])
+        self.model.pop(name, None)
+
+    @rule()
+    def compact(self) -> None:
+        self.store.compact()
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = PackedStore(self.root, large=600, segment_limit=4000)
+
+    @invariant()
+    def agrees(self) -> None:
+        for name in [f"ws/p/{d}/{n}.ckpt" for d in "ab" for n in range(4)]:
+            assert self.store.get(name) == self.model.get(name)
+        assert self.store.names("ws/p/") == sorted(self.model)
+
+    def teardown(self) -> None:
+        import shutil
+
+        self.store.close()
+        self.root.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+PackedModel.TestCase.settings = settings(
+    max_examples=30,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestPackedModel = PackedModel.TestCase
