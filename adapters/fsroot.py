@@ -861,6 +861,14 @@ class FsRoot:
                 raise
             return fd
 
+    def append_record(self, name: str, fd: int, data: bytes) -> None:
+        """Append `data` to `fd`, a file of this root opened by :meth:`open_file`; `name` is
+        the entry the bytes are for (the packed store's record), for the error. Not atomic:
+        a failure may leave part of `data` written, which the caller must treat as a torn
+        tail."""
+        with _classified(name):
+            _write_all(fd, data)
+
     # ----------------------------------------------------------------- reading
 
     def read_bytes(self, name: str) -> bytes:

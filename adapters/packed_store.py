@@ -39,6 +39,7 @@ __all__ = [
     "Compaction",
     "PackedEntry",
     "PackedStore",
+    "segment_records",
 ]
 
 PACK_DIR = "pack"
@@ -366,7 +367,7 @@ class PackedStore:
                 record = _RECORD.pack(_MAGIC, len(encoded), len(data)) + encoded + data
                 offset = writer.size
                 try:
-                    _write_all(writer.fd, record)
+                    pack.append_record(name, writer.fd, record)
                 except OSError:
                     writer.broken = True  # a torn tail: the next put starts a new segment
                     raise
@@ -658,6 +659,21 @@ def _idle_segment(pack: FsRoot, name: str) -> tuple[int, int] | None:
         os.close(fd)
         return None
     return fd, os.fstat(fd).st_size
+
+
+def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each whole record of a segment's bytes, up to a torn tail (for
+    tools that scan what the cache holds, such as the secret-leak tests)."""
+    offset = 0
+    while offset + _RECORD.size <= len(data):
+        magic, name_size, data_size = _RECORD.unpack_from(data, offset)
+        start = offset + _RECORD.size
+        end = start + name_size + data_size
+        if magic != _MAGIC or end > len(data):
+            return
+        name = data[start : start + name_size].decode("utf-8", "replace")
+        yield name, data[start + name_size : end]
+        offset = end
 
 
 def _torn_tail(fd: int, size: int) -> int:

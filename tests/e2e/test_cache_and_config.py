@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cache_entries import plans as stored_plans
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int, int, bytes | None]]:
@@ -76,7 +77,7 @@ class TestCacheModes:
 
     def test_corrupt_plan_is_recomputed_and_recorded(self, cli, example, tmp_path):
         run(cli, example, tmp_path)
-        plans = sorted((tmp_path / "cache" / "chunkplans").rglob("*.plan"))
+        plans = stored_plans(tmp_path / "cache")
         data = bytearray(plans[0].read_bytes())
         data[-5] ^= 0xFF
         plans[0].write_bytes(bytes(data))
@@ -133,8 +134,8 @@ class TestCacheModes:
         for p in procs:
             _out, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
-        plans = sorted((tmp_path / "cache" / "chunkplans").rglob("*"))
-        assert not [p for p in plans if p.name.startswith(".rj-tmp-")]
+        leftovers = sorted((tmp_path / "cache").rglob(".rj-tmp-*"))
+        assert not leftovers and stored_plans(tmp_path / "cache")
         doc = run(cli, example, tmp_path, "--no-checkpoints")
         assert set(doc["plans"]) == {"reused"}
 

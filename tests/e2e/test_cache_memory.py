@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from support.cache_entries import cache_entries, checkpoints
 from support.paths import EXAMPLE
 
 
@@ -95,16 +96,21 @@ def test_two_pipelines_sharing_a_name_alternate_without_evicting_each_other(cli,
 
 
 def _to_old_layout(workspace: Path) -> int:
-    """Move every checkpoint to where the layout before scopes kept it (a workspace
-    written by an older runjournal): `<lane>/extract/<chunk>.ckpt`, `<lane>/<stage>.ckpt`."""
+    """Move every checkpoint to where the layout before scopes and before the packed store
+    kept it (a workspace written by an older runjournal): the files
+    `<lane>/extract/<chunk>.ckpt` and `<lane>/<stage>.ckpt`, no pointers."""
+    cache = workspace.parents[1]
+    prefix = f"workspaces/{workspace.name}/"
     moved = 0
-    for path in sorted(workspace.glob("steps/*/*/*/*/**/*.ckpt")):
-        lane = path.parents[len(path.relative_to(workspace).parts) - 4]
-        target = lane / "extract" / path.name if path.parent.name == "extract" else lane / path.name
-        target.parent.mkdir(exist_ok=True)
-        path.rename(target)
+    for entry in checkpoints(cache, prefix + "steps/*/*/*/*/*.ckpt"):
+        parts = entry.rel[len(prefix) :].split("/")  # steps, step, lane, sid, D, ...
+        lane = workspace.joinpath(*parts[:3])
+        target = lane / "extract" / parts[-1] if parts[-2] == "extract" else lane / parts[-1]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(entry.read_bytes())
+        entry.unlink()
         moved += 1
-    for pointer in workspace.glob("steps/*/*/latest.*"):
+    for pointer in cache_entries(cache, prefix + "steps/*/*/latest.*"):
         pointer.unlink()
     for lane in workspace.glob("steps/*/*"):
         for scope in lane.iterdir():
@@ -119,7 +125,7 @@ def test_a_workspace_of_the_old_layout_keeps_working(cli, tmp_path):
     total = sum(first["decisions"].values())
     workspace = tmp_path / "cache" / "workspaces" / "glossary"
     assert _to_old_layout(workspace) > 0
-    assert not list(workspace.glob("steps/*/*/*/*/**/*.ckpt"))
+    assert not checkpoints(workspace.parents[1], "workspaces/glossary/steps/*/*/*/*/*.ckpt")
     assert project.plan("--resume")["decisions"] == {"reused": total}
     doc = project.run("--resume")
     assert doc["decisions"] == {"reused": total}
@@ -127,7 +133,7 @@ def test_a_workspace_of_the_old_layout_keeps_working(cli, tmp_path):
     project.set_min_count(3)
     changed = project.run("--resume")
     assert "config_changed" in changed["decisions"]
-    assert list(workspace.glob("steps/terms/*/*/0/extract/*.ckpt"))
+    assert checkpoints(workspace.parents[1], "workspaces/glossary/steps/terms/*/*/0/extract/*.ckpt")
     # gc keeps the old files the kept runs reused; nothing is lost for them
     proc, _doc = cli.json("gc", "--cache", *project.roots, timeout=180)
     assert proc.returncode == 0, proc.stderr

@@ -23,6 +23,7 @@ from e2e.test_llm_cli import _env as llm_env
 from e2e.test_recompute import FAILURES, Probe, _delete, _make_probe, cache_content
 from e2e.test_resume_reasons import WORDS, Project
 from runjournal.domain.chunking import ChunkingSettings, ChunkStrategy, plan_chunks
+from support.cache_entries import checkpoints
 from support.llm_servers import ServerProcess, start_fake
 
 Decision = tuple[str, str, str, str, str]
@@ -212,7 +213,7 @@ class TestResumeScenarios:
 
     def test_flipped_bytes_are_corrupt(self, project: Project) -> None:
         project.run()
-        for n, path in enumerate(sorted(project.workspace().rglob("*.ckpt"))):
+        for n, path in enumerate(checkpoints(project.cache, "workspaces/reasons/*.ckpt")):
             data = bytearray(path.read_bytes())
             data[(3, 4, 5, 8, len(data) // 2, len(data) - 1)[n % 6]] ^= 0x01
             path.write_bytes(bytes(data))
@@ -242,7 +243,7 @@ class TestResumeScenarios:
 
     def test_deleted_extract_checkpoint(self, project: Project) -> None:
         project.run()
-        victim = sorted((project.workspace() / "steps" / "words").rglob("extract/*.ckpt"))[0]
+        victim = checkpoints(project.cache, "workspaces/reasons/steps/words/*/extract/*.ckpt")[0]
         victim.unlink()
         plan = plan_then_run(project, "--resume")
         assert plan["decisions"]["checkpoint_missing"] == 1

@@ -27,6 +27,7 @@ from runjournal.adapters.checkpoints import EnvelopeCodec
 from runjournal.domain.decisions import Stage
 from runjournal.domain.names import safe_lane_id
 from runjournal.domain.ports import CheckpointKey, CheckpointRecord
+from support.cache_entries import CacheEntry, checkpoints
 
 PROBE_PLUGIN = '''
 import os
@@ -195,10 +196,11 @@ class Probe:
     def lane_dir(self, step: str, lane: str) -> Path:
         return self.workspace() / "steps" / step / safe_lane_id(lane)
 
-    def normalize_file(self, step: str, lane: str) -> Path:
-        """The lane's one normalize checkpoint, wherever its scope put it."""
-        [path] = self.lane_dir(step, lane).rglob("normalize.ckpt")
-        return path
+    def normalize_file(self, step: str, lane: str) -> CacheEntry:
+        """The lane's one normalize checkpoint, wherever its scope put it (packed or a file)."""
+        lane_dir = f"workspaces/probe/steps/{step}/{safe_lane_id(lane)}/"
+        [entry] = checkpoints(self.cache, lane_dir + "*/normalize.ckpt")
+        return entry
 
     def events(self, run_id: str) -> list[dict]:
         proc, doc = self.cli.json("journal", "show", run_id, "--output-root", str(self.out))

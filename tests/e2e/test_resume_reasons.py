@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.cache_entries import checkpoints
 
 WORDS = """
 import os
@@ -301,7 +302,7 @@ class TestResume:
 
     def test_flipped_byte_in_any_checkpoint_is_corrupt_and_outputs_are_the_same(self, project):
         first = project.run()
-        files = sorted(project.workspace().rglob("*.ckpt"))
+        files = checkpoints(project.cache, "workspaces/reasons/*.ckpt")
         assert files
         # Header bytes too: magic, version, header length, the middle, the digest.
         for n, path in enumerate(files):
@@ -363,7 +364,7 @@ def test_explain_step_filter_and_unknown_run(project):
 
 def test_a_deleted_extract_checkpoint_of_unchanged_bytes_is_checkpoint_missing(project):
     project.run()
-    victim = sorted((project.workspace() / "steps" / "words").rglob("extract/*.ckpt"))[0]
+    victim = checkpoints(project.cache, "workspaces/reasons/steps/words/*/extract/*.ckpt")[0]
     victim.unlink()
     doc = project.run("--resume")
     assert doc["decisions"]["checkpoint_missing"] == 1

@@ -192,7 +192,7 @@ def test_an_echoed_key_is_in_no_byte_and_replay_is_identical(
     expand = Expanded()
     files = files_under(tmp_path / "rec", tmp_path / "rep", tmp_path / "exports")
     files += files_under(tmp_path / "reports", *cassettes.values())
-    assert {p.suffix for p in files} >= {".ckpt", ".rjx", ".html", ".json", ".sqlite3"}
+    assert {p.suffix for p in files} >= {".seg", ".rjx", ".html", ".json", ".sqlite3"}
     found = {str(path): [p for p in needles["key"] if p.encode() in expand(path)] for path in files}
     assert {p: hit for p, hit in found.items() if hit} == {}
     assert expand.checkpoints > 0 and expand.frames > 0

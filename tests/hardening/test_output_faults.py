@@ -81,11 +81,15 @@ def test_output_write_failure_exits_1_with_no_outputs(tmp_path, monkeypatch, cap
 def test_checkpoint_write_failure_is_exit_3_with_the_run_succeeded(tmp_path, monkeypatch, capsys):
     example = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, example)
-    failing = Fault(
-        "write_bytes",
-        lambda root, name: name.endswith("normalize.ckpt"),
-        lambda name: fsroot.classify_os_error(OSError(errno.ENOSPC, "injected"), name),
-    )
+
+    def no_space(name: str) -> BaseException:
+        return fsroot.classify_os_error(OSError(errno.ENOSPC, "injected"), name)
+
+    # a checkpoint is a packed record (append_record), or a file of its own (write_bytes)
+    failing = [
+        Fault(method, lambda root, name: name.endswith("normalize.ckpt"), no_space)
+        for method in ("write_bytes", "append_record")
+    ]
     out = tmp_path / "out"
     args = [
         "run",
@@ -96,7 +100,7 @@ def test_checkpoint_write_failure_is_exit_3_with_the_run_succeeded(tmp_path, mon
         str(tmp_path / "cache"),
         "--json",
     ]
-    code, stdout, stderr = run_in_process(args, capsys, faulty_factories(failing))
+    code, stdout, stderr = run_in_process(args, capsys, faulty_factories(*failing))
     assert code == 3
     doc = json.loads(stdout)
     assert doc["status"] == "succeeded" and doc["outputs"]

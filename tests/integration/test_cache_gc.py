@@ -24,6 +24,7 @@ from runjournal.adapters.checkpoints import (
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import PlanOutcome
+from support.cache_entries import cache_entries
 from support.inprocess import InProcess
 
 PIPELINE = """
@@ -126,11 +127,8 @@ class Spy:
 
 
 def cache_files(cache: Path) -> set[str]:
-    return {
-        str(p.relative_to(cache))
-        for p in cache.rglob("*")
-        if p.is_file() and p.suffix in (".ckpt", ".plan")
-    }
+    """The checkpoints and chunk plans the cache holds (packed or files), by name."""
+    return {e.rel for e in cache_entries(cache) if e.rel.endswith((".ckpt", ".plan"))}
 
 
 class History:
@@ -263,7 +261,7 @@ def test_max_cache_size_removes_least_recently_used_first(tmp_path: Path) -> Non
     spy_free = cache_files(tmp_path / "cache")
     h.run(3, 0)
     newest = cache_files(tmp_path / "cache") - spy_free
-    sizes = {n: (tmp_path / "cache" / n).stat().st_size for n in cache_files(tmp_path / "cache")}
+    sizes = {e.rel: e.size for e in cache_entries(tmp_path / "cache")}
     budget = sum(sizes[n] for n in newest) + 1
     doc = h.gc("--max-cache-size", str(budget))
     left = cache_files(tmp_path / "cache")

@@ -21,6 +21,7 @@ from runjournal.adapters.cache_registry import (
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import JournalMissing, JournalUnavailable, open_existing_journal
 from runjournal.domain.events import CacheEntryKind
+from support.cache_entries import checkpoints
 from support.inprocess import InProcess
 
 
@@ -130,26 +131,26 @@ def test_a_sqlite_journal_of_another_host_is_kept_and_never_forgotten(
     monkeypatch.setattr(registry_module, "this_host", lambda: "elsewhere")
     cli, roots = _one_run(tmp_path)  # registered as a journal of host "elsewhere"
     monkeypatch.setattr(registry_module, "this_host", lambda: real)
-    before = sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt"))
+    before = [e.rel for e in checkpoints(tmp_path / "cache")]
     assert before
     # here the same path is another journal: the one of "elsewhere" is not read
     result = cli("gc", *roots, "--max-cache-size", "0", "--forget-missing", "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)["cache"]["journals"]
     assert row["status"] == "unreadable" and row["host"] == "elsewhere"
-    assert sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt")) == before
+    assert [e.rel for e in checkpoints(tmp_path / "cache")] == before
     assert len(list((tmp_path / "cache" / "journals").glob("*.json"))) == 1
 
 
 def test_gc_leaves_the_cache_alone_when_a_registry_entry_is_damaged(tmp_path: Path) -> None:
     cli, roots = _one_run(tmp_path)
     (tmp_path / "cache" / "journals" / ("f" * 32 + ".json")).write_text("{")
-    before = sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt"))
+    before = [e.rel for e in checkpoints(tmp_path / "cache")]
     result = cli("gc", *roots, "--max-cache-size", "0", "--include-unregistered", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)["cache"]
     assert "journal registry entry journals/" in doc["skipped"]
-    assert sorted(str(p) for p in (tmp_path / "cache").rglob("*.ckpt")) == before
+    assert [e.rel for e in checkpoints(tmp_path / "cache")] == before
 
 
 def _entry(name: str, size: int, mtime: int) -> CacheEntry:

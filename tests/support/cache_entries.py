@@ -24,6 +24,7 @@ class CacheEntry:
     cache: Path
     rel: str
     packed: bool
+    size: int = 0  # what `gc` counts: the record's bytes, or the file's size
 
     @property
     def name(self) -> str:
@@ -99,9 +100,9 @@ def cache_entries(cache: Path | str, pattern: str = "*") -> list[CacheEntry]:
         with FsRoot.open(cache) as root:
             store = PackedStore(root)
             try:
-                for name in store.names(""):
-                    if fnmatch.fnmatch(name, pattern):
-                        found[name] = CacheEntry(cache, name, True)
+                for entry in store.entries(""):
+                    if fnmatch.fnmatch(entry.name, pattern):
+                        found[entry.name] = CacheEntry(cache, entry.name, True, entry.size)
             finally:
                 store.close()
     if cache.is_dir():
@@ -111,7 +112,8 @@ def cache_entries(cache: Path | str, pattern: str = "*") -> list[CacheEntry]:
                 if rel.startswith("pack/") or leaf.startswith(".rj-tmp-"):
                     continue
                 if fnmatch.fnmatch(rel, pattern) and rel not in found:
-                    found[rel] = CacheEntry(cache, rel, False)
+                    size = os.path.getsize(os.path.join(directory, leaf))
+                    found[rel] = CacheEntry(cache, rel, False, size)
     return sorted(found.values())
 
 

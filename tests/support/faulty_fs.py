@@ -29,6 +29,7 @@ class Fault:
 # The FsRoot methods that take an entry's name first, and so can be made to fail.
 METHODS = (
     "write_bytes",
+    "append_record",
     "link",
     "read_bytes",
     "append_line",

@@ -20,6 +20,7 @@ from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.checkpoints import Compression, EnvelopeCodec, EnvelopeHeader
 from runjournal.adapters.chunkplans import decode_plan
 from runjournal.adapters.journal import EventMapper
+from runjournal.adapters.packed_store import segment_records
 from runjournal.domain.ports import CheckpointKey
 
 
@@ -70,18 +71,27 @@ class Expanded:
     def __call__(self, path: Path) -> bytes:
         data = path.read_bytes()
         parts = [data]
-        if path.suffix == ".ckpt":
-            payload, compressed = checkpoint_payload(data)
-            parts.append(payload)
-            self.checkpoints += 1
-            self.compressed_checkpoints += compressed
-        elif path.suffix == ".plan":
-            spans = decode_plan(path.stem, data)
-            parts.append(msgspec.msgpack.encode(spans))
-            self.plans += 1
+        if path.suffix == ".seg":  # the packed store's records (docs/internals.md "Packed store")
+            for name, record in segment_records(data):
+                parts.extend(self._entry(name, record))
+        else:
+            parts.extend(self._entry(path.name, data))
         frames = zstd_frames(data)
         self.frames += len(frames)
         return b"".join(parts + frames)
+
+    def _entry(self, name: str, data: bytes) -> list[bytes]:
+        """What a checkpoint or chunk plan named `name` holds once decoded."""
+        if name.endswith(".ckpt"):
+            payload, compressed = checkpoint_payload(data)
+            self.checkpoints += 1
+            self.compressed_checkpoints += compressed
+            return [payload]
+        if name.endswith(".plan"):
+            spans = decode_plan(name.rsplit("/", 1)[-1].removesuffix(".plan"), data)
+            self.plans += 1
+            return [msgspec.msgpack.encode(spans)]
+        return []
 
 
 # The stored event state (docs/internals.md "Storage format"): a format byte, then the
