@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cache_entries import checkpoints
 from support.console import CLI, console_script
 
 PLUGIN = '''
@@ -549,7 +550,7 @@ def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkp
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             done = [p for p in project.probe.glob("*.log") if "extract" in p.read_text()]
-            stored = list(cache.glob("workspaces/slow/steps/count/**/extract/*.ckpt"))
+            stored = checkpoints(cache, "workspaces/slow/steps/count/*/extract/*.ckpt")
             if len(done) >= 2 and stored:  # both workers finished a call, one is stored
                 break
             time.sleep(0.05)
@@ -575,7 +576,7 @@ def test_a_killed_coordinator_takes_its_workers_and_resume_keeps_what_was_checkp
 
     recovered = project.cli("recover", "--output-root", str(out))
     assert recovered.returncode == 0, recovered.stderr
-    checkpointed = len(list(cache.glob("workspaces/slow/steps/count/**/extract/*.ckpt")))
+    checkpointed = len(checkpoints(cache, "workspaces/slow/steps/count/*/extract/*.ckpt"))
     run = project.run(tag, "threads", "--resume", pipeline="slow.toml")
     assert run.proc.returncode == 0, run.proc.stderr
     events = project.events(tag, run.doc["run_id"])

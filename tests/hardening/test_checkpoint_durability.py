@@ -29,9 +29,11 @@ import pytest
 from click.testing import CliRunner
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.journal import open_journal
+from runjournal.adapters.packed_store import segment_records
 from runjournal.cli.compose import Factories
 from runjournal.cli.main import cli as cli_group
 from runjournal.domain.events import CheckpointWritten
+from support.cache_entries import CacheEntry, checkpoints
 from support.console import console_script
 
 PIPELINE = """name = "durable"
@@ -101,20 +103,21 @@ def scope_of(data: bytes) -> tuple[str, str, str, str]:
     return header["step"], header["lane"], header["stage"], header["chunk"]
 
 
-def damage(path: Path, how: str) -> None:
-    data = path.read_bytes()
+def damage(entry: CacheEntry, how: str) -> None:
+    """A torn write (the first half only), zeros where the bytes lay, or a lost entry."""
     if how == "truncate":
-        path.write_bytes(data[: len(data) // 2])
+        data = entry.read_bytes()
+        entry.write_bytes(data[: len(data) // 2])
     elif how == "zero":
-        path.write_bytes(b"\0" * len(data))
+        entry.zero_in_place()
     else:
-        path.unlink()
+        entry.unlink()
 
 
 def damage_recent(cache: Path, committed: list[str], recent: int) -> set[tuple[str, ...]]:
-    """Damage what a power loss could: the unflushed tail (files no committed event
-    names) and the files of the last `recent` committed `CheckpointWritten` events."""
-    files = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in cache.rglob("*.ckpt")}
+    """Damage what a power loss could: the unflushed tail (entries no committed event
+    names) and the entries of the last `recent` committed `CheckpointWritten` events."""
+    files = {hashlib.sha256(e.read_bytes()).hexdigest(): e for e in checkpoints(cache)}
     tail = [digest for digest in files if digest not in set(committed)]
     last = [digest for digest in committed[-recent:] if digest in files]
     scopes = set()
@@ -173,8 +176,9 @@ def test_lost_writes_of_the_last_batch_are_reported_and_recomputed(cli, tmp_path
 
 def _wait_for_a_checkpoint(child: subprocess.Popen[bytes], cache: Path) -> None:
     """Return once the run has written its first checkpoint file (or has ended)."""
+    segments = cache / "pack" / "segments"
     while child.poll() is None:
-        if cache.exists() and next(cache.rglob("*.ckpt"), None) is not None:
+        if segments.is_dir() and any(p.stat().st_size for p in segments.iterdir()):
             return
         time.sleep(0.005)
 
@@ -249,6 +253,13 @@ class _Recording(FsRoot):
         super().write_bytes(name, data, **kw)
         if name.endswith(".ckpt"):
             self.log.append(("write", hashlib.sha256(data).hexdigest(), kw.get("durable", True)))
+
+    def append_record(self, name: str, fd: int, data: bytes) -> None:
+        """A packed checkpoint: appended without an fsync (durable at the next sync)."""
+        super().append_record(name, fd, data)
+        if name.endswith(".ckpt"):
+            ((_, envelope),) = segment_records(data)
+            self.log.append(("write", hashlib.sha256(envelope).hexdigest(), False))
 
     def sync(self) -> None:
         self.log.append(("sync",))

@@ -8,8 +8,10 @@ bytes) and deleted by dropping its index row (docs/internals.md "Packed store").
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +74,28 @@ class CacheEntry:
         finally:
             store.close()
             root.close()
+
+    def zero_in_place(self) -> None:
+        """Overwrite the entry's bytes where they lie with zeros (a torn write after a power
+        loss): a file's content, or the packed record in its segment."""
+        if not self.packed:
+            path = self.cache / self.rel
+            path.write_bytes(b"\0" * path.stat().st_size)
+            return
+        directory, _, leaf = self.rel.rpartition("/")
+        index = self.cache / "pack" / "index.sqlite"
+        with contextlib.closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True)) as db:
+            row = db.execute(
+                "SELECT s.name, e.offset, e.length FROM entries e JOIN dirs d ON d.id = e.dir"
+                " JOIN segments s ON s.id = e.segment WHERE d.name = ? AND e.leaf = ?",
+                (directory, leaf),
+            ).fetchone()
+        if row is None:
+            raise FileNotFoundError(self.rel)
+        segment, offset, length = row
+        with open(self.cache / "pack" / "segments" / segment, "r+b") as handle:
+            handle.seek(offset)
+            handle.write(b"\0" * length)
 
     def exists(self) -> bool:
         if not self.packed:
