@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from runjournal.domain.names import safe_lane_id
+from support.cache_entries import checkpoints
 
 PIPELINE = """\
 name = "lanes"
