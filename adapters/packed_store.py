@@ -425,8 +425,12 @@ class PackedStore:
         return self._writer
 
     def _retire(self, writer: _Writer) -> None:
-        """Stop appending to `writer`'s segment: unlock it (compaction may take it now)."""
+        """Stop appending to `writer`'s segment: fsync it (once per segment: compaction's
+        copies must be durable before their rows switch), unlock it (compaction may take
+        it now) and close it."""
         self._writer = None
+        with contextlib.suppress(OSError):
+            os.fsync(writer.fd)
         with contextlib.suppress(OSError):
             fcntl.flock(writer.fd, fcntl.LOCK_UN)
         os.close(writer.fd)
@@ -502,23 +506,32 @@ class PackedStore:
                         removed += 1
                         freed += size - used
                         continue
+                    moves = []
                     for dir_id, leaf, offset, length in records:
                         record = os.pread(fd, length, offset)
                         if len(record) != length:
                             continue
                         writer = self._segment(pack, db)
                         _write_all(writer.fd, record)
-                        new_offset = writer.size
+                        moves.append((writer.id, writer.size, dir_id, leaf, seg_id, offset))
                         writer.size += length
-                        db.execute(
+                    if self._writer is not None:
+                        os.fsync(self._writer.fd)  # the copies durable before a row names them
+                    # one switch for the segment, each row only if it still names the old
+                    # place (a writer's newer record wins); then the old bytes go
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        db.executemany(
                             "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
                             " leaf = ? AND segment = ? AND offset = ?",
-                            (writer.id, new_offset, dir_id, leaf, seg_id, offset),
+                            moves,
                         )
-                        moved += 1
-                    if self._writer is not None:
-                        os.fsync(self._writer.fd)  # the copies durable before the old bytes go
-                    db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
+                        db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
+                        db.execute("COMMIT")
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    moved += len(moves)
                     with contextlib.suppress(FsNotFound):
                         pack.remove(f"{_SEGMENTS}/{seg_name}")
                     removed += 1

@@ -36,6 +36,7 @@ def logged_pending(store: JournalStore, run_id: str) -> tuple[list[Any], str | N
         fold.apply(event)
     if not cache_root:
         return [], None
+    from runjournal.adapters.fsroot import FsRoot
     from runjournal.adapters.llm.calllog import (
         ReplyStore,
         log_path,
@@ -43,11 +44,18 @@ def logged_pending(store: JournalStore, run_id: str) -> tuple[list[Any], str | N
         read_log,
         restore_replies,
     )
+    from runjournal.adapters.packed_store import PackedStore
 
     path = log_path(cache_root, run_id)
     if not os.path.exists(path):
         return [], None
     lines = list(read_log(path))
-    with contextlib.suppress(OSError):
-        restore_replies(lines, ReplyStore(os.path.join(cache_root, "llm", "replies")))
+    with contextlib.suppress(OSError), FsRoot.open(cache_root) as root:
+        packed = PackedStore(
+            root
+        )  # where the run's replies live (docs/internals.md "Packed store")
+        try:
+            restore_replies(lines, ReplyStore(os.path.join(cache_root, "llm", "replies"), packed))
+        finally:
+            packed.close()
     return pending_attempts(lines, fold.attempt_keys), path

@@ -92,6 +92,7 @@ def build_services(
     run_id: str | None = None,
     *,
     made: Any,
+    packed: Any = None,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (`made.llm_services`, cli/compose.py) when first
@@ -99,7 +100,7 @@ def build_services(
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
     return RunLLM(
         lambda: made.llm_services(
-            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id
+            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, packed
         ),
         eager=eager,
     )

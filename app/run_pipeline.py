@@ -497,6 +497,7 @@ def _resolve(
         made=ports.made,
         cache_dir=cache_root.path if cache_root is not None else None,
         run_id=inv.run_id,
+        packed=inv.collab.packed,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     try:

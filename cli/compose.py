@@ -69,10 +69,11 @@ def _llm_services(
     text_trace: TraceRecorder | None,
     cache_dir: str | None = None,
     run_id: str | None = None,
+    packed: PackedStore | None = None,
 ) -> Any:
     """The run's LLM runtime; imported here, when a step first needs it (not at start-up).
-    With a cache root, its write-ahead replies and intent log (docs/operations.md "LLM
-    call log")."""
+    With a cache root, its write-ahead replies (in the root's packed store) and intent
+    log (docs/operations.md "LLM call log")."""
     from runjournal.adapters.llm.calllog import WriteAhead
     from runjournal.adapters.llm.runtime import LLMServices
 
@@ -81,7 +82,7 @@ def _llm_services(
         record=record,
         replay=replay,
         text_trace=text_trace,
-        wal=WriteAhead(cache_dir, run_id),
+        wal=WriteAhead(cache_dir, run_id, packed),
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 from runjournal.adapters.llm.cassette import Reply
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.decisions import Stage
 from runjournal.domain.identity import sha256_hex
 from runjournal.domain.llm import AttemptStatus, CallScope, LLMAttempt
@@ -55,6 +56,8 @@ class CallsStopped(Interrupt):
 
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+# The packed store name of the replies (their directory under the cache root).
+REPLIES = "llm/replies"
 
 
 def reply_key(identity: str, digest: str, occurrence: int) -> str:
@@ -227,23 +230,36 @@ def restore_replies(lines: Iterable[_Line], store: ReplyStore) -> int:
 
 
 class ReplyStore:
-    """Successful replies by `reply_key`, one small file each (atomic rename)."""
+    """Successful replies by `reply_key`: entries of the cache root's packed store when
+    it has one (`llm/replies/<key[:2]>/<key>.json`, docs/internals.md "Packed store"),
+    else one small file each (atomic rename); files of either kind are read."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, packed: PackedStore | None = None) -> None:
         self.directory = directory
+        self._packed = packed
         self._made: set[str] = set()  # fan-out directories known to exist
 
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], f"{key}.json")
 
+    @staticmethod
+    def _name(key: str) -> str:
+        return f"{REPLIES}/{key[:2]}/{key}.json"
+
     def get(self, key: str) -> Reply | None:
         try:
-            with open(self._path(key), "rb") as fh:
-                return _reply_decoder.decode(fh.read())
+            data = self._packed.get(self._name(key)) if self._packed is not None else None
+            if data is None:
+                with open(self._path(key), "rb") as fh:
+                    data = fh.read()
+            return _reply_decoder.decode(data)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
     def put(self, key: str, reply: Reply) -> None:
+        if self._packed is not None:
+            self._packed.put(self._name(key), _encoder.encode(reply))
+            return
         path = self._path(key)
         parent = os.path.dirname(path)
         if parent not in self._made:
@@ -259,6 +275,8 @@ class ReplyStore:
         os.replace(tmp, path)
 
     def forget(self, key: str) -> None:
+        if self._packed is not None:
+            self._packed.remove([self._name(key)])
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
 
@@ -330,8 +348,12 @@ class WriteAhead:
     the requests in flight; `pending` is what the run's journal still lacks.
     """
 
-    def __init__(self, cache_dir: str | None, run_id: str | None) -> None:
-        self.replies = ReplyStore(os.path.join(cache_dir, "llm", "replies")) if cache_dir else None
+    def __init__(
+        self, cache_dir: str | None, run_id: str | None, packed: PackedStore | None = None
+    ) -> None:
+        self.replies = (
+            ReplyStore(os.path.join(cache_dir, "llm", "replies"), packed) if cache_dir else None
+        )
         self.log = (
             CallLog(os.path.join(cache_dir, "llm", "runs", f"{run_id}.log"))
             if cache_dir and run_id
