@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.calllog import (
     CallsStopped,
@@ -29,6 +30,7 @@ from runjournal.adapters.llm.calllog import (
 from runjournal.adapters.llm.cassette import Reply
 from runjournal.adapters.llm.client_options import parse_client_options
 from runjournal.adapters.llm.runtime import LLMServices
+from runjournal.adapters.packed_store import PackedStore
 from runjournal.adapters.profiles import Profile
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import AttemptStatus, CallScope
@@ -134,6 +136,24 @@ class TestLog:
         assert restore_replies(lines, store) == 1
         assert store.get(_intent(1).key) == Reply(content="hi")
         assert restore_replies(lines, store) == 0
+
+    def test_replies_are_packed_and_old_reply_files_still_read(self, tmp_path: Path) -> None:
+        """With the cache root's packed store a reply is an entry, not a file
+        (docs/internals.md "Packed store"); a reply file of an older run is still found."""
+        old = ReplyStore(str(tmp_path / "llm" / "replies"))
+        old.put("ab" + "0" * 62, Reply(content="from a file"))
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            store = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            store.put("cd" + "1" * 62, Reply(content="packed"))
+            assert store.get("cd" + "1" * 62) == Reply(content="packed")
+            assert store.get("ab" + "0" * 62) == Reply(content="from a file")
+            assert not (tmp_path / "llm" / "replies" / "cd").exists()
+            assert packed.names("llm/replies/") == [f"llm/replies/cd/cd{'1' * 62}.json"]
+            store.forget("cd" + "1" * 62)
+            store.forget("ab" + "0" * 62)
+            assert store.get("cd" + "1" * 62) is None and store.get("ab" + "0" * 62) is None
+            packed.close()
 
     def test_no_request_starts_once_the_run_stops(self, tmp_path: Path) -> None:
         wal = WriteAhead(str(tmp_path), "run1")
