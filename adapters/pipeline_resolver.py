@@ -135,6 +135,7 @@ def resolve_pipeline(
                 llm=_runtime(runtimes, profile, f"{where}.profile") if profile else None,
                 overrides=None if type(module).override_keys is None else seen,
                 shipment=module_shipment(step.module, module, pipeline_dir=pipeline_dir),
+                partial=step.partial,
             )
         )
     resolved = ResolvedPipeline(

@@ -60,6 +60,8 @@ class ResolvedStep:
     overrides: Mapping[str, str] | None = None
     # Where a worker finds the module (None: its calls always run in the coordinator).
     shipment: ModuleShipment | None = None
+    # under --keep-going, runs on the producer lanes that succeeded (`partial = true`)
+    partial: bool = False
 
     def overrides_seen(self, pipeline_overrides: Mapping[str, str]) -> dict[str, str]:
         return dict(pipeline_overrides if self.overrides is None else self.overrides)

@@ -39,6 +39,9 @@ class StepSpec(msgspec.Struct, frozen=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     profile: str | None = None
     validators: tuple[str, ...] = ()
+    # a corpus step that may run, under --keep-going, on the documents whose producer
+    # lanes succeeded (docs/pipeline.md "`partial`")
+    partial: bool = False
     index: int = 0  # position of its [[steps]] table in the file, for `steps[N]` keys
 
     @property
@@ -62,7 +65,16 @@ class PipelineSpec(msgspec.Struct, frozen=True):
 
 
 _TOP_KEYS = {"name", "description", "inputs", "references", "chunking", "steps", "runjournal"}
-_STEP_KEYS = {"id", "module", "scope", "consumes", "params", "profile", "validators"}
+_STEP_KEYS = {
+    "id",
+    "module",
+    "scope",
+    "consumes",
+    "params",
+    "profile",
+    "validators",
+    "partial",
+}
 _CHUNK_KEYS = {"strategy", "max_chars"}
 
 
@@ -235,6 +247,13 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise PipelineSpecError(file, f"{where}.profile", "must be a profile id")
     validators = _str_list(raw.get("validators", []), file, f"{where}.validators")
+    partial = raw.get("partial", False)
+    if not isinstance(partial, bool):
+        raise PipelineSpecError(file, f"{where}.partial", "must be true or false")
+    if partial and scope is not Scope.CORPUS:
+        raise PipelineSpecError(
+            file, f"{where}.partial", 'only a step with scope = "corpus" can run on part of them'
+        )
     return StepSpec(
         id=step_id,
         module=module,
@@ -243,6 +262,7 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
         params=_plain(params),
         profile=profile,
         validators=validators,
+        partial=partial,
         index=i,
     )
 
