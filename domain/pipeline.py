@@ -43,6 +43,9 @@ class ModuleShipment(msgspec.Struct, frozen=True):
     pipeline_dir: str
     plugin_path: str | None = None
     plugin_source: bytes | None = None
+    # the pipeline's `plugin_fingerprint` ("source" or ""), so a worker resolves a class
+    # that declares no fingerprint as the coordinator did
+    default_fingerprint: str = ""
 
 
 @dataclass(frozen=True)

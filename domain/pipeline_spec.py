@@ -57,6 +57,9 @@ class PipelineSpec(msgspec.Struct, frozen=True):
     references: tuple[str, ...] = ()
     description: str = ""
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    # "source": a plugin class that declares no `fingerprint` gets `fingerprint = "source"`
+    # (docs/pipeline.md "`plugin_fingerprint`"); "" (the default): it must declare one
+    plugin_fingerprint: str = ""
 
     @property
     def step_ids(self) -> tuple[str, ...]:
@@ -64,7 +67,16 @@ class PipelineSpec(msgspec.Struct, frozen=True):
         return tuple(s.id for s in self.steps)
 
 
-_TOP_KEYS = {"name", "description", "inputs", "references", "chunking", "steps", "runjournal"}
+_TOP_KEYS = {
+    "name",
+    "description",
+    "inputs",
+    "references",
+    "chunking",
+    "steps",
+    "runjournal",
+    "plugin_fingerprint",
+}
 _STEP_KEYS = {
     "id",
     "module",
@@ -121,6 +133,11 @@ def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
     inputs = _str_list(doc.get("inputs", []), file, "inputs")
     references = _str_list(doc.get("references", []), file, "references")
     chunking = _parse_chunking(doc.get("chunking", {}), file)
+    plugin_fingerprint = doc.get("plugin_fingerprint", "")
+    if plugin_fingerprint not in ("", "source"):
+        raise PipelineSpecError(
+            file, "plugin_fingerprint", 'must be "source" (or left out: plugins declare their own)'
+        )
     settings = doc.get("runjournal", {})
     if not isinstance(settings, dict):
         raise PipelineSpecError(file, "runjournal", "must be a table")
@@ -149,6 +166,7 @@ def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
         references=references,
         description=description,
         settings=dict(settings),
+        plugin_fingerprint=plugin_fingerprint,
     )
 
 
