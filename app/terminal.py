@@ -8,8 +8,9 @@ and `recover` abandoning a dead run.
 
 Success: validate every logical output name, create the run directory exclusively,
 write the outputs, commit the terminal event, then `manifest.json` (the journal's
-fold) and `report.json`. Failure: terminal event, `manifest.json`, one attempt each
-at `failure.json` and `error.log`. Then the debug bundle's terminal documents
+fold) and `report.json`. Failure: (a failed `--keep-going` run's outputs of its
+`partial = true` steps, written like a success's), terminal event, `manifest.json`, one
+attempt each at `failure.json` and `error.log`. Then the debug bundle's terminal documents
 (`finish_bundle`). The Terminalizer owns the run's one list of persistence errors: a
 file that cannot be written is reported on its own line and as a journal event, and
 never replaces the primary error or exit code.
