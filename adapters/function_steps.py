@@ -284,11 +284,12 @@ def _function_of(value: Any) -> Callable[..., Any] | None:
     return value if isinstance(value, types.FunctionType) else None
 
 
-def resolve_source_fingerprint(cls: type[Module]) -> type[Module]:
-    """A plugin class that declares `fingerprint = "source"`: a subclass of it whose
+def resolve_source_fingerprint(cls: type[Module], *, default: str = "") -> type[Module]:
+    """A plugin class that declares `fingerprint = "source"` (or declares none, in a
+    pipeline whose `plugin_fingerprint` is `default` = "source"): a subclass of it whose
     fingerprint is `source:<digest of its code>` (docs/modules.md "Fingerprints"), so an
     edit of its code or prompts recomputes its steps; any other class as it is."""
-    if getattr(cls, "fingerprint", None) != SOURCE:
+    if (getattr(cls, "fingerprint", None) or default) != SOURCE:
         return cls
     resolved = f"{SOURCE}:{class_source_digest(cls)[:24]}"
     return types.new_class(

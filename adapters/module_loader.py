@@ -91,9 +91,10 @@ _MISSING = object()
 _DOTTED = LazyPattern(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
-def load_module(spec: str, *, pipeline_dir: str) -> Module:
-    """A checked, freshly constructed module for `spec` (see the module docstring)."""
-    instance = _load(spec, pipeline_dir, _MODULE)
+def load_module(spec: str, *, pipeline_dir: str, default_fingerprint: str = "") -> Module:
+    """A checked, freshly constructed module for `spec` (see the module docstring);
+    `default_fingerprint` is the pipeline's `plugin_fingerprint` ("source" or "")."""
+    instance = _load(spec, pipeline_dir, _MODULE, default_fingerprint)
     assert isinstance(instance, Module)
     return instance
 
@@ -105,7 +106,7 @@ def load_validator(spec: str, *, pipeline_dir: str) -> Validator:
     return instance
 
 
-def _load(spec: str, pipeline_dir: str, kind: _Kind) -> Any:
+def _load(spec: str, pipeline_dir: str, kind: _Kind, default_fingerprint: str = "") -> Any:
     def fail(message: str) -> ModuleLoadError:
         return ModuleLoadError(spec, message, kind=kind.name)
 
@@ -129,7 +130,7 @@ def _load(spec: str, pipeline_dir: str, kind: _Kind) -> Any:
         raise fail(f"no built-in {kind.name} has this name (built-ins: {known})")
     else:
         target = _entry_point(spec, kind, fail)
-    return _instantiate(target, kind, fail)
+    return _instantiate(target, kind, fail, default_fingerprint)
 
 
 def _import_file(
@@ -180,7 +181,9 @@ def _exec_plugin(
     return module
 
 
-def module_shipment(spec: str, module: Module, *, pipeline_dir: str) -> ModuleShipment:
+def module_shipment(
+    spec: str, module: Module, *, pipeline_dir: str, default_fingerprint: str = ""
+) -> ModuleShipment:
     """How a worker finds `module`, loaded from `spec` (docs/internals.md "Executors").
 
     A path plugin carries the bytes this process executed, so a worker runs the same
@@ -190,22 +193,32 @@ def module_shipment(spec: str, module: Module, *, pipeline_dir: str) -> ModuleSh
     source = getattr(namespace, "__runjournal_source__", None)
     filename = getattr(namespace, "__file__", None)
     if isinstance(source, bytes) and isinstance(filename, str):
-        return ModuleShipment(spec, pipeline_dir, plugin_path=filename, plugin_source=source)
-    return ModuleShipment(spec, pipeline_dir)
+        return ModuleShipment(
+            spec,
+            pipeline_dir,
+            plugin_path=filename,
+            plugin_source=source,
+            default_fingerprint=default_fingerprint,
+        )
+    return ModuleShipment(spec, pipeline_dir, default_fingerprint=default_fingerprint)
 
 
 def load_shipped_module(shipment: ModuleShipment) -> Module:
     """On a worker: a checked module for `shipment`, a path plugin from its shipped bytes."""
     spec = shipment.spec
     if shipment.plugin_source is None or shipment.plugin_path is None:
-        return load_module(spec, pipeline_dir=shipment.pipeline_dir)
+        return load_module(
+            spec,
+            pipeline_dir=shipment.pipeline_dir,
+            default_fingerprint=shipment.default_fingerprint,
+        )
 
     def fail(message: str) -> ModuleLoadError:
         return ModuleLoadError(spec, message)
 
     namespace = _exec_plugin(Path(shipment.plugin_path), shipment.plugin_source, fail)
     target = _attribute(namespace, spec.rpartition(":")[2], fail)
-    instance = _instantiate(target, _MODULE, fail)
+    instance = _instantiate(target, _MODULE, fail, shipment.default_fingerprint)
     assert isinstance(instance, Module)
     return instance
 
@@ -292,7 +305,12 @@ def _entry_point(name: str, kind: _Kind, fail: Callable[[str], ModuleLoadError])
     return target
 
 
-def _instantiate(target: object, kind: _Kind, fail: Callable[[str], ModuleLoadError]) -> Any:
+def _instantiate(
+    target: object,
+    kind: _Kind,
+    fail: Callable[[str], ModuleLoadError],
+    default_fingerprint: str = "",
+) -> Any:
     if not isinstance(target, type) or not issubclass(target, kind.base):
         what = (
             f"class {target.__qualname__!r}"
@@ -307,7 +325,8 @@ def _instantiate(target: object, kind: _Kind, fail: Callable[[str], ModuleLoadEr
         from runjournal.adapters.function_steps import resolve_source_fingerprint
 
         with _plugin_code(fail, "computing its source fingerprint"):
-            target = resolve_source_fingerprint(target)  # fingerprint = "source"
+            # fingerprint = "source", or none in a `plugin_fingerprint = "source"` pipeline
+            target = resolve_source_fingerprint(target, default=default_fingerprint)
     with _plugin_code(fail, "constructing it"):
         instance = target()
     with _plugin_code(fail, "checking its declarations"):

@@ -87,7 +87,9 @@ def resolve_pipeline(
         where = step.key
         try:
             module = (modules or {}).get(step.id) or load_module(
-                step.module, pipeline_dir=pipeline_dir
+                step.module,
+                pipeline_dir=pipeline_dir,
+                default_fingerprint=spec.plugin_fingerprint,
             )
             validators = tuple(
                 load_validator(v, pipeline_dir=pipeline_dir) for v in step.validators
@@ -134,7 +136,13 @@ def resolve_pipeline(
                 validators=validators,
                 llm=_runtime(runtimes, profile, f"{where}.profile") if profile else None,
                 overrides=None if type(module).override_keys is None else seen,
-                shipment=module_shipment(step.module, module, pipeline_dir=pipeline_dir),
+                shipment=module_shipment(
+                    step.module,
+                    module,
+                    pipeline_dir=pipeline_dir,
+                    default_fingerprint=spec.plugin_fingerprint,
+                ),
+                partial=step.partial,
             )
         )
     resolved = ResolvedPipeline(

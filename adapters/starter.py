@@ -8,6 +8,9 @@ PIPELINE = """\
 name = "starter"
 description = "Candidate terms, their definitions, and a glossary of a few notes."
 inputs = ["docs/*.md"]
+# Your own module classes (plugins/your_module.py:YourClass) need no `fingerprint`:
+# runjournal derives it from the class's code, so editing it recomputes its results.
+plugin_fingerprint = "source"
 
 [chunking]
 strategy = "paragraphs"

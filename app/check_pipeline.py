@@ -66,7 +66,9 @@ def check_pipeline(
         key = step.key
         try:
             module = (modules or {}).get(step.id) or load_module(
-                step.module, pipeline_dir=pipeline_dir
+                step.module,
+                pipeline_dir=pipeline_dir,
+                default_fingerprint=spec.plugin_fingerprint,
             )
         except ModuleLoadError as exc:
             result.problems.append(f"{prefix}{key}.module: {exc}")

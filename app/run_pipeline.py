@@ -646,7 +646,10 @@ def _execute_and_terminalize(
         failures = [_failure_view(f) for f in exc.failures]
         _settle_llm(ports, inv)
         state = terminal.fail(
-            error, detail=failure_detail(error, settings.pipeline_arg), failures=failures
+            error,
+            detail=failure_detail(error, settings.pipeline_arg),
+            failures=failures,
+            partial=exc.partial,  # outputs of `partial = true` steps (--keep-going)
         )
         end = RunEnd.FAILED
     except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
@@ -738,6 +741,7 @@ def _finish(
         outputs=state.outputs,
         error=error_view(state.error),
         failures=failures,
+        partial=state.partial,
         persistence_errors=persistence,
         internal_error=internal,
         main_outputs=main_outputs(state.outputs, notes.sinks),

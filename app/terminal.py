@@ -8,8 +8,9 @@ and `recover` abandoning a dead run.
 
 Success: validate every logical output name, create the run directory exclusively,
 write the outputs, commit the terminal event, then `manifest.json` (the journal's
-fold) and `report.json`. Failure: terminal event, `manifest.json`, one attempt each
-at `failure.json` and `error.log`. Then the debug bundle's terminal documents
+fold) and `report.json`. Failure: (a failed `--keep-going` run's outputs of its
+`partial = true` steps, written like a success's), terminal event, `manifest.json`, one
+attempt each at `failure.json` and `error.log`. Then the debug bundle's terminal documents
 (`finish_bundle`). The Terminalizer owns the run's one list of persistence errors: a
 file that cannot be written is reported on its own line and as a journal event, and
 never replaces the primary error or exit code.
@@ -41,6 +42,7 @@ from runjournal.domain.logical_names import refused_names
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.redaction import safe_error_text, valid_utf8
+from runjournal.domain.runner import PartialOutputs
 from runjournal.projections.base import error_view
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.report import ReportProjection
@@ -65,6 +67,8 @@ class TerminalState:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     persistence_errors: list[str] = field(default_factory=list)
     error: RunError | None = None
+    # a failed --keep-going run's partial steps: step, lane, documents left out, outputs
+    partial: list[dict[str, Any]] = field(default_factory=list)
 
 
 class OutputsRefused(Exception):
@@ -214,14 +218,20 @@ class Terminalizer:
         detail: str | None = None,
         refused: list[RefusedName] | None = None,
         failures: list[dict[str, Any]] | None = None,
+        partial: PartialOutputs | None = None,
     ) -> TerminalState:
-        """A run that reached P4 and did not succeed: failed or interrupted."""
+        """A run that reached P4 and did not succeed: failed or interrupted.
+
+        `partial`: a --keep-going run's outputs of the steps that declare `partial = true`
+        (docs/pipeline.md "`partial`"), written and journaled before the terminal event;
+        every other output of a failed run is left out."""
         # Whatever a module put in the message or its output names, every document
         # below must encode (a lone surrogate would stop the journal and the JSON).
         error = msgspec.structs.replace(error, message=valid_utf8(error.message))
         refused = [msgspec.structs.replace(r, name=valid_utf8(r.name)) for r in refused or []]
         self.state.error = error
         self.state.status = status
+        partial_view = self._place_partial(partial) if partial is not None else None
         self._terminate(status, phase, error)
         self._session.flush()
         try:
@@ -239,6 +249,8 @@ class Terminalizer:
             # every failed stage (several with --keep-going), messages as valid as `error`'s
             "failures": [{**f, "message": valid_utf8(f["message"])} for f in failures or []],
         }
+        if partial_view:
+            failure["partial"] = partial_view
         if self._attempt(run_dir, FAILURE, "failure_report", lambda: json_bytes(failure)):
             self.state.failure_report = os.path.join(self.state.run_dir, FAILURE)
         log = safe_error_text(detail or error.message, 4000) + "\n"
@@ -246,6 +258,51 @@ class Terminalizer:
             self.state.error_log = os.path.join(self.state.run_dir, ERROR_LOG)
         run_dir.close()
         return self.state
+
+    def _place_partial(self, partial: PartialOutputs) -> list[dict[str, Any]]:
+        """The partial steps' outputs in the run directory (created now), each journaled;
+        returns one entry per lane that left documents out (`partial` of failure.json
+        and `run --json`). Names refused or a directory that cannot be written: none is
+        kept, a persistence error says why."""
+        files = [(o.name, o.data) for o in partial.outputs]
+        refused = refused_names([name for name, _ in files])
+        self._session.outputs_validated(
+            checked=len(files),
+            refused=[RefusedName(name=n, refusal=r.name.lower()) for n, r in refused],
+        )
+        if refused:
+            self._persistence_failed("partial outputs", "an output name is refused")
+            return []
+        try:
+            run_dir = self._create_run_dir()
+            digests = [hashlib.sha256(data).hexdigest() for _, data in files]
+            self._place_outputs(run_dir, files, digests)
+        except FsError as exc:
+            self._persistence_failed("partial outputs", str(exc))
+            return []
+        for (name, data), digest in zip(files, digests, strict=True):
+            step, lane = partial.attribution.get(name, (None, None))
+            self._session.output_written(
+                name=name, sha256=digest, size=len(data), step=step, lane=lane
+            )
+            self.state.outputs.append(
+                {
+                    "name": name,
+                    "path": os.path.join(self.state.run_dir, name),
+                    "sha256": digest,
+                    "size": len(data),
+                }
+            )
+        self.state.partial = [
+            {
+                "step": step,
+                "lane": lane,
+                "left_out": documents,
+                "outputs": sorted(n for n, at in partial.attribution.items() if at == (step, lane)),
+            }
+            for (step, lane), documents in sorted(partial.left_out.items())
+        ]
+        return self.state.partial
 
     def fail_before_execution(
         self, message: str, phase: RunPhase, status: RunStatus = RunStatus.FAILED

@@ -3,7 +3,8 @@
 P1 of `run` (the pipeline file, settings, `--set`) and the checks `run` and `plan` make
 before anything is allocated (app/check_pipeline.py): modules load, params are known
 and typed, every LLM step has a profile, the profiles load. With `--online`, each
-profile that talks to a server is asked for its models. Opens no journal, writes
+profile that talks to a server is asked for its models and whether it honours a
+`json_schema` response format (adapters/llm/schema_probe.py). Opens no journal, writes
 nothing; exit 0 when there is no problem, 2 otherwise (docs/operations.md "`check`").
 """
 
@@ -48,18 +49,33 @@ def check(opts: dict[str, Any], *, pipeline: str, inputs: tuple[str, ...]) -> in
     body = {**describe(result, spec), "probed": []}
     if opts["online"]:
         from runjournal.adapters.llm.probe import probe_profile
+        from runjournal.adapters.llm.schema_probe import probe_json_schema
 
         problems = []
         for profile in profiles_to_probe(result):
             problem = probe_profile(profile, os.environ)
-            body["probed"].append({"profile": profile.id, "ok": problem is None})
-            if problem is not None:
-                problems.append(f"{path}: {problem}")
+            # the models route answered: does the endpoint honour `json_schema`?
+            schema = probe_json_schema(profile, os.environ) if problem is None else None
+            body["probed"].append(
+                {
+                    "profile": profile.id,
+                    "ok": problem is None and (schema is None or schema.problem is None),
+                    "json_schema": schema.verdict if schema is not None else "unknown",
+                }
+            )
+            for line in (problem, schema.problem if schema is not None else None):
+                if line is not None:
+                    problems.append(f"{path}: {line}")
         if problems:
             raise PipelineCheckError(problems)
     if opts["as_json"]:
         emit_json(body)
     else:
-        online = f", {len(body['probed'])} endpoint(s) answered" if opts["online"] else ""
+        honoured = sum(1 for p in body["probed"] if p["json_schema"] == "honoured")
+        online = (
+            f", {len(body['probed'])} endpoint(s) answered, {honoured} honour json_schema"
+            if opts["online"]
+            else ""
+        )
         click.echo(f"{pipeline}: ok ({len(spec.steps)} step(s) checked{online}); nothing was run")
     return int(ExitCode.OK)

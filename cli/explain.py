@@ -294,6 +294,8 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
             f"failed: step '{f['step']}' lane '{f['lane']}' {f['reason_code']}{cause}: "
             f"{f['message']}"
         )
+    for p in chosen.get("partial", []):  # a `partial = true` step's lane (--keep-going)
+        lines.append(f"partial: step '{p['step']}' lane '{p['lane']}': {p['message']}")
     if not listing:
         lines.append(
             "drill down: --step STEP, --lane LANE, --code CODE, --executed, --changed, "

@@ -36,7 +36,11 @@ def check_overrides(
     modules: dict[str, Module] = {}
     for step in spec.steps:
         try:
-            modules[step.id] = load_module(step.module, pipeline_dir=pipeline_dir)
+            modules[step.id] = load_module(
+                step.module,
+                pipeline_dir=pipeline_dir,
+                default_fingerprint=spec.plugin_fingerprint,
+            )
         except ModuleLoadError:
             return {}  # resolution reports it; the keys cannot be judged without it
     for key in overrides:

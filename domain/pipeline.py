@@ -43,6 +43,9 @@ class ModuleShipment(msgspec.Struct, frozen=True):
     pipeline_dir: str
     plugin_path: str | None = None
     plugin_source: bytes | None = None
+    # the pipeline's `plugin_fingerprint` ("source" or ""), so a worker resolves a class
+    # that declares no fingerprint as the coordinator did
+    default_fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class ResolvedStep:
     overrides: Mapping[str, str] | None = None
     # Where a worker finds the module (None: its calls always run in the coordinator).
     shipment: ModuleShipment | None = None
+    # under --keep-going, runs on the producer lanes that succeeded (`partial = true`)
+    partial: bool = False
 
     def overrides_seen(self, pipeline_overrides: Mapping[str, str]) -> dict[str, str]:
         return dict(pipeline_overrides if self.overrides is None else self.overrides)

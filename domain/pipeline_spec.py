@@ -39,6 +39,9 @@ class StepSpec(msgspec.Struct, frozen=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
     profile: str | None = None
     validators: tuple[str, ...] = ()
+    # a corpus step that may run, under --keep-going, on the documents whose producer
+    # lanes succeeded (docs/pipeline.md "`partial`")
+    partial: bool = False
     index: int = 0  # position of its [[steps]] table in the file, for `steps[N]` keys
 
     @property
@@ -54,6 +57,9 @@ class PipelineSpec(msgspec.Struct, frozen=True):
     references: tuple[str, ...] = ()
     description: str = ""
     settings: dict[str, Any] = msgspec.field(default_factory=dict)
+    # "source": a plugin class that declares no `fingerprint` gets `fingerprint = "source"`
+    # (docs/pipeline.md "`plugin_fingerprint`"); "" (the default): it must declare one
+    plugin_fingerprint: str = ""
 
     @property
     def step_ids(self) -> tuple[str, ...]:
@@ -61,8 +67,26 @@ class PipelineSpec(msgspec.Struct, frozen=True):
         return tuple(s.id for s in self.steps)
 
 
-_TOP_KEYS = {"name", "description", "inputs", "references", "chunking", "steps", "runjournal"}
-_STEP_KEYS = {"id", "module", "scope", "consumes", "params", "profile", "validators"}
+_TOP_KEYS = {
+    "name",
+    "description",
+    "inputs",
+    "references",
+    "chunking",
+    "steps",
+    "runjournal",
+    "plugin_fingerprint",
+}
+_STEP_KEYS = {
+    "id",
+    "module",
+    "scope",
+    "consumes",
+    "params",
+    "profile",
+    "validators",
+    "partial",
+}
 _CHUNK_KEYS = {"strategy", "max_chars"}
 
 
@@ -109,6 +133,11 @@ def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
     inputs = _str_list(doc.get("inputs", []), file, "inputs")
     references = _str_list(doc.get("references", []), file, "references")
     chunking = _parse_chunking(doc.get("chunking", {}), file)
+    plugin_fingerprint = doc.get("plugin_fingerprint", "")
+    if plugin_fingerprint not in ("", "source"):
+        raise PipelineSpecError(
+            file, "plugin_fingerprint", 'must be "source" (or left out: plugins declare their own)'
+        )
     settings = doc.get("runjournal", {})
     if not isinstance(settings, dict):
         raise PipelineSpecError(file, "runjournal", "must be a table")
@@ -137,6 +166,7 @@ def parse_pipeline(doc: dict[str, Any], *, file: str) -> PipelineSpec:
         references=references,
         description=description,
         settings=dict(settings),
+        plugin_fingerprint=plugin_fingerprint,
     )
 
 
@@ -235,6 +265,13 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
     if profile is not None and (not isinstance(profile, str) or not profile):
         raise PipelineSpecError(file, f"{where}.profile", "must be a profile id")
     validators = _str_list(raw.get("validators", []), file, f"{where}.validators")
+    partial = raw.get("partial", False)
+    if not isinstance(partial, bool):
+        raise PipelineSpecError(file, f"{where}.partial", "must be true or false")
+    if partial and scope is not Scope.CORPUS:
+        raise PipelineSpecError(
+            file, f"{where}.partial", 'only a step with scope = "corpus" can run on part of them'
+        )
     return StepSpec(
         id=step_id,
         module=module,
@@ -243,6 +280,7 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
         params=_plain(params),
         profile=profile,
         validators=validators,
+        partial=partial,
         index=i,
     )
 

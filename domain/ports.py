@@ -123,6 +123,10 @@ class RunRecorder(Protocol):
         self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
     ) -> None: ...
 
+    def warning(self, *, step: str, lane: str, message: str) -> None:
+        """A warning about a step's lane that no artifact carries (a partial step's lane
+        that ran without some of its producer lanes)."""
+
 
 class StoreScope(msgspec.Struct, frozen=True):
     """What a stage's checkpoint is, beyond its step, lane and stage: where it is stored.

@@ -405,6 +405,7 @@ def _decision_bar(decisions: dict[str, int]) -> str:
 # --- step graph --------------------------------------------------------------------
 
 _NODE_W, _NODE_H, _GAP_X, _GAP_Y, _PAD = 190, 70, 70, 18, 12
+_CHANNEL = 12  # vertical room of each edge that detours below the nodes
 
 
 def _step_category(step: str, cells: Sequence[dict[str, Any]]) -> str | None:
@@ -437,20 +438,29 @@ def _graph(view: dict[str, Any]) -> str:
             )
     width = _PAD * 2 + len(columns) * _NODE_W + (len(columns) - 1) * _GAP_X
     rows = max(len(names) for names in columns.values())
-    height = _PAD * 2 + rows * _NODE_H + (rows - 1) * _GAP_Y
-    edges = []
+    bottom = _PAD + rows * _NODE_H + (rows - 1) * _GAP_Y  # the foot of the lowest node
+    edges, detours = [], 0
     for s in steps:
         x2, y2 = pos[s["step"]]
         for producer in s["consumes"]:
             x1, y1 = pos[producer]
             sx, sy = x1 + _NODE_W, y1 + _NODE_H / 2
             ex, ey = x2 - 4, y2 + _NODE_H / 2
-            mid = (sx + ex) / 2
+            if layer[s["step"]] - layer[producer] > 1:
+                # it skips a column: a straight curve would pass behind the nodes between
+                # (terms -> glossary behind definitions), so it goes down the gap after the
+                # producer, along a channel of its own below every node, and up the gap
+                # before the consumer: every edge stays visible (issue 32)
+                d = _detour(sx, sy, x2, ey, bottom + _CHANNEL * (detours + 1), detours)
+                detours += 1
+            else:  # adjacent columns: the curve stays in the gap between them
+                mid = (sx + ex) / 2
+                d = f"M{sx:.0f},{sy:.0f} C{mid:.0f},{sy:.0f} {mid:.0f},{ey:.0f} {ex:.0f},{ey:.0f}"
             edges.append(
-                f'<path class="edge" d="M{sx:.0f},{sy:.0f} C{mid:.0f},{sy:.0f} '
-                f'{mid:.0f},{ey:.0f} {ex:.0f},{ey:.0f}" marker-end="url(#arrow)">'
+                f'<path class="edge" d="{d}" marker-end="url(#arrow)">'
                 f"<title>{_e(s['step'])} consumes {_e(producer)}</title></path>"
             )
+    height = bottom + _CHANNEL * detours + _PAD
     nodes = []
     for s in steps:
         x, y = pos[s["step"]]
@@ -494,6 +504,20 @@ def _graph(view: dict[str, Any]) -> str:
     )
 
 
+def _detour(sx: float, sy: float, x2: float, ey: float, cy: float, k: int) -> str:
+    """An edge from a producer's right side (`sx`, `sy`) to a consumer at column `x2`
+    (arriving at `ey`) that runs in the gaps between columns and along the channel `cy`
+    below every node; `k` shifts it in the gaps so detours do not overlap."""
+    shift = 16 + (k % 6) * 7  # inside a gap of _GAP_X
+    g1, g2, r = sx + shift, x2 - shift, 8
+    return (
+        f"M{sx:.0f},{sy:.0f} L{g1 - r:.0f},{sy:.0f} Q{g1:.0f},{sy:.0f} {g1:.0f},{sy + r:.0f} "
+        f"L{g1:.0f},{cy - r:.0f} Q{g1:.0f},{cy:.0f} {g1 + r:.0f},{cy:.0f} "
+        f"L{g2 - r:.0f},{cy:.0f} Q{g2:.0f},{cy:.0f} {g2:.0f},{cy - r:.0f} "
+        f"L{g2:.0f},{ey + r:.0f} Q{g2:.0f},{ey:.0f} {g2 + r:.0f},{ey:.0f} L{x2 - 4:.0f},{ey:.0f}"
+    )
+
+
 def _node_bar(decisions: dict[str, int]) -> str:
     """The step's decisions by category, as a thin bar along the node's foot."""
     by_category: dict[str, int] = {}
@@ -520,7 +544,8 @@ def _graph_note(view: dict[str, Any]) -> str:
     return (
         "One node per step the run reached, outlined in the colour of its most severe "
         "decision, with its decisions by category along the foot; an arrow goes from a "
-        "producer to each step that consumed its artifacts."
+        "producer to each step that consumed its artifacts (one that skips a column runs "
+        "below the nodes)."
     )
 
 

@@ -18,8 +18,10 @@ from runjournal.domain.events import (
     StageExecuted,
     StageFailed,
     StageLeaseWaited,
+    WarningRecorded,
 )
 from runjournal.domain.reasons import Category
+from runjournal.domain.runner.stage_failures import PARTIAL_OUTPUT
 from runjournal.projections.base import error_view
 from runjournal.projections.llm_usage import LLMUsageFold
 from runjournal.projections.stage_outcomes import Outcome, PendingStages, immediate
@@ -43,6 +45,8 @@ class ReasonReportProjection:
         self.failures: list[dict[str, str]] = []
         # waits for another run's stage lease (docs/operations.md "Concurrent runs")
         self.lease_waits: list[dict[str, str | None]] = []
+        # lanes of `partial = true` steps that ran without some documents (--keep-going)
+        self.partial: list[dict[str, str]] = []
         self.status = "running"
         self.error: dict[str, str | None] | None = None
         self.llm = LLMUsageFold()
@@ -83,6 +87,11 @@ class ReasonReportProjection:
                         "holder": event.holder,
                         "outcome": event.outcome.value,
                     }
+                )
+        elif isinstance(event, WarningRecorded) and event.message.startswith(PARTIAL_OUTPUT):
+            if self.only_step is None or event.step == self.only_step:
+                self.partial.append(
+                    {"step": event.step, "lane": event.lane, "message": event.message}
                 )
         elif isinstance(event, RunAllocated):
             self.run_id = event.run_id
@@ -170,6 +179,7 @@ class ReasonReportProjection:
             "llm": self.llm.view(),
             # only when the run waited: views of earlier runs have no such key
             **({"lease_waits": self.lease_waits} if self.lease_waits else {}),
+            **({"partial": self.partial} if self.partial else {}),
         }
 
     def step_names(self) -> list[str]:

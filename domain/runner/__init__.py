@@ -15,13 +15,19 @@ from runjournal.domain.runner.lanes import Progress
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.pipeline_runner import PipelineRunner
 from runjournal.domain.runner.scheduler import Executor, SerialExecutor
-from runjournal.domain.runner.stage_failures import ERROR_MESSAGE_LIMIT, RunStopped, StageFailure
+from runjournal.domain.runner.stage_failures import (
+    ERROR_MESSAGE_LIMIT,
+    PartialOutputs,
+    RunStopped,
+    StageFailure,
+)
 
 __all__ = [
     "ERROR_MESSAGE_LIMIT",
     "Artifact",
     "Executor",
     "Interrupt",
+    "PartialOutputs",
     "PipelineRunner",
     "Progress",
     "RunOutcome",

@@ -217,6 +217,9 @@ class BufferedRecorder:
     ) -> None:
         self._hold("artifact", artifact=artifact, warnings=warnings, restored=restored)
 
+    def warning(self, *, step: str, lane: str, message: str) -> None:
+        self._hold("warning", step=step, lane=lane, message=message)
+
 
 class RunLedger:
     """The run's recorder and checkpoint recorder, with the persistence errors of one run."""

@@ -45,11 +45,15 @@ from runjournal.domain.runner.scheduler import (
 )
 from runjournal.domain.runner.stage_failures import (
     ERROR_MESSAGE_LIMIT,
+    PARTIAL_OUTPUT,
+    PartialOutputs,
     RunStopped,
     StageError,
     StageFailure,
 )
 from runjournal.domain.runner.tasks import ConsumedData, TaskContext
+
+PARTIAL_NAMED = 10  # documents a partial-output warning names before "and N more"
 
 
 class PipelineRunner:
@@ -80,6 +84,8 @@ class PipelineRunner:
         self._scheduler: Scheduler | None = None
         self._stop_requested = False
         self._attribution: dict[str, tuple[str, str]] = {}
+        # (step, lane) of a partial step -> the documents it ran without
+        self._partial: dict[tuple[str, str], list[str]] = {}
 
     # --- public ------------------------------------------------------------------
 
@@ -97,9 +103,13 @@ class PipelineRunner:
         self._schedule(required, pipeline, chunks_by_source, artifacts, lane_ids, stop=True)
         settle_plans(planned, self._plan_store, self._ledger)
         others = [s for s in pipeline.steps if s.id not in self._policy.required]
-        self._schedule(
-            others, pipeline, chunks_by_source, artifacts, lane_ids, stop=not self._keep_going
-        )
+        try:
+            self._schedule(
+                others, pipeline, chunks_by_source, artifacts, lane_ids, stop=not self._keep_going
+            )
+        except StageFailure as failure:
+            failure.partial = self._partial_outputs(pipeline, artifacts)
+            raise
         outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution)
         chunk_map = [
             ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
@@ -153,11 +163,18 @@ class PipelineRunner:
                     needs: list[tuple[str, str]] = needs,
                 ) -> LaneWork:
                     consumed: dict[str, dict[str, Artifact]] = {p: {} for p in step.consumes}
+                    left_out: list[tuple[str, str]] = []
                     for producer, producer_lane in needs:
-                        consumed[producer][producer_lane] = artifacts[producer][producer_lane]
+                        artifact = artifacts[producer].get(producer_lane)
+                        if artifact is None:  # a partial step under --keep-going only
+                            left_out.append((producer, producer_lane))
+                            continue
+                        consumed[producer][producer_lane] = artifact
+                    if left_out:
+                        self._left_out(ledger, step, lane, left_out, len(needs))
                     return self._run_lane(ledger, step, lane, chunks, lid, pipeline, consumed)
 
-                jobs.append(LaneJob(step.id, lane, needs, start))
+                jobs.append(LaneJob(step.id, lane, needs, start, partial=step.partial))
         policy = FailurePolicy.STOP if stop else FailurePolicy.KEEP_GOING
         self._scheduler = Scheduler(self._ledger, self._executor, policy)
         if self._stop_requested:
@@ -171,6 +188,50 @@ class PipelineRunner:
             artifacts[step.id] = {ln: finished[ln] for ln in lanes_of[step.id] if ln in finished}
         if self._stop_requested and done < len(jobs):
             raise RunStopped()
+
+    def _left_out(
+        self,
+        ledger: RunLedger,
+        step: ResolvedStep,
+        lane: str,
+        left_out: list[tuple[str, str]],
+        needed: int,
+    ) -> None:
+        """A partial step's lane starts without the producer lanes that failed or never
+        ran: a warning names them (docs/pipeline.md "`partial`")."""
+        documents = sorted({ln for _, ln in left_out})
+        self._partial[(step.id, lane)] = documents
+        producers = ", ".join(dict.fromkeys(p for p, _ in left_out))
+        shown = ", ".join(documents[:PARTIAL_NAMED])
+        extra = len(documents) - PARTIAL_NAMED
+        more = f" and {extra} more" if extra > 0 else ""
+        ledger.journal.warning(
+            step=step.id,
+            lane=lane,
+            message=(
+                f"{PARTIAL_OUTPUT} {len(left_out)} of {needed} producer lane(s) of "
+                f"{producers} failed or never ran, so {len(documents)} document(s) are "
+                f"left out: {shown}{more}"
+            ),
+        )
+
+    def _partial_outputs(
+        self, pipeline: ResolvedPipeline, artifacts: dict[str, dict[str, Artifact]]
+    ) -> PartialOutputs | None:
+        """A failed --keep-going run: the outputs of the steps that declare `partial`
+        and finished, and which of their lanes left documents out."""
+        steps = [s for s in pipeline.steps if s.partial and artifacts[s.id]]
+        if not steps:
+            return None
+        ids = {s.id for s in steps}
+        attribution: dict[str, tuple[str, str]] = {}
+        kept = {s.id: (artifacts[s.id] if s.id in ids else {}) for s in pipeline.steps}
+        try:
+            outputs = collect_outputs(pipeline, kept, self._ledger, attribution)
+        except StageFailure:  # its `outputs()` raised: journaled; the run fails as it was
+            return None
+        left_out = {key: docs for key, docs in self._partial.items() if key[0] in ids}
+        return PartialOutputs(outputs, attribution, left_out)
 
     def _record_inputs(self, pipeline: ResolvedPipeline) -> None:
         self._ledger.journal.inputs_fingerprinted(

@@ -102,6 +102,9 @@ class LaneJob:
     failure: StageFailure | None = None
     flushed: bool = False
     order: int = 0  # its place in plan order
+    # `partial = true` (a corpus step): under KEEP_GOING it starts once every lane it
+    # needs has an artifact or is lost, with the ones that have one
+    partial: bool = False
 
 
 def is_failure(outcome: Any) -> bool:
@@ -132,6 +135,9 @@ class Scheduler:
         self._lookahead = 2 * max(1, executor.capacity)
         self._pending_calls = 0  # calls of queued batches not yet submitted
         self._throttled = False  # a ready lane was left waiting for the lookahead
+        # lanes that failed or can never start (they consume one that did): a partial
+        # consumer does not wait for them (docs/pipeline.md "`partial`")
+        self._lost: set[tuple[str, str]] = set()
 
     @property
     def stopped(self) -> bool:
@@ -192,9 +198,7 @@ class Scheduler:
                 self._throttled = True
                 still.extend(self._waiting[position:])
                 break
-            if self._stopping or not all(
-                lane in self._artifacts.get(step, {}) for step, lane in job.needs
-            ):
+            if self._stopping or not self._ready(job):
                 still.append(job)
                 continue
             job.state = _State.RUNNING
@@ -205,6 +209,26 @@ class Scheduler:
             # whole chain: its buffered events would otherwise wait for every lane
             self._flush_prefix(jobs)
         self._waiting = still
+
+    def _ready(self, job: LaneJob) -> bool:
+        """Every lane it needs has an artifact; under KEEP_GOING, for a partial job, or
+        is lost (at least one has an artifact). A job that can never start is lost."""
+        have = [lane in self._artifacts.get(step, {}) for step, lane in job.needs]
+        if all(have):
+            return True
+        if self._policy is not FailurePolicy.KEEP_GOING:
+            return False
+        lost = [need in self._lost for need in job.needs]
+        if not job.partial:
+            if any(lost):
+                self._lost.add((job.step, job.lane))
+            return False
+        if not all(h or gone for h, gone in zip(have, lost, strict=True)):
+            return False  # a lane it needs may still come
+        if not any(have):
+            self._lost.add((job.step, job.lane))
+            return False
+        return True
 
     def _advance(self, job: LaneJob, sent: list[Any] | None) -> None:
         assert job.work is not None
@@ -220,6 +244,9 @@ class Scheduler:
                 job.state, job.failure, job.batch = _State.FAILED, failure, None
                 if self._policy is FailurePolicy.STOP:
                     self._stopping = True
+                else:  # a partial consumer waiting for it may start now
+                    self._lost.add((job.step, job.lane))
+                    self._ready_check = True
                 return
             if batch.calls:
                 break

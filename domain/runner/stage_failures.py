@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import FailureCause, LLMAttempt
+from runjournal.domain.modules import OutputFile
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner.boundary import exception_text
 
 ERROR_MESSAGE_LIMIT = 500
+# how the warning of a partial step's lane begins (`explain` lists these apart)
+PARTIAL_OUTPUT = "partial output:"
+
+
+@dataclass
+class PartialOutputs:
+    """What a failed `--keep-going` run still gives: the outputs of the steps that declare
+    `partial = true` and finished (docs/pipeline.md "`partial`")."""
+
+    outputs: list[OutputFile]
+    attribution: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # (step, lane) -> the documents (producer lanes) it ran without
+    left_out: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
 class StageFailure(Exception):
@@ -36,6 +52,8 @@ class StageFailure(Exception):
         self.chunk = chunk
         # every failure of the run in plan order, this one first (`--keep-going` has several)
         self.failures: list[StageFailure] = [self]
+        # a --keep-going run's outputs of steps that may run on part of their inputs
+        self.partial: PartialOutputs | None = None
 
 
 class StageError(Exception):

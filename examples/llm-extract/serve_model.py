@@ -19,6 +19,7 @@ import sys
 import time
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "SmolLM2-135M-Instruct"  # the `model` of profiles.toml's smollm2 profiles
 
 
 def model_path() -> str:
@@ -45,6 +46,9 @@ def main() -> int:
 
     params = xllamacpp.CommonParams()
     params.model.path = path
+    # listed by `GET /v1/models` under the name the profiles use, so `runjournal check
+    # --online` finds the profile's model (otherwise it lists the file's path)
+    params.model_alias = {MODEL_NAME}
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.n_ctx = args.ctx

@@ -139,7 +139,9 @@ def test_online_asks_the_models_route(tmp_path: Path) -> None:
         assert offline.returncode == 0 and server.requests == []  # no request without --online
         result = cli("check", str(pipeline), "--online", "--json", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["probed"] == [{"profile": "p", "ok": True}]
+        assert json.loads(result.stdout)["probed"] == [
+            {"profile": "p", "ok": True, "json_schema": "honoured"}
+        ]
         wrong = _online_project(tmp_path / "b", server.url, "other-model")
         result = cli("check", str(wrong), "--online", cwd=tmp_path)
         assert result.returncode == 2
@@ -155,3 +157,62 @@ def test_online_names_an_endpoint_that_does_not_answer(tmp_path: Path) -> None:
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert "profile 'p'" in line and "no answer from the models route" in line
+
+
+def _json_schema_probes(server: FakeOpenAI) -> list[dict]:
+    return [r for r in server.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_online_declares_an_endpoint_that_honours_json_schema(tmp_path: Path) -> None:
+    server = FakeOpenAI().start()
+    try:
+        pipeline = _online_project(tmp_path, server.url, "fake-model")
+        result = cli("check", str(pipeline), "--online", "--json", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        [probed] = json.loads(result.stdout)["probed"]
+        assert probed == {"profile": "p", "ok": True, "json_schema": "honoured"}
+        [probe] = _json_schema_probes(server)  # one small request, with a json_schema format
+        assert probe["response_format"]["type"] == "json_schema"
+        assert probe["max_tokens"] == 32
+        plain = cli("check", str(pipeline), "--online", cwd=tmp_path)
+        assert "1 endpoint(s) answered, 1 honour json_schema" in plain.stdout
+    finally:
+        server.stop()
+
+
+def test_online_names_a_server_that_ignores_json_schema_before_any_run(tmp_path: Path) -> None:
+    server = FakeOpenAI(ignore_schema=True).start()
+    try:
+        pipeline = _online_project(tmp_path, server.url, "fake-model")
+        result = cli("check", str(pipeline), "--online", "--json", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.splitlines()
+        assert "profile 'p'" in line
+        assert "ignores the json_schema response format" in line
+        assert "Traceback" not in result.stderr
+        plain = cli("check", str(pipeline), "--online", cwd=tmp_path)
+        assert plain.returncode == 2 and "ignores the json_schema" in plain.stderr
+        assert len(_json_schema_probes(server)) == 2  # one probe per check, nothing else
+        assert sorted(p.name for p in (tmp_path).iterdir() if p.name != "home") == [
+            "docs",
+            "pipeline.toml",
+            "profiles.toml",
+        ]
+    finally:
+        server.stop()
+
+
+def test_online_sends_no_schema_probe_to_a_json_object_profile(tmp_path: Path) -> None:
+    server = FakeOpenAI(ignore_schema=True).start()
+    try:
+        pipeline = _online_project(tmp_path, server.url, "fake-model")
+        profiles = tmp_path / "profiles.toml"
+        profiles.write_text(profiles.read_text() + 'structured_output = "json_object"\n')
+        result = cli("check", str(pipeline), "--online", "--json", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["probed"] == [
+            {"profile": "p", "ok": True, "json_schema": "not_used"}
+        ]
+        assert _json_schema_probes(server) == []
+    finally:
+        server.stop()

@@ -171,3 +171,17 @@ def test_a_reply_cut_at_max_tokens_is_typed_and_max_tokens_retry_recovers(
     assert doc["llm"]["saved"]["completion_tokens"] == 4
     assert doc["llm"]["spent"]["attempts"] == 1
     assert doc["llm"]["spent"]["completion_tokens"] > 4
+
+
+def test_check_online_finds_the_example_model_and_its_json_schema_support(
+    cli, model: ServerProcess, tmp_path: Path
+) -> None:
+    """`check --online` against the example's own server: the profile's model is listed
+    (serve_model.py serves it under that name, not its file's path) and the server
+    enforces a `json_schema` response format (issue 32)."""
+    pipeline, profiles = _project(tmp_path / "p", model.url)
+    proc, doc = cli.json(
+        "check", str(pipeline), "--profiles-file", str(profiles), "--profile", "live", "--online"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert doc["probed"] == [{"profile": "live", "ok": True, "json_schema": "honoured"}]

@@ -23,7 +23,8 @@ prompt continue its script). Kinds: `ok`, `429[@SECONDS]`, `500`, `502`, `503[@S
 response format), `length` (the reply cut in half, `finish_reason: "length"`),
 `tokens30` (`completion_tokens` 10**30), `slowloris` (headers at once, then one body
 byte every 0.5 s for `--hang` seconds), `huge` (a 64 MiB body without Content-Length).
-`REPLY: text` makes the reply exactly `text`.
+`REPLY: text` makes the reply exactly `text`. `--ignore-schema` (`ignore_schema=True`)
+makes a server that ignores every response format, as some OpenAI-compatible servers do.
 
 Echo kinds send back the credential the request carried (the bearer token, or for Basic
 auth the decoded `user:password`), as a hostile server would (issue #27): `echo400` (a
@@ -148,7 +149,16 @@ def _usage() -> dict[str, int]:
 
 
 class _State:
-    def __init__(self, *, latency: float, hang: float, api_key: str | None, echo_auth: bool):
+    def __init__(
+        self,
+        *,
+        latency: float,
+        hang: float,
+        api_key: str | None,
+        echo_auth: bool,
+        ignore_schema: bool = False,
+    ):
+        self.ignore_schema = ignore_schema  # answer as if no response format was asked
         self.latency = latency
         self.hang = hang
         self.api_key = api_key
@@ -274,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._hostile(kind)
             return
         reply = _REPLY.search(first)
-        fmt = body.get("response_format") or {}
+        fmt = {} if state.ignore_schema else (body.get("response_format") or {})
         words = _words(first)
         if reply:
             content = reply.group("text")
@@ -407,8 +417,15 @@ class FakeOpenAI:
         hang: float = 5.0,
         api_key: str | None = None,
         echo_auth: bool = False,
+        ignore_schema: bool = False,
     ) -> None:
-        state = _State(latency=latency, hang=hang, api_key=api_key, echo_auth=echo_auth)
+        state = _State(
+            latency=latency,
+            hang=hang,
+            api_key=api_key,
+            echo_auth=echo_auth,
+            ignore_schema=ignore_schema,
+        )
         handler = type("Handler", (_Handler,), {"state": state})
         self.state = state
         self.httpd = _Server(("127.0.0.1", port), handler)
@@ -440,10 +457,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default=None, help="require this bearer key")
     parser.add_argument("--api-key-env", default=None, help="…read from this variable")
     parser.add_argument("--echo-auth", action="store_true", help="echo the header in a 401")
+    parser.add_argument(
+        "--ignore-schema", action="store_true", help="answer as if no response_format was sent"
+    )
     args = parser.parse_args(argv)
     key = args.api_key or (os.environ.get(args.api_key_env) if args.api_key_env else None)
     server = FakeOpenAI(
-        port=args.port, latency=args.latency, hang=args.hang, api_key=key, echo_auth=args.echo_auth
+        port=args.port,
+        latency=args.latency,
+        hang=args.hang,
+        api_key=key,
+        echo_auth=args.echo_auth,
+        ignore_schema=args.ignore_schema,
     )
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     print(f"listening {server.url}", flush=True)

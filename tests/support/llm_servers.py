@@ -105,6 +105,7 @@ def start_fake(
     hang: float = 5.0,
     api_key_env: str | None = None,
     echo_auth: bool = False,
+    ignore_schema: bool = False,
     env: dict[str, str] | None = None,
 ) -> ServerProcess:
     argv = [
@@ -121,6 +122,8 @@ def start_fake(
         argv += ["--api-key-env", api_key_env]
     if echo_auth:
         argv.append("--echo-auth")
+    if ignore_schema:
+        argv.append("--ignore-schema")
     return ServerProcess(argv, env=env, timeout=30)
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from runjournal.domain.events import RunEvent
+from runjournal.domain.events import RunEvent, WarningRecorded
 from runjournal.domain.run import Run
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -109,3 +109,6 @@ class FakeRecorder:
 
     def artifact(self, **fields: Any) -> None:
         self._keep(self.run.record_artifact(**fields))
+
+    def warning(self, **fields: Any) -> None:
+        self._keep(self.run.trigger(WarningRecorded, **fields))

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 import shlex
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -10,6 +12,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (
     ArtifactGenerated,
@@ -44,6 +48,8 @@ from runjournal.domain.llm import AttemptStatus
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 from runjournal.projections.base import fold
 from runjournal.projections.html_render import (
+    _NODE_H,
+    _NODE_W,
     GROUP_ABOVE,
     GROUP_SIZE,
     read_report_head,
@@ -581,3 +587,96 @@ def test_every_journal_value_is_escaped(payload: str) -> None:
         assert expected in shown, expected
     attributes = " ".join(v or "" for _, a in page.tags for v in a.values())
     assert f"docs/{payload}.md" in shown and f"docs/{payload}.md" in attributes
+
+
+# --- every dependency edge of the step graph is visible (issue 32) -----------------
+
+
+def _path_points(d: str, samples: int = 40) -> list[tuple[float, float]]:
+    """Points along an SVG path of M, L, Q and C commands (absolute coordinates)."""
+    tokens = re.findall(r"[MLQC]|-?\d+(?:\.\d+)?", d)
+    points: list[tuple[float, float]] = []
+    at = (0.0, 0.0)
+    i = 0
+    while i < len(tokens):
+        cmd = tokens[i]
+        n = {"M": 1, "L": 1, "Q": 2, "C": 3}[cmd]
+        xy = [float(t) for t in tokens[i + 1 : i + 1 + 2 * n]]
+        ctrl = [at] + [(xy[k], xy[k + 1]) for k in range(0, 2 * n, 2)]
+        i += 1 + 2 * n
+        if cmd == "M":
+            at = ctrl[1]
+            points.append(at)
+            continue
+        for step in range(1, samples + 1):
+            t = step / samples
+            pts = ctrl
+            while len(pts) > 1:  # de Casteljau
+                pts = [
+                    (a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t)
+                    for a, b in itertools.pairwise(pts)
+                ]
+            points.append(pts[0])
+        at = ctrl[-1]
+    return points
+
+
+def _hidden_edges(page_text: str) -> list[tuple[str, str]]:
+    """(edge title, node step) for every edge point strictly inside a node's box."""
+    nodes = {
+        m.group(1): (float(m.group(2)), float(m.group(3)))
+        for m in re.finditer(
+            r'<g class="node [^"]*" data-step="([^"]*)" transform="translate\((\d+),(\d+)\)"',
+            page_text,
+        )
+    }
+    hidden = []
+    for m in re.finditer(r'<path class="edge" d="([^"]*)"[^>]*><title>([^<]*)</title>', page_text):
+        for px, py in _path_points(m.group(1)):
+            for step, (nx, ny) in nodes.items():
+                if nx + 1 < px < nx + _NODE_W - 1 and ny + 1 < py < ny + _NODE_H - 1:
+                    hidden.append((m.group(2), step))
+    return sorted(set(hidden))
+
+
+def _graph_run(consumes: dict[str, tuple[str, ...]]) -> str:
+    j = Journal()
+    j.allocate()
+    for step, deps in consumes.items():
+        j.lane_run(step, "corpus", REUSED, deps=deps)
+    j.emit(RunTerminated, status=RunStatus.SUCCEEDED, phase=RunPhase.EXECUTION)
+    return render_report_html(view_of(j))
+
+
+def test_the_glossary_examples_terms_to_glossary_arrow_is_not_behind_definitions() -> None:
+    page_text = _graph_run(
+        {"terms": (), "definitions": ("terms",), "glossary": ("terms", "definitions")}
+    )
+    titles = re.findall(r'<path class="edge"[^>]*><title>([^<]*)</title>', page_text)
+    assert sorted(titles) == [
+        "definitions consumes terms",
+        "glossary consumes definitions",
+        "glossary consumes terms",
+    ]
+    assert _hidden_edges(page_text) == []
+    # every edge stays inside the drawing
+    svg = re.search(r'<svg class="step-graph" width="(\d+)" height="(\d+)"', page_text)
+    assert svg is not None
+    width, height = float(svg.group(1)), float(svg.group(2))
+    for d in re.findall(r'<path class="edge" d="([^"]*)"', page_text):
+        assert all(0 <= x <= width and 0 <= y <= height for x, y in _path_points(d))
+
+
+@given(st.lists(st.sets(st.integers(min_value=0, max_value=30), max_size=4), max_size=7))
+@settings(max_examples=40, deadline=None)
+def test_no_dependency_edge_is_hidden_behind_a_node(picks: list[set[int]]) -> None:
+    consumes: dict[str, tuple[str, ...]] = {}
+    for i, pick in enumerate(picks):
+        earlier = list(consumes)
+        chosen = sorted({earlier[p % len(earlier)] for p in pick}) if earlier else []
+        consumes[f"s{i}"] = tuple(chosen)
+    if not consumes:
+        return
+    page_text = _graph_run(consumes)
+    assert len(re.findall(r'<path class="edge"', page_text)) == sum(map(len, consumes.values()))
+    assert _hidden_edges(page_text) == []
