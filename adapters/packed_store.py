@@ -175,16 +175,15 @@ class PackedStore:
 
     def _connect(self, pack: FsRoot, *, write: bool = True) -> sqlite3.Connection:
         """A connection to the index: the writer's in WAL mode (readers never wait for it);
-        a reader's read-only, so a process that only reads creates nothing (no `-wal` or
-        `-shm` files while no writer has the index open: `close` leaves it in rollback mode)."""
-        path = pack.fd_path(_INDEX)
-        target = path if write else f"file:{path}?mode=ro"
+        a reader's as the index is. A process that only reads creates nothing while no
+        writer has the index open (`close` leaves it in rollback mode, where reading
+        makes no file). Readers are not opened read-only: after a crash the first one to
+        open a WAL index must recover it, which a read-only connection cannot."""
         db = sqlite3.connect(
-            target,
+            pack.fd_path(_INDEX),
             timeout=_BUSY_MS / 1000,
             isolation_level=None,
             check_same_thread=False,
-            uri=not write,
         )
         db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
         if write:
