@@ -6,7 +6,8 @@ is an entry; an entry is kept when a kept run of any registered journal referenc
 read, or when it predates the registry; then, with a size bound, the least recently used
 entries only this gc's own journal references go until the rest fit (docs/operations.md
 "Cache retention"). Only called with the cache root's exclusive
-lock held (`adapters/cache_lock.py`), so no run is reading or writing meanwhile.
+lock held (`adapters/cache_lock.py`), so no run is reading or writing meanwhile;
+`compact` runs after, with the lock released.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ class Collection(msgspec.Struct, frozen=True):
     # entries kept for another journal, by why: other_journal (it references them),
     # unread_journal (it could not be read), unregistered (older than the registry)
     protected: dict[str, int] = msgspec.field(default_factory=dict)
-    # the packed store's compaction (None: no packed store, or a dry run)
-    compaction: Compaction | None = None
 
     @property
     def freed(self) -> int:
@@ -233,15 +232,14 @@ def collect(
     dry_run: bool,
     keep: Retention | None = None,
 ) -> Collection:
-    """Remove (unless `dry_run`) what `select` chose; prune the directories left empty;
-    compact the packed store (docs/internals.md "Packed store")."""
+    """Remove (unless `dry_run`) what `select` chose (packed entries lose their index row,
+    their bytes go at `compact`); prune the directories left empty."""
     packed = PackedStore(root)
     try:
         entries = scan(root, packed)
         protected: dict[str, int] = {}
         removed = select(entries, kept, max_size, keep, protected)
         before = sum(e.size for e in entries)
-        compaction = None
         if not dry_run:
             in_pack = {e.name for e in entries if e.packed}
             in_files = {e.name for e in entries if not e.packed}
@@ -253,7 +251,6 @@ def collect(
             _prune(root, CHUNKPLANS)
             if packed.exists:
                 packed.remove(_orphan_pointers(packed))
-                compaction = packed.compact()
     finally:
         packed.close()
     return Collection(
@@ -261,8 +258,18 @@ def collect(
         size_before=before,
         size_after=before - sum(r.size for r in removed),
         protected=protected,
-        compaction=compaction,
     )
+
+
+def compact(root: FsRoot) -> Compaction | None:
+    """Compact the cache root's packed store (None: it has none). Safe while runs write:
+    called after `collect`, with the cache root's lock released (docs/internals.md
+    "Packed store")."""
+    packed = PackedStore(root)
+    try:
+        return packed.compact() if packed.exists else None
+    finally:
+        packed.close()
 
 
 def _merged(removed: list[CacheRemoval]) -> list[CacheRemoval]:

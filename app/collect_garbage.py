@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runjournal.adapters.cache_gc import Retention, collect
+from runjournal.adapters.cache_gc import Retention, collect, compact
 from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
 from runjournal.adapters.cache_registry import forget, journal_identity, read_registry
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
@@ -271,7 +271,8 @@ def collect_cache(
             except CacheLockBusy as exc:
                 doc["skipped"] = str(exc)
                 return doc
-            stack.enter_context(lock)
+            locked = stack.enter_context(contextlib.ExitStack())
+            locked.enter_context(lock)
             registry = read_registry(root)
             if registry.unreadable:
                 name, why = next(iter(sorted(registry.unreadable.items())))
@@ -295,6 +296,8 @@ def collect_cache(
                 include_unregistered=include_unregistered,
             )
             result = collect(root, kept, max_size, dry_run=dry_run, keep=keep)
+            locked.close()  # runs go on while the packed store is compacted
+            compaction = None if dry_run else compact(root)
     except (FsError, OSError) as exc:
         raise RunFailedError(f"cannot collect cache root {config.cache_root}: {exc}") from None
     removed = [
@@ -308,7 +311,7 @@ def collect_cache(
         size_after=result.size_after,
         kept_runs=len(kept) + len(others.refs),
         kept=dict(sorted(result.protected.items())),
-        packed=_compaction(result.compaction),
+        packed=_compaction(compaction),
     )
     if not dry_run and result.removed:
         now = datetime.now(UTC)

@@ -396,3 +396,56 @@ def test_sigkill_mid_compaction_loses_nothing(root, tmp_path, seed):
             assert again.get(name) == data
     finally:
         again.close()
+
+
+_LOOPING_WRITER = """
+import hashlib, sys
+from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.packed_store import PackedStore
+
+def data(name, version):
+    seed = hashlib.sha256(f"{name}/{version}".encode()).digest()
+    return (seed * 10)[:300]
+
+with FsRoot.open(sys.argv[1]) as handle:
+    store = PackedStore(handle, segment_limit=16 << 10)
+    for version in range(int(sys.argv[2])):
+        for i in range(60):
+            name = f"ws/p/{i}.ckpt"
+            store.put(name, data(name, version))
+            if store.get(name) != data(name, version):
+                print("mismatch", name, version, flush=True)
+                sys.exit(1)
+    store.close()
+"""
+
+
+def test_compaction_beside_a_writing_process(root, tmp_path):
+    """A writer rewriting its entries (rotating small segments) while this process
+    compacts again and again: the writer always reads back what it wrote, and at the end
+    every entry holds its last version."""
+    versions = 40
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LOOPING_WRITER, str(tmp_path / "cache"), str(versions)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    compactor = PackedStore(root)
+    compactions = 0
+    try:
+        while child.poll() is None:
+            if compactor.exists:
+                done = compactor.compact(keep_ratio=0.9)
+                compactions += done.segments_removed > 0
+        out, _ = child.communicate()
+        assert child.returncode == 0, out
+        for i in range(60):
+            name = f"ws/p/{i}.ckpt"
+            assert compactor.get(name) == _data(name, versions - 1)
+        compactor.compact()
+        for i in range(60):
+            name = f"ws/p/{i}.ckpt"
+            assert compactor.get(name) == _data(name, versions - 1)
+    finally:
+        compactor.close()
+    assert compactions > 0
