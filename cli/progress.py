@@ -21,6 +21,7 @@ line at most every `PLAIN_INTERVAL_S` and none before, so a short run prints not
 
 from __future__ import annotations
 
+import collections
 import enum
 import os
 import shutil
@@ -68,6 +69,10 @@ class Mode(enum.Enum):
     PLAIN = "plain"  # not a terminal (a CI log): a plain line every PLAIN_INTERVAL_S
 
 
+# The span the progress line's rate and ETA are measured over.
+RATE_WINDOW_S = 30.0
+
+
 class RunCounts:
     """What the line says about the whole run, folded from events (no I/O, no clock)."""
 
@@ -82,6 +87,10 @@ class RunCounts:
         self.in_flight = 0
         self.tokens = 0
         self.cost = 0.0
+        # (elapsed s, stages done) as the line was drawn: the rate and the ETA are taken
+        # over the last RATE_WINDOW_S, so a burst of reuse at the start, or a slow first
+        # stage, does not mislead them for the rest of the run (issue 29)
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
 
     def expect(self, pipeline: ResolvedPipeline) -> None:
         self.scopes = [s.scope is Scope.CORPUS for s in pipeline.steps]
@@ -145,13 +154,27 @@ class RunCounts:
             parts.append(f"{self.failed} failed")
         if self.tokens or self.cost:
             parts.append(f"{self.tokens:,} tokens · cost {self.cost:.4g}")
-        if elapsed > 0 and self.done:
-            rate = self.done / elapsed
+        rate = self.rate(elapsed)
+        if rate:
             parts.append(f"{rate:.0f} stages/s" if rate >= 10 else f"{rate:.1f} stages/s")
             if total is not None:
                 eta = (total - self.done) / rate
                 parts.append(f"ETA {'~' if not exact else ''}{duration(eta)}")
         return " · ".join(parts)
+
+    def rate(self, elapsed: float) -> float | None:
+        """Stages per second over the last RATE_WINDOW_S (the whole run until that much
+        has passed); None before a stage is done."""
+        if elapsed <= 0 or not self.done:
+            return None
+        samples = self._samples
+        samples.append((elapsed, self.done))
+        while len(samples) > 1 and samples[1][0] <= elapsed - RATE_WINDOW_S:
+            samples.popleft()
+        since, done_then = samples[0]
+        if elapsed - since >= RATE_WINDOW_S / 2 and self.done > done_then:
+            return (self.done - done_then) / (elapsed - since)
+        return self.done / elapsed
 
 
 def duration(seconds: float) -> str:

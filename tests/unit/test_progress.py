@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from runjournal.cli import progress as progress_mod
-from runjournal.cli.progress import ProgressDisplay
+from runjournal.cli.progress import ProgressDisplay, RunCounts
 
 
 class FakeTTY(io.StringIO):
@@ -310,3 +311,18 @@ def test_a_plain_log_of_an_llm_run_shows_the_calls_not_a_stale_chunk_plan(monkey
         "runjournal: stages 0/7 (0 reused, 0 executed) · 0 in flight · 120 tokens"
     )
     assert line.endswith(" │ ask · a.md · extract LLM call")
+
+
+def test_the_rate_and_eta_follow_the_last_half_minute_not_the_whole_run():
+    """1,000 stages reused in the first second, then one executed per second: after a
+    minute the rate is about 1 stage/s (the whole run's average would say 17, and an ETA
+    seventeen times too short); before half a minute has passed, the whole run's rate."""
+    counts = RunCounts()
+    counts.reused = 1000
+    assert counts.rate(1.0) == pytest.approx(1000.0)
+    for second in range(2, 62):
+        counts.executed += 1
+        rate = counts.rate(float(second))
+    assert rate == pytest.approx(1.0, rel=0.1)
+    assert counts.done / 61.0 > 15  # what the whole-run average would have said
+    assert RunCounts().rate(5.0) is None  # nothing done yet
