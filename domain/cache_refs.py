@@ -19,6 +19,7 @@ from runjournal.domain.events import (
     CheckpointWritten,
     ChunkPlanResolved,
     LaneResolved,
+    LaneReused,
     RunAllocated,
     RunEvent,
     StageDecided,
@@ -37,6 +38,7 @@ REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
     StageDecided,
     CheckpointWritten,
     ChunkPlanResolved,
+    LaneReused,
 )
 
 
@@ -49,6 +51,9 @@ class RunReferences(msgspec.Struct, kw_only=True):
     # stored normalize of that identity may have been the one (whatever its D)
     restored: set[tuple[str, str, str]] = msgspec.field(default_factory=set)
     plans: set[str] = msgspec.field(default_factory=set)
+    # (source run, step, lane) of each lane journaled as a reuse summary: it references
+    # the checkpoints that run's decisions of the lane reference (`with_summarized`)
+    summarized: set[tuple[str, str, str]] = msgspec.field(default_factory=set)
 
 
 def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
@@ -78,6 +83,8 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             )
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
+        elif isinstance(event, LaneReused):
+            refs.summarized.add((event.source_run, event.step, event.lane))
         elif isinstance(event, StageDecided | CheckpointWritten):
             lane_scopes = scopes.get((owner, event.step, event.lane))
             if lane_scopes is None:
@@ -93,6 +100,21 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             key = _key(step, lane, event.stage, event.chunk, scope)
             refs.checkpoints.add(canonical.setdefault(key, key))
     return runs
+
+
+def with_summarized(runs: Iterable[RunReferences]) -> None:
+    """Give each run the checkpoints of the lanes it journaled as reuse summaries, from
+    the run each summary names (docs/internals.md "Reuse summaries"), so a kept run keeps
+    them whichever runs are dropped, and its start counts for them."""
+    by_id = {refs.run_id: refs for refs in runs}
+    for refs in by_id.values():
+        wanted: dict[str, set[tuple[str, str]]] = {}
+        for source, step, lane in refs.summarized:
+            wanted.setdefault(source, set()).add((step, lane))
+        for source, lanes in wanted.items():
+            found = by_id.get(source)
+            if found is not None:
+                refs.checkpoints |= {k for k in found.checkpoints if (k.step, k.lane) in lanes}
 
 
 def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:

@@ -521,3 +521,26 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunTerminated,
     TerminalPersistenceFailed,
 )
+
+
+# --- reuse summaries (docs/internals.md "Reuse summaries") ---------------------------
+
+
+class LaneReused(RunEvent, frozen=True, kw_only=True):
+    """Every stage decision of a lane in this run was a plain reuse: one event for them all.
+
+    Stands for `count` `StageDecided` events (code `reused`, checkpoint present, nothing
+    differing) whose stage, chunk, input and D are those `source_run` journaled for the
+    same step and lane, in its order; `digest` is `domain/lane_reuse.py` `reuse_digest`
+    of them, so an expansion from another run's decisions is refused. The projections see
+    the expanded decisions, never this event (`JournalStore.projected_events`).
+    """
+
+    step: str
+    lane: str
+    count: int
+    digest: str
+    source_run: str
+
+
+EVENT_TYPES = (*EVENT_TYPES, LaneReused)
