@@ -42,9 +42,8 @@ from runjournal.projections.otel_trace import trace_of
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.report import ReportProjection
 from runjournal.projections.run_facts import RunFactsProjection
-
-from tests.support.console import CLI
-from tests.support.paths import EXAMPLE
+from support.console import CLI
+from support.paths import EXAMPLE
 
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
 
