@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from runjournal.projections.otel_trace import trace_of
 from runjournal.projections.reasons_report import ReasonReportProjection
 from runjournal.projections.report import ReportProjection
 from runjournal.projections.run_facts import RunFactsProjection
+from support import synthetic as syn
 from support.console import CLI
 from support.paths import EXAMPLE
 
@@ -52,6 +54,7 @@ class Runs(msgspec.Struct):
     cli: Any
     project: Path
     out: Path
+    journal: str  # the journal's URL: SQLite, or a fresh PostgreSQL schema
     cold: str
     old: str  # no-op resume, every decision its own event
     new: str  # no-op resume with reuse summaries
@@ -65,6 +68,8 @@ class Runs(msgspec.Struct):
             str(self.out),
             "--cache-root",
             str(self.project / "cache"),
+            "--journal",
+            self.journal,
             "--report",
             *extra,
         )
@@ -72,30 +77,33 @@ class Runs(msgspec.Struct):
         return doc["run_id"]
 
     def json(self, *args: str) -> dict:
-        proc, doc = self.cli.json(*args, "--output-root", str(self.out))
+        proc, doc = self.cli.json(*args, "--output-root", str(self.out), "--journal", self.journal)
         assert proc.returncode == 0, proc.stderr
         return doc
 
     def raw(self, run_id: str) -> list[RunEvent]:
-        with open_journal(str(self.out / "journal.sqlite3"), read_only=True) as store:
+        with open_journal(self.journal, read_only=True) as store:
             return list(store.events(run_id))
 
     def projected(self, run_id: str) -> list[RunEvent]:
-        with open_journal(str(self.out / "journal.sqlite3"), read_only=True) as store:
+        with open_journal(self.journal, read_only=True) as store:
             return list(store.projected_events(run_id))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    base = tmp_path_factory.mktemp("reuse-summary")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Runs]:
+    base = tmp_path_factory.mktemp(f"reuse-summary-{request.param}")
     project = base / "glossary"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("runs", "__pycache__"))
-    r = Runs(CLI(base / "home"), project, base / "out", "", "", "", "")
-    r.cold = r.run()
-    r.old = r.run("--resume", "--no-reuse-summary")
-    r.new = r.run("--resume")
-    r.again = r.run("--resume")
-    return r
+    with syn.backend(request.param, base) as url:
+        r = Runs(CLI(base / "home"), project, base / "out", url, "", "", "", "")
+        r.cold = r.run()
+        r.old = r.run("--resume", "--no-reuse-summary")
+        r.new = r.run("--resume")
+        r.again = r.run("--resume")
+        yield r
 
 
 def _same_run(events: list[RunEvent], like: list[RunEvent]) -> list[RunEvent]:
@@ -252,7 +260,9 @@ def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
         name: (runs.out / runs.new / name).read_bytes()
         for name in ("manifest.json", "report.json", "report.html")
     }
-    proc = runs.cli("projections", "rebuild", "--output-root", str(runs.out))
+    proc = runs.cli(
+        "projections", "rebuild", "--output-root", str(runs.out), "--journal", runs.journal
+    )
     assert proc.returncode == 0, proc.stderr
     for name, data in live.items():
         assert (runs.out / runs.new / name).read_bytes() == data, name
