@@ -57,7 +57,7 @@ from runjournal.domain.events import (
     Timestamp,
 )
 from runjournal.domain.identity import ArtifactRef, LaneComponents
-from runjournal.domain.lane_reuse import ReusedStage, expand, reused_fields
+from runjournal.domain.lane_reuse import Reused, ReusedStage, expand, reused_fields
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 
@@ -220,13 +220,18 @@ class Run:
         fields = StageDecided.fields(step, lane, chunk, facts, code)
         return self._command(StageDecided, **fields, cause=cause)
 
-    def decide_reused(self, *, step: str, lane: str, stage: ReusedStage) -> StageDecided:
-        """Record one plain reuse decision, as `decide` records it from its facts."""
-        return self._command(StageDecided, **reused_fields(step, lane, stage), cause=None)
+    def record_reused(self, *, step: str, lane: str, item: Reused) -> RunEvent:
+        """Record one item of a fully reused lane on its own: a plain reuse decision (as
+        `decide` records it from its facts), or its reused LLM usage."""
+        if isinstance(item, ReusedStage):
+            return self._command(StageDecided, **reused_fields(step, lane, item), cause=None)
+        return self.record_llm_reuse(
+            step=step, lane=lane, stage=item.stage, chunk=item.chunk, usage=item.usage
+        )
 
     def record_lane_reuse(
-        self, *, step: str, lane: str, stages: list[ReusedStage], digest: str, source_run: str
-    ) -> tuple[LaneReused, list[StageDecided]]:
+        self, *, step: str, lane: str, stages: list[Reused], digest: str, source_run: str
+    ) -> tuple[LaneReused, list[RunEvent]]:
         """Record a fully reused lane as one `LaneReused`; the `StageDecided` it stands
         for (`stages`, in decision order) are applied too, under its
         version, and returned for the listeners, but not recorded."""
@@ -442,14 +447,14 @@ class Run:
         return out
 
     def _expansion(self, event: RunEvent) -> bool:
-        """Whether `event` is one of the decisions the last `LaneReused` stands for."""
+        """Whether `event` is one of the events the last `LaneReused` stands for."""
         expanding = self._expanding
         return (
             expanding is not None
-            and type(event) is StageDecided
+            and (type(event) is StageDecided or type(event) is LLMUsageReused)
             and event.originator_version == self.version
             and expanding[2] > 0
-            and (event.step, event.lane) == expanding[:2]
+            and (event.step, event.lane) == expanding[:2]  # type: ignore[attr-defined]
             and (event.originator_id is self.id or event.originator_id == self.id)
         )
 

@@ -16,7 +16,7 @@ from runjournal.adapters.journal.journal_errors import JournalCorrupt, JournalEr
 from runjournal.domain.events import LaneReused, RunEvent
 from runjournal.domain.lane_reuse import (
     LaneReuseMismatch,
-    ReusedStage,
+    Reused,
     SourceLane,
     expand,
     lane_decisions,
@@ -66,12 +66,12 @@ class _Source:
     one read and only it is held; lanes passed over are kept until asked for.
     """
 
-    def __init__(self, decisions: Iterator[tuple[Lane, ReusedStage]]) -> None:
+    def __init__(self, decisions: Iterator[tuple[Lane, Reused | None]]) -> None:
         self._decisions = decisions
-        self._held: dict[Lane, list[ReusedStage]] = {}
+        self._held: dict[Lane, list[Reused | None]] = {}
         self._done = False
 
-    def take(self, key: Lane, *, to_end: bool = False) -> list[ReusedStage]:
+    def take(self, key: Lane, *, to_end: bool = False) -> list[Reused | None]:
         if key in self._held and not to_end:
             return self._held.pop(key)
         started = key in self._held
@@ -84,7 +84,7 @@ class _Source:
         self._done = True
         return self._held.pop(key, [])
 
-    def give_back(self, key: Lane, stages: list[ReusedStage]) -> None:
+    def give_back(self, key: Lane, stages: list[Reused | None]) -> None:
         self._held[key] = stages + self._held.get(key, [])
 
 

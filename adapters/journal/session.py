@@ -43,7 +43,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import ArtifactRef, LaneComponents
-from runjournal.domain.lane_reuse import ReusedStage, SourceLane, reuse_digest
+from runjournal.domain.lane_reuse import Reused, SourceLane, reuse_digest
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
@@ -266,7 +266,7 @@ class RunSession:
             self._run.decide(step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause)
         )
 
-    def lane_reused(self, *, step: str, lane: str, stages: list[ReusedStage]) -> None:
+    def lane_reused(self, *, step: str, lane: str, stages: list[Reused]) -> None:
         """A fully reused lane: one `LaneReused` naming the earlier run that journaled
         the same decisions (`reuse_sources`), or, with none to name, each decision as its
         own `StageDecided` (docs/internals.md "Reuse summaries"). The listeners get the
@@ -284,8 +284,8 @@ class RunSession:
                         listener(decision)
                 self._recorded_quietly()
                 return
-        for stage in stages:
-            self._recorded(self._run.decide_reused(step=step, lane=lane, stage=stage))
+        for item in stages:
+            self._recorded(self._run.record_reused(step=step, lane=lane, item=item))
 
     def executed(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int

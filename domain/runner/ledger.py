@@ -16,7 +16,13 @@ from typing import Any, Protocol
 from runjournal.domain.decisions import Stage, StageFacts, decide_stage
 from runjournal.domain.events import FileFingerprint, LeaseWaitOutcome, PlanOutcome
 from runjournal.domain.identity import ArtifactRef, LaneComponents
-from runjournal.domain.lane_reuse import MIN_SUMMARIZED, ReusedStage, plain_reuse
+from runjournal.domain.lane_reuse import (
+    MIN_SUMMARIZED,
+    Reused,
+    ReusedStage,
+    ReusedUsage,
+    plain_reuse,
+)
 from runjournal.domain.leases import LeaseWait
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.ports import (
@@ -57,9 +63,11 @@ class BufferedRecorder:
     def __init__(self) -> None:
         self.held: list[Held] = []
         # the method of each held record ("" for a deferred write), and the lane's plain
-        # reuse decisions: what `summary` needs to see a fully reused lane
+        # reuse decisions and their reused LLM usage: what `summary` needs to see a fully
+        # reused lane
         self.kinds: list[str] = []
-        self.reused: list[ReusedStage] = []
+        self.reused: list[Reused] = []
+        self._decisions = 0
         self._lane: tuple[str, str] | None = None
 
     def defer(self, settle: Held) -> None:
@@ -73,15 +81,16 @@ class BufferedRecorder:
 
     def summary(self) -> tuple[str, str] | None:
         """(step, lane) when the held records are one fully reused lane: its
-        `LaneResolved`, then only plain reuse decisions (at least `MIN_SUMMARIZED`), then
-        its artifact. Anything else (an execution, a failure, a lease wait, an LLM reuse,
-        a checkpoint rewrite) keeps every decision its own event."""
+        `LaneResolved`, then only plain reuse decisions (at least `MIN_SUMMARIZED`), each
+        with the LLM usage its checkpoint recorded, then its artifact. Anything else (an
+        execution, a failure, a lease wait, a stored reply reused, a checkpoint rewrite)
+        keeps every decision its own event."""
         kinds, n = self.kinds, len(self.reused)
-        if n < MIN_SUMMARIZED or len(kinds) != n + 2:
+        if self._decisions < MIN_SUMMARIZED or len(kinds) != n + 2:
             return None
         if kinds[0] != "lane_resolved" or kinds[-1] != "artifact":
             return None
-        if any(kind != "decided" for kind in kinds[1:-1]):
+        if any(kind not in ("decided", "llm_reused") for kind in kinds[1:-1]):
             return None
         return self._lane
 
@@ -95,6 +104,7 @@ class BufferedRecorder:
         self.held.clear()
         self.kinds.clear()
         self.reused = []
+        self._decisions = 0
 
     def inputs_fingerprinted(
         self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
@@ -165,11 +175,12 @@ class BufferedRecorder:
     ) -> None:
         if plain_reuse(facts, code, cause):
             self.reused.append(ReusedStage.of_facts(chunk, facts))
+            self._decisions += 1
         self._hold(
             "decided", step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause
         )
 
-    def lane_reused(self, *, step: str, lane: str, stages: list[ReusedStage]) -> None:
+    def lane_reused(self, *, step: str, lane: str, stages: list[Reused]) -> None:
         self._hold("lane_reused", step=step, lane=lane, stages=stages)
 
     def executed(
@@ -216,6 +227,8 @@ class BufferedRecorder:
         usage: LLMUsage,
         request_sha256: str | None = None,
     ) -> None:
+        if request_sha256 is None:  # a reused checkpoint's cost, not a stored reply
+            self.reused.append(ReusedUsage(stage, chunk, usage))
         self._hold(
             "llm_reused",
             step=step,

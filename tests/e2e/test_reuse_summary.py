@@ -27,6 +27,7 @@ from runjournal.domain.events import (
     LaneResolved,
     LaneReused,
     LLMCallAttempted,
+    LLMUsageReused,
     RunAllocated,
     RunEvent,
     StageDecided,
@@ -45,6 +46,7 @@ from runjournal.projections.report import ReportProjection
 from runjournal.projections.run_facts import RunFactsProjection
 from support import synthetic as syn
 from support.console import CLI
+from support.llm_servers import ASK_PIPELINE, ASK_SCHEMA, start_fake
 from support.paths import EXAMPLE
 
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
@@ -223,6 +225,72 @@ def test_every_projection_sees_the_same_stages(runs: Runs, name: str) -> None:
     new = _same_run(runs.projected(runs.new), old)
     view = PROJECTIONS[name]
     assert _normal(view(new), runs) == _normal(view(_same_run(old, old)), runs)
+
+
+# --- lanes whose checkpoints cost LLM calls -----------------------------------------------
+
+LLM_PROFILE = """
+[profiles.fake]
+provider = "openai"
+model = "fake-model"
+base_url = "{url}"
+api_key_env = "RJ_FAKE_KEY"
+read_timeout = 5
+prices = {{ input_per_million = 1.0, output_per_million = 2.0 }}
+"""
+LLM_DOCS = {
+    "a.md": "Alpha paragraph one, about apples.\n\nAlpha paragraph two, about apricots.\n",
+    "b.md": "Beta first paragraph, bananas.\n\nBeta second one, blueberries.\n",
+}
+
+
+def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path, cli: CLI) -> None:
+    """A reused checkpoint that cost LLM calls journals its usage (`LLMUsageReused`) after
+    its decision: from the second no-op resume on (the first names no run that journaled
+    that usage) the lane is one summary, and the usage reads back as before."""
+    project = tmp_path / "ask"
+    (project / "docs").mkdir(parents=True)
+    for name, text in LLM_DOCS.items():
+        (project / "docs" / name).write_text(text)
+    (project / "pipeline.toml").write_text(ASK_PIPELINE.format(schema=ASK_SCHEMA))
+    out = tmp_path / "out"
+    env = {"RJ_FAKE_KEY": "sk-" + "local-" + "x" * 24}
+    with start_fake() as server:
+        (project / "profiles.toml").write_text(LLM_PROFILE.format(url=server.url))
+
+        def run(*extra: str) -> dict:
+            proc, doc = cli.json(
+                "run", str(project / "pipeline.toml"), "--output-root", str(out),
+                "--cache-root", str(tmp_path / "cache"), "--profile", "fake",
+                "--profiles-file", str(project / "profiles.toml"), *extra, env=env,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            return doc
+
+        run()
+        asked = len(server.requests())
+        first = run("--resume")
+        new = run("--resume")
+        old = run("--resume", "--no-reuse-summary")
+        assert len(server.requests()) == asked  # nothing asked again
+    with open_journal(str(out / "journal.sqlite3"), read_only=True) as store:
+        raw_first = list(store.events(first["run_id"]))
+        raw_new = list(store.events(new["run_id"]))
+        raw_old = list(store.events(old["run_id"]))
+        projected = list(store.projected_events(new["run_id"]))
+    assert [e for e in raw_first if type(e) is LLMUsageReused]  # explicit: nothing to name
+    summaries = [e for e in raw_new if type(e) is LaneReused]
+    assert len(summaries) == 2 and {s.source_run for s in summaries} == {first["run_id"]}
+    assert not [e for e in raw_new if type(e) in (StageDecided, LLMUsageReused)]
+    expanded = [e for e in projected if type(e) is not LaneReused]
+    assert [_content(e) for e in _same_run(expanded, raw_old)] == [_content(e) for e in raw_old]
+    assert new["llm"] == old["llm"] and new["llm"]["saved"]["calls"] == 4
+    assert new["decisions"] == old["decisions"]
+    ids = Runs(cli, project, out, "", "", old["run_id"], new["run_id"], "")
+    for name, view in PROJECTIONS.items():
+        a = _normal(view(_same_run(projected, raw_old)), ids)
+        b = _normal(view(_same_run(raw_old, raw_old)), ids)
+        assert a == b, name
 
 
 def test_the_commands_give_the_same_answers(runs: Runs) -> None:
