@@ -20,10 +20,12 @@ from runjournal.domain.events import LaneReused, RunEvent, StageDecided
 from runjournal.domain.lane_reuse import (
     LaneReuseMismatch,
     ReusedStage,
+    ReusedUsage,
     expand,
     plain_reuse,
     reuse_digest,
 )
+from runjournal.domain.llm import LLMUsage
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.run import Run
 from runjournal.domain.runner import PipelineRunner
@@ -182,6 +184,39 @@ def test_only_plain_reuse_is_summarized() -> None:
     assert held.summary() == ("s", "l")
     held.executed(step="s", lane="l", stage=Stage.EXTRACT, chunk="c3", sha256="e", size=1)
     assert held.summary() is None  # anything executed keeps every decision its own event
+
+
+def _lane_with_usage(request_sha256: str | None) -> BufferedRecorder:
+    held = BufferedRecorder()
+    held.lane_resolved(
+        step="s",
+        lane="l",
+        components=COMPONENTS,
+        lane_identity="id",
+        dependencies=[],
+        chunks=2,
+        forced=False,
+        reads={},
+    )
+    for chunk in ("c1", "c2"):
+        held.decided(step="s", lane="l", chunk=chunk, facts=_facts(), code=ReasonCode.REUSED)
+        held.llm_reused(
+            step="s",
+            lane="l",
+            stage=Stage.EXTRACT,
+            chunk=chunk,
+            usage=LLMUsage(calls=1, attempts=1, prompt_tokens=3),
+            request_sha256=request_sha256,
+        )
+    held.artifact(artifact=None, warnings=[])  # type: ignore[arg-type]
+    return held
+
+
+def test_a_reused_checkpoints_llm_usage_is_part_of_the_summary_a_stored_reply_is_not() -> None:
+    held = _lane_with_usage(None)
+    assert held.summary() == ("s", "l")
+    assert [type(i) for i in held.reused] == [ReusedStage, ReusedUsage] * 2
+    assert _lane_with_usage("r" * 64).summary() is None  # a stored reply: it executed
 
 
 def test_the_digest_is_over_the_stages_in_order() -> None:
