@@ -223,11 +223,11 @@ def journal_show(opts: dict[str, Any], *, run: str, jsonl: bool = False) -> int:
         run_id = _resolve(store, run)
         if opts.get("as_json"):
             try:
-                for _ in store.projected_events(run_id):
+                for _ in store.events(run_id):
                     pass
             except JournalError as exc:
                 raise CliError(f"cannot read run {run_id}: {exc}", ExitCode.FAILED) from None
-            events = (journal_event_to_json(e) for e in store.projected_events(run_id))
+            events = (journal_event_to_json(e) for e in store.events(run_id))
             emit_json_streamed({"run_id": run_id}, "events", events)
             return 0
         return _stream_events(store, run_id, jsonl)
@@ -239,7 +239,7 @@ def _stream_events(store: JournalStore, run_id: str, jsonl: bool) -> int:
     """Print events as they decode; a row that does not decode ends the stream, exit 1."""
     out = sys.stdout
     try:
-        for event in store.projected_events(run_id):
+        for event in store.events(run_id):
             e = journal_event_to_json(event)
             if jsonl:
                 out.write(jsonl_line({"run_id": run_id, **e}))

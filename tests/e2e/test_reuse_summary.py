@@ -323,6 +323,29 @@ def _no_times(doc: Any) -> Any:
     return doc
 
 
+def test_an_imported_summary_run_needs_the_run_it_names(runs: Runs, tmp_path: Path) -> None:
+    files = {}
+    for run_id in (runs.new, runs.old):
+        files[run_id] = tmp_path / f"{run_id}.rjx"
+        runs.json("journal", "export", run_id, "-o", str(files[run_id]))
+    elsewhere = ["--output-root", str(tmp_path / "elsewhere")]
+    proc = runs.cli("journal", "import", str(files[runs.new]), *elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    # the journal itself round-trips: the stored events, summaries as stored
+    original = runs.cli("journal", "show", runs.new, "--json", "--output-root", str(runs.out),
+                        "--journal", runs.journal).stdout  # fmt: skip
+    assert runs.cli("journal", "show", runs.new, "--json", *elsewhere).stdout == original
+    # its decisions need the run its summaries name: one line until it is imported too
+    proc = runs.cli("explain", runs.new, *elsewhere)
+    assert proc.returncode == 1 and "is not in this journal" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = runs.cli("journal", "import", str(files[runs.old]), *elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    proc, imported = runs.cli.json("explain", runs.new, *elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert imported == runs.json("explain", runs.new)
+
+
 def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
     live = {
         name: (runs.out / runs.new / name).read_bytes()
