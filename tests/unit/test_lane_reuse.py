@@ -12,11 +12,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runjournal.adapters.journal.journal_errors import JournalCorrupt
 from runjournal.adapters.journal.reuse import SourceIndex, expand_summaries
 from runjournal.domain.audit import audit_run
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
-from runjournal.domain.events import LaneReused, RunEvent, StageDecided
+from runjournal.domain.events import LaneResolved, LaneReused, RunEvent, StageDecided
 from runjournal.domain.lane_reuse import (
     LaneReuseMismatch,
     ReusedStage,
@@ -24,6 +26,7 @@ from runjournal.domain.lane_reuse import (
     expand,
     plain_reuse,
     reuse_digest,
+    source_lanes,
 )
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.reasons import ReasonCode
@@ -224,3 +227,54 @@ def test_the_digest_is_over_the_stages_in_order() -> None:
     b = ReusedStage(Stage.MERGE, "", "m", "")
     assert reuse_digest([a, b]) != reuse_digest([b, a])
     assert reuse_digest([a, b]) == reuse_digest(iter([a, b]))
+
+
+# --- properties ---------------------------------------------------------------------------
+
+_hex = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
+_usage = st.builds(
+    LLMUsage,
+    calls=st.integers(0, 3),
+    attempts=st.integers(0, 5),
+    prompt_tokens=st.integers(0, 10_000),
+    completion_tokens=st.integers(0, 10_000),
+    cost=st.floats(0, 1, allow_nan=False).map(lambda c: round(c, 9)),
+)
+_decision = st.builds(ReusedStage, st.sampled_from(list(Stage)), _hex, _hex, st.just("") | _hex)
+_lane_items = st.lists(
+    st.tuples(_decision, st.none() | _usage).map(
+        lambda du: (
+            [du[0]] if du[1] is None else [du[0], ReusedUsage(du[0].stage, du[0].chunk, du[1])]
+        )
+    ),
+    min_size=1,
+    max_size=12,
+).map(lambda groups: [item for group in groups for item in group])
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=_lane_items)
+def test_a_lane_journaled_explicitly_expands_back_from_its_summary(items: list) -> None:
+    """Any lane's decisions and reused usage, journaled one by one, are what a summary
+    naming that run expands to; one changed item is refused."""
+    source = Journal()
+    source.lane()
+    for item in items:
+        source.session._recorded(source.session.run.record_reused(step="s", lane="l", item=item))
+    source.session.flush()
+    lane = source_lanes("source", source.stored)[("s", "l")]
+    assert (lane.count, lane.digest) == (len(items), reuse_digest(items))
+    summarized = Journal()
+    summarized.lane()
+    summarized.session._reuse_sources = SourceIndex(lambda run_id: source.stored, ["source"])
+    summarized.session.lane_reused(step="s", lane="l", stages=items)
+    summarized.session.flush()
+    stored = summarized.stored
+    assert [type(e) for e in stored[-1:]] == [LaneReused]
+    expanded = list(expand_summaries(stored, lambda run_id: source.stored))
+    explicit = [e for e in source.stored if type(e) is not LaneResolved][1:]
+    assert content(expanded[len(stored) :]) == content(explicit)
+    assert summarized.seen == expanded
+    changed = [msgspec.structs.replace(items[0], chunk="x" * 64), *items[1:]]
+    with pytest.raises(LaneReuseMismatch):
+        expand(stored[-1], changed)
