@@ -521,7 +521,7 @@ class ProjectionStore:
         # (docs/performance.md "Reading commands on a large run").
         folds = [spec.new() for spec in wanted]
         last_version = 0
-        for event in self._store.events(run.run_id):
+        for event in self._store.projected_events(run.run_id):
             for projection in folds:
                 projection.apply(event)
             last_version = event.originator_version

@@ -172,7 +172,7 @@ def audit(
     facts = RunFacts()
     run_id = resolve_run(store, run)
     try:  # streamed: the audit and the run directory's facts see each event once
-        report = audit_run(_fed(store.events(run_id), facts))
+        report = audit_run(_fed(store.projected_events(run_id), facts))
         chain = store.verify_chain(run_id)
         seals = check_run_seals(store, run_id, facts.allocated, facts.terminal, trusted)
     except JournalError as exc:

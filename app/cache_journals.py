@@ -21,7 +21,12 @@ from runjournal.adapters.journal import (
     JournalStore,
     open_existing_journal,
 )
-from runjournal.domain.cache_refs import REFERENCE_EVENTS, RunReferences, references
+from runjournal.domain.cache_refs import (
+    REFERENCE_EVENTS,
+    RunReferences,
+    references,
+    with_summarized,
+)
 
 
 @dataclass
@@ -42,6 +47,7 @@ def run_references(store: JournalStore, dropped: Collection[str] = ()) -> list[R
     """The references of every run in `store` but the `dropped` ones (JournalError)."""
     topics = [get_topic(cls) for cls in REFERENCE_EVENTS]
     runs = references(event for _, event in store.notifications(0, topics))
+    with_summarized(runs.values())
     return [refs for refs in runs.values() if refs.run_id not in dropped]
 
 

@@ -76,7 +76,11 @@ def check_run_manifest(
     `manifest.json` (a run without one is only checked); `output()` is the invocation's
     output-root handle (cli/compose.py `Roots`), the run directory is `<run id>` in it."""
     return _checked(
-        journal.events(run_id), manifest, written, lambda: output().subroot(run_id), json_bytes
+        journal.projected_events(run_id),
+        manifest,
+        written,
+        lambda: output().subroot(run_id),
+        json_bytes,
     )
 
 

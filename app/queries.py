@@ -29,7 +29,7 @@ def stream_events(store: JournalStore, run_id: str) -> Iterator[RunEvent]:
     (docs/performance.md "Reading commands on a large run"); consume it before closing.
     A row that does not decode (e.g. an unknown type) is a RunFailedError."""
     try:
-        yield from store.events(run_id)
+        yield from store.projected_events(run_id)
     except JournalError as exc:
         raise RunFailedError(f"cannot read run {run_id}: {exc}") from None
 

@@ -360,6 +360,13 @@ def _allocate(
         listeners=listeners,
         before_commit=recorder.sync if recorder is not None else None,
         behind=True,  # full batches commit on their own thread while the run goes on
+        # a fully reused lane as one summary naming an earlier run of the pipeline
+        # (docs/internals.md "Reuse summaries"); only a resume reuses anything
+        reuse_sources=(
+            journal.reuse_sources(run_id, spec.name)
+            if config.reuse_summary and (config.resume or settings.policy.active)
+            else None
+        ),
     )
     _record_allocation(session, settings, ports, run_id, journal.url)
     terminal = Terminalizer(

@@ -3,9 +3,11 @@
 Builds a corpus of DOCS documents x PARAS paragraphs (the `builtin.terms` pipeline of
 bench_resume.py), runs it cold, then REPEAT fully cached `--resume`s through the console
 script, measuring the SQLite journal's size (pages, with the WAL folded in) before and
-after each. The peer, measured in the same run: the same resume's events stored one row
-per event (the layout before packed and delta rows, docs/internals.md "Delta rows") in a scratch
-journal, through the same mapper and chain.
+after each. Each fully reused lane is one `LaneReused` (docs/internals.md "Reuse
+summaries"); the peers, measured in the same run: the same resume with
+`--no-reuse-summary` (every decision its own `StageDecided`), and that resume's events
+stored one row per event (the layout before packed and delta rows, docs/internals.md
+"Delta rows") in a scratch journal, through the same mapper and chain.
 
     python bench/bench_journal_size.py [--docs 20] [--paras 60] [--small-docs 300] [--repeat 5]
 
@@ -13,7 +15,8 @@ A second corpus of SMALL_DOCS one-paragraph documents shows the other end: one c
 lane, where the lane's own events (`LaneResolved`, `ArtifactGenerated`, `OutputWritten`)
 weigh most on each decision (they share the lane's delta row).
 
-Target (issue 15): a reused decision costs <= 200 bytes in the journal.
+Targets: a reused decision costs <= 200 bytes in the journal (issue 15); a no-op resume
+adds at most 2 KiB per 1,000 decisions (issue 29).
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from pathlib import Path
 
 from runjournal.adapters.journal import open_journal
 from runjournal.adapters.journal.chain import genesis
-from runjournal.domain.events import StageDecided
 from runjournal.domain.run import run_aggregate_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_resume import make_corpus  # the same corpus as the resume benchmark
 
 TARGET = 200
+TARGET_SUMMARY = 2048  # bytes per 1,000 decisions
 
 
 def console() -> list[str]:
@@ -97,32 +100,41 @@ def measure(docs: int, paras: int, repeat: int) -> None:
         make_corpus(root, docs, paras)
         journal = root / "out" / "journal.sqlite3"
         run(root)
-        sizes, decisions, run_id = [], 0, ""
+        sizes, olds, decisions, run_id, old_id = [], [], 0, "", ""
         for _ in range(repeat):
-            before = db_bytes(journal)
-            doc = run(root, "--resume")
-            if set(doc["decisions"]) != {"reused"}:
-                sys.exit(f"bench_journal_size: the resume was not fully cached: {doc['decisions']}")
-            decisions, run_id = sum(doc["decisions"].values()), doc["run_id"]
-            sizes.append(db_bytes(journal) - before)
+            for extra, into in (((), sizes), (("--no-reuse-summary",), olds)):
+                before = db_bytes(journal)
+                doc = run(root, "--resume", *extra)
+                if set(doc["decisions"]) != {"reused"}:
+                    sys.exit(f"bench_journal_size: not fully cached: {doc['decisions']}")
+                into.append(db_bytes(journal) - before)
+                decisions = sum(doc["decisions"].values())
+                if extra:
+                    old_id = doc["run_id"]
+                else:
+                    run_id = doc["run_id"]
         with open_journal(str(journal), read_only=True) as store:
-            events = list(store.events(run_id))
-        stage_decisions = sum(isinstance(e, StageDecided) for e in events)
-        peer, peer_events = one_row_per_event(journal, run_id, root / "scratch.sqlite3")
-    size = statistics.median(sizes)
-    per, peer_per = size / decisions, peer / decisions
-    verdict = "meets" if per <= TARGET else "misses"
+            stored = sum(1 for _ in store.events(run_id))
+            old_events = sum(1 for _ in store.events(old_id))
+        peer, peer_events = one_row_per_event(journal, old_id, root / "scratch.sqlite3")
+    size, old = statistics.median(sizes), statistics.median(olds)
+    per, old_per, peer_per = size / decisions, old / decisions, peer / decisions
+    verdict = "meets" if per * 1000 <= TARGET_SUMMARY else "misses"
     print(
         f"corpus: {docs} docs x {paras} paragraphs, {decisions} decisions "
-        f"({stage_decisions} StageDecided of {len(events)} events); medians of {repeat}"
+        f"({stored} events stored, {old_events} without summaries); medians of {repeat}"
     )
     print(
-        f"  resume adds       {size:>10,.0f} bytes  {per:7.1f} bytes per reused decision  "
-        f"target <= {TARGET}: {verdict}"
+        f"  resume adds        {size:>10,.0f} bytes  {per * 1000:8,.0f} per 1,000 decisions  "
+        f"target <= {TARGET_SUMMARY:,}: {verdict}"
     )
     print(
-        f"  one row per event {peer:>10,.0f} bytes  {peer_per:7.1f} bytes per reused decision  "
-        f"({peer_events} rows; ratio {peer_per / per:.1f}x)"
+        f"  without summaries  {old:>10,.0f} bytes  {old_per * 1000:8,.0f} per 1,000 decisions  "
+        f"({old_per:.1f} per decision, target <= {TARGET})"
+    )
+    print(
+        f"  one row per event  {peer:>10,.0f} bytes  {peer_per * 1000:8,.0f} per 1,000 decisions  "
+        f"({peer_events} rows)"
     )
 
 

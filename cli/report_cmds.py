@@ -41,7 +41,7 @@ def report_html(
     """
     from runjournal.projections.html_render import render_report_html  # heavy: on use only
 
-    view = fold(HtmlReportProjection(), store.events(run_id)).view()
+    view = fold(HtmlReportProjection(), store.projected_events(run_id)).view()
     running = view["run"]["status"] == RunStatus.RUNNING.value
     page = render_report_html(view, refresh=refresh if running else None)
     return page.encode("utf-8"), view

@@ -19,6 +19,7 @@ from runjournal.domain.events import (
     CheckpointWritten,
     ChunkPlanResolved,
     LaneResolved,
+    LaneReused,
     RunAllocated,
     RunEvent,
     StageDecided,
@@ -37,6 +38,7 @@ REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
     StageDecided,
     CheckpointWritten,
     ChunkPlanResolved,
+    LaneReused,
 )
 
 
@@ -49,6 +51,12 @@ class RunReferences(msgspec.Struct, kw_only=True):
     # stored normalize of that identity may have been the one (whatever its D)
     restored: set[tuple[str, str, str]] = msgspec.field(default_factory=set)
     plans: set[str] = msgspec.field(default_factory=set)
+    # each lane journaled as a reuse summary: (source run, step, lane) and the lane's
+    # scopes in this run; it references the positions that run's decisions of the lane
+    # reference, under these scopes (`with_summarized`)
+    summarized: list[tuple[tuple[str, str, str], dict[Stage, StoreScope]]] = msgspec.field(
+        default_factory=list
+    )
 
 
 def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
@@ -78,6 +86,10 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             )
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
+        elif isinstance(event, LaneReused):
+            lane_scopes = scopes.get((owner, event.step, event.lane))
+            if lane_scopes is not None:
+                refs.summarized.append(((event.source_run, event.step, event.lane), lane_scopes))
         elif isinstance(event, StageDecided | CheckpointWritten):
             lane_scopes = scopes.get((owner, event.step, event.lane))
             if lane_scopes is None:
@@ -93,6 +105,27 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             key = _key(step, lane, event.stage, event.chunk, scope)
             refs.checkpoints.add(canonical.setdefault(key, key))
     return runs
+
+
+def with_summarized(runs: Iterable[RunReferences]) -> None:
+    """Give each run the checkpoints of the lanes it journaled as reuse summaries: the
+    positions (stage, chunk) the named run's decisions of the lane reference, under this
+    run's own scopes of the lane (docs/internals.md "Reuse summaries"). So a kept run keeps
+    them whichever runs are dropped, and its start counts for them."""
+    by_id = {refs.run_id: refs for refs in runs}
+    lanes_of: dict[str, dict[tuple[str, str], list[CheckpointKey]]] = {}  # by source run
+    for refs in by_id.values():
+        for (source, step, lane), lane_scopes in refs.summarized:
+            found = by_id.get(source)
+            if found is None:
+                continue
+            lanes = lanes_of.get(source)
+            if lanes is None:
+                lanes = lanes_of[source] = {}
+                for k in found.checkpoints:
+                    lanes.setdefault((k.step, k.lane), []).append(k)
+            for k in lanes.get((step, lane), ()):
+                refs.checkpoints.add(_key(k.step, k.lane, k.stage, k.chunk, lane_scopes[k.stage]))
 
 
 def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:

@@ -521,3 +521,27 @@ EVENT_TYPES: tuple[type[RunEvent], ...] = (
     RunTerminated,
     TerminalPersistenceFailed,
 )
+
+
+# --- reuse summaries (docs/internals.md "Reuse summaries") ---------------------------
+
+
+class LaneReused(RunEvent, frozen=True, kw_only=True):
+    """Every stage decision of a lane in this run was a plain reuse: one event for them all.
+
+    Stands for `count` events: `StageDecided` (code `reused`, checkpoint present, nothing
+    differing), each followed by its checkpoint's `LLMUsageReused` when it cost LLM calls,
+    whose stage, chunk, input, D and usage are those `source_run` journaled for the same
+    step and lane, in its order; `digest` is `domain/lane_reuse.py` `reuse_digest` of them,
+    so an expansion from other events is refused. Readers get it followed by those events
+    (`JournalStore.projected_events`); the projections ignore it.
+    """
+
+    step: str
+    lane: str
+    count: int
+    digest: str
+    source_run: str
+
+
+EVENT_TYPES = (*EVENT_TYPES, LaneReused)

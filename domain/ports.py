@@ -21,6 +21,7 @@ from runjournal.domain.decisions import (
 )
 from runjournal.domain.events import FileFingerprint, LeaseWaitOutcome, PlanOutcome
 from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.lane_reuse import Reused
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.plan_keys import PlanFacts
 from runjournal.domain.reasons import ReasonCode
@@ -79,6 +80,13 @@ class RunRecorder(Protocol):
         code: ReasonCode,
         cause: FailureCause | None = None,
     ) -> None: ...
+
+    def lane_reused(self, *, step: str, lane: str, stages: list[Reused]) -> None:
+        """Every decision of a lane was a plain reuse (`domain/lane_reuse.py`): the
+        `StageDecided` of each `ReusedStage` and the `LLMUsageReused` of each
+        `ReusedUsage` of `stages`, in order, which an implementation may journal as one
+        `LaneReused` summary (docs/internals.md "Reuse summaries")."""
+        ...
 
     def executed(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int

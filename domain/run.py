@@ -38,6 +38,7 @@ from runjournal.domain.events import (
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
+    LaneReused,
     LeaseWaitOutcome,
     LLMCallAttempted,
     LLMUsageReused,
@@ -56,6 +57,7 @@ from runjournal.domain.events import (
     Timestamp,
 )
 from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.lane_reuse import Reused, ReusedStage, expand, reused_fields
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 
@@ -110,6 +112,9 @@ class Run:
         self._lanes: set[tuple[str, str]] = set()
         self._last_decision: dict[_Scope, ReasonCode] = {}
         self._pending: list[RunEvent] = []
+        # (step, lane, decisions still to come) after a `LaneReused`: its expanded
+        # decisions share its version (docs/internals.md "Reuse summaries")
+        self._expanding: tuple[str, str, int] | None = None
 
     @classmethod
     def allocate(cls, clock: Callable[[], Timestamp], **fields: Any) -> Run:
@@ -214,6 +219,38 @@ class Run:
         """Record one stage decision with its facts; its lane must be resolved first."""
         fields = StageDecided.fields(step, lane, chunk, facts, code)
         return self._command(StageDecided, **fields, cause=cause)
+
+    def record_reused(self, *, step: str, lane: str, item: Reused) -> RunEvent:
+        """Record one item of a fully reused lane on its own: a plain reuse decision (as
+        `decide` records it from its facts), or its reused LLM usage."""
+        if isinstance(item, ReusedStage):
+            return self._command(StageDecided, **reused_fields(step, lane, item), cause=None)
+        return self.record_llm_reuse(
+            step=step, lane=lane, stage=item.stage, chunk=item.chunk, usage=item.usage
+        )
+
+    def record_lane_reuse(
+        self, *, step: str, lane: str, stages: list[Reused], digest: str, source_run: str
+    ) -> tuple[LaneReused, list[RunEvent]]:
+        """Record a fully reused lane as one `LaneReused`; the `StageDecided` it stands
+        for (`stages`, in decision order) are applied too, under its
+        version, and returned for the listeners, but not recorded."""
+        if (step, lane) not in self._lanes:
+            raise JournalInvariantError(
+                f"reuse summary for step {step!r} lane {lane!r} has no LaneResolved before it"
+            )
+        summary = self._command(
+            LaneReused,
+            step=step,
+            lane=lane,
+            count=len(stages),
+            digest=digest,
+            source_run=source_run,
+        )
+        decisions = expand(summary, stages)
+        for decision in decisions:
+            self._apply(decision, order=True)
+        return summary, decisions
 
     def record_execution(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
@@ -381,6 +418,8 @@ class Run:
             and not isinstance(event, RunAllocated)
         ):
             return []  # every rule below holds: the common case, checked at a glance
+        if self._expansion(event):
+            return []  # a decision a summary stands for, under the summary's version
         out: list[str] = []
         position = self.events_seen + 1
         expected = self.version + 1
@@ -407,12 +446,30 @@ class Run:
                 out.append(f"the run already terminated at {self.terminated_at}")
         return out
 
+    def _expansion(self, event: RunEvent) -> bool:
+        """Whether `event` is one of the events the last `LaneReused` stands for."""
+        expanding = self._expanding
+        return (
+            expanding is not None
+            and (type(event) is StageDecided or type(event) is LLMUsageReused)
+            and event.originator_version == self.version
+            and expanding[2] > 0
+            and (event.step, event.lane) == expanding[:2]  # type: ignore[attr-defined]
+            and (event.originator_id is self.id or event.originator_id == self.id)
+        )
+
     def _ordering(self, event: RunEvent) -> list[str]:
         if isinstance(event, StageDecided):
             if (event.step, event.lane) not in self._lanes:
                 return [
                     f"decision for step {event.step!r} lane {event.lane!r} has no LaneResolved "
                     "before it"
+                ]
+        elif isinstance(event, LaneReused):
+            if (event.step, event.lane) not in self._lanes:
+                return [
+                    f"reuse summary for step {event.step!r} lane {event.lane!r} has no "
+                    "LaneResolved before it"
                 ]
         elif isinstance(event, CheckpointWritten | StageExecuted):
             code = self.decision_of(event.step, event.lane, event.stage.value, event.chunk)
@@ -428,7 +485,15 @@ class Run:
 
     def _mutate(self, event: RunEvent) -> None:
         self.events_seen += 1
+        expanding = self._expanding
+        if expanding is not None:
+            if self._expansion(event):
+                self._expanding = (expanding[0], expanding[1], expanding[2] - 1)
+            else:
+                self._expanding = None
         self.version = event.originator_version
+        if type(event) is LaneReused:
+            self._expanding = (event.step, event.lane, event.count)
         if type(event) is StageDecided:  # one per stage; `str` of the StrEnum is its value
             self._last_decision[(event.step, event.lane, str(event.stage), event.chunk)] = (
                 event.code

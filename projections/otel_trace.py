@@ -143,11 +143,12 @@ class TraceFold:
         self._run: _Open | None = None
         self._steps: dict[str, _Open] = {}
         self._lanes: dict[tuple[str, str], _Open] = {}
-        self._stages: dict[int, _Open] = {}  # by the decision's event version
+        self._stages: dict[str, _Open] = {}  # by the decision's event version (`_decided`)
+        self._shared = (0, 0)  # the last decision's version, and how many shared it before
         # decisions waiting for their stage to run, by stage key (oldest first)
-        self._pending: dict[tuple[str, str, str, str], deque[int]] = {}
+        self._pending: dict[tuple[str, str, str, str], deque[str]] = {}
         # the newest decision per stage key: where an LLM attempt of that stage belongs
-        self._current: dict[tuple[str, str, str, str], int] = {}
+        self._current: dict[tuple[str, str, str, str], str] = {}
         self._attempts: list[_Open] = []
         self._order = 0
         self._drained: set[bytes] = set()  # spans already handed out by `drain`
@@ -231,8 +232,14 @@ class TraceFold:
     def _decided(self, event: StageDecided, at: int) -> None:
         lane = self._lane(event.step, event.lane, at)
         outcome = immediate(event)
+        # the decisions a reuse summary stands for share its version (docs/internals.md
+        # "Reuse summaries"): each after the first is keyed `<version>.<n>`
+        version = event.originator_version
+        n = self._shared[1] + 1 if self._shared[0] == version else 0
+        self._shared = (version, n)
+        key_id = str(version) if n == 0 else f"{version}.{n}"
         span = _Open(
-            span_id=span_id_of(self.run_id, "event", str(event.originator_version)),
+            span_id=span_id_of(self.run_id, "event", key_id),
             parent_id=lane.span_id,
             name=f"stage {event.stage.value}",
             start_ns=at,
@@ -252,11 +259,11 @@ class TraceFold:
         )
         if outcome is Outcome.FAILED:
             span.error = event.detail
-        self._stages[event.originator_version] = span
+        self._stages[key_id] = span
         key = key_of(event)
-        self._current[key] = event.originator_version
+        self._current[key] = key_id
         if outcome is None:
-            self._pending.setdefault(key, deque()).append(event.originator_version)
+            self._pending.setdefault(key, deque()).append(key_id)
 
     def _ran(self, event: StageExecuted | StageFailed, at: int) -> None:
         self._lane(event.step, event.lane, at)

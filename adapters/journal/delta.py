@@ -32,6 +32,7 @@ from runjournal.domain.events import (
     CheckpointWritten,
     ChunkPlanResolved,
     LaneResolved,
+    LaneReused,
     OutputWritten,
     RunEvent,
     StageDecided,
@@ -55,6 +56,7 @@ PACKABLE: Final[frozenset[type[RunEvent]]] = frozenset(
         CheckpointWritten,
         ArtifactGenerated,
         OutputWritten,
+        LaneReused,  # a fully reused lane's summary (docs/internals.md "Reuse summaries")
     )
 )
 """The per-lane and per-stage events, which repeat with few changes; none has an `Any`

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 from runjournal.adapters.journal.behind import CommitBehind
@@ -43,12 +43,21 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.lane_reuse import Reused, SourceLane, reuse_digest
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
 from runjournal.domain.run import Run
 
 __all__ = ["RunSession"]
+
+
+class ReuseSources(Protocol):
+    """Where an earlier run journaled a lane's decisions explicitly (the journal store's
+    `reuse_sources`), for `RunSession.lane_reused`."""
+
+    def find(self, step: str, lane: str) -> SourceLane | None: ...
+
 
 Commit = Callable[[Sequence[RunEvent]], None]
 """Stores events in one transaction, or raises `JournalError` (the store's writer)."""
@@ -162,6 +171,7 @@ class RunSession:
         listeners: Sequence[Callable[[RunEvent], None]] = (),
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
+        reuse_sources: ReuseSources | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -173,6 +183,7 @@ class RunSession:
         self._batch_size = batch_size
         self._listeners = tuple(listeners)
         self._unsaved: list[RunEvent] = []
+        self._reuse_sources = reuse_sources
         self.flush()  # the run is visible to `runs list` and `recover` from its start
 
     @property
@@ -254,6 +265,27 @@ class RunSession:
         self._recorded(
             self._run.decide(step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause)
         )
+
+    def lane_reused(self, *, step: str, lane: str, stages: list[Reused]) -> None:
+        """A fully reused lane: one `LaneReused` naming the earlier run that journaled
+        the same decisions (`reuse_sources`), or, with none to name, each decision as its
+        own `StageDecided` (docs/internals.md "Reuse summaries"). The listeners get the
+        summary and then the decisions it stands for, as the projections read them back."""
+        source = self._reuse_sources.find(step, lane) if self._reuse_sources else None
+        if source is not None and source.count == len(stages):
+            digest = reuse_digest(stages)
+            if digest == source.digest:
+                summary, decisions = self._run.record_lane_reuse(
+                    step=step, lane=lane, stages=stages, digest=digest, source_run=source.run_id
+                )
+                for listener in self._listeners:
+                    listener(summary)
+                    for decision in decisions:
+                        listener(decision)
+                self._recorded_quietly()
+                return
+        for item in stages:
+            self._recorded(self._run.record_reused(step=step, lane=lane, item=item))
 
     def executed(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
@@ -479,6 +511,10 @@ class RunSession:
     def _recorded(self, event: RunEvent) -> None:
         for listener in self._listeners:
             listener(event)
+        self._recorded_quietly()
+
+    def _recorded_quietly(self) -> None:
+        """Commit when a batch is full (the listeners already have the event)."""
         if self._run.pending_count + len(self._unsaved) >= self._batch_size:
             if self._behind:
                 self._commit_behind()

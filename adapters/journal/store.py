@@ -30,6 +30,7 @@ from runjournal.adapters.journal.journal_errors import (
     describe,
     one_line,
 )
+from runjournal.adapters.journal.reuse import SourceIndex, expand_summaries
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
 from runjournal.adapters.journal.sealer import Sealer, frontier_of, note_for
 from runjournal.adapters.journal.session import RunSession
@@ -193,6 +194,7 @@ class JournalStore:
         listeners: Sequence[Callable[[RunEvent], None]] = (),
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
+        reuse_sources: SourceIndex | None = None,
     ) -> RunSession:
         """The `RunRecorder` of `run`; commits what the run already has pending at once."""
         return RunSession(
@@ -202,6 +204,7 @@ class JournalStore:
             listeners=listeners,
             before_commit=before_commit,
             behind=behind,
+            reuse_sources=reuse_sources,
         )
 
     def _put(self, events: Sequence[RunEvent], *, seal: bool = True) -> None:
@@ -483,6 +486,22 @@ class JournalStore:
         to_events = self._mapper.to_domain_events
         for row in self._rows(run_id):
             yield from to_events(row)
+
+    def projected_events(self, run_id: str) -> Iterator[RunEvent]:
+        """The run's events as every projection and the audit read them: each
+        `LaneReused` followed by the `StageDecided` it stands for, read from the run it
+        names and checked against its digest (docs/internals.md "Reuse summaries")."""
+        return expand_summaries(self.events(run_id), self.events)
+
+    def reuse_sources(self, run_id: str, pipeline: str, *, runs: int = 3) -> SourceIndex:
+        """Where the lanes of run `run_id` were journaled explicitly before: the newest
+        `runs` other runs of the same pipeline, each read when first needed."""
+        earlier = [
+            r.run_id
+            for r in reversed(self.list_runs())
+            if r.pipeline == pipeline and r.run_id != run_id
+        ]
+        return SourceIndex(self.events, earlier[:runs])
 
     def load_run(self, run_id: str, clock: Callable[[], datetime] | None = None) -> Run:
         """Replay a run into a `Run` that can record more events (e.g. `recover`)."""

@@ -58,6 +58,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     keep_going: bool
     executor: str
     lease_wait: LeaseWaitMode
+    reuse_summary: bool
     origins: dict[str, ResolvedSetting]
 
     @property

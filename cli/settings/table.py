@@ -349,6 +349,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         kind=ValueKind.CHOICE,
         choices=_values(LeaseWaitMode),
     ),
+    SettingSpec(
+        name="reuse_summary",
+        flag="--reuse-summary/--no-reuse-summary",
+        type_name="bool",
+        parse=parse_bool,
+        default=_constant(True),
+        default_text="on",
+        description="Journal a fully reused lane as one summary event, not one per stage.",
+        kind=ValueKind.BOOLEAN,
+        cli=CliForm.SWITCH,
+    ),
 )
 
 SETTINGS_BY_NAME: Final[Mapping[str, SettingSpec]] = {spec.name: spec for spec in SETTINGS}

@@ -16,6 +16,13 @@ from typing import Any, Protocol
 from runjournal.domain.decisions import Stage, StageFacts, decide_stage
 from runjournal.domain.events import FileFingerprint, LeaseWaitOutcome, PlanOutcome
 from runjournal.domain.identity import ArtifactRef, LaneComponents
+from runjournal.domain.lane_reuse import (
+    MIN_SUMMARIZED,
+    Reused,
+    ReusedStage,
+    ReusedUsage,
+    plain_reuse,
+)
 from runjournal.domain.leases import LeaseWait
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.ports import (
@@ -55,13 +62,49 @@ class BufferedRecorder:
 
     def __init__(self) -> None:
         self.held: list[Held] = []
+        # the method of each held record ("" for a deferred write), and the lane's plain
+        # reuse decisions and their reused LLM usage: what `summary` needs to see a fully
+        # reused lane
+        self.kinds: list[str] = []
+        self.reused: list[Reused] = []
+        self._decisions = 0
+        self._lane: tuple[str, str] | None = None
 
     def defer(self, settle: Held) -> None:
         self.held.append(settle)
+        self.kinds.append("")
 
     def _hold(self, method: str, /, **fields: Any) -> None:
         call = methodcaller(method, **fields)
         self.held.append(lambda ledger: call(ledger.journal))
+        self.kinds.append(method)
+
+    def summary(self) -> tuple[str, str] | None:
+        """(step, lane) when the held records are one fully reused lane: its
+        `LaneResolved`, then only plain reuse decisions (at least `MIN_SUMMARIZED`), each
+        with the LLM usage its checkpoint recorded, then its artifact. Anything else (an
+        execution, a failure, a lease wait, a stored reply reused, a checkpoint rewrite)
+        keeps every decision its own event."""
+        kinds, n = self.kinds, len(self.reused)
+        if self._decisions < MIN_SUMMARIZED or len(kinds) != n + 2:
+            return None
+        if kinds[0] != "lane_resolved" or kinds[-1] != "artifact":
+            return None
+        if any(kind not in ("decided", "llm_reused") for kind in kinds[1:-1]):
+            return None
+        return self._lane
+
+    def replay_summarized(self, ledger: RunLedger) -> None:
+        """Replay a fully reused lane (`summary`): its decisions as one `lane_reused`."""
+        assert self._lane is not None
+        self.held[0](ledger)
+        step, lane = self._lane
+        ledger.journal.lane_reused(step=step, lane=lane, stages=self.reused)
+        self.held[-1](ledger)
+        self.held.clear()
+        self.kinds.clear()
+        self.reused = []
+        self._decisions = 0
 
     def inputs_fingerprinted(
         self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
@@ -87,6 +130,7 @@ class BufferedRecorder:
         forced: bool,
         reads: dict[Stage, list[ArtifactRef]],
     ) -> None:
+        self._lane = (step, lane)
         self._hold(
             "lane_resolved",
             step=step,
@@ -129,9 +173,15 @@ class BufferedRecorder:
         code: ReasonCode,
         cause: FailureCause | None = None,
     ) -> None:
+        if plain_reuse(facts, code, cause):
+            self.reused.append(ReusedStage.of_facts(chunk, facts))
+            self._decisions += 1
         self._hold(
             "decided", step=step, lane=lane, chunk=chunk, facts=facts, code=code, cause=cause
         )
+
+    def lane_reused(self, *, step: str, lane: str, stages: list[Reused]) -> None:
+        self._hold("lane_reused", step=step, lane=lane, stages=stages)
 
     def executed(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
@@ -177,6 +227,8 @@ class BufferedRecorder:
         usage: LLMUsage,
         request_sha256: str | None = None,
     ) -> None:
+        if request_sha256 is None:  # a reused checkpoint's cost, not a stored reply
+            self.reused.append(ReusedUsage(stage, chunk, usage))
         self._hold(
             "llm_reused",
             step=step,
@@ -241,10 +293,14 @@ class RunLedger:
 
     def absorb(self, child: RunLedger) -> None:
         """Replay a lane's held-back records into this ledger's recorder, then its errors."""
-        if isinstance(child.journal, BufferedRecorder):
-            for held in child.journal.held:
+        buffered = child.journal
+        if isinstance(buffered, BufferedRecorder):
+            if buffered.summary() is not None:  # docs/internals.md "Reuse summaries"
+                buffered.replay_summarized(self)
+            for held in buffered.held:
                 held(self)  # a record, or a checkpoint write: waited for, journaled here
-            child.journal.held.clear()
+            buffered.held.clear()
+            buffered.kinds.clear()
         self.persistence_errors.extend(child.persistence_errors)
         child.persistence_errors.clear()
 

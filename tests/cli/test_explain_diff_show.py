@@ -158,7 +158,7 @@ def test_default_json_is_the_reasons_view(edited) -> None:
     project, _first, second = edited
     store = open_journal(str(project.root / "out" / "journal.sqlite3"))
     try:
-        view = fold(ReasonReportProjection(), store.events(second["run_id"])).view()
+        view = fold(ReasonReportProjection(), store.projected_events(second["run_id"])).view()
     finally:
         store.close()
     assert project.qj("explain", second["run_id"]) == json.loads(json.dumps(view))

@@ -199,6 +199,7 @@ FLAG_CASES = {
     "journal_timeout": (["--journal-timeout", "7"], lambda d: 7),
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
+    "reuse_summary": (["--no-reuse-summary"], lambda d: False),
 }
 
 

@@ -25,7 +25,7 @@ import msgspec
 import pytest
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.journal import EventMapper, open_journal
-from runjournal.domain.events import StageDecided
+from runjournal.domain.events import LaneReused, StageDecided
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import run_aggregate_id
 from support import synthetic as syn
@@ -213,6 +213,20 @@ def sqlite_copy(project: Project, tmp_path: Path) -> Path:
 
 def tamper(copy: Path, run_id: str) -> StageDecided:
     """Make the first `reused` decision of `run_id` in `copy` say not_resumed."""
+    return rewrite_first(
+        copy,
+        run_id,
+        lambda event: (
+            msgspec.structs.replace(event, code=ReasonCode.NOT_RESUMED, category=Category.EXECUTION)
+            if isinstance(event, StageDecided) and event.code is ReasonCode.REUSED
+            else None
+        ),
+    )
+
+
+def rewrite_first(copy: Path, run_id: str, change: Any) -> Any:
+    """Replace the first event of `run_id` in `copy` that `change` gives a replacement
+    for (its row written again, unchained); returns the original event."""
     mapper = EventMapper()
     aggregate = run_aggregate_id(run_id)
     with sqlite3.connect(copy) as db:
@@ -225,10 +239,9 @@ def tamper(copy: Path, run_id: str) -> StageDecided:
             # A packed row holds several decisions (docs/internals.md "Packed rows").
             events = mapper.to_domain_events(StoredEvent(aggregate, version, topic, state))
             for i, event in enumerate(events):
-                if isinstance(event, StageDecided) and event.code is ReasonCode.REUSED:
-                    events[i] = msgspec.structs.replace(
-                        event, code=ReasonCode.NOT_RESUMED, category=Category.EXECUTION
-                    )
+                changed = change(event)
+                if changed is not None:
+                    events[i] = changed
                     db.execute(
                         "DELETE FROM stored_events "
                         "WHERE originator_id = ? AND originator_version = ?",
@@ -240,14 +253,37 @@ def tamper(copy: Path, run_id: str) -> StageDecided:
                             (aggregate.hex, row.originator_version, row.topic, row.state),
                         )
                     return event
-    raise AssertionError("no reused decision to tamper with")
+    raise AssertionError("nothing to tamper with")
+
+
+def test_a_reuse_summary_that_does_not_match_its_source_fails_in_one_line(
+    history: History, tmp_path: Path
+) -> None:
+    """A no-op resume journals each lane as one `LaneReused` (docs/internals.md "Reuse
+    summaries"): a summary whose digest no longer matches the decisions of the run it
+    names is refused by every reader of the decisions, in one line, exit 1."""
+    project = history.project
+    run_id = history.runs["resume"]["run_id"]
+    copy = sqlite_copy(project, tmp_path)
+    original = rewrite_first(
+        copy,
+        run_id,
+        lambda e: msgspec.structs.replace(e, digest="0" * 64) if type(e) is LaneReused else None,
+    )
+    for args in (("journal", "audit", run_id), ("explain", run_id), ("runs", "show", run_id)):
+        proc = project.console(*args, "--journal", str(copy))
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        line = one_error_line(proc.stderr)
+        assert f"lane {original.lane!r}" in line and "does not match" in line, line
+    assert project("journal", "audit", run_id).returncode == 0  # the original is intact
 
 
 def test_a_tampered_journal_copy_fails_the_audit_and_names_the_decision(
     history: History, tmp_path: Path
 ) -> None:
     project = history.project
-    run_id = history.runs["resume"]["run_id"]
+    # a run with explicit reuse decisions: a no-op resume journals summaries instead
+    run_id = history.runs["changed"]["run_id"]
     copy = sqlite_copy(project, tmp_path)
     original = tamper(copy, run_id)
     proc = project.console("journal", "audit", run_id, "--journal", str(copy))

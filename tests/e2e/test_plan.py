@@ -22,7 +22,9 @@ from e2e.test_llm_cli import Project as LLMProject
 from e2e.test_llm_cli import _env as llm_env
 from e2e.test_recompute import FAILURES, Probe, _delete, _make_probe, cache_content
 from e2e.test_resume_reasons import WORDS, Project
+from runjournal.adapters.journal import open_journal
 from runjournal.domain.chunking import ChunkingSettings, ChunkStrategy, plan_chunks
+from runjournal.domain.events import StageDecided
 from support.cache_entries import checkpoints
 from support.llm_servers import ServerProcess, start_fake
 
@@ -42,13 +44,14 @@ def tree_digest(*roots: Path) -> dict[str, str]:
 
 
 def recorded(cli: Any, out: Path, run_id: str) -> list[Decision]:
-    proc, doc = cli.json("journal", "show", run_id, "--output-root", str(out))
-    assert proc.returncode == 0, proc.stderr
-    return [
-        tuple(e["data"][k] for k in ("step", "lane", "stage", "chunk", "code"))  # type: ignore[misc]
-        for e in doc["events"]
-        if e["type"] == "StageDecided"
-    ]
+    """The run's decisions in journal order, as the projections read them: a no-op
+    resume's reuse summaries expanded (docs/internals.md "Reuse summaries")."""
+    with open_journal(str(out / "journal.sqlite3"), read_only=True) as store:
+        return [
+            (e.step, e.lane, e.stage.value, e.chunk, e.code.value)
+            for e in store.projected_events(run_id)
+            if type(e) is StageDecided
+        ]
 
 
 def assert_predicted(plan: dict, run: dict, decided: list[Decision], *, failed_stage=False) -> None:

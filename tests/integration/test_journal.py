@@ -55,6 +55,7 @@ from runjournal.domain.events import (
     HintRecorded,
     InputsFingerprinted,
     LaneResolved,
+    LaneReused,
     LeaseWaitOutcome,
     LLMCallAttempted,
     LLMUsageReused,
@@ -237,6 +238,16 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
         {**STAGE, "holder": "20260101T000000Z-abcd1234", "outcome": LeaseWaitOutcome.RELEASED},
     ),
     (StageDecided, decision()),
+    (
+        LaneReused,
+        {
+            "step": LANE[1]["step"],
+            "lane": LANE[1]["lane"],
+            "count": 3,
+            "digest": "d" * 64,
+            "source_run": "20260101T000000Z-abcd1234",
+        },
+    ),
     (StageExecuted, {**STAGE, "sha256": "x" * 64, "size": 99}),
     (
         StageFailed,
@@ -373,14 +384,18 @@ def sqlite_store(tmp_path: Path) -> Iterator[JournalStore]:
 
 class TestRoundTrip:
     def test_samples_cover_every_event_type(self) -> None:
-        assert [RunAllocated] + [cls for cls, _ in SAMPLES] == list(EVENT_TYPES)
+        # in the order of EVENT_TYPES, but for the reuse summary, added last to it
+        # (docs/internals.md "Reuse summaries"), which a run records after its lane
+        sampled = [RunAllocated] + [cls for cls, _ in SAMPLES]
+        assert sorted(sampled, key=repr) == sorted(EVENT_TYPES, key=repr)
+        assert [c for c in sampled if c is not LaneReused] == list(EVENT_TYPES[:-1])
 
     def test_every_event_type_round_trips_typed(self, store: JournalStore) -> None:
         run_id = new_run_id()
         emitted = record(store, run_id, SAMPLES)
         decoded = list(store.events(run_id))
         assert decoded == emitted
-        assert [type(e) for e in decoded] == list(EVENT_TYPES)
+        assert [type(e) for e in decoded] == [RunAllocated] + [cls for cls, _ in SAMPLES]
         for before, after in zip(emitted, decoded, strict=True):
             assert_same_types(before, after)
         assert isinstance(decoded[0].originator_id, uuid.UUID)

@@ -169,6 +169,7 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
             ("fail", LeaseWaitMode.FAIL),
         ]
     ),
+    "reuse_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -191,6 +192,7 @@ DEFAULTS: dict[str, Expect] = {
     "journal_timeout": _const(30),
     "executor": _const("threads"),
     "lease_wait": _const(LeaseWaitMode.WAIT),
+    "reuse_summary": _const(True),
 }
 
 

@@ -89,6 +89,11 @@ class FakeRecorder:
     def decided(self, **fields: Any) -> None:
         self._keep(self.run.decide(**fields))
 
+    def lane_reused(self, *, step: str, lane: str, stages: list[Any]) -> None:
+        # no earlier run to name: each decision is recorded, as a session without one does
+        for item in stages:
+            self._keep(self.run.record_reused(step=step, lane=lane, item=item))
+
     def executed(self, **fields: Any) -> None:
         self._keep(self.run.record_execution(**fields))
 

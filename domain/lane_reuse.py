@@ -1,0 +1,225 @@
+"""A fully reused lane journaled as one `LaneReused` summary, and its expansion.
+
+A lane whose every stage decision of a run is a plain reuse (code `reused`, checkpoint
+present, nothing differing, not forced, resumed) is journaled as one `LaneReused` event
+instead of one `StageDecided` per stage. What varies between those decisions is only each
+stage's position and current digests (`ReusedStage`: stage, chunk, input, D); everything
+else is the same for every plain reuse (`reused_fields`). A reused checkpoint that cost LLM
+calls adds its `LLMUsageReused` after its decision (`ReusedUsage`: stage, chunk, usage).
+The summary names the run that journaled the same items explicitly (`source_run`), their
+count and digest, so the projections expand it from events the journal already holds,
+and the expansion is checked against the digest (docs/internals.md "Reuse summaries").
+
+Pure: no I/O. The journal adapter reads the source run's events and feeds them in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+from runjournal.domain.decisions import CheckpointState, Stage, StageFacts, recorded_differences
+from runjournal.domain.events import LaneReused, LLMUsageReused, RunEvent, StageDecided
+from runjournal.domain.llm import LLMUsage
+from runjournal.domain.reasons import ReasonCode, category_of, detail_for
+
+# Summaries pay off from two decisions on (one summary is about the size of one decision).
+MIN_SUMMARIZED = 2
+
+_encoder = msgspec.msgpack.Encoder()
+
+
+class LaneReuseMismatch(Exception):
+    """A summary's expansion does not match its count or digest (or has no source)."""
+
+
+class ReusedStage(msgspec.Struct, frozen=True, array_like=True):
+    """What one plain reuse decision of a lane holds that the others do not."""
+
+    stage: Stage
+    chunk: str
+    input: str
+    dependencies: str
+
+    @classmethod
+    def of_event(cls, event: StageDecided) -> ReusedStage:
+        return cls(event.stage, event.chunk, event.input, event.dependencies)
+
+    @classmethod
+    def of_facts(cls, chunk: str, facts: StageFacts) -> ReusedStage:
+        return cls(facts.stage, chunk, facts.current.input, facts.current.dependencies)
+
+
+class ReusedUsage(msgspec.Struct, frozen=True, array_like=True):
+    """What a reused checkpoint's LLM usage event (`LLMUsageReused`, no request digest:
+    the checkpoint's recorded cost) holds; it follows its stage's decision."""
+
+    stage: Stage
+    chunk: str
+    usage: LLMUsage
+
+    @classmethod
+    def of_event(cls, event: LLMUsageReused) -> ReusedUsage:
+        return cls(event.stage, event.chunk, event.usage)
+
+
+Reused = ReusedStage | ReusedUsage
+"""One event a summary stands for: a plain reuse decision, or its reused LLM usage."""
+
+_POISON = b"\xc1"  # never valid msgpack: what no summary's item encodes to
+
+
+def item_of(event: RunEvent) -> Reused | None:
+    """The summary item of a lane's event, None for an event no summary stands for."""
+    if type(event) is StageDecided:
+        return ReusedStage.of_event(event)
+    if type(event) is LLMUsageReused and event.request_sha256 is None:
+        return ReusedUsage.of_event(event)
+    return None
+
+
+def plain_reuse(facts: StageFacts, code: ReasonCode, cause: Any = None) -> bool:
+    """Whether a decision is a plain reuse, the only kind a summary stands for."""
+    return (
+        code is ReasonCode.REUSED
+        and cause is None
+        and not facts.forced
+        and facts.resumed
+        and not facts.failed
+        and facts.predecessor is None
+        and facts.checkpoint is CheckpointState.PRESENT
+        and not recorded_differences(facts)
+    )
+
+
+def plain_reuse_event(event: StageDecided) -> bool:
+    """`plain_reuse` of a recorded decision."""
+    return (
+        event.code is ReasonCode.REUSED
+        and event.cause is None
+        and not event.forced
+        and event.resumed
+        and not event.failed
+        and event.predecessor is None
+        and event.checkpoint is CheckpointState.PRESENT
+        and not event.recorded
+    )
+
+
+def reuse_digest(stages: Iterable[Reused | None]) -> str:
+    """sha256 over the canonical msgpack of each item, in journal order (an event no
+    summary stands for, None, poisons it)."""
+    h = hashlib.sha256()
+    encode = _encoder.encode
+    for stage in stages:
+        h.update(_POISON if stage is None else encode(stage))
+    return h.hexdigest()
+
+
+def reused_fields(step: str, lane: str, stage: ReusedStage) -> dict[str, Any]:
+    """The fields of the `StageDecided` a plain reuse of `stage` records (as
+    `StageDecided.fields` builds them from the facts)."""
+    code = ReasonCode.REUSED
+    return {
+        "step": step,
+        "lane": lane,
+        "stage": stage.stage,
+        "chunk": stage.chunk,
+        "code": code,
+        "category": category_of(code),
+        "detail": detail_for(code),
+        "forced": False,
+        "resumed": True,
+        "failed": False,
+        "checkpoint": CheckpointState.PRESENT,
+        "predecessor": None,
+        "input": stage.input,
+        "dependencies": stage.dependencies,
+        "recorded": {},
+    }
+
+
+def expand(summary: LaneReused, stages: list[Reused | None]) -> list[RunEvent]:
+    """The events a summary stands for, each with the summary's origin and time: a
+    `StageDecided` per `ReusedStage`, an `LLMUsageReused` per `ReusedUsage`.
+
+    `stages` are the source run's items of the lane; a count or digest that does not
+    match is `LaneReuseMismatch` (the source was changed, or is another run's).
+    """
+    if len(stages) != summary.count or None in stages or reuse_digest(stages) != summary.digest:
+        raise LaneReuseMismatch(
+            f"the reuse summary of step {summary.step!r} lane {summary.lane!r} "
+            f"(event {summary.originator_version}) does not match the "
+            f"{len(stages)} decision(s) of run {summary.source_run!r}"
+        )
+    origin = {
+        "originator_id": summary.originator_id,
+        "originator_version": summary.originator_version,
+        "timestamp": summary.timestamp,
+    }
+    step, lane = summary.step, summary.lane
+    out: list[RunEvent] = []
+    for s in stages:
+        if type(s) is ReusedStage:
+            out.append(StageDecided(**origin, **reused_fields(step, lane, s)))
+        else:
+            assert isinstance(s, ReusedUsage)
+            out.append(usage_event(origin, step, lane, s))
+    return out
+
+
+def usage_event(origin: dict[str, Any], step: str, lane: str, item: ReusedUsage) -> LLMUsageReused:
+    return LLMUsageReused(
+        **origin, step=step, lane=lane, stage=item.stage, chunk=item.chunk, usage=item.usage
+    )
+
+
+class SourceLane(msgspec.Struct, frozen=True):
+    """Where a lane's plain-reuse decisions are journaled explicitly, and their digest."""
+
+    run_id: str
+    digest: str
+    count: int
+
+
+def source_lanes(run_id: str, events: Iterable[RunEvent]) -> dict[tuple[str, str], SourceLane]:
+    """Each lane of one run, as a later run's summary would name it.
+
+    A lane journaled explicitly is its own source (the digest of its decisions and its
+    reused LLM usage, whatever they were: a later run can only match it when they are the
+    same stages with the same digests and usage); a summarized lane passes its own source
+    on, so a summary always names a run whose decisions are explicit and expansion never
+    chains.
+    """
+    digests: dict[tuple[str, str], Any] = {}
+    counts: dict[tuple[str, str], int] = {}
+    summarized: dict[tuple[str, str], SourceLane] = {}
+    encode = _encoder.encode
+    for event in events:
+        kind = type(event)
+        if kind is StageDecided or kind is LLMUsageReused:
+            key = (event.step, event.lane)  # type: ignore[attr-defined]
+            h = digests.get(key)
+            if h is None:
+                h = digests[key] = hashlib.sha256()
+            item = item_of(event)
+            h.update(encode(item) if item is not None else _POISON)
+            counts[key] = counts.get(key, 0) + 1
+        elif kind is LaneReused:
+            assert isinstance(event, LaneReused)
+            key = (event.step, event.lane)
+            summarized[key] = SourceLane(event.source_run, event.digest, event.count)
+    out = {key: SourceLane(run_id, h.hexdigest(), counts[key]) for key, h in digests.items()}
+    out.update(summarized)
+    return out
+
+
+def lane_decisions(events: Iterable[RunEvent]) -> Iterator[tuple[tuple[str, str], Reused | None]]:
+    """A run's explicit decisions and their reused LLM usage as (step, lane) and item, in
+    journal order (None: an LLM usage event no summary stands for)."""
+    for event in events:
+        kind = type(event)
+        if kind is StageDecided or kind is LLMUsageReused:
+            yield (event.step, event.lane), item_of(event)  # type: ignore[attr-defined]
