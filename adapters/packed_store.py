@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
 
@@ -54,6 +55,11 @@ _RECORD = struct.Struct(">4sII")
 LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
 _SCHEMA = 1
+_OBJECTS_LOCK = "objects.lock"
+_UPSERT = (
+    "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _BUSY_MS = 120_000
 
 
@@ -158,12 +164,8 @@ class PackedStore:
             except FsNotFound:
                 return None
             try:
-                if create:
-                    with contextlib.suppress(AlreadyExists):
-                        os.close(pack.open_file(_INDEX, create=True))  # 0600 before SQLite
-                    db = self._connect(pack)
-                    _create_schema(db)
-                    db.close()
+                if create and not pack.exists(_INDEX):
+                    _publish_index(pack)
                 elif not pack.exists(_INDEX):
                     pack.close()
                     return None
@@ -187,7 +189,7 @@ class PackedStore:
         )
         db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
         if write:
-            db.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
         return db
 
@@ -357,26 +359,34 @@ class PackedStore:
             now = time.time_ns()
             if len(data) > self._large:
                 digest = hashlib.sha256(data).hexdigest()
-                with contextlib.suppress(AlreadyExists):
-                    pack.write_bytes(_object_name(digest), data, overwrite=False, durable=False)
-                row = (dir_id, leaf, 0, 0, len(data), digest, now)
-            else:
-                writer = self._segment(pack, db)
-                encoded = name.encode("utf-8")
-                record = _RECORD.pack(_MAGIC, len(encoded), len(data)) + encoded + data
-                offset = writer.size
-                try:
-                    pack.append_record(name, writer.fd, record)
-                except OSError:
-                    writer.broken = True  # a torn tail: the next put starts a new segment
-                    raise
-                writer.size += len(record)
-                row = (dir_id, leaf, writer.id, offset, len(record), None, now)
-            db.execute(
-                "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object,"
-                " written) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+                self._put_object(pack, db, (dir_id, leaf, 0, 0, len(data), digest, now), data)
+                return
+            writer = self._segment(pack, db)
+            encoded = name.encode("utf-8")
+            record = _RECORD.pack(_MAGIC, len(encoded), len(data)) + encoded + data
+            offset = writer.size
+            try:
+                pack.append_record(name, writer.fd, record)
+            except OSError:
+                writer.broken = True  # a torn tail: the next put starts a new segment
+                raise
+            writer.size += len(record)
+            db.execute(_UPSERT, (dir_id, leaf, writer.id, offset, len(record), None, now))
+
+    def _put_object(
+        self, pack: FsRoot, db: sqlite3.Connection, row: tuple[Any, ...], data: bytes
+    ) -> None:
+        """A large payload: its object (content-addressed, kept if it exists) and the row
+        naming it, under the objects lock held shared so compaction cannot take the object
+        between the two."""
+        lock = pack.open_lock_file(_OBJECTS_LOCK)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            with contextlib.suppress(AlreadyExists):
+                pack.write_bytes(_object_name(row[5]), data, overwrite=False, durable=False)
+            db.execute(_UPSERT, row)
+        finally:
+            os.close(lock)
 
     def _ensure_dir(self, db: sqlite3.Connection, directory: str) -> int:
         found = self._dir_id(db, directory)
@@ -411,10 +421,14 @@ class PackedStore:
             return writer
         if writer is not None:
             self._retire(writer)
+        # Created under a name compaction ignores, locked, then renamed: a `.seg` file is
+        # never unlocked before its writer is done with it, so compaction (which takes
+        # an idle `.seg` file it does not know for a killed writer's) cannot delete it.
         name = f"{time.time_ns():x}-{secrets.token_hex(6)}.seg"
-        fd = pack.open_file(f"{_SEGMENTS}/{name}", create=True)
+        fd = pack.open_file(f"{_SEGMENTS}/{name}.new", create=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            pack.rename(f"{_SEGMENTS}/{name}.new", name)
             seg_id = db.execute("INSERT INTO segments (name) VALUES (?)", (name,)).lastrowid
         except BaseException:
             os.close(fd)
@@ -479,20 +493,22 @@ class PackedStore:
         with self._write_lock:
             db = self._writer_db(pack)
             own = self._writer.id if self._writer is not None else None
-            segments = db.execute("SELECT id, name FROM segments").fetchall()
-            live: dict[int, list[tuple[int, str, int, int]]] = {}
-            for dir_id, leaf, seg, offset, length in db.execute(
-                "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
-            ):
-                live.setdefault(seg, []).append((dir_id, leaf, offset, length))
-            for seg_id, seg_name in segments:
-                if seg_id == own:
-                    continue
-                held = _idle_segment(pack, seg_name)
-                if held is None:
-                    continue  # a live writer's, or gone
-                fd, size = held
-                try:
+            # Every idle segment is locked first, and only then are its live records read:
+            # a writer appends only while it holds its segment's lock, so what is read
+            # after is complete (read before, a record the writer added meanwhile would
+            # be left pointing at a deleted segment).
+            held: dict[int, tuple[str, int, int]] = {}
+            try:
+                for seg_id, seg_name in db.execute("SELECT id, name FROM segments").fetchall():
+                    if seg_id != own and (idle := _idle_segment(pack, seg_name)) is not None:
+                        held[seg_id] = (seg_name, *idle)
+                live: dict[int, list[tuple[int, str, int, int]]] = {}
+                for dir_id, leaf, seg, offset, length in db.execute(
+                    "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
+                ):
+                    if seg in held:
+                        live.setdefault(seg, []).append((dir_id, leaf, offset, length))
+                for seg_id, (seg_name, fd, size) in held.items():
                     records = live.get(seg_id, [])
                     torn = _torn_tail(fd, size)
                     if torn:
@@ -501,83 +517,106 @@ class PackedStore:
                     used = sum(r[3] for r in records)
                     if records and not torn and used >= keep_ratio * size:
                         continue  # mostly live and whole: not worth a copy
-                    if dry_run:
-                        removed += 1
-                        freed += size - used
-                        continue
-                    moves = []
-                    for dir_id, leaf, offset, length in records:
-                        record = os.pread(fd, length, offset)
-                        if len(record) != length:
-                            continue
-                        writer = self._segment(pack, db)
-                        _write_all(writer.fd, record)
-                        moves.append((writer.id, writer.size, dir_id, leaf, seg_id, offset))
-                        writer.size += length
-                    if self._writer is not None:
-                        os.fsync(self._writer.fd)  # the copies durable before a row names them
-                    # one switch for the segment, each row only if it still names the old
-                    # place (a writer's newer record wins); then the old bytes go
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        db.executemany(
-                            "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
-                            " leaf = ? AND segment = ? AND offset = ?",
-                            moves,
-                        )
-                        db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
-                        db.execute("COMMIT")
-                    except BaseException:
-                        db.execute("ROLLBACK")
-                        raise
-                    moved += len(moves)
-                    with contextlib.suppress(FsNotFound):
-                        pack.remove(f"{_SEGMENTS}/{seg_name}")
                     removed += 1
                     freed += size - used
-                finally:
+                    if not dry_run:
+                        moved += self._rewrite(pack, db, seg_id, seg_name, fd, records)
+                removed += self._collect_orphans(pack, db, dry_run)
+            finally:
+                for _name, fd, _size in held.values():
                     os.close(fd)
-            removed += self._collect_orphans(pack, {name for _, name in segments}, dry_run)
             objects_removed = self._collect_objects(pack, db, dry_run)
             # Rows of `dirs` stay: other processes keep their ids, so one deleted under a
             # writer would hide the entries it adds next (a name costs a few bytes).
         return Compaction(removed, moved, freed, objects_removed, torn_segments, torn_bytes)
 
-    def _collect_orphans(self, pack: FsRoot, known: set[str], dry_run: bool) -> int:
-        """Segment files the index never named (a writer killed before registering one)."""
+    def _rewrite(
+        self,
+        pack: FsRoot,
+        db: sqlite3.Connection,
+        seg_id: int,
+        seg_name: str,
+        fd: int,
+        records: list[tuple[int, str, int, int]],
+    ) -> int:
+        """Copy a locked segment's live records into this store's segment, switch their
+        rows in one transaction, delete the segment; the records moved."""
+        moves = []
+        for dir_id, leaf, offset, length in records:
+            record = os.pread(fd, length, offset)
+            if len(record) != length:
+                continue
+            writer = self._segment(pack, db)
+            _write_all(writer.fd, record)
+            moves.append((writer.id, writer.size, dir_id, leaf, seg_id, offset))
+            writer.size += length
+        if self._writer is not None:
+            os.fsync(self._writer.fd)  # the copies durable before a row names them
+        # each row only if it still names the old place (a writer's newer record wins)
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(
+                "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
+                " leaf = ? AND segment = ? AND offset = ?",
+                moves,
+            )
+            db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        with contextlib.suppress(FsNotFound):
+            pack.remove(f"{_SEGMENTS}/{seg_name}")
+        return len(moves)
+
+    def _collect_orphans(self, pack: FsRoot, db: sqlite3.Connection, dry_run: bool) -> int:
+        """Segment files the index does not name (a writer killed before registering one).
+        A file is judged once it is locked: a writer registers its segment before it
+        lets go of the lock, so a registered name is then visible."""
         count = 0
         try:
             names = pack.listdir(_SEGMENTS)
         except FsNotFound:
             return 0
         for name in names:
-            if name in known or not name.endswith(".seg"):
+            if not name.endswith(".seg"):
                 continue
             held = _idle_segment(pack, name)
             if held is None:
                 continue
-            os.close(held[0])
-            count += 1
-            if not dry_run:
-                pack.remove(f"{_SEGMENTS}/{name}", missing_ok=True)
+            try:
+                known = db.execute("SELECT 1 FROM segments WHERE name = ?", (name,)).fetchone()
+                if known is None:
+                    count += 1
+                    if not dry_run:
+                        pack.remove(f"{_SEGMENTS}/{name}", missing_ok=True)
+            finally:
+                os.close(held[0])
         return count
 
     def _collect_objects(self, pack: FsRoot, db: sqlite3.Connection, dry_run: bool) -> int:
-        rows = db.execute("SELECT object FROM entries WHERE object IS NOT NULL")
-        named = {row[0] for row in rows}
-        count = 0
+        """Objects no entry names, judged under the objects lock held exclusively (a writer
+        holds it shared from writing an object to committing the row that names it)."""
+        lock = pack.open_lock_file(_OBJECTS_LOCK)
         try:
-            shards = pack.listdir(_OBJECTS)
-        except FsNotFound:
-            return 0
-        for shard in shards:
-            for leaf in pack.listdir(f"{_OBJECTS}/{shard}"):
-                if leaf in named or leaf.startswith("."):
-                    continue
-                count += 1
-                if not dry_run:
-                    pack.remove(f"{_OBJECTS}/{shard}/{leaf}", missing_ok=True)
-        return count
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            rows = db.execute("SELECT object FROM entries WHERE object IS NOT NULL")
+            named = {row[0] for row in rows}
+            count = 0
+            try:
+                shards = pack.listdir(_OBJECTS)
+            except FsNotFound:
+                return 0
+            for shard in shards:
+                for leaf in pack.listdir(f"{_OBJECTS}/{shard}"):
+                    if leaf in named or leaf.startswith("."):
+                        continue
+                    count += 1
+                    if not dry_run:
+                        pack.remove(f"{_OBJECTS}/{shard}/{leaf}", missing_ok=True)
+            return count
+        finally:
+            os.close(lock)
 
     def segment_count(self) -> int:
         """How many segment files the index knows (for reports and tests)."""
@@ -636,6 +675,43 @@ def _create_schema(db: sqlite3.Connection) -> None:
         COMMIT;
         """
     )
+
+
+def _publish_index(pack: FsRoot) -> None:
+    """Create the index whole: its schema is written to a temp file (0600), which is then
+    linked into place, never over another process's index (the loser drops its temp).
+    So a reader never opens an index without its tables."""
+    temp = f"index-{secrets.token_hex(8)}.new"
+    os.close(pack.open_file(temp, create=True))
+    try:
+        db = sqlite3.connect(pack.fd_path(temp), isolation_level=None)
+        try:
+            _create_schema(db)
+        finally:
+            db.close()
+        with contextlib.suppress(AlreadyExists):
+            pack.link(_INDEX, pack, temp)
+    finally:
+        pack.remove(temp, missing_ok=True)
+
+
+def _enter_wal(db: sqlite3.Connection) -> None:
+    """Put the index in WAL mode. The switch needs the index to itself, and SQLite does
+    not wait for that through the busy timeout: it is retried while other connections
+    (a reader between two lookups, a writer leaving WAL) hold it, up to the busy time."""
+    deadline = time.monotonic() + _BUSY_MS / 1000
+    while True:
+        try:
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError:
+            mode = None
+            if time.monotonic() > deadline:
+                raise
+        if str(mode).lower() == "wal":
+            return
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError("the packed store's index stays out of WAL mode")
+        time.sleep(0.005)
 
 
 def _leave_wal(db: sqlite3.Connection) -> None:
