@@ -679,8 +679,9 @@ def _create_schema(db: sqlite3.Connection) -> None:
 
 def _publish_index(pack: FsRoot) -> None:
     """Create the index whole: its schema is written to a temp file (0600), which is then
-    linked into place, never over another process's index (the loser drops its temp).
-    So a reader never opens an index without its tables."""
+    linked into place, never over another process's index (the loser drops its temp);
+    renamed where the file system has no hard links. So a reader never opens an index
+    without its tables."""
     temp = f"index-{secrets.token_hex(8)}.new"
     os.close(pack.open_file(temp, create=True))
     try:
@@ -689,8 +690,15 @@ def _publish_index(pack: FsRoot) -> None:
             _create_schema(db)
         finally:
             db.close()
-        with contextlib.suppress(AlreadyExists):
+        try:
             pack.link(_INDEX, pack, temp)
+        except AlreadyExists:
+            pass  # another process published it first: theirs is the index
+        except FsError:
+            # a file system without hard links (EXDEV, EPERM, ENOTSUP): a rename, which
+            # refuses an existing index too (with a narrower guarantee: checked, then done)
+            with contextlib.suppress(AlreadyExists):
+                pack.rename(temp, _INDEX)
     finally:
         pack.remove(temp, missing_ok=True)
 
