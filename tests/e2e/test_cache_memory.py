@@ -42,13 +42,14 @@ class Project:
 
 
 def _codes_by_step(cli, roots: tuple[str, ...], run_id: str) -> dict[str, set[str]]:
-    proc, doc = cli.json("journal", "show", run_id, *roots[:2])
+    """Each step's decision codes, as `explain` gives them (a fully reused lane is one
+    reuse summary in the journal: docs/internals.md "Reuse summaries")."""
+    proc, doc = cli.json("explain", run_id, *roots[:2])
     assert proc.returncode == 0, proc.stderr
     out: dict[str, set[str]] = {}
-    for event in doc["events"]:
-        if event["type"] == "StageDecided":
-            data = event["data"]
-            out.setdefault(data["step"], set()).add(data["code"])
+    for step in doc["steps"]:
+        for lane in step["lanes"]:
+            out.setdefault(step["step"], set()).update(d["code"] for d in lane["decisions"])
     return out
 
 
