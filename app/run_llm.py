@@ -26,6 +26,7 @@ class LLMPlan:
     budget: Budget
     record: Cassette | None
     replay: Cassette | None
+    no_wait: bool = False  # batch mode: submit, then stop (docs/operations.md "Batch runs")
 
     def view(self) -> dict[str, Any]:
         return {
@@ -92,14 +93,18 @@ def build_services(
     run_id: str | None = None,
     *,
     made: Any,
+    mode: str | None = None,
+    parking: Callable[[int], None] | None = None,
+    journal: Any = None,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (`made.llm_services`, cli/compose.py) when first
     needed."""
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
+    batch = {"mode": mode, "no_wait": plan.no_wait, "parking": parking, "journal": journal}
     return RunLLM(
         lambda: made.llm_services(
-            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id
+            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, **batch
         ),
         eager=eager,
     )

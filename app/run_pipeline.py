@@ -241,7 +241,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
                 stack.push(_closing(stream.stop))  # a run that ends early sends no more
             inv = _allocate(settings, ports, view, stack, stream)
             run_id = inv.run_id
-            resolved = _resolve(settings, ports, view, inv, stack)
+            resolved = _resolve(settings, ports, view, inv, stack, executor)
             notes = before_execution(
                 recorder=inv.session,
                 store=inv.journal,
@@ -485,6 +485,7 @@ def _resolve(
     view: RunView,
     inv: _Invocation,
     stack: contextlib.ExitStack,
+    executor: Any = None,
 ) -> ResolvedPipeline:
     """P3: modules, inputs, references, profiles; an error is journaled, then raised."""
     config, session, bundle = settings.config, inv.session, inv.bundle
@@ -497,6 +498,11 @@ def _resolve(
         made=ports.made,
         cache_dir=cache_root.path if cache_root is not None else None,
         run_id=inv.run_id,
+        # batch mode (docs/operations.md "Batch runs"): the setting over the profiles',
+        # the executor's parking for calls that wait for a batch, the batch events
+        mode=None if config.llm_mode.value == "profile" else config.llm_mode.value,
+        parking=getattr(executor, "allow_parking", None),
+        journal=session,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     try:

@@ -42,6 +42,7 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.pipeline import ResolvedPipeline, Scope
 from runjournal.domain.reasons import Category
+from runjournal.domain.runner.scheduler import SLOT_FREED
 
 DELAY_S = 0.5
 INTERVAL_S = 0.1
@@ -181,7 +182,8 @@ class _Tracked:
 
     def next_done(self) -> tuple[int, Any]:
         done = self._inner.next_done()
-        self._display.in_flight(-1)
+        if done[0] != SLOT_FREED:  # a parked call is still in flight
+            self._display.in_flight(-1)
         return done
 
     def __getattr__(self, name: str) -> Any:

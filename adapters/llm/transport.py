@@ -219,6 +219,48 @@ class OpenAITransport:
             ) from None
         return self._reply(completion), http_status
 
+    # --- the batch endpoints (adapters/llm/batch.py) -------------------------------------
+
+    def client(self) -> Any:
+        """The endpoint's `openai` client (files and batches calls of a batch run)."""
+        return self._get_client()
+
+    def parse(self, completion: Any) -> Reply:
+        """A chat completion read as an online reply is (a batch output line's body)."""
+        return self._reply(completion)
+
+    def remote(self, call: Callable[[], Any]) -> Any:
+        """One files or batches call; the client's errors typed as an attempt's are."""
+        self._get_client()
+        openai = self._openai
+        try:
+            return call()
+        except openai.APIStatusError as exc:
+            code = int(exc.status_code)
+            detail = _server_message(exc.body, self._scrub)
+            raise TransportError(
+                _status_of_http(code),
+                f"{self.endpoint} answered HTTP {code}" + (f": {detail}" if detail else ""),
+                http_status=code,
+                retry_after=parse_retry_after(dict(exc.response.headers)),
+            ) from None
+        except openai.APITimeoutError:
+            raise TransportError(
+                AttemptStatus.TIMEOUT, f"{self.endpoint} did not answer within the timeouts"
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc.__context__
+            why = type(cause).__name__ if cause is not None else "connection error"
+            raise TransportError(
+                AttemptStatus.CONNECTION_ERROR, f"cannot reach {self.endpoint} ({why})"
+            ) from None
+        except (openai.APIResponseValidationError, ValueError, TypeError, KeyError) as exc:
+            raise TransportError(
+                AttemptStatus.MALFORMED_RESPONSE,
+                f"{self.endpoint} sent a batch response that could not be read "
+                f"({type(exc).__name__})",
+            ) from None
+
     def _body(
         self, response: Any, limit: int, deadline: float, clock: Callable[[], float]
     ) -> bytes:

@@ -23,6 +23,7 @@ from runjournal.cli.settings.table import (
     USER_CONFIG_RESERVED,
     DebugLevel,
     LeaseWaitMode,
+    LLMModeSetting,
     Origin,
     SettingSpec,
 )
@@ -58,6 +59,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     keep_going: bool
     executor: str
     lease_wait: LeaseWaitMode
+    llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
 
     @property

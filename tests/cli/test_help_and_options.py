@@ -199,6 +199,7 @@ FLAG_CASES = {
     "journal_timeout": (["--journal-timeout", "7"], lambda d: 7),
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
+    "llm_mode": (["--llm-mode", "batch"], lambda d: "batch"),
 }
 
 
@@ -254,6 +255,10 @@ BAD_FLAGS = {
         ["--cache-mode", "fast"],
         "invalid cache_mode 'fast' from flag (--cache-mode): "
         "expected one of use, refresh, read-only, bypass",
+    ),
+    "llm_mode": (
+        ["--llm-mode", "later"],
+        "invalid llm_mode 'later' from flag (--llm-mode): expected one of profile, online, batch",
     ),
     "lease_wait": (
         ["--lease-wait", "never"],

@@ -194,3 +194,19 @@ def test_rates_pick_requests_by_digest_only_in_their_first_batch() -> None:
         assert kinds == {"error", "batch_expired"}
     finally:
         fake.stop()
+
+
+def test_batches_are_listed_newest_first_with_a_cursor(server: FakeOpenAIBatch) -> None:
+    client = _client(server)
+    upload = client.files.create(file=("in.jsonl", _jsonl([_body(0)])), purpose="batch")
+    made = [
+        client.batches.create(
+            input_file_id=upload.id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            metadata={"n": str(i)},
+        ).id
+        for i in range(3)
+    ]
+    listed = [b.id for b in client.batches.list(limit=2)]  # the client follows the cursor
+    assert listed == list(reversed(made))

@@ -20,6 +20,7 @@ from runjournal.cli.settings import (
     EffectiveConfig,
     InvalidSettingValue,
     LeaseWaitMode,
+    LLMModeSetting,
     Origin,
     RootsConflict,
     SettingsError,
@@ -169,6 +170,14 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
             ("fail", LeaseWaitMode.FAIL),
         ]
     ),
+    "llm_mode": _plain(
+        [
+            ("batch", LLMModeSetting.BATCH),
+            (" ONLINE ", LLMModeSetting.ONLINE),
+            ("profile", LLMModeSetting.PROFILE),
+            ("batch", LLMModeSetting.BATCH),
+        ]
+    ),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -191,6 +200,7 @@ DEFAULTS: dict[str, Expect] = {
     "journal_timeout": _const(30),
     "executor": _const("threads"),
     "lease_wait": _const(LeaseWaitMode.WAIT),
+    "llm_mode": _const(LLMModeSetting.PROFILE),
 }
 
 

@@ -13,7 +13,8 @@ unchanged; tests/integration/test_fake_openai_batch.py checks that):
   `GET /v1/files/{id}/content`: file objects (`id`, `object: "file"`, `bytes`,
   `created_at`, `filename`, `purpose`, `status`).
 - `POST /v1/batches` (`input_file_id`, `endpoint`, `completion_window: "24h"`,
-  `metadata`), `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`: batch objects
+  `metadata`), `GET /v1/batches` (newest first, `limit` and `after`),
+  `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`: batch objects
   with `status`, the `*_at` times, `request_counts` (`total`, `completed`, `failed`),
   `output_file_id`, `error_file_id` and `errors` (validation errors, with `line`).
 - `POST /v1/chat/completions`: what `fake_openai.py` answers (online re-asks).
@@ -180,6 +181,9 @@ class _BatchHandler(base._Handler):
             else:
                 self._error(404, "not found")
             return
+        if parts == ["v1", "batches"]:
+            self._list_batches()
+            return
         if parts[:2] == ["v1", "batches"] and len(parts) == 3:
             with state.lock:
                 batch = state.batches.get(parts[2])
@@ -193,6 +197,30 @@ class _BatchHandler(base._Handler):
                 self._json(200, view)
             return
         super().do_GET()
+
+    def _list_batches(self) -> None:
+        """`GET /v1/batches?limit=N&after=ID`: newest first, cursor paginated."""
+        query = dict(
+            part.split("=", 1) for part in self.path.partition("?")[2].split("&") if "=" in part
+        )
+        limit = max(1, min(100, int(query.get("limit", "20") or 20)))
+        with self.state.lock:
+            every = [dict(b["object"]) for b in reversed(list(self.state.batches.values()))]
+        after = query.get("after")
+        if after:
+            ids = [b["id"] for b in every]
+            every = every[ids.index(after) + 1 :] if after in ids else []
+        page = every[:limit]
+        self._json(
+            200,
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(every) > limit,
+            },
+        )
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
