@@ -30,6 +30,7 @@ from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipel
 from runjournal.adapters.process_identity import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError
 from runjournal.app.errors import (
+    NO_WAIT_MESSAGE,
     NotPersistedError,
     RunEnd,
     RunFailedError,
@@ -661,13 +662,15 @@ def _execute_and_terminalize(
         progress.finish()
         state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
         end = RunEnd.LEASED
-    except (Interrupt, KeyboardInterrupt):  # a refused LLM request too (CallsStopped)
+    except (Interrupt, KeyboardInterrupt) as exc:  # a refused LLM request too (CallsStopped)
         progress.finish()
         # replies in flight within the grace are kept: their attempts are journaled
         # before the terminal event, the rest as in doubt (docs/operations.md "LLM call log")
         signals.settling()
         _settle_llm(ports, inv, drain=signals.grace_left(), expired=lambda: signals.expired)
-        state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
+        # `--no-wait` (docs/operations.md "Batch runs"): stopped once its batches were sent
+        message = NO_WAIT_MESSAGE if getattr(exc, "batch_pending", False) else "interrupted"
+        state = terminal.fail(RunError(message=message), status=RunStatus.INTERRUPTED)
         end = RunEnd.INTERRUPTED
     except JournalError:
         raise  # the journal itself failed: `run` names the run (exit 1)

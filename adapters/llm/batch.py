@@ -52,6 +52,8 @@ class BatchPending(CallsStopped):
     """`--no-wait`: the batches are submitted; a later `--resume` collects them (the run
     ends here, interrupted, its stages not done)."""
 
+    batch_pending = True  # what the run use-case tells its user (app/run_pipeline.py)
+
 
 class Ticket:
     """One parked request: its reply, or why it has none."""

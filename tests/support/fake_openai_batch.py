@@ -45,6 +45,11 @@ in the first `--error-rate` of the hash space errors (HTTP 500 line), the next
 request is in a batch; a later batch of the same request succeeds. A prompt line
 `BATCH: error` or `BATCH: expire` does the same for one request.
 
+Kill points: `POST /_control/hang` with `{"what": W, "after": N}` makes the request of
+kind W (`upload`, `create`, `retrieve`, `content`) after the first N do its work and then
+hang without an answer until `{"what": W}` (no `after`) lifts it; `GET /_control/hung`
+says how many hang now. A test kills its client there.
+
 Control endpoints: `GET /_control/batches` (every batch: id, status, its requests'
 custom ids and body digests, and which were errored, expired, completed),
 `GET /_control/billed` (how often each request body was completed, online or in a
@@ -63,6 +68,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: `fake_openai` is a sibling file
@@ -113,6 +119,11 @@ class _BatchState(base._State):
         self.seen: dict[str, int] = {}  # request body digest -> batches it was in
         self.billed: dict[str, int] = {}  # request body digest -> times completed
         self.serial = 0
+        # hangs (the test's kill points): what -> the number of such requests served
+        # before one hangs; `hanging` counts the requests hung now
+        self.hang_after: dict[str, int] = {}
+        self.seen_kind: dict[str, int] = {}
+        self.hanging: dict[str, int] = {}
 
     def now(self) -> int:
         return int(EPOCH + self.offset)
@@ -144,6 +155,32 @@ class _BatchHandler(base._Handler):
 
     # --- routes ------------------------------------------------------------------------
 
+    def _hang(self, what: str) -> bool:
+        """A kill point: done, but never answered while the hang is set (True: hung).
+
+        The request's effect stands (the file is stored, the batch created): the client
+        dies not knowing it, as when it is killed between the server's work and its
+        answer."""
+        state = self.state
+        with state.lock:
+            seen = state.seen_kind.get(what, 0)
+            state.seen_kind[what] = seen + 1
+            after = state.hang_after.get(what)
+            if after is None or seen < after:
+                return False
+            state.hanging[what] = state.hanging.get(what, 0) + 1
+        try:
+            for _ in range(6000):  # 5 minutes at most
+                with state.lock:
+                    if what not in state.hang_after:
+                        break
+                threading.Event().wait(0.05)
+        finally:
+            with state.lock:
+                state.hanging[what] -= 1
+        self.close_connection = True
+        return True
+
     def _refused(self) -> bool:
         """The bearer key, when the server requires one (as the chat endpoint does)."""
         key = self.state.api_key
@@ -164,6 +201,10 @@ class _BatchHandler(base._Handler):
                     200, {"batches": [_Life.control_view(b) for b in state.batches.values()]}
                 )
             return
+        if path == "/_control/hung":
+            with state.lock:
+                self._json(200, {"hanging": dict(state.hanging), "seen": dict(state.seen_kind)})
+            return
         if path == "/_control/billed":
             with state.lock:
                 self._json(200, {"billed": dict(state.billed), "now": state.now()})
@@ -177,7 +218,8 @@ class _BatchHandler(base._Handler):
             elif len(parts) == 3:
                 self._json(200, file["meta"])
             elif parts[3] == "content":
-                self._send(200, file["data"], {"Content-Type": "application/octet-stream"})
+                if not self._hang("content"):
+                    self._send(200, file["data"], {"Content-Type": "application/octet-stream"})
             else:
                 self._error(404, "not found")
             return
@@ -193,7 +235,7 @@ class _BatchHandler(base._Handler):
                     view = dict(batch["object"])
             if batch is None:
                 self._error(404, f"No batch found with id '{parts[2]}'.")
-            else:
+            elif not self._hang("retrieve"):
                 self._json(200, view)
             return
         super().do_GET()
@@ -226,6 +268,17 @@ class _BatchHandler(base._Handler):
         path = self.path.split("?", 1)[0]
         state = self.state
         if path.startswith(("/v1/files", "/v1/batches")) and self._refused():
+            return
+        if path == "/_control/hang":
+            doc = self._read_json() or {}
+            with state.lock:  # {"what": "create", "after": 0}; no "after": no more hangs
+                what = str(doc.get("what"))
+                if "after" in doc:
+                    state.hang_after[what] = int(doc["after"])
+                    state.seen_kind[what] = 0
+                else:
+                    state.hang_after.pop(what, None)
+                self._json(200, {"hang_after": dict(state.hang_after)})
             return
         if path == "/_control/clock":
             doc = self._read_json()
@@ -302,7 +355,8 @@ class _BatchHandler(base._Handler):
             file_id = self.state.next_id("file")
             meta = _file_meta(self.state, file_id, filename or "upload.jsonl", len(data), "batch")
             self.state.files[file_id] = {"meta": meta, "data": data}
-        self._json(200, meta)
+        if not self._hang("upload"):
+            self._json(200, meta)
 
     def _create_batch(self) -> None:
         doc = self._read_json()
@@ -351,7 +405,8 @@ class _BatchHandler(base._Handler):
             }
             state.batches[batch_id] = {"object": obj, "requests": None, "data": file["data"]}
             view = dict(obj)
-        self._json(200, view)
+        if not self._hang("create"):
+            self._json(200, view)
 
 
 class _Life:

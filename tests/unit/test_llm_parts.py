@@ -96,12 +96,39 @@ class TestClientOptions:
             ({"prices": {"input": 1}}, "prices.input"),
             ({"prices": {"input_per_million": -1}}, "prices.input_per_million"),
             ({"backoff_initial": 5, "backoff_max": 1}, "backoff_initial"),
+            ({"mode": "later"}, "mode"),
+            ({"batch_discount": 1.5}, "batch_discount"),
+            ({"batch_poll_interval": 0}, "batch_poll_interval"),
+            ({"batch_max_requests": 0}, "batch_max_requests"),
+            ({"batch_max_requests": 50_001}, "batch_max_requests"),
+            ({"batch_max_bytes": 100}, "batch_max_bytes"),
+            ({"batch_max_bytes": 200 * 1024 * 1024 + 1}, "batch_max_bytes"),
+            ({"batch_resubmits": 11}, "batch_resubmits"),
         ],
     )
     def test_bad_values_name_the_key(self, table: dict[str, Any], key: str) -> None:
         with pytest.raises(OptionError) as info:
             parse_client_options(table)
         assert info.value.key == key
+
+    def test_batch_keys(self) -> None:
+        """docs/configuration.md "LLM profiles": batch mode and its price, OpenAI's limits."""
+        default = parse_client_options({})
+        assert default.mode == "online" and default.batch_discount == 0.5
+        assert (default.batch_max_requests, default.batch_max_bytes) == (50_000, 200 * 2**20)
+        options = parse_client_options(
+            {
+                "mode": "batch",
+                "batch_discount": 0.25,
+                "batch_poll_interval": 0.5,
+                "batch_max_requests": 100,
+                "batch_resubmits": 0,
+                "prices": {"input_per_million": 2.0, "output_per_million": 4.0},
+            }
+        )
+        assert options.mode == "batch" and options.batch_poll_interval == 0.5
+        assert options.batch_cost(1_000_000, 1_000_000) == pytest.approx(1.5)
+        assert options.prices.cost(1_000_000, 1_000_000) == pytest.approx(6.0)
 
 
 # --- retries -------------------------------------------------------------------------

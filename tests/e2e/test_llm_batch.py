@@ -1,0 +1,155 @@
+"""Batch mode against the fake OpenAI Files + Batches server (docs/operations.md "Batch runs").
+
+- A batch run's artifacts are byte for byte those of the online run of the same
+  pipeline, at half the cost, in one batch.
+- SIGKILL after the upload, after the batch was created (its answer lost), while polling
+  and while collecting; then `recover` and `--resume`: exactly one batch per request set,
+  no request completed (paid) twice, the replies collected before the kill reused.
+- Injected errors and expiry: only those requests are resubmitted, in one follow-up
+  batch, and the run succeeds.
+- `--no-wait` submits and stops; `--resume` collects the same batch.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.console import CLI
+from support.llm_batch import BatchProject, batches, billed, per_set
+from support.llm_servers import ServerProcess, start_fake, start_fake_batch
+
+
+@pytest.fixture
+def online_plain() -> Iterator[ServerProcess]:
+    with start_fake() as server:  # the chat endpoint alone: the reference run
+        yield server
+
+
+def test_a_batch_run_is_byte_identical_to_online_at_half_the_cost(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=5, chunks=8)
+    proc, online_doc = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch() as fake:
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--jobs", "2")
+        assert proc.returncode == 0, proc.stderr
+        [batch] = batches(fake)
+        assert batch["status"] == "completed" and len(batch["requests"]) == project.requests
+        assert set(billed(fake).values()) == {1}
+    assert project.artifacts("batch") == project.artifacts("online")
+    spent, online_spent = doc["llm"]["spent"], online_doc["llm"]["spent"]
+    assert spent["attempts"] == online_spent["attempts"] == project.requests
+    assert spent["prompt_tokens"] == online_spent["prompt_tokens"]
+    assert spent["cost"] == pytest.approx(online_spent["cost"] / 2)
+    # the journal says which stages came from which batch
+    proc, shown = cli.json(
+        "journal", "show", doc["run_id"], "--output-root", str(tmp_path / "batch" / "out")
+    )
+    types = [e["type"] for e in shown["events"]]
+    assert types.count("LLMBatchSubmitted") == types.count("LLMBatchCompleted") == 1
+    [submitted] = [e["data"] for e in shown["events"] if e["type"] == "LLMBatchSubmitted"]
+    assert submitted["batch_id"] == batch["id"] and submitted["requests"] == project.requests
+    assert len(submitted["stages"]) == project.requests
+    assert "LLMBatchPolled" in types
+
+
+def test_a_profile_in_batch_mode_batches_without_the_flag(cli: CLI, tmp_path: Path) -> None:
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3)
+    with start_fake_batch() as fake:
+        args = project.run_args("batch", fake.url)
+        profiles = tmp_path / "batch.toml"
+        profiles.write_text(profiles.read_text() + 'mode = "batch"\n')
+        proc, _ = cli.json(*args, env=project.env)
+        assert proc.returncode == 0, proc.stderr
+        assert len(batches(fake)) == 1
+        # --llm-mode online wins over the profile: the same requests sent one by one
+        proc, _ = cli.json(
+            *project.run_args("again", fake.url, "--llm-mode", "online"), env=project.env
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert len(batches(fake)) == 1
+
+
+@pytest.mark.parametrize(
+    ("what", "after"),
+    [
+        ("upload", 0),  # the input file is stored; the run never learned its id
+        ("create", 0),  # the batch is created; the run never learned its id
+        ("retrieve", 2),  # while polling
+        ("content", 1),  # the output file was read and stored; the error file hangs
+    ],
+)
+def test_sigkill_at_each_remote_step_then_resume_submits_nothing_twice(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess, what: str, after: int
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=3, chunks=4, faulty=(1,))
+    proc, _ = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch(progress=6 * 3600) as fake:  # several polls in progress
+        code = project.killed_at(fake, what, after, "batch", "--jobs", "2")
+        assert code == -signal.SIGKILL
+        project.recover("batch")
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--resume")
+        assert proc.returncode == 0, proc.stderr
+        # one batch per request set: the first round's, and one follow-up of the errored
+        # request (faults hit a request's first batch only)
+        assert sorted(per_set(fake).values()) == [1, 1]
+        rounds = sorted(len(b["requests"]) for b in batches(fake))
+        assert rounds == [1, project.requests]
+        # no request completed twice, none missing
+        assert set(billed(fake).values()) == {1}
+        assert len(billed(fake)) == project.requests
+        if what == "content":  # what was collected before the kill is reused
+            assert doc["llm"]["saved"]["attempts"] == project.requests - 1
+    assert project.artifacts("batch") == project.artifacts("online")
+
+
+def test_errored_and_expired_requests_alone_go_into_one_follow_up_batch(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=20, chunks=10)
+    proc, _ = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch(error_rate=0.03, expire_rate=0.02) as fake:
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--jobs", "4")
+        assert proc.returncode == 0, proc.stderr
+        first, follow = batches(fake)
+        assert first["status"] == "expired" and follow["status"] == "completed"
+        failed = {r["custom_id"] for r in first["requests"] if r["outcome"] != "completed"}
+        outcomes = {r["outcome"] for r in first["requests"]} - {"completed"}
+        assert outcomes == {"errored", "expired"}
+        assert {r["custom_id"] for r in follow["requests"]} == failed
+        assert 0 < len(failed) < project.requests // 5
+        assert set(billed(fake).values()) == {1}
+        assert doc["llm"]["spent"]["attempts"] == project.requests
+    assert project.artifacts("batch") == project.artifacts("online")
+
+
+def test_no_wait_submits_and_stops_then_resume_collects_the_same_batch(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=2, chunks=4)
+    proc, _ = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch() as fake:
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--no-wait")
+        assert proc.returncode == 130, proc.stderr
+        assert doc["status"] == "interrupted"
+        [batch] = batches(fake)
+        assert batch["status"] == "validating"  # submitted, never polled
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--resume")
+        assert proc.returncode == 0, proc.stderr
+        assert len(batches(fake)) == 1
+        assert set(billed(fake).values()) == {1}
+    assert project.artifacts("batch") == project.artifacts("online")
+
+
+def test_a_bad_llm_mode_is_one_line_and_exit_2(cli: CLI, tmp_path: Path) -> None:
+    project = BatchProject(cli, tmp_path, docs=1, chunks=1)
+    proc = cli(*project.run_args("x", "http://127.0.0.1:9/v1", "--llm-mode", "later"))
+    assert proc.returncode == 2
+    assert "invalid llm_mode 'later'" in proc.stderr and "Traceback" not in proc.stderr
