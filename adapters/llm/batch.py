@@ -166,8 +166,8 @@ class BatchCollector:
         by_key = {t.key: t for t in tickets}
         known: dict[str, BatchRecord] = {}
         for record in self.records.load_all():
-            if record.model != self.profile.model:
-                continue
+            if record.model != self.profile.model or record.endpoint != self.endpoint.shown:
+                continue  # another endpoint's batch: its ids mean nothing here
             for key in record.keys:
                 # the latest round that holds the request answers it
                 if key in by_key and (key not in known or known[key].round < record.round):
@@ -370,12 +370,19 @@ class BatchCollector:
                 f"{self.profile.id}: batch {batch.id} answered HTTP {code} for this request",
                 retryable=status in (AttemptStatus.SERVER_ERROR, AttemptStatus.RATE_LIMITED),
             )
+        why = ""
+        errors = getattr(getattr(batch, "errors", None), "data", None) or []
+        if errors:  # a batch that failed validation says why (the first reason)
+            first = errors[0]
+            line = f" line {first.line}" if getattr(first, "line", None) else ""
+            text = self.endpoint.scrub(f"{first.code or 'error'}{line}: {first.message or ''}")
+            why = f" ({text[:200]})"
         for ticket in tickets:  # in neither file: the batch failed, or was cancelled
             if ticket.reply is None and ticket.error is None:
                 ticket.fail(
                     AttemptStatus.SERVER_ERROR,
                     f"{self.profile.id}: batch {batch.id} ended {batch.status} without "
-                    "this request's result",
+                    f"this request's result{why}",
                     retryable=batch.status != "failed",
                 )
         return completed, errored, expired

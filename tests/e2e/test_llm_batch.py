@@ -74,6 +74,20 @@ def test_a_profile_in_batch_mode_batches_without_the_flag(cli: CLI, tmp_path: Pa
         assert len(batches(fake)) == 1
 
 
+def test_a_steps_mode_batches_its_requests(cli: CLI, tmp_path: Path) -> None:
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3)
+    pipeline = tmp_path / "pipeline.toml"
+    text = pipeline.read_text().replace(
+        'module = "llm.json"', 'module = "llm.json"\nmode = "batch"'
+    )
+    pipeline.write_text(text)
+    with start_fake_batch() as fake:
+        proc, _ = project.run("batch", fake.url)
+        assert proc.returncode == 0, proc.stderr
+        [batch] = batches(fake)
+        assert len(batch["requests"]) == project.requests
+
+
 @pytest.mark.parametrize(
     ("what", "after"),
     [
@@ -153,3 +167,63 @@ def test_a_bad_llm_mode_is_one_line_and_exit_2(cli: CLI, tmp_path: Path) -> None
     proc = cli(*project.run_args("x", "http://127.0.0.1:9/v1", "--llm-mode", "later"))
     assert proc.returncode == 2
     assert "invalid llm_mode 'later'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_llm_extract_example_in_batch_mode_is_byte_identical_to_online(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    """The example's stages ask one question per action item, one after the other: each
+    round of questions is one batch (three here), and the outputs are those of online."""
+    import shutil
+
+    from support.llm_batch import PROFILE
+    from support.llm_servers import FAKE_KEY_ENV, fake_key_env
+    from support.paths import REPO
+
+    example = tmp_path / "ex"
+    shutil.copytree(REPO / "examples" / "llm-extract", example)
+    env = {**cli.env, **fake_key_env()}
+    params = "params = { temperature = 0, seed = 1, cache_prompt = false }"
+
+    def run(name: str, url: str, *extra: str):
+        profiles = tmp_path / f"{name}.toml"
+        profiles.write_text(PROFILE.format(url=url, key_env=FAKE_KEY_ENV) + params + "\n")
+        return cli.json(
+            "run", str(example / "pipeline.toml"), "--profiles-file", str(profiles),
+            "--profile", "fake", "--output-root", str(tmp_path / name / "out"),
+            "--cache-root", str(tmp_path / name / "cache"), "--no-progress", *extra, env=env,
+        )  # fmt: skip
+
+    def outputs(name: str) -> dict[str, bytes]:
+        base = tmp_path / name / "out" / "latest-ok"
+        skip = ("manifest.json", "report.json")
+        return {
+            str(p.relative_to(base)): p.read_bytes()
+            for p in sorted(base.rglob("*"))
+            if p.is_file() and p.name not in skip
+        }
+
+    proc, online_doc = run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch() as fake:
+        proc, doc = run("batch", fake.url, "--llm-mode", "batch")
+        assert proc.returncode == 0, proc.stderr
+        assert len(batches(fake)) >= 2 and set(billed(fake).values()) == {1}
+    assert "action-items.md" in outputs("batch")
+    assert outputs("batch") == outputs("online")
+    assert doc["llm"]["spent"]["cost"] == pytest.approx(online_doc["llm"]["spent"]["cost"] / 2)
+
+
+def test_two_thousand_chunks_go_in_one_batch_byte_identical_to_online(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=100, chunks=20)
+    proc, online_doc = project.run("online", online_plain.url, "--jobs", "4")
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch() as fake:
+        proc, doc = project.run("batch", fake.url, "--llm-mode", "batch", "--jobs", "4")
+        assert proc.returncode == 0, proc.stderr
+        [batch] = batches(fake)
+        assert len(batch["requests"]) == project.requests == 2000
+    assert project.artifacts("batch") == project.artifacts("online")
+    assert doc["llm"]["spent"]["cost"] == pytest.approx(online_doc["llm"]["spent"]["cost"] / 2)
