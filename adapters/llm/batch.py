@@ -132,7 +132,8 @@ class BatchCollector:
         return ticket
 
     def stop(self) -> None:
-        """The run ends: every parked call wakes up, refused."""
+        """The run ends: every parked call wakes up, refused (those of a flush under way
+        when it returns to the queue)."""
         with self._lock:
             self._stopped = True
             pending, self._pending = self._pending, []
@@ -155,9 +156,14 @@ class BatchCollector:
                 for ticket in tickets:
                     if not ticket.done.is_set() and ticket.reply is None:
                         ticket.fail(exc.status, exc.message, retryable=False)
-            except BatchPending:
-                with self._lock:  # parked until the run ends (`stop` wakes them)
+            except BaseException:
+                # `--no-wait`, an interrupt, a bug: the calls stay parked until the run
+                # ends, when `stop` wakes them (at once if it already did)
+                with self._lock:
                     self._pending = [t for t in tickets if not t.done.is_set()] + self._pending
+                    stopped = self._stopped
+                if stopped:
+                    self.stop()
                 raise
             for ticket in tickets:
                 ticket.done.set()
@@ -422,10 +428,19 @@ class BatchCollector:
             raise CallsStopped()
 
     def _sleep(self, seconds: float) -> None:
-        try:
-            self.services.sleep(seconds)
-        except RuntimeError:
-            raise CallsStopped() from None
+        """Wait between polls; a first SIGINT (no new request) ends the wait at once:
+        the batch stays recorded, and `--resume` follows it."""
+        clock = self.services.clock
+        until = clock() + seconds
+        while True:
+            self._check_stop()
+            left = until - clock()
+            if left <= 0:
+                return
+            try:
+                self.services.sleep(min(left, 0.2))
+            except RuntimeError:
+                raise CallsStopped() from None
 
     def _remote(self, call: Callable[[], Any]) -> Any:
         """One remote step, retried on transient failures as an online request is."""

@@ -122,6 +122,23 @@ def test_sigkill_at_each_remote_step_then_resume_submits_nothing_twice(
     assert project.artifacts("batch") == project.artifacts("online")
 
 
+def test_sigint_while_polling_then_resume_follows_the_same_batch(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3)
+    proc, _ = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch(tick=1, progress=20 * 3600) as fake:  # in progress for a while
+        assert project.interrupted_polling(fake, "batch", polls=3) == 130
+        [batch] = batches(fake)
+        assert batch["status"] in ("validating", "in_progress")  # not done: still polled
+        fake.control("/_control/clock", {"advance": 21 * 3600})  # now it can finish
+        proc, _ = project.run("batch", fake.url, "--llm-mode", "batch", "--resume")
+        assert proc.returncode == 0, proc.stderr
+        assert len(batches(fake)) == 1 and set(billed(fake).values()) == {1}
+    assert project.artifacts("batch") == project.artifacts("online")
+
+
 def test_errored_and_expired_requests_alone_go_into_one_follow_up_batch(
     cli: CLI, tmp_path: Path, online_plain: ServerProcess
 ) -> None:

@@ -103,6 +103,30 @@ class BatchProject:
             str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()
         }
 
+    def interrupted_polling(self, fake: ServerProcess, name: str, polls: int) -> int:
+        """Start a batch run, SIGINT it once the server answered `polls` batch polls; its
+        exit code."""
+        proc = subprocess.Popen(
+            [*console_script(), *self.run_args(name, fake.url, "--llm-mode", "batch")],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while fake.control("/_control/hung")["seen"].get("retrieve", 0) < polls:
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            os.kill(proc.pid, 2)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        return proc.returncode
+
     def killed_at(self, fake: ServerProcess, what: str, after: int, name: str, *extra: str) -> int:
         """Start a batch run, SIGKILL it while the server holds its request of kind
         `what` (the one after the first `after`) unanswered; its exit code."""
