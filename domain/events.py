@@ -328,6 +328,7 @@ class LLMCallAttempted(RunEvent, frozen=True, kw_only=True):
     reply_sha256: str | None = None
     wait_ms: float = 0.0
     replayed: bool = False
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     @staticmethod
     def fields_of(attempt: LLMAttempt) -> dict[str, Any]:

@@ -49,9 +49,20 @@ class Prices(msgspec.Struct, frozen=True, kw_only=True):
 
     input_per_million: float = 0.0
     output_per_million: float = 0.0
+    # prompt tokens served from the provider's prompt cache (OpenAI
+    # `prompt_tokens_details.cached_tokens`); None: priced as other input
+    cached_input_per_million: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        total = prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(max(0, cached_tokens), max(0, prompt_tokens))
+        cached_price = self.cached_input_per_million
+        if cached_price is None:
+            cached_price = self.input_per_million
+        total = (
+            (prompt_tokens - cached) * self.input_per_million
+            + cached * cached_price
+            + completion_tokens * self.output_per_million
+        )
         return round(total / 1_000_000, 9)
 
 
@@ -81,9 +92,12 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     batch_max_bytes: int = BATCH_MAX_BYTES
     batch_resubmits: int = 1  # follow-up batches for errored and expired requests
 
-    def batch_cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+    def batch_cost(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+    ) -> float:
         """A batched request's cost: the list price times `batch_discount`."""
-        return round(self.prices.cost(prompt_tokens, completion_tokens) * self.batch_discount, 9)
+        cost = self.prices.cost(prompt_tokens, completion_tokens, cached_tokens)
+        return round(cost * self.batch_discount, 9)
 
 
 CLIENT_KEYS: frozenset[str] = frozenset(
@@ -130,7 +144,7 @@ _COUNTS = {
     "batch_resubmits": 10,
 }
 _MAX_REPLY_BYTES = (1024, 1024 * 1024 * 1024)
-_PRICE_KEYS = ("input_per_million", "output_per_million")
+_PRICE_KEYS = ("input_per_million", "output_per_million", "cached_input_per_million")
 
 
 def _number(key: str, value: Any, *, low: float, high: float, zero_ok: bool) -> float:
@@ -202,7 +216,10 @@ def parse_client_options(table: Mapping[str, Any]) -> ClientOptions:
     if "prices" in table:
         raw = table["prices"]
         if not isinstance(raw, Mapping):
-            raise OptionError("prices", "must be a table (input_per_million, output_per_million)")
+            raise OptionError(
+                "prices",
+                "must be a table (input_per_million, output_per_million, cached_input_per_million)",
+            )
         unknown = sorted(set(raw) - set(_PRICE_KEYS))
         if unknown:
             raise OptionError(f"prices.{unknown[0]}", "unknown key")

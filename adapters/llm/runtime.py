@@ -712,8 +712,13 @@ class Call:
         profile = self.runtime.profile
         prompt = reply.prompt_tokens if reply is not None else 0
         done = reply.completion_tokens if reply is not None else 0
+        cached = reply.cached_tokens if reply is not None else 0
         options = profile.client
-        cost = options.batch_cost(prompt, done) if batched else options.prices.cost(prompt, done)
+        cost = (
+            options.batch_cost(prompt, done, cached)
+            if batched
+            else options.prices.cost(prompt, done, cached)
+        )
         if not reused:  # a reused reply costs nothing now
             self.runtime.services.budget.charge(prompt + done, cost)
         self.attempts.append(
@@ -733,6 +738,7 @@ class Call:
                 reply_sha256=_text_sha(reply.content) if reply is not None else None,
                 replayed=replayed,
                 reused=reused,
+                cached_tokens=cached,
             )
         )
 

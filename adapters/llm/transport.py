@@ -313,9 +313,16 @@ class OpenAITransport:
                 http_status=200,
             )
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+            cached = 0  # absent (most servers) or not a count: nothing from the cache
+        if isinstance(prompt, int):
+            cached = min(cached, prompt)
         return Reply(
             content=self._scrub(content),  # before anything reads, cuts or stores it
             prompt_tokens=prompt if isinstance(prompt, int) else -1,
             completion_tokens=done if isinstance(done, int) else -1,
             finish_reason=finish if isinstance(finish, str) else None,
+            cached_tokens=cached,
         )

@@ -142,8 +142,35 @@ def _echoed(value: Any, text: str) -> Any:
     return value
 
 
+CACHE_MIN = 1024  # prompt tokens (words here) before a prefix is cached, as OpenAI's
+CACHE_STEP = 128  # and the increments it caches in
+
+
+def prompt_cache(seen: set[str], body: dict[str, Any]) -> int:
+    """OpenAI-style prompt caching: the longest prefix of this prompt (its messages' words
+    in order, in steps of 128 from 1,024) an earlier request had; then this prompt's
+    prefixes are remembered. `seen` is the server's (hold its lock)."""
+    words: list[str] = []
+    for message in body.get("messages") or []:
+        words += _words(str(message.get("content", "")))
+    cached = 0
+    prefixes = []
+    for end in range(CACHE_MIN, len(words) + 1, CACHE_STEP):
+        key = hashlib.sha256(" ".join(words[:end]).encode()).hexdigest()
+        prefixes.append(key)
+        if key in seen:
+            cached = end
+    seen.update(prefixes)
+    return cached
+
+
 def completion(
-    body: dict[str, Any], *, kind: str = "ok", auth: str | None = None, nth: int = 1
+    body: dict[str, Any],
+    *,
+    kind: str = "ok",
+    auth: str | None = None,
+    nth: int = 1,
+    cached: int = 0,
 ) -> dict[str, Any]:
     """The chat completion this server answers `body` with (a reply kind, not a fault):
     the same function serves the online endpoint and the batch fake's output lines, so a
@@ -194,6 +221,7 @@ def completion(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": min(cached, prompt_tokens)},
         },
     }
 
@@ -223,6 +251,7 @@ class _State:
         self.counts: dict[str, int] = {}
         self.log: list[dict[str, Any]] = []
         self.usage = _usage()
+        self.prefixes: set[str] = set()  # prompt prefixes seen (`prompt_cache`)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -283,6 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.counts.clear()
                 self.state.log.clear()
+                self.state.prefixes.clear()
                 self.state.usage = _usage()
             self._json(200, {"ok": True})
             return
@@ -341,7 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         # a server that ignores every response format answers as if none was asked
         asked = {**body, "response_format": None} if state.ignore_schema else body
-        doc = completion(asked, kind=kind, auth=auth, nth=n + 1)
+        with state.lock:
+            cached = prompt_cache(state.prefixes, body)
+        doc = completion(asked, kind=kind, auth=auth, nth=n + 1, cached=cached)
         usage = doc["usage"]
         with state.lock:
             state.usage["answered"] += 1

@@ -534,7 +534,8 @@ class _Life:
                 counts["failed"] += 1
                 continue
             req["outcome"] = "completed"
-            req["completion"] = base.completion(req["body"])
+            cached = base.prompt_cache(state.prefixes, req["body"])
+            req["completion"] = base.completion(req["body"], cached=cached)
             counts["completed"] += 1
             state.billed[req["digest"]] = state.billed.get(req["digest"], 0) + 1
             usage = req["completion"]["usage"]

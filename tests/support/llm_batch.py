@@ -60,13 +60,15 @@ class BatchProject:
         self.requests = docs * chunks
         self.env = {**cli.env, **fake_key_env()}
 
-    def profiles(self, name: str, url: str) -> Path:
+    def profiles(self, name: str, url: str, extra: str = "") -> Path:
+        """The profiles file of the runs called `name` (`extra`: more profile keys)."""
         path = self.root / f"{name}.toml"
-        path.write_text(PROFILE.format(url=url, key_env=FAKE_KEY_ENV))
+        path.write_text(PROFILE.format(url=url, key_env=FAKE_KEY_ENV) + extra)
         return path
 
-    def run_args(self, name: str, url: str, *extra: str) -> list[str]:
-        """`run` with its own output and cache roots (`name`) against the server at `url`."""
+    def run_args(self, name: str, url: str, *extra: str, keys: str = "") -> list[str]:
+        """`run` with its own output and cache roots (`name`) against the server at `url`
+        (`keys`: more keys of its profile)."""
         return [
             "run",
             str(self.root / "pipeline.toml"),
@@ -77,7 +79,7 @@ class BatchProject:
             "--profile",
             "fake",
             "--profiles-file",
-            str(self.profiles(name, url)),
+            str(self.profiles(name, url, keys)),
             "--no-progress",
             *extra,
         ]
