@@ -41,6 +41,7 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     completion_tokens: int = 0
     finish_reason: str | None = None
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # of prompt_tokens, written to the cache (Anthropic)
 
 
 class Exchange(msgspec.Struct, frozen=True, kw_only=True):

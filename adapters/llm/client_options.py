@@ -52,15 +52,26 @@ class Prices(msgspec.Struct, frozen=True, kw_only=True):
     # prompt tokens served from the provider's prompt cache (OpenAI
     # `prompt_tokens_details.cached_tokens`); None: priced as other input
     cached_input_per_million: float | None = None
+    # prompt tokens written to the provider's prompt cache (Anthropic
+    # `cache_creation_input_tokens`); None: priced as other input
+    cache_write_input_per_million: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
-        cached = min(max(0, cached_tokens), max(0, prompt_tokens))
-        cached_price = self.cached_input_per_million
-        if cached_price is None:
-            cached_price = self.input_per_million
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        prompt = max(0, prompt_tokens)
+        cached = min(max(0, cached_tokens), prompt)
+        written = min(max(0, cache_write_tokens), prompt - cached)
+        read_price = self.cached_input_per_million
+        write_price = self.cache_write_input_per_million
         total = (
-            (prompt_tokens - cached) * self.input_per_million
-            + cached * cached_price
+            (prompt - cached - written) * self.input_per_million
+            + cached * (self.input_per_million if read_price is None else read_price)
+            + written * (self.input_per_million if write_price is None else write_price)
             + completion_tokens * self.output_per_million
         )
         return round(total / 1_000_000, 9)
@@ -93,10 +104,14 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     batch_resubmits: int = 1  # follow-up batches for errored and expired requests
 
     def batch_cost(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> float:
         """A batched request's cost: the list price times `batch_discount`."""
-        cost = self.prices.cost(prompt_tokens, completion_tokens, cached_tokens)
+        cost = self.prices.cost(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
         return round(cost * self.batch_discount, 9)
 
 
@@ -144,7 +159,12 @@ _COUNTS = {
     "batch_resubmits": 10,
 }
 _MAX_REPLY_BYTES = (1024, 1024 * 1024 * 1024)
-_PRICE_KEYS = ("input_per_million", "output_per_million", "cached_input_per_million")
+_PRICE_KEYS = (
+    "input_per_million",
+    "output_per_million",
+    "cached_input_per_million",
+    "cache_write_input_per_million",
+)
 
 
 def _number(key: str, value: Any, *, low: float, high: float, zero_ok: bool) -> float:
@@ -218,7 +238,8 @@ def parse_client_options(table: Mapping[str, Any]) -> ClientOptions:
         if not isinstance(raw, Mapping):
             raise OptionError(
                 "prices",
-                "must be a table (input_per_million, output_per_million, cached_input_per_million)",
+                "must be a table (input_per_million, output_per_million, "
+                "cached_input_per_million, cache_write_input_per_million)",
             )
         unknown = sorted(set(raw) - set(_PRICE_KEYS))
         if unknown:

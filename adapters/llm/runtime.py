@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
+from runjournal.adapters.llm.anthropic_transport import AnthropicTransport
 from runjournal.adapters.llm.batch import BatchCollector
 from runjournal.adapters.llm.batch_records import BatchRecords
 from runjournal.adapters.llm.budget import Budget
@@ -85,8 +86,9 @@ class _Endpoint:
 
     def __init__(self, services: LLMServices, profile: Profile) -> None:
         self.base_url = profile.base_url
-        self.key_env = profile.api_key_env or DEFAULT_API_KEY_ENV
-        self.shown = redact_text(profile.base_url or "https://api.openai.com/v1")
+        self.provider = profile.provider
+        self.key_env = profile.key_env() or DEFAULT_API_KEY_ENV
+        self.shown = redact_text(profile.base_url or _DEFAULT_URLS[profile.provider])
         options = profile.client
         self.connect_timeout = options.connect_timeout
         self.read_timeout = options.read_timeout
@@ -125,7 +127,8 @@ class _Endpoint:
                     )
                 self._key = key
                 remember_secrets([key])
-                self._transport = OpenAITransport(
+                kind = AnthropicTransport if self.provider == "anthropic" else OpenAITransport
+                self._transport = kind(
                     base_url=self.base_url,
                     api_key=key or _UNKEYED,
                     connect_timeout=self.connect_timeout,
@@ -133,7 +136,11 @@ class _Endpoint:
                     scrub=self.scrub,
                     shown_endpoint=self.shown,
                 )
-                self._transport.connect()
+                try:
+                    self._transport.connect()
+                except TransportError as exc:  # the provider's client is not installed
+                    self._transport = None
+                    raise LLMCallFailed(cause_of_status(exc.status), exc.message) from None
             return self._transport
 
     def key_note(self) -> str:
@@ -147,6 +154,9 @@ class _Endpoint:
         if transport is not None:
             transport.close()
 
+
+# The providers with a network runtime, and where each is when a profile names no URL.
+_DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 _client_import_started = threading.Event()
 
@@ -206,7 +216,7 @@ class LLMServices:
         self.text_trace = text_trace
         self.clock = clock
         self.rng = rng or random.Random()
-        self._endpoints: dict[tuple[str | None, str], _Endpoint] = {}
+        self._endpoints: dict[tuple[str | None, str, str], _Endpoint] = {}
         self._cassettes: dict[str, Cassette] = {}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -214,8 +224,9 @@ class LLMServices:
     # --- wiring ------------------------------------------------------------------------
 
     def runtime_for(self, profile: Profile) -> Any:
-        """The runtime of `profile`: metered for `openai`, offline or unavailable otherwise."""
-        if profile.provider != "openai":
+        """The runtime of `profile`: metered for `openai` and `anthropic`, offline or
+        unavailable otherwise."""
+        if profile.provider not in _DEFAULT_URLS:
             return runtime_for(profile)
         replay = self.replay
         if replay is None and profile.replay is not None:
@@ -225,7 +236,8 @@ class LLMServices:
         endpoint = self._endpoint(profile)
         mode = self.mode or profile.client.mode
         batch = None
-        if mode is LLMMode.BATCH and replay is None:
+        # batches through OpenAI Files + Batches (Anthropic message batches: not yet)
+        if mode is LLMMode.BATCH and replay is None and profile.provider == "openai":
             batch = self._collector(profile, endpoint)
         return ProfileRuntime(self, profile, endpoint, replay, batch)
 
@@ -257,7 +269,7 @@ class LLMServices:
             return cassette
 
     def _endpoint(self, profile: Profile) -> _Endpoint:
-        key = (profile.base_url, profile.api_key_env or DEFAULT_API_KEY_ENV)
+        key = (profile.base_url, profile.key_env() or DEFAULT_API_KEY_ENV, profile.provider)
         with self._lock:
             endpoint = self._endpoints.get(key)
             if endpoint is None:
@@ -713,11 +725,12 @@ class Call:
         prompt = reply.prompt_tokens if reply is not None else 0
         done = reply.completion_tokens if reply is not None else 0
         cached = reply.cached_tokens if reply is not None else 0
+        written = reply.cache_write_tokens if reply is not None else 0
         options = profile.client
         cost = (
-            options.batch_cost(prompt, done, cached)
+            options.batch_cost(prompt, done, cached, written)
             if batched
-            else options.prices.cost(prompt, done, cached)
+            else options.prices.cost(prompt, done, cached, written)
         )
         if not reused:  # a reused reply costs nothing now
             self.runtime.services.budget.charge(prompt + done, cost)

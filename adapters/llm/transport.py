@@ -81,6 +81,8 @@ class OpenAITransport:
     """Sends requests to one endpoint; `scrub` removes every secret the process holds
     from any text the endpoint sent, as it arrives (reply content, error text)."""
 
+    PATH = "/chat/completions"  # relative to the client's base URL
+
     def __init__(
         self,
         *,
@@ -108,22 +110,34 @@ class OpenAITransport:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                import openai  # lazy: about 0.8 s of imports, paid only by runs that call
-
-                self._openai = openai
+                sdk, client_class = self._sdk()
+                self._openai = sdk  # the SDK module: its exception classes
                 # the Response type of the HTTP library the client is built on: what its
                 # `post` returns unparsed
                 http_lib = importlib.import_module(
-                    openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
+                    sdk.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
                 )
                 self._httpx_response = http_lib.Response
-                self._client = openai.OpenAI(
+                self._client = client_class(
                     api_key=self._api_key,
                     base_url=self._base_url,
                     max_retries=0,
-                    timeout=openai.Timeout(self._read, connect=self._connect),
+                    timeout=sdk.Timeout(self._read, connect=self._connect),
                 )
             return self._client
+
+    def _sdk(self) -> tuple[Any, Any]:
+        """The official client's module and class (imported on first use)."""
+        import openai  # lazy: about 0.8 s of imports, paid only by runs that call
+
+        return openai, openai.OpenAI
+
+    def _payload(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The body sent for `request` (the runtime's chat-completions form)."""
+        return request
+
+    def _reply_of(self, request: dict[str, Any], completion: Any) -> Reply:
+        return self._reply(completion)
 
     def close(self) -> None:
         with self._lock:
@@ -156,8 +170,8 @@ class OpenAITransport:
             # "Concurrency: `--jobs N` against an LLM endpoint"). The raw-response header
             # keeps the body streamed, so it is read under the size cap and deadline.
             response = client.post(
-                "/chat/completions",
-                body=request,
+                self.PATH,
+                body=self._payload(request),
                 cast_to=self._httpx_response,
                 options={"headers": {"X-Stainless-Raw-Response": "stream"}},
             )
@@ -217,7 +231,7 @@ class OpenAITransport:
                 f"({type(exc).__name__})",
                 http_status=http_status,
             ) from None
-        return self._reply(completion), http_status
+        return self._reply_of(request, completion), http_status
 
     # --- the batch endpoints (adapters/llm/batch.py) -------------------------------------
 

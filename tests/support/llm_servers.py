@@ -25,6 +25,7 @@ from support.paths import REPO
 SUPPORT = Path(__file__).resolve().parent
 FAKE = SUPPORT / "fake_openai.py"
 FAKE_BATCH = SUPPORT / "fake_openai_batch.py"
+FAKE_ANTHROPIC = SUPPORT / "fake_anthropic.py"
 SERVE_MODEL = REPO / "examples" / "llm-extract" / "serve_model.py"
 
 
@@ -164,6 +165,12 @@ def start_fake_batch(
     if api_key_env:
         argv += ["--api-key-env", api_key_env]
     return ServerProcess(argv, env={**fake_key_env(), **(env or {})}, timeout=30)
+
+
+def start_fake_anthropic() -> ServerProcess:
+    """The fake Anthropic Messages server; it requires the key of `fake_key_env()`."""
+    argv = [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--api-key-env", "RJ_FAKE_KEY"]
+    return ServerProcess(argv, env=fake_key_env(), timeout=30)
 
 
 def model_available() -> bool:
