@@ -149,11 +149,6 @@ class AnthropicTransport(OpenAITransport):
             cache_write_tokens=written,
         )
 
-    def parse(self, completion: Any) -> Reply:  # no batch endpoint here (yet)
-        raise TransportError(
-            AttemptStatus.REQUEST_REFUSED, "anthropic message batches are not supported"
-        )
-
 
 def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
     fmt = request.get("response_format")

@@ -27,12 +27,12 @@ Then the parked calls wake up with their replies and go on exactly as online cal
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from runjournal.adapters import parking
+from runjournal.adapters.llm.batch_apis import BatchState, Result, api_for
 from runjournal.adapters.llm.batch_records import BatchRecord, BatchRecords
 from runjournal.adapters.llm.calllog import CallsStopped
 from runjournal.adapters.llm.cassette import Reply
@@ -41,11 +41,6 @@ from runjournal.domain.identity import sha256_hex
 from runjournal.domain.llm import AttemptStatus, CallScope
 
 __all__ = ["BatchCollector", "BatchPending", "Ticket"]
-
-ENDPOINT = "/v1/chat/completions"
-_TERMINAL = ("completed", "failed", "expired", "cancelled")
-_RETRYABLE_CODES = ("batch_expired", "batch_cancelled")
-_METADATA_KEY = "runjournal_set"
 
 
 class BatchPending(CallsStopped):
@@ -106,6 +101,7 @@ class BatchCollector:
         self.records = records
         self.journal = journal
         self.no_wait = no_wait
+        self.api = api_for(profile.provider)  # OpenAI Files + Batches, or message batches
         self._lock = threading.Lock()
         self._pending: list[Ticket] = []
         self._flush_lock = threading.Lock()
@@ -226,8 +222,7 @@ class BatchCollector:
         return groups
 
     def _line(self, ticket: Ticket) -> bytes:
-        doc = {"custom_id": ticket.key, "method": "POST", "url": ENDPOINT, "body": ticket.request}
-        return json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+        return self.api.line(ticket, self.endpoint.transport())
 
     def _record(self, tickets: list[Ticket], *, round_no: int) -> BatchRecord:
         keys = [t.key for t in tickets]
@@ -254,158 +249,119 @@ class BatchCollector:
                 self._journal_submitted(journal, record, tickets, resumed=True)
             return
         client = self._client()
-        if record.state == "submitting" and record.file_id is not None:
-            found = self._remote(lambda: self._find(client, record.local))
+        api = self.api
+        if record.state == "submitting":
+            found = self._remote(lambda: api.find(client, record.local))
             if found is not None:
-                record.batch_id, record.state, record.status = found.id, "submitted", found.status
+                record.batch_id, record.state, record.status = found[0], "submitted", found[1]
                 self.records.save(record)
                 if journal is not None:
                     self._journal_submitted(journal, record, tickets, resumed=True)
                 return
-        if record.file_id is None:
+        data = b"".join(self._line(t) for t in tickets)
+        if api.uploads and record.file_id is None:
             self.records.save(record)  # the request set, before anything leaves
-            data = b"".join(self._line(t) for t in tickets)
             name = f"runjournal-{record.local}.jsonl"
-            upload = self._remote(lambda: client.files.create(file=(name, data), purpose="batch"))
-            record.file_id, record.state = upload.id, "uploaded"
+            record.file_id = self._remote(lambda: api.upload(client, name, data))
+            record.state = "uploaded"
             self.records.save(record)
         record.state = "submitting"
         self.records.save(record)
-        file_id = record.file_id
-        batch = self._remote(
-            lambda: client.batches.create(
-                input_file_id=file_id,
-                endpoint=ENDPOINT,
-                completion_window="24h",
-                metadata={_METADATA_KEY: record.local},
-            )
-        )
-        record.batch_id, record.state, record.status = batch.id, "submitted", batch.status
+        batch_id, status = self._remote(lambda: api.create(client, record, data))
+        record.batch_id, record.state, record.status = batch_id, "submitted", status
         self.records.save(record)
         if journal is not None:
             self._journal_submitted(journal, record, tickets, resumed=False)
 
-    def _find(self, client: Any, local: str) -> Any:
-        for batch in client.batches.list(limit=100):
-            if (batch.metadata or {}).get(_METADATA_KEY) == local:
-                return batch
-        return None
-
     def _follow(self, record: BatchRecord, tickets: list[Ticket], journal: Any) -> None:
-        """Poll until the batch ends, then collect its output and error files."""
+        """Poll until the batch ends, then collect its results."""
         client = self._client()
+        api = self.api
         batch_id = record.batch_id
         assert batch_id is not None
         interval = self.profile.client.batch_poll_interval
-        last: tuple[Any, ...] | None = None
+        last: BatchState | None = None
         while True:
             self._check_stop()
-            batch = self._remote(lambda: client.batches.retrieve(batch_id))
-            counts = batch.request_counts
-            seen = (
-                batch.status,
-                counts.total if counts else 0,
-                counts.completed if counts else 0,
-                counts.failed if counts else 0,
-            )
-            if seen != last:
-                last = seen
-                if journal is not None:
-                    journal.llm_batch_polled(
-                        batch_id=batch_id,
-                        status=seen[0],
-                        total=seen[1],
-                        completed=seen[2],
-                        failed=seen[3],
-                    )
-            if batch.status in _TERMINAL:
+            state = self._remote(lambda: api.retrieve(client, batch_id))
+            changed = state.seen() != (last.seen() if last else None)
+            if changed and journal is not None:
+                journal.llm_batch_polled(
+                    batch_id=batch_id,
+                    status=state.status,
+                    total=state.total,
+                    completed=state.completed,
+                    failed=state.failed,
+                )
+            last = state
+            if state.ended:
                 break
             self._sleep(interval)
-        record.status = batch.status
+        record.status = state.status
         self.records.save(record)
-        completed, errored, expired = self._collect(client, batch, tickets)
+        results = api.results(client, state)  # read as it comes: stored as it is read
+        completed, errored, expired = self._collect(state, results, tickets)
         record.state = "collected"
         self.records.save(record)
         if journal is not None:
             journal.llm_batch_completed(
                 batch_id=batch_id,
-                status=batch.status,
+                status=state.status,
                 completed=completed,
                 errored=errored,
                 expired=expired,
             )
 
-    def _collect(self, client: Any, batch: Any, tickets: list[Ticket]) -> tuple[int, int, int]:
+    def _collect(
+        self, state: BatchState, results: Iterator[Result], tickets: list[Ticket]
+    ) -> tuple[int, int, int]:
         by_key = {t.key: t for t in tickets}
         transport = self.endpoint.transport()
         store = self.services.wal.replies
         completed = errored = expired = 0
-        for line in self._lines(client, batch.output_file_id):
-            ticket = by_key.get(str(line.get("custom_id")))
-            response = line.get("response") or {}
-            if ticket is None or response.get("status_code") != 200:
-                continue
-            try:
-                reply = transport.parse(response.get("body"))
-            except TransportError as exc:
-                ticket.fail(exc.status, exc.message, retryable=False)
-                continue
-            if store is not None:
-                store.put(ticket.key, reply)  # stored as it is read: a kill loses nothing
-            ticket.reply = reply
-            completed += 1
-        for line in self._lines(client, batch.error_file_id):
-            ticket = by_key.get(str(line.get("custom_id")))
+        while True:
+            self._check_stop()
+            result = transport.remote(lambda: next(results, None))
+            if result is None:
+                break
+            ticket = by_key.get(result.custom_id)
             if ticket is None or ticket.reply is not None:
                 continue
-            error = line.get("error") or {}
-            response = line.get("response") or {}
-            code = response.get("status_code")
-            if error.get("code") in _RETRYABLE_CODES:
+            if result.outcome == "ok":
+                try:
+                    reply = transport.parse(result.body, ticket.request)
+                except TransportError as exc:
+                    ticket.fail(exc.status, exc.message, retryable=False)
+                    continue
+                if store is not None:
+                    store.put(ticket.key, reply)  # stored as it is read: a kill loses nothing
+                ticket.reply = reply
+                completed += 1
+            elif result.outcome == "expired":
                 expired += 1
                 ticket.fail(
                     AttemptStatus.TIMEOUT,
-                    f"{self.profile.id}: batch {batch.id}: {error.get('code')}",
+                    f"{self.profile.id}: batch {state.batch_id}: {result.detail}",
                     retryable=True,
                 )
-                continue
-            errored += 1
-            status = _status_of(code)
-            ticket.fail(
-                status,
-                f"{self.profile.id}: batch {batch.id} answered HTTP {code} for this request",
-                retryable=status in (AttemptStatus.SERVER_ERROR, AttemptStatus.RATE_LIMITED),
-            )
-        why = ""
-        errors = getattr(getattr(batch, "errors", None), "data", None) or []
-        if errors:  # a batch that failed validation says why (the first reason)
-            first = errors[0]
-            line = f" line {first.line}" if getattr(first, "line", None) else ""
-            text = self.endpoint.scrub(f"{first.code or 'error'}{line}: {first.message or ''}")
-            why = f" ({text[:200]})"
-        for ticket in tickets:  # in neither file: the batch failed, or was cancelled
+            else:
+                errored += 1
+                ticket.fail(
+                    result.status,
+                    f"{self.profile.id}: batch {state.batch_id}: {result.detail}",
+                    retryable=result.status
+                    in (AttemptStatus.SERVER_ERROR, AttemptStatus.RATE_LIMITED),
+                )
+        why = f" ({self.endpoint.scrub(state.why)[:200]})" if state.why else ""
+        for ticket in tickets:  # no result: the batch failed, or was cancelled
             if ticket.reply is None and ticket.error is None:
                 ticket.fail(
                     AttemptStatus.SERVER_ERROR,
-                    f"{self.profile.id}: batch {batch.id} ended {batch.status} without "
+                    f"{self.profile.id}: batch {state.batch_id} ended {state.status} without "
                     f"this request's result{why}",
-                    retryable=batch.status != "failed",
+                    retryable=state.status != "failed",
                 )
         return completed, errored, expired
-
-    def _lines(self, client: Any, file_id: str | None) -> list[dict[str, Any]]:
-        if not file_id:
-            return []
-        content = self._remote(lambda: client.files.content(file_id))
-        out = []
-        for raw in content.content.splitlines():
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                out.append(line)
-        return out
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -463,13 +419,3 @@ _TRANSIENT = (
     AttemptStatus.TIMEOUT,
     AttemptStatus.CONNECTION_ERROR,
 )
-
-
-def _status_of(code: Any) -> AttemptStatus:
-    if code in (401, 403):
-        return AttemptStatus.AUTH_FAILED
-    if code == 429:
-        return AttemptStatus.RATE_LIMITED
-    if isinstance(code, int) and code >= 500:
-        return AttemptStatus.SERVER_ERROR
-    return AttemptStatus.REQUEST_REFUSED

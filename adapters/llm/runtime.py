@@ -158,6 +158,9 @@ class _Endpoint:
 # The providers with a network runtime, and where each is when a profile names no URL.
 _DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
+# The providers whose batch API batch mode uses (the others send online).
+_BATCHED = ("openai",)
+
 _client_import_started = threading.Event()
 
 
@@ -236,8 +239,8 @@ class LLMServices:
         endpoint = self._endpoint(profile)
         mode = self.mode or profile.client.mode
         batch = None
-        # batches through OpenAI Files + Batches (Anthropic message batches: not yet)
-        if mode is LLMMode.BATCH and replay is None and profile.provider == "openai":
+        # OpenAI Files + Batches, or Anthropic message batches (adapters/llm/batch_apis.py)
+        if mode is LLMMode.BATCH and replay is None and profile.provider in _BATCHED:
             batch = self._collector(profile, endpoint)
         return ProfileRuntime(self, profile, endpoint, replay, batch)
 

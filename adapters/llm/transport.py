@@ -239,9 +239,13 @@ class OpenAITransport:
         """The endpoint's `openai` client (files and batches calls of a batch run)."""
         return self._get_client()
 
-    def parse(self, completion: Any) -> Reply:
-        """A chat completion read as an online reply is (a batch output line's body)."""
-        return self._reply(completion)
+    def parse(self, completion: Any, request: dict[str, Any] | None = None) -> Reply:
+        """A reply read as an online one is (a batch result's body), for `request`."""
+        return self._reply_of(request or {}, completion)
+
+    def payload(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What is sent for `request` (a batch's line holds it)."""
+        return self._payload(request)
 
     def remote(self, call: Callable[[], Any]) -> Any:
         """One files or batches call; the client's errors typed as an attempt's are."""
