@@ -159,7 +159,7 @@ class _Endpoint:
 _DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 # The providers whose batch API batch mode uses (the others send online).
-_BATCHED = ("openai",)
+_BATCHED = ("openai", "anthropic")
 
 _client_import_started = threading.Event()
 

@@ -94,3 +94,27 @@ def test_check_online_asks_the_anthropic_models_route(cli: CLI, tmp_path: Path) 
         proc = cli("check", str(tmp_path / "pipeline.toml"), "--online", *where, env=project.env)
         assert proc.returncode == 2
         assert "does not list model 'claude-other' (it lists: claude-fake)" in proc.stderr
+
+
+def test_message_batches_answer_as_online_at_half_the_cost(cli: CLI, tmp_path: Path) -> None:
+    """Batch mode with the Anthropic provider: its message batches, the same outputs as
+    its online run, half the cost; an errored request alone in a follow-up batch."""
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3, faulty=(1,))
+    with start_fake_anthropic() as fake:
+        docs = {}
+        for mode in ("online", "batch"):
+            args = project.run_args(mode, fake.url, "--llm-mode", mode)
+            (tmp_path / f"{mode}.toml").write_text(
+                PROFILE.format(url=fake.url, key_env=FAKE_KEY_ENV)
+            )
+            args[args.index("--profile") + 1] = "claude"
+            proc, docs[mode] = cli.json(*args, env=project.env)
+            assert proc.returncode == 0, proc.stderr
+        state = fake.control("/_control/batches")
+    first, follow = state["batches"]
+    assert len(first["requests"]) == project.requests and len(follow["requests"]) == 1
+    assert {r["outcome"] for r in first["requests"]} == {"succeeded", "errored"}
+    assert set(state["billed"].values()) == {2}  # each request: once online, once batched
+    assert project.artifacts("batch") == project.artifacts("online")
+    online, batch = docs["online"]["llm"]["spent"], docs["batch"]["llm"]["spent"]
+    assert batch["cost"] == pytest.approx(online["cost"] / 2)

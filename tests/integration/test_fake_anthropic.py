@@ -109,3 +109,34 @@ def test_the_native_transport_sends_tools_and_cache_control_and_reads_usage(serv
     assert second.prompt_tokens == 1503 and first.finish_reason == "stop"
     assert json.loads(listed.content) == ["gamma"]  # a non-object schema, unwrapped
     assert all(r["cache_marked"] and r["max_tokens"] == 1024 for r in server.state.log)
+
+
+def test_message_batches_through_the_official_client(server) -> None:
+    client = anthropic.Anthropic(api_key=KEY, base_url=server.url, max_retries=0)
+
+    def params(text: str) -> dict:
+        return {
+            "model": "claude-fake",
+            "max_tokens": 20,
+            "messages": [{"role": "user", "content": text}],
+        }
+
+    batch = client.messages.batches.create(
+        requests=[
+            {"custom_id": "a", "params": params("one two")},
+            {"custom_id": "b", "params": params("three\nBATCH: error")},
+            {"custom_id": "c", "params": params("four\nBATCH: expire")},
+        ]
+    )
+    assert batch.processing_status == "in_progress" and batch.request_counts.processing == 3
+    assert [b.id for b in client.messages.batches.list()] == [batch.id]
+    for _ in range(30):  # each poll moves the test clock an hour
+        batch = client.messages.batches.retrieve(batch.id)
+        if batch.processing_status == "ended":
+            break
+    counts = batch.request_counts
+    assert batch.processing_status == "ended" and batch.results_url
+    assert (counts.succeeded, counts.errored, counts.expired) == (1, 1, 1)
+    results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
+    assert results["a"].type == "succeeded" and results["a"].message.content[0].type == "text"
+    assert results["b"].type == "errored" and results["c"].type == "expired"
