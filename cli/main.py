@@ -209,6 +209,7 @@ PLAN_SETTINGS = (
     "profile",
     "profiles_file",
     "resume",
+    "llm_mode",  # a batch run's requests cost less: the forecast follows
 )
 
 

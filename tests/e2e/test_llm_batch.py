@@ -244,3 +244,18 @@ def test_two_thousand_chunks_go_in_one_batch_byte_identical_to_online(
         assert len(batch["requests"]) == project.requests == 2000
     assert project.artifacts("batch") == project.artifacts("online")
     assert doc["llm"]["spent"]["cost"] == pytest.approx(online_doc["llm"]["spent"]["cost"] / 2)
+
+
+def test_plan_forecasts_a_batch_run_at_the_batch_price(cli: CLI, tmp_path: Path) -> None:
+    """`plan --llm-mode batch` (or a batch-mode profile or step) prices the requests it
+    forecasts at `batch_discount` times the list price, as the batch run will pay."""
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3)
+    args = project.run_args("p", "http://127.0.0.1:9/v1")
+    plan_args = ["plan", *[a for a in args[1:] if a != "--no-progress"]]
+    proc, online = cli.json(*plan_args, env=project.env)
+    assert proc.returncode == 0, proc.stderr
+    proc, batch = cli.json(*plan_args, "--llm-mode", "batch", env=project.env)
+    assert proc.returncode == 0, proc.stderr
+    cost = online["estimate"]["llm"]["executed"]["cost"]
+    assert cost > 0
+    assert batch["estimate"]["llm"]["executed"]["cost"] == pytest.approx(cost / 2)
