@@ -188,7 +188,17 @@ class BatchCollector:
         if self.no_wait and waiting:
             raise BatchPending()
         for record, group in waiting:
-            self._follow(record, group, journal)
+            try:
+                self._follow(record, group, journal)
+            except TransportError as exc:
+                if exc.http_status != 404 or not record.batch_id:
+                    raise
+                # the provider does not know the batch a record names (another key or
+                # organisation, or deleted): its requests are submitted anew, once
+                record.batch_id = record.file_id = record.status = None
+                record.state = "prepared"
+                self._submit(record, group, journal)
+                self._follow(record, group, journal)
         options = self.profile.client
         round_no = max((r.round for r, _ in waiting), default=1)
         for _ in range(options.batch_resubmits):

@@ -259,3 +259,22 @@ def test_plan_forecasts_a_batch_run_at_the_batch_price(cli: CLI, tmp_path: Path)
     cost = online["estimate"]["llm"]["executed"]["cost"]
     assert cost > 0
     assert batch["estimate"]["llm"]["executed"]["cost"] == pytest.approx(cost / 2)
+
+
+def test_a_batch_the_provider_does_not_know_is_submitted_anew(
+    cli: CLI, tmp_path: Path, online_plain: ServerProcess
+) -> None:
+    """A key switch (or a deleted batch): the record names a batch the provider answers
+    404 for; `--resume` submits those requests again, once, and the run succeeds."""
+    project = BatchProject(cli, tmp_path, docs=2, chunks=3)
+    proc, _ = project.run("online", online_plain.url)
+    assert proc.returncode == 0, proc.stderr
+    with start_fake_batch() as fake:
+        proc, _ = project.run("batch", fake.url, "--llm-mode", "batch", "--no-wait")
+        assert proc.returncode == 130, proc.stderr
+        fake.control("/_control/forget", {})
+        proc, _ = project.run("batch", fake.url, "--llm-mode", "batch", "--resume")
+        assert proc.returncode == 0, proc.stderr
+        [batch] = batches(fake)  # the one the provider knows now
+        assert batch["status"] == "completed" and len(batch["requests"]) == project.requests
+    assert project.artifacts("batch") == project.artifacts("online")

@@ -50,6 +50,8 @@ kind W (`upload`, `create`, `retrieve`, `content`) after the first N do its work
 hang without an answer until `{"what": W}` (no `after`) lifts it; `GET /_control/hung`
 says how many hang now. A test kills its client there.
 
+`POST /_control/forget` drops every batch and file (what a client with another key sees).
+
 Control endpoints: `GET /_control/batches` (every batch: id, status, its requests'
 custom ids and body digests, and which were errored, expired, completed),
 `GET /_control/billed` (how often each request body was completed, online or in a
@@ -268,6 +270,13 @@ class _BatchHandler(base._Handler):
         path = self.path.split("?", 1)[0]
         state = self.state
         if path.startswith(("/v1/files", "/v1/batches")) and self._refused():
+            return
+        if path == "/_control/forget":  # as another key sees it: no batch, no file
+            self._raw()
+            with state.lock:
+                state.batches.clear()
+                state.files.clear()
+            self._json(200, {"ok": True})
             return
         if path == "/_control/hang":
             doc = self._read_json() or {}
