@@ -134,7 +134,11 @@ def resolve_pipeline(
                 params=step.params,
                 components=components,
                 validators=validators,
-                llm=_runtime(runtimes, profile, f"{where}.profile") if profile else None,
+                llm=(
+                    _runtime(runtimes, _with_mode(profile, step.mode), f"{where}.profile")
+                    if profile
+                    else None
+                ),
                 overrides=None if type(module).override_keys is None else seen,
                 shipment=module_shipment(
                     step.module,
@@ -155,6 +159,17 @@ def resolve_pipeline(
         overrides=dict(overrides),
     )
     return resolved, Resolution(profiles=used_profiles)
+
+
+def _with_mode(profile: Profile, mode: str | None) -> Profile:
+    """The step's `mode` over its profile's (docs/pipeline.md "`mode`"): how the step's
+    requests travel, not part of the profile's identity."""
+    if mode is None or mode == profile.client.mode:
+        return profile
+    from runjournal.adapters.llm.client_options import LLMMode
+
+    client = msgspec.structs.replace(profile.client, mode=LLMMode(mode))
+    return msgspec.structs.replace(profile, client=client)
 
 
 def _runtime(runtimes: Callable[[Profile], Any], profile: Profile, key: str) -> Any:

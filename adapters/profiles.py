@@ -32,8 +32,9 @@ from runjournal.domain.redaction import is_secret_key
 
 _PROFILE_KEYS = {"provider", "model", "base_url", "api_key_env", "params", "replay", *CLIENT_KEYS}
 # Providers with a runtime here; `provider/model` strings name one of them.
-PROVIDERS = ("offline", "openai")
+PROVIDERS = ("offline", "openai", "anthropic")
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 class ProfileError(Exception):
@@ -61,6 +62,8 @@ class Profile(msgspec.Struct, frozen=True):
         """The variable that holds this profile's API key (None: it needs none)."""
         if self.api_key_env:
             return self.api_key_env
+        if self.provider == "anthropic":
+            return ANTHROPIC_API_KEY_ENV
         return DEFAULT_API_KEY_ENV if self.provider == "openai" else None
 
     def secrets(self, environ: Mapping[str, str]) -> list[str]:

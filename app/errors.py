@@ -46,6 +46,11 @@ class RunInterruptedError(RunjournalError):
     """The run was interrupted before its stages ran (exit 130)."""
 
 
+# The error message of a run that stopped once its LLM batches were submitted
+# (`--no-wait`, docs/operations.md "Batch runs"); it ends interrupted.
+NO_WAIT_MESSAGE = "stopped after submitting its LLM batches (--no-wait)"
+
+
 class RunEnd(enum.Enum):
     """How a run that reached its stages ended; the CLI maps each to an exit code."""
 

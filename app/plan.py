@@ -48,6 +48,23 @@ class PlanResult:
         return self.document["stages"]
 
 
+def _llm_mode(config: Any, spec: Any, step: str, profile: Any) -> str:
+    """How the run would send the step's requests: the `llm_mode` setting, else the step's
+    `mode`, else its profile's (docs/operations.md "Batch runs")."""
+    setting = config.llm_mode.value
+    if setting != "profile":
+        return str(setting)
+    own = next((s.mode for s in spec.steps if s.id == step), None)
+    return own or profile.client.mode.value
+
+
+def _batch_factor(profile: Any, mode: str) -> float:
+    """A batched step's requests cost `batch_discount` times the list price; a replayed
+    profile or a provider without batches sends online."""
+    batched = mode == "batch" and profile.replay is None
+    return profile.client.batch_discount if batched and profile.provider != "offline" else 1.0
+
+
 def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
     """Resolve the pipeline and predict each stage's decision with its reason code."""
     spec, config, policy = settings.spec, settings.config, settings.policy
@@ -67,10 +84,11 @@ def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
         raise UsageError(safe_error_text(f"{settings.pipeline_path}: {exc}")) from None
     prices = {
         step: Prices(
-            input_per_million=p.client.prices.input_per_million,
-            output_per_million=p.client.prices.output_per_million,
+            input_per_million=p.client.prices.input_per_million * factor,
+            output_per_million=p.client.prices.output_per_million * factor,
         )
         for step, p in resolution.profiles.items()
+        for factor in [_batch_factor(p, _llm_mode(config, spec, step, p))]
     }
     with contextlib.ExitStack() as stack:
         try:

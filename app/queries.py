@@ -12,7 +12,8 @@ from typing import Any
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.app.errors import RunFailedError
 from runjournal.domain.events import RunEvent
-from runjournal.projections.base import fold
+from runjournal.projections.base import fold_together
+from runjournal.projections.llm_batches import LLMBatchesFold
 from runjournal.projections.reasons_report import ReasonReportProjection
 
 
@@ -53,4 +54,6 @@ def _run_row(summary: Any) -> dict[str, Any]:
 def explain(store: JournalStore, run: str) -> dict[str, Any]:
     """RUN's decisions by step and reason code: `explain RUN --json`'s document."""
     run_id = resolve_run(store, run)
-    return fold(ReasonReportProjection(None), stream_events(store, run_id)).view()
+    report, batches = ReasonReportProjection(None), LLMBatchesFold()
+    fold_together(stream_events(store, run_id), report, batches)
+    return batches.annotate(report.view())  # a batch run: which stage, which batch

@@ -26,6 +26,7 @@ class LLMPlan:
     budget: Budget
     record: Cassette | None
     replay: Cassette | None
+    no_wait: bool = False  # batch mode: submit, then stop (docs/operations.md "Batch runs")
 
     def view(self) -> dict[str, Any]:
         return {
@@ -93,14 +94,19 @@ def build_services(
     *,
     made: Any,
     packed: Any = None,
+    mode: str | None = None,
+    parking: Callable[[int], None] | None = None,
+    journal: Any = None,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (`made.llm_services`, cli/compose.py) when first
     needed."""
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
+    batch = {"mode": mode, "no_wait": plan.no_wait, "parking": parking, "journal": journal}
+    batch["packed"] = packed
     return RunLLM(
         lambda: made.llm_services(
-            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, packed
+            plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, **batch
         ),
         eager=eager,
     )

@@ -30,6 +30,7 @@ from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipel
 from runjournal.adapters.process_identity import current_process_start, host_name
 from runjournal.adapters.profiles import ProfileError
 from runjournal.app.errors import (
+    NO_WAIT_MESSAGE,
     NotPersistedError,
     RunEnd,
     RunFailedError,
@@ -241,7 +242,7 @@ def run(settings: RunSettings, ports: RunPorts, view: RunView) -> RunResult:
                 stack.push(_closing(stream.stop))  # a run that ends early sends no more
             inv = _allocate(settings, ports, view, stack, stream)
             run_id = inv.run_id
-            resolved = _resolve(settings, ports, view, inv, stack)
+            resolved = _resolve(settings, ports, view, inv, stack, executor)
             notes = before_execution(
                 recorder=inv.session,
                 store=inv.journal,
@@ -492,6 +493,7 @@ def _resolve(
     view: RunView,
     inv: _Invocation,
     stack: contextlib.ExitStack,
+    executor: Any = None,
 ) -> ResolvedPipeline:
     """P3: modules, inputs, references, profiles; an error is journaled, then raised."""
     config, session, bundle = settings.config, inv.session, inv.bundle
@@ -505,6 +507,11 @@ def _resolve(
         cache_dir=cache_root.path if cache_root is not None else None,
         run_id=inv.run_id,
         packed=inv.collab.packed,
+        # batch mode (docs/operations.md "Batch runs"): the setting over the profiles',
+        # the executor's parking for calls that wait for a batch, the batch events
+        mode=None if config.llm_mode.value == "profile" else config.llm_mode.value,
+        parking=getattr(executor, "allow_parking", None),
+        journal=session,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     try:
@@ -663,13 +670,15 @@ def _execute_and_terminalize(
         progress.finish()
         state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
         end = RunEnd.LEASED
-    except (Interrupt, KeyboardInterrupt):  # a refused LLM request too (CallsStopped)
+    except (Interrupt, KeyboardInterrupt) as exc:  # a refused LLM request too (CallsStopped)
         progress.finish()
         # replies in flight within the grace are kept: their attempts are journaled
         # before the terminal event, the rest as in doubt (docs/operations.md "LLM call log")
         signals.settling()
         _settle_llm(ports, inv, drain=signals.grace_left(), expired=lambda: signals.expired)
-        state = terminal.fail(RunError(message="interrupted"), status=RunStatus.INTERRUPTED)
+        # `--no-wait` (docs/operations.md "Batch runs"): stopped once its batches were sent
+        message = NO_WAIT_MESSAGE if getattr(exc, "batch_pending", False) else "interrupted"
+        state = terminal.fail(RunError(message=message), status=RunStatus.INTERRUPTED)
         end = RunEnd.INTERRUPTED
     except JournalError:
         raise  # the journal itself failed: `run` names the run (exit 1)

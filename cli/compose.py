@@ -69,11 +69,18 @@ def _llm_services(
     text_trace: TraceRecorder | None,
     cache_dir: str | None = None,
     run_id: str | None = None,
+    *,
     packed: PackedStore | None = None,
+    mode: str | None = None,
+    no_wait: bool = False,
+    parking: Callable[[int], None] | None = None,
+    journal: Any = None,
 ) -> Any:
     """The run's LLM runtime; imported here, when a step first needs it (not at start-up).
     With a cache root, its write-ahead replies (in the root's packed store) and intent
-    log (docs/operations.md "LLM call log")."""
+    log (docs/operations.md "LLM call log") and its batch records (docs/operations.md
+    "Batch runs")."""
+    from runjournal.adapters.llm.batch_records import BatchRecords
     from runjournal.adapters.llm.calllog import WriteAhead
     from runjournal.adapters.llm.runtime import LLMServices
 
@@ -83,6 +90,11 @@ def _llm_services(
         replay=replay,
         text_trace=text_trace,
         wal=WriteAhead(cache_dir, run_id, packed),
+        mode=mode,
+        no_wait=no_wait,
+        batches=BatchRecords(os.path.join(cache_dir, "llm", "batches") if cache_dir else None),
+        batch_journal=journal,
+        allow_parking=parking,
     )
 
 

@@ -19,6 +19,7 @@ from runjournal.cli.exit_codes import CliError
 from runjournal.cli.style import Styler
 from runjournal.domain.events import LeaseWaitOutcome
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
+from runjournal.projections.llm_batches import batch_lines
 from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.stage_outcomes import Outcome
 
@@ -258,6 +259,7 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
     if llm["spent"]["attempts"] or llm["saved"]["calls"]:
         lines.append(f"llm: {usage_line(llm)}")
     lines += lease_lines(view.get("lease_waits", []))
+    lines += batch_lines(view.get("llm_batches", []))
     rows = summary(chosen)
     lines += _summary_lines(rows, paint)
     never = summary(chosen, started=False)
@@ -273,6 +275,8 @@ def text_lines(run_id: str, view: dict[str, Any], selection: Selection, paint: S
         for d in flat[:limit]:
             chunk = f" {d['chunk'][:12]}" if d["chunk"] else ""
             note = f"  (differs: {', '.join(d['differs'])})" if d["differs"] else ""
+            if d.get("batches"):
+                note += f"  (batch {', '.join(d['batches'])})"
             if d["outcome"] == Outcome.NOT_STARTED:
                 note += "  (not started)"
             elif d["outcome"] == Outcome.DEDUPLICATED:

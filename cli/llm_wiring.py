@@ -27,6 +27,7 @@ class LLMRequest:
     replay: str | None = None
     max_cost: str | None = None
     max_tokens: str | None = None
+    no_wait: bool = False
 
 
 def _number(flag: str, raw: str) -> float:
@@ -58,7 +59,7 @@ def plan_llm(req: LLMRequest | None) -> LLMPlan:
         max_tokens=_count("--max-tokens", req.max_tokens) if req.max_tokens is not None else None,
     )
     if req.record is None and req.replay is None:
-        return LLMPlan(budget=budget, record=None, replay=None)
+        return LLMPlan(budget=budget, record=None, replay=None, no_wait=req.no_wait)
     from runjournal.adapters.llm.cassette import Cassette, CassetteError
 
     try:
@@ -78,7 +79,7 @@ def plan_llm(req: LLMRequest | None) -> LLMPlan:
         raise CliError(f"--llm-record {req.record}: is a directory")
     if record is not None and not os.path.isdir(os.path.dirname(record.path)):
         raise CliError(f"--llm-record {req.record}: no such directory")
-    return LLMPlan(budget=budget, record=record, replay=replay)
+    return LLMPlan(budget=budget, record=record, replay=replay, no_wait=req.no_wait)
 
 
 def llm_summary_line(usage_view: dict[str, Any]) -> str | None:

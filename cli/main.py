@@ -138,6 +138,11 @@ def cli() -> None:
     "--max-tokens", default=None, metavar="N", help="Make no new LLM call once N tokens are spent."
 )
 @click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Batch mode: submit the LLM batches and stop; a later --resume collects them.",
+)
+@click.option(
     "--otel-endpoint",
     default=None,
     metavar="URL",
@@ -187,6 +192,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
             replay=opts["llm_replay"],
             max_cost=opts["max_cost"],
             max_tokens=opts["max_tokens"],
+            no_wait=opts["no_wait"],
         ),
     )
     sys.exit(run_command_body(req, sys.argv[1:]))
@@ -203,6 +209,7 @@ PLAN_SETTINGS = (
     "profile",
     "profiles_file",
     "resume",
+    "llm_mode",  # a batch run's requests cost less: the forecast follows
 )
 
 

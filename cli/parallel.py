@@ -11,11 +11,16 @@ behaves exactly like the runner's own default (`SerialExecutor`).
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from runjournal.adapters.parking import bind
+from runjournal.domain.runner.scheduler import SLOT_FREED
 
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,32 +51,117 @@ class JobPool:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="runjournal-job")
-        self._done: queue.SimpleQueue[tuple[int, Future[Any]]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[int, Future[Any] | None]] = queue.SimpleQueue()
         self._serial: deque[tuple[int, Callable[[], Any]]] = deque()
+        # parked calls (docs/internals.md "Batch runs"): off until `allow_parking`
+        self._max_parked = 0
+        self._parked = 0
+        self._active = 0  # submitted and not reported done
+        self._flushes: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._run_slots: threading.Semaphore | None = None
 
     @property
     def capacity(self) -> int:
-        """How many calls the scheduler may keep in flight."""
+        """How many calls the scheduler may keep in flight (parked calls free their slot)."""
+        if self._max_parked:
+            return self.jobs + min(self._parked, self._max_parked)
         return self.jobs if self._pool is not None else 1
+
+    def allow_parking(self, limit: int) -> None:
+        """Let up to `limit` calls park while they wait for an LLM batch (a step in batch
+        mode): job threads are made for them, at most `jobs` of them run at once, and
+        when every call in flight is parked `next_done` flushes the batches. Called
+        before the first call is submitted (when the batch step's runtime is built)."""
+        if self._max_parked or limit < 1:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        old = self._pool
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.jobs + limit, thread_name_prefix="runjournal-job"
+        )
+        if old is not None:
+            old.shutdown(wait=True)
+        self._run_slots = threading.Semaphore(self.jobs)
+        self._max_parked = limit
+
+    @contextlib.contextmanager
+    def parked(self, flush: Callable[[], None]) -> Iterator[None]:
+        """The calling job thread waits for a batch: its slot is free meanwhile, and
+        `flush` sends the batch once nothing else can run."""
+        slots = self._run_slots
+        assert slots is not None
+        with self._lock:
+            self._parked += 1
+            if flush not in self._flushes:
+                self._flushes.append(flush)
+        slots.release()
+        self._done.put((SLOT_FREED, None))
+        try:
+            yield
+        finally:
+            slots.acquire()
+            with self._lock:
+                self._parked -= 1
 
     def submit(self, key: int, call: Callable[[], Any]) -> None:
         pool = self._pool
         if pool is None:
             self._serial.append((key, call))
             return
+        if self._max_parked:
+            call = self._parkable(call)
+            with self._lock:
+                self._active += 1
         future = pool.submit(call)
-        future.add_done_callback(lambda f, key=key: self._done.put((key, f)))
+        future.add_done_callback(lambda f, key=key: self._finished(key, f))
+
+    def _finished(self, key: int, future: Future[Any]) -> None:
+        self._done.put((key, future))
+        if self._max_parked:
+            with self._lock:  # after the put: a flush never runs while a result waits
+                self._active -= 1
+
+    def _parkable(self, call: Callable[[], Any]) -> Callable[[], Any]:
+        slots = self._run_slots
+        assert slots is not None
+
+        def run() -> Any:
+            bind(self)
+            slots.acquire()
+            try:
+                return call()
+            finally:
+                slots.release()
+                bind(None)
+
+        return run
+
+    def _flush_if_idle(self) -> None:
+        """Every call in flight is parked: send what they wait for (the scheduler's thread)."""
+        with self._lock:
+            idle = self._parked > 0 and self._active == self._parked and self._done.empty()
+            flushes = list(self._flushes) if idle else []
+        for flush in flushes:
+            flush()
 
     def next_done(self) -> tuple[int, Any]:
-        """The next finished call's key and result (its exception is raised here)."""
+        """The next finished call's key and result (its exception is raised here), or
+        `SLOT_FREED` when a call parked (the scheduler may start another)."""
         if self._serial:
             key, call = self._serial.popleft()
             return key, call()
+        wait = 0.02 if self._max_parked else _WAIT_S
         while True:
             try:
-                key, future = self._done.get(timeout=_WAIT_S)
+                key, future = self._done.get(timeout=wait)
             except queue.Empty:
+                if self._max_parked:
+                    self._flush_if_idle()
                 continue
+            if future is None:
+                return key, None
             return key, future.result()
 
     def close(self) -> None:

@@ -35,6 +35,9 @@ from runjournal.cli.style import dumb_terminal, is_terminal
 from runjournal.domain.events import (
     ChunkPlanResolved,
     LaneResolved,
+    LLMBatchCompleted,
+    LLMBatchPolled,
+    LLMBatchSubmitted,
     LLMCallAttempted,
     RunEvent,
     StageDecided,
@@ -43,6 +46,7 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.pipeline import ResolvedPipeline, Scope
 from runjournal.domain.reasons import Category
+from runjournal.domain.runner.scheduler import SLOT_FREED
 
 DELAY_S = 0.5
 INTERVAL_S = 0.1
@@ -187,6 +191,18 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _batch_text(event: RunEvent) -> str:
+    """`batch batch_abc in_progress 120/400` (what the progress line shows of a batch)."""
+    if isinstance(event, LLMBatchSubmitted):
+        verb = "followed" if event.resumed else "submitted"
+        return f"batch {event.batch_id} {verb}: {event.requests} request(s)"
+    if isinstance(event, LLMBatchPolled):
+        failed = f", {event.failed} failed" if event.failed else ""
+        return f"batch {event.batch_id} {event.status} {event.completed}/{event.total}{failed}"
+    assert isinstance(event, LLMBatchCompleted)
+    return f"batch {event.batch_id} {event.status}: collected {event.completed}"
+
+
 class _Tracked:
     """The scheduler's executor, counting the calls in flight (submitted, not yet done)."""
 
@@ -204,7 +220,8 @@ class _Tracked:
 
     def next_done(self) -> tuple[int, Any]:
         done = self._inner.next_done()
-        self._display.in_flight(-1)
+        if done[0] != SLOT_FREED:  # a parked call is still in flight
+            self._display.in_flight(-1)
         return done
 
     def __getattr__(self, name: str) -> Any:
@@ -266,6 +283,12 @@ class ProgressDisplay:
     def event(self, event: RunEvent) -> None:
         """A journal listener: the run's counts and its current step."""
         if self._mode is Mode.OFF:
+            return
+        if isinstance(event, LLMBatchSubmitted | LLMBatchPolled | LLMBatchCompleted):
+            # a batch run waits on its batches: their state is the news (operations.md
+            # "Batch runs")
+            self._current = ("", "", _batch_text(event))
+            self._show()
             return
         if not self.counts.apply(event):
             return

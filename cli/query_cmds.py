@@ -31,6 +31,7 @@ from runjournal.domain.events import RunAllocated, RunEvent
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.projections.base import fold, fold_together
+from runjournal.projections.llm_batches import LLMBatchesFold
 from runjournal.projections.llm_usage import usage_line
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.reasons_report import ReasonReportProjection
@@ -269,18 +270,19 @@ def explain(opts: dict[str, Any], *, run: str, step: str | None, **drill: Any) -
     store = open_cli_journal(opts, read_only=True)
     try:
         run_id = _resolve(store, run)
-        reasons = fold(ReasonReportProjection(step), stream_events(store, run_id))
+        reasons, batches = ReasonReportProjection(step), LLMBatchesFold()
+        fold_together(stream_events(store, run_id), reasons, batches)
     finally:
         store.close()
     if step is not None and not reasons.step_names():
         raise CliError(f"run {run_id} has no decisions for step '{step}'")
-    if opts.get("as_json") and not selection.any:
+    if opts.get("as_json") and not selection.any and not batches.batches:
         # The whole view, streamed a lane at a time: the decisions are held compact,
         # never all as dicts (docs/performance.md "Reading commands on a large run").
         streamed = reasons.streamed_view()
         emit_json_streamed(streamed.doc, "steps", streamed.items)
         return 0
-    view = reasons.view()
+    view = batches.annotate(reasons.view())  # a batch run: which stage, which batch
     explaining.check_selection(selection, view, run_id)
     if opts.get("as_json"):
         emit_json(explaining.json_document(view, selection))

@@ -10,6 +10,7 @@ import shlex
 import sys
 from typing import Any
 
+from runjournal.app.errors import NO_WAIT_MESSAGE
 from runjournal.app.run_guidance import RunNotes, main_outputs, remedy
 from runjournal.cli.llm_wiring import llm_summary_line
 from runjournal.cli.progress import clear_active
@@ -44,6 +45,11 @@ def failure_line(doc: dict[str, Any], error: RunError, pipeline_arg: str) -> str
         return (
             f"run {doc['run_id']} interrupted by a signal; `runjournal run "
             f"{shlex.quote(pipeline_arg)} --resume` reuses what it finished"
+        )
+    if doc["status"] == "interrupted" and message == NO_WAIT_MESSAGE:
+        return (
+            f"run {doc['run_id']} {message}; `runjournal run {shlex.quote(pipeline_arg)} "
+            '--resume` collects them (docs/operations.md "Batch runs")'
         )
     if error.step:
         code = error.reason_code.value if error.reason_code else "failed"

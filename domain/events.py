@@ -328,6 +328,7 @@ class LLMCallAttempted(RunEvent, frozen=True, kw_only=True):
     reply_sha256: str | None = None
     wait_ms: float = 0.0
     replayed: bool = False
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     @staticmethod
     def fields_of(attempt: LLMAttempt) -> dict[str, Any]:
@@ -545,3 +546,60 @@ class LaneReused(RunEvent, frozen=True, kw_only=True):
 
 
 EVENT_TYPES = (*EVENT_TYPES, LaneReused)
+
+
+# --- LLM batches (docs/operations.md "Batch runs") --------------------------------------
+# Kept in their own block at the end of the file (appended to EVENT_TYPES below).
+
+
+class BatchStage(msgspec.Struct, frozen=True, array_like=True):
+    """A stage execution one of a batch's requests belongs to."""
+
+    step: str
+    lane: str
+    stage: Stage
+    chunk: str
+
+
+class LLMBatchSubmitted(RunEvent, frozen=True, kw_only=True):
+    """A provider batch holds some of this run's requests: created by this run, or
+    (`resumed`) found in the cache's batch records and followed, not submitted again."""
+
+    batch_id: str
+    request_set: str  # the digest of the batch's request keys (its batch record)
+    profile_id: str
+    model: str
+    round: int  # 1, or the follow-up round of errored and expired requests
+    requests: int
+    resumed: bool = False
+    stages: list[BatchStage] = msgspec.field(default_factory=list)
+
+
+class LLMBatchPolled(RunEvent, frozen=True, kw_only=True):
+    """A batch's state as the provider reported it (journaled when it changed)."""
+
+    batch_id: str
+    status: str
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+class LLMBatchCompleted(RunEvent, frozen=True, kw_only=True):
+    """A batch ended and its results were collected into the reply store."""
+
+    batch_id: str
+    status: str
+    completed: int = 0
+    errored: int = 0
+    expired: int = 0
+
+
+BATCH_EVENT_TYPES: tuple[type[RunEvent], ...] = (
+    LLMBatchSubmitted,
+    LLMBatchPolled,
+    LLMBatchCompleted,
+)
+# before the terminal events: a run records them while its stages run
+_END = EVENT_TYPES.index(RunTerminated)
+EVENT_TYPES = EVENT_TYPES[:_END] + BATCH_EVENT_TYPES + EVENT_TYPES[_END:]

@@ -144,6 +144,7 @@ class LLMAttempt(msgspec.Struct, frozen=True, kw_only=True):
     reply_sha256: str | None = None
     wait_ms: float = 0.0
     replayed: bool = False
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
     # answered by a reply a run before stored (no request sent): journaled as
     # `LLMUsageReused`, never as an attempt (docs/operations.md "LLM call log")
     reused: bool = False
@@ -157,6 +158,7 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's prompt cache
 
     @property
     def tokens(self) -> int:
@@ -172,6 +174,7 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost=round(self.cost + other.cost, 9),
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
     @classmethod
@@ -182,6 +185,7 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             prompt_tokens=sum(a.prompt_tokens for a in attempts),
             completion_tokens=sum(a.completion_tokens for a in attempts),
             cost=round(sum(a.cost for a in attempts), 9),
+            cached_tokens=sum(a.cached_tokens for a in attempts),
         )
 
     def view(self) -> dict[str, Any]:
@@ -192,6 +196,8 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "completion_tokens": self.completion_tokens,
             "tokens": self.tokens,
             "cost": self.cost,
+            # prompt tokens served from the provider's cache: shown once there are any
+            **({"cached_tokens": self.cached_tokens} if self.cached_tokens else {}),
         }
 
 

@@ -43,6 +43,9 @@ class StepSpec(msgspec.Struct, frozen=True):
     # lanes succeeded (docs/pipeline.md "`partial`")
     partial: bool = False
     index: int = 0  # position of its [[steps]] table in the file, for `steps[N]` keys
+    # how its LLM requests are sent, over its profile's `mode` (docs/pipeline.md "`mode`");
+    # not identity: it changes how requests travel, not what is asked
+    mode: str | None = None
 
     @property
     def key(self) -> str:
@@ -86,6 +89,7 @@ _STEP_KEYS = {
     "profile",
     "validators",
     "partial",
+    "mode",
 }
 _CHUNK_KEYS = {"strategy", "max_chars"}
 
@@ -272,6 +276,9 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
         raise PipelineSpecError(
             file, f"{where}.partial", 'only a step with scope = "corpus" can run on part of them'
         )
+    mode = raw.get("mode")
+    if mode is not None and mode not in ("online", "batch"):
+        raise PipelineSpecError(file, f"{where}.mode", "must be 'online' or 'batch'")
     return StepSpec(
         id=step_id,
         module=module,
@@ -282,6 +289,7 @@ def _parse_step(raw: Any, i: int, earlier: set[str], file: str) -> StepSpec:
         validators=validators,
         partial=partial,
         index=i,
+        mode=mode,
     )
 
 

@@ -280,3 +280,30 @@ class TraceRecorder(Protocol):
     """Spans for steps, lanes and stages, and module trace material (redacted by the adapter)."""
 
     def record(self, kind: str, name: str, data: dict[str, Any]) -> None: ...
+
+
+class LLMBatchRecorder(Protocol):
+    """What the LLM runtime records of the provider batches of a run in batch mode
+    (docs/operations.md "Batch runs"), on the scheduler's thread: the journal session
+    implements it through the `Run` aggregate's commands."""
+
+    def llm_batch_submitted(
+        self,
+        *,
+        batch_id: str,
+        request_set: str,
+        profile_id: str,
+        model: str,
+        round: int,
+        requests: int,
+        resumed: bool,
+        stages: list[tuple[str, str, Stage, str]],
+    ) -> None: ...
+
+    def llm_batch_polled(
+        self, *, batch_id: str, status: str, total: int, completed: int, failed: int
+    ) -> None: ...
+
+    def llm_batch_completed(
+        self, *, batch_id: str, status: str, completed: int, errored: int, expired: int
+    ) -> None: ...

@@ -40,6 +40,9 @@ from runjournal.domain.events import (
     LaneResolved,
     LaneReused,
     LeaseWaitOutcome,
+    LLMBatchCompleted,
+    LLMBatchPolled,
+    LLMBatchSubmitted,
     LLMCallAttempted,
     LLMUsageReused,
     PlanOutcome,
@@ -316,6 +319,20 @@ class Run:
             usage=usage,
             request_sha256=request_sha256,
         )
+
+    # --- LLM batches (docs/operations.md "Batch runs") ----------------------------------
+
+    def record_llm_batch_submitted(self, **fields: Any) -> LLMBatchSubmitted:
+        """A provider batch holds some of this run's requests (created or followed)."""
+        return self._command(LLMBatchSubmitted, **fields)
+
+    def record_llm_batch_polled(self, **fields: Any) -> LLMBatchPolled:
+        """A batch's new state, as the provider reported it."""
+        return self._command(LLMBatchPolled, **fields)
+
+    def record_llm_batch_completed(self, **fields: Any) -> LLMBatchCompleted:
+        """A batch ended and its results were collected."""
+        return self._command(LLMBatchCompleted, **fields)
 
     def record_checkpoint(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int

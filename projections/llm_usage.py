@@ -41,6 +41,7 @@ class LLMUsageFold:
                 prompt_tokens=event.prompt_tokens,
                 completion_tokens=event.completion_tokens,
                 cost=event.cost,
+                cached_tokens=event.cached_tokens,
             )
             self.spent = self.spent.plus(usage)
             step = self._step(event.step)
@@ -74,9 +75,10 @@ def usage_line(view: dict[str, Any]) -> str:
     """`3 calls (4 attempts), 812 tokens, cost 0.0012; reuse saved 2 calls, 540 tokens, …`."""
 
     def part(u: dict[str, Any]) -> str:
+        cached = f" of which {u['cached_tokens']} cached" if u.get("cached_tokens") else ""
         return (
             f"{u['calls']} call(s) ({u['attempts']} attempt(s)), {u['tokens']} tokens "
-            f"({u['prompt_tokens']} prompt, {u['completion_tokens']} completion), "
+            f"({u['prompt_tokens']} prompt{cached}, {u['completion_tokens']} completion), "
             f"cost {u['cost']:.6g}"
         )
 

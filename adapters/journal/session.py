@@ -18,6 +18,7 @@ from runjournal.adapters.journal.journal_errors import JournalError
 from runjournal.domain.decisions import Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
+    BatchStage,
     CheckpointWriteFailed,
     ConfigurationResolved,
     DebugBundleAllocated,
@@ -352,6 +353,59 @@ class RunSession:
                 chunk=chunk,
                 usage=usage,
                 request_sha256=request_sha256,
+            )
+        )
+
+    # --- LLM batches (docs/operations.md "Batch runs"; `LLMBatchRecorder`) --------------
+
+    def llm_batch_submitted(
+        self,
+        *,
+        batch_id: str,
+        request_set: str,
+        profile_id: str,
+        model: str,
+        round: int,
+        requests: int,
+        resumed: bool,
+        stages: list[tuple[str, str, Stage, str]],
+    ) -> None:
+        self._recorded(
+            self._run.record_llm_batch_submitted(
+                batch_id=_redact_str(batch_id),
+                request_set=request_set,
+                profile_id=_redact_str(profile_id),
+                model=_redact_str(model),
+                round=round,
+                requests=requests,
+                resumed=resumed,
+                stages=[BatchStage(*stage) for stage in stages],
+            )
+        )
+
+    def llm_batch_polled(
+        self, *, batch_id: str, status: str, total: int, completed: int, failed: int
+    ) -> None:
+        self._recorded(
+            self._run.record_llm_batch_polled(
+                batch_id=_redact_str(batch_id),
+                status=_redact_str(status),
+                total=total,
+                completed=completed,
+                failed=failed,
+            )
+        )
+
+    def llm_batch_completed(
+        self, *, batch_id: str, status: str, completed: int, errored: int, expired: int
+    ) -> None:
+        self._recorded(
+            self._run.record_llm_batch_completed(
+                batch_id=_redact_str(batch_id),
+                status=_redact_str(status),
+                completed=completed,
+                errored=errored,
+                expired=expired,
             )
         )
 

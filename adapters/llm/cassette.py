@@ -28,13 +28,20 @@ class CassetteError(Exception):
     """A cassette that cannot be read or written; one line naming the file."""
 
 
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    """What an exchange answered: the text, token counts and how it finished."""
+class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What an exchange answered: the text, token counts and how it finished.
+
+    `cached_tokens`: the prompt tokens the provider served from its prompt cache (part of
+    `prompt_tokens`, priced apart: docs/configuration.md "LLM profiles" `prices`);
+    defaults are left out of the stored form, so cassettes recorded before it are
+    unchanged."""
 
     content: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0  # of prompt_tokens, written to the cache (Anthropic)
 
 
 class Exchange(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,14 +31,49 @@ class StructuredOutput(enum.StrEnum):
     JSON_OBJECT = "json_object"
 
 
+class LLMMode(enum.StrEnum):
+    """How a profile's requests are sent: one by one, or collected into provider batches
+    (docs/operations.md "Batch runs")."""
+
+    ONLINE = "online"
+    BATCH = "batch"
+
+
+# OpenAI's Batch API limits per batch (its API reference: 50,000 requests, 200 MB file).
+BATCH_MAX_REQUESTS = 50_000
+BATCH_MAX_BYTES = 200 * 1024 * 1024
+
+
 class Prices(msgspec.Struct, frozen=True, kw_only=True):
     """Price per million prompt (input) and completion (output) tokens, in any one currency."""
 
     input_per_million: float = 0.0
     output_per_million: float = 0.0
+    # prompt tokens served from the provider's prompt cache (OpenAI
+    # `prompt_tokens_details.cached_tokens`); None: priced as other input
+    cached_input_per_million: float | None = None
+    # prompt tokens written to the provider's prompt cache (Anthropic
+    # `cache_creation_input_tokens`); None: priced as other input
+    cache_write_input_per_million: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        total = prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        prompt = max(0, prompt_tokens)
+        cached = min(max(0, cached_tokens), prompt)
+        written = min(max(0, cache_write_tokens), prompt - cached)
+        read_price = self.cached_input_per_million
+        write_price = self.cache_write_input_per_million
+        total = (
+            (prompt - cached - written) * self.input_per_million
+            + cached * (self.input_per_million if read_price is None else read_price)
+            + written * (self.input_per_million if write_price is None else write_price)
+            + completion_tokens * self.output_per_million
+        )
         return round(total / 1_000_000, 9)
 
 
@@ -60,6 +95,24 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrency: int = 0
     structured_output: StructuredOutput = StructuredOutput.JSON_SCHEMA
     prices: Prices = msgspec.field(default_factory=Prices)
+    # batch runs (docs/configuration.md "LLM profiles", docs/operations.md "Batch runs")
+    mode: LLMMode = LLMMode.ONLINE
+    batch_discount: float = 0.5  # the batch price as a fraction of the list price
+    batch_poll_interval: float = 30.0
+    batch_max_requests: int = BATCH_MAX_REQUESTS
+    batch_max_bytes: int = BATCH_MAX_BYTES
+    batch_resubmits: int = 1  # follow-up batches for errored and expired requests
+
+    def batch_cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        """A batched request's cost: the list price times `batch_discount`."""
+        cost = self.prices.cost(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
+        return round(cost * self.batch_discount, 9)
 
 
 CLIENT_KEYS: frozenset[str] = frozenset(
@@ -79,6 +132,12 @@ CLIENT_KEYS: frozenset[str] = frozenset(
         "max_concurrency",
         "structured_output",
         "prices",
+        "mode",
+        "batch_discount",
+        "batch_poll_interval",
+        "batch_max_requests",
+        "batch_max_bytes",
+        "batch_resubmits",
     }
 )
 
@@ -97,9 +156,15 @@ _COUNTS = {
     "tokens_per_minute": 10_000_000_000,
     "max_concurrency": 1024,
     "max_tokens_retry": 1_000_000,
+    "batch_resubmits": 10,
 }
 _MAX_REPLY_BYTES = (1024, 1024 * 1024 * 1024)
-_PRICE_KEYS = ("input_per_million", "output_per_million")
+_PRICE_KEYS = (
+    "input_per_million",
+    "output_per_million",
+    "cached_input_per_million",
+    "cache_write_input_per_million",
+)
 
 
 def _number(key: str, value: Any, *, low: float, high: float, zero_ok: bool) -> float:
@@ -141,10 +206,41 @@ def parse_client_options(table: Mapping[str, Any]) -> ClientOptions:
         except ValueError:
             choices = ", ".join(s.value for s in StructuredOutput)
             raise OptionError("structured_output", f"expected one of {choices}") from None
+    if "mode" in table:
+        try:
+            fields["mode"] = LLMMode(table["mode"])
+        except ValueError:
+            raise OptionError("mode", "expected one of online, batch") from None
+    if "batch_discount" in table:
+        fields["batch_discount"] = _number(
+            "batch_discount", table["batch_discount"], low=0, high=1, zero_ok=True
+        )
+    if "batch_poll_interval" in table:
+        fields["batch_poll_interval"] = _number(
+            "batch_poll_interval", table["batch_poll_interval"], low=0, high=3600, zero_ok=False
+        )
+    if "batch_max_requests" in table:
+        value = _count("batch_max_requests", table["batch_max_requests"], BATCH_MAX_REQUESTS)
+        if value < 1:
+            raise OptionError(
+                "batch_max_requests", f"must be an integer from 1 to {BATCH_MAX_REQUESTS}"
+            )
+        fields["batch_max_requests"] = value
+    if "batch_max_bytes" in table:
+        value = _count("batch_max_bytes", table["batch_max_bytes"], BATCH_MAX_BYTES)
+        if value < 1024:
+            raise OptionError(
+                "batch_max_bytes", f"must be an integer from 1024 to {BATCH_MAX_BYTES}"
+            )
+        fields["batch_max_bytes"] = value
     if "prices" in table:
         raw = table["prices"]
         if not isinstance(raw, Mapping):
-            raise OptionError("prices", "must be a table (input_per_million, output_per_million)")
+            raise OptionError(
+                "prices",
+                "must be a table (input_per_million, output_per_million, "
+                "cached_input_per_million, cache_write_input_per_million)",
+            )
         unknown = sorted(set(raw) - set(_PRICE_KEYS))
         if unknown:
             raise OptionError(f"prices.{unknown[0]}", "unknown key")

@@ -1,9 +1,10 @@
 """`runjournal check --online`: does each profile's endpoint answer its models route?
 
-One `GET <base_url>/models` through the official `openai` client (no retries, short
-timeouts), before anything is spent. A refused connection, an error status or a model
-the server does not list is one problem line naming the profile; the server's text is
-scrubbed of every known secret first (docs/operations.md "`check`").
+One `GET <base_url>/models` through the official `openai` client (`anthropic`'s for an
+`anthropic` profile; no retries, short timeouts), before anything is spent. A refused
+connection, an error status or a model the server does not list is one problem line
+naming the profile; the server's text is scrubbed of every known secret first
+(docs/operations.md "`check`").
 """
 
 from __future__ import annotations
@@ -23,16 +24,28 @@ def probe_profile(
 ) -> str | None:
     """None when the endpoint lists its models (and `profile.model` among them, when
     it lists any); else one line saying what went wrong."""
-    import openai  # lazy: only `check --online` pays for the import here
-
     remember_secrets(profile.secrets(environ))  # scrubbed from whatever the server says
 
-    shown = redact_text(profile.base_url or "https://api.openai.com/v1")
+    default = "https://api.anthropic.com" if profile.provider == "anthropic" else None
+    shown = redact_text(profile.base_url or default or "https://api.openai.com/v1")
     env = profile.key_env()
     key = environ.get(env) if env else None
     if key is None and profile.base_url is None:
         return f"profile '{profile.id}' ({shown}): environment variable {env} is not set"
-    client = openai.OpenAI(
+    if profile.provider == "anthropic":
+        try:
+            import anthropic as openai  # the same client surface: models, errors, Timeout
+        except ImportError:
+            return (
+                f"profile '{profile.id}' ({shown}): provider 'anthropic' needs the anthropic "
+                "extra (pip install 'runjournal[anthropic]')"
+            )
+        client_class = openai.Anthropic
+    else:
+        import openai  # lazy: only `check --online` pays for the import here
+
+        client_class = openai.OpenAI
+    client = client_class(
         api_key=key or _UNKEYED,
         base_url=profile.base_url,
         max_retries=0,

@@ -26,10 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
+from runjournal.adapters.llm.anthropic_transport import AnthropicTransport
+from runjournal.adapters.llm.batch import BatchCollector
+from runjournal.adapters.llm.batch_records import BatchRecords
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.calllog import WriteAhead, reply_key
 from runjournal.adapters.llm.cassette import Cassette, CassetteError, Reply, request_digest
-from runjournal.adapters.llm.client_options import StructuredOutput
+from runjournal.adapters.llm.client_options import LLMMode, StructuredOutput
 from runjournal.adapters.llm.ratelimit import EndpointLimiter
 from runjournal.adapters.llm.reply_formats import (
     ReplyInvalid,
@@ -61,6 +64,8 @@ from runjournal.domain.redaction.known import MIN_FRAGMENT
 __all__ = ["Call", "LLMServices", "ProfileRuntime", "SchemaRefused"]
 
 _DEFAULT_COMPLETION_ESTIMATE = 256
+# Calls parked for a batch at once at most (each holds a job thread while it waits).
+MAX_PARKED = 10_000
 _UNKEYED = "not-set"  # sent when a local endpoint needs no key and none is set
 
 
@@ -81,8 +86,9 @@ class _Endpoint:
 
     def __init__(self, services: LLMServices, profile: Profile) -> None:
         self.base_url = profile.base_url
-        self.key_env = profile.api_key_env or DEFAULT_API_KEY_ENV
-        self.shown = redact_text(profile.base_url or "https://api.openai.com/v1")
+        self.provider = profile.provider
+        self.key_env = profile.key_env() or DEFAULT_API_KEY_ENV
+        self.shown = redact_text(profile.base_url or _DEFAULT_URLS[profile.provider])
         options = profile.client
         self.connect_timeout = options.connect_timeout
         self.read_timeout = options.read_timeout
@@ -121,7 +127,8 @@ class _Endpoint:
                     )
                 self._key = key
                 remember_secrets([key])
-                self._transport = OpenAITransport(
+                kind = AnthropicTransport if self.provider == "anthropic" else OpenAITransport
+                self._transport = kind(
                     base_url=self.base_url,
                     api_key=key or _UNKEYED,
                     connect_timeout=self.connect_timeout,
@@ -129,7 +136,11 @@ class _Endpoint:
                     scrub=self.scrub,
                     shown_endpoint=self.shown,
                 )
-                self._transport.connect()
+                try:
+                    self._transport.connect()
+                except TransportError as exc:  # the provider's client is not installed
+                    self._transport = None
+                    raise LLMCallFailed(cause_of_status(exc.status), exc.message) from None
             return self._transport
 
     def key_note(self) -> str:
@@ -143,6 +154,12 @@ class _Endpoint:
         if transport is not None:
             transport.close()
 
+
+# The providers with a network runtime, and where each is when a profile names no URL.
+_DEFAULT_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+
+# The providers whose batch API batch mode uses (the others send online).
+_BATCHED = ("openai", "anthropic")
 
 _client_import_started = threading.Event()
 
@@ -178,9 +195,23 @@ class LLMServices:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         wal: WriteAhead | None = None,
+        mode: str | None = None,
+        no_wait: bool = False,
+        batches: BatchRecords | None = None,
+        batch_journal: Any = None,
+        allow_parking: Callable[[int], None] | None = None,
     ) -> None:
         # write-ahead replies and intents (docs/operations.md "LLM call log")
         self.wal = wal or WriteAhead(None, None)
+        # batch runs (docs/operations.md "Batch runs"): `--llm-mode` over the profiles'
+        # `mode`, the batch records, where batch events are journaled, the executor's
+        # parking (a call waiting for its batch gives its job slot back)
+        self.mode = LLMMode(mode) if mode is not None else None
+        self.no_wait = no_wait
+        self.batches = batches or BatchRecords(None)
+        self.batch_journal = batch_journal
+        self._allow_parking = allow_parking
+        self._collectors: dict[tuple[str | None, str, str], BatchCollector] = {}
         self.environ = os.environ if environ is None else environ
         self.budget = budget or Budget()
         self.record = record
@@ -188,7 +219,7 @@ class LLMServices:
         self.text_trace = text_trace
         self.clock = clock
         self.rng = rng or random.Random()
-        self._endpoints: dict[tuple[str | None, str], _Endpoint] = {}
+        self._endpoints: dict[tuple[str | None, str, str], _Endpoint] = {}
         self._cassettes: dict[str, Cassette] = {}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -196,15 +227,41 @@ class LLMServices:
     # --- wiring ------------------------------------------------------------------------
 
     def runtime_for(self, profile: Profile) -> Any:
-        """The runtime of `profile`: metered for `openai`, offline or unavailable otherwise."""
-        if profile.provider != "openai":
+        """The runtime of `profile`: metered for `openai` and `anthropic`, offline or
+        unavailable otherwise."""
+        if profile.provider not in _DEFAULT_URLS:
             return runtime_for(profile)
         replay = self.replay
         if replay is None and profile.replay is not None:
             replay = self._profile_cassette(profile.replay)
         if replay is None:
             _import_client_meanwhile()
-        return ProfileRuntime(self, profile, self._endpoint(profile), replay)
+        endpoint = self._endpoint(profile)
+        mode = self.mode or profile.client.mode
+        batch = None
+        # OpenAI Files + Batches, or Anthropic message batches (adapters/llm/batch_apis.py)
+        if mode is LLMMode.BATCH and replay is None and profile.provider in _BATCHED:
+            batch = self._collector(profile, endpoint)
+        return ProfileRuntime(self, profile, endpoint, replay, batch)
+
+    def _collector(self, profile: Profile, endpoint: _Endpoint) -> BatchCollector:
+        """The batch collector of the profile's endpoint and model (one per run)."""
+        key = (profile.base_url, profile.api_key_env or DEFAULT_API_KEY_ENV, profile.model)
+        with self._lock:
+            collector = self._collectors.get(key)
+            if collector is None:
+                collector = BatchCollector(
+                    profile=profile,
+                    endpoint=endpoint,
+                    services=self,
+                    records=self.batches,
+                    journal=self.batch_journal,
+                    no_wait=self.no_wait,
+                )
+                self._collectors[key] = collector
+        if self._allow_parking is not None:
+            self._allow_parking(min(MAX_PARKED, profile.client.batch_max_requests))
+        return collector
 
     def _profile_cassette(self, path: str) -> Cassette:
         with self._lock:
@@ -215,7 +272,7 @@ class LLMServices:
             return cassette
 
     def _endpoint(self, profile: Profile) -> _Endpoint:
-        key = (profile.base_url, profile.api_key_env or DEFAULT_API_KEY_ENV)
+        key = (profile.base_url, profile.key_env() or DEFAULT_API_KEY_ENV, profile.provider)
         with self._lock:
             endpoint = self._endpoints.get(key)
             if endpoint is None:
@@ -244,6 +301,8 @@ class LLMServices:
     def stop(self) -> None:
         """Wake every waiting call: the run is ending (interrupt, failure or success)."""
         self._stopping.set()
+        for collector in list(self._collectors.values()):
+            collector.stop()
         for endpoint in list(self._endpoints.values()):
             endpoint.limiter.stop()
 
@@ -270,11 +329,13 @@ class ProfileRuntime:
         profile: Profile,
         endpoint: _Endpoint,
         replay: Cassette | None,
+        batch: BatchCollector | None = None,
     ) -> None:
         self.services = services
         self.profile = profile
         self.endpoint = endpoint
         self.replay = replay
+        self.batch = batch  # batch mode: requests wait for a provider batch
 
     def for_call(self, scope: CallScope) -> Call:
         return Call(self, scope)
@@ -392,7 +453,8 @@ class Call:
             request = runtime.request(messages, options, fmt)
             if widened is not None:
                 request["max_tokens"] = widened
-            reply, made = self._exchange(call, request, attempt_base=made)
+            # a re-ask (or a widened retry) is sent online: one request, not another batch
+            reply, made = self._exchange(call, request, attempt_base=made, online=ask_no > 1)
             while reply.finish_reason == "length":
                 self._mark_last(AttemptStatus.REPLY_TRUNCATED)
                 limit = request.get("max_tokens")
@@ -403,7 +465,7 @@ class Call:
                     )
                 widened = larger
                 request = {**request, "max_tokens": larger}
-                reply, made = self._exchange(call, request, attempt_base=made)
+                reply, made = self._exchange(call, request, attempt_base=made, online=True)
             try:
                 return decode_reply(reply.content, reply_type, schema)
             except ReplyInvalid as exc:
@@ -434,7 +496,7 @@ class Call:
     # --- one call: attempts until a reply, or a typed failure ------------------------------
 
     def _exchange(
-        self, call: int, request: dict[str, Any], *, attempt_base: int
+        self, call: int, request: dict[str, Any], *, attempt_base: int, online: bool = False
     ) -> tuple[Reply, int]:
         """Attempts of one request until it is answered; returns the reply and attempts made."""
         runtime = self.runtime
@@ -455,6 +517,8 @@ class Call:
                     call, attempt + 1, AttemptStatus.OK, digest, stored, 0.0, None, reused=True
                 )
                 return stored, attempt + 1
+        if runtime.batch is not None and not online and self.scope is not _UNSCOPED:
+            return self._batched(call, attempt + 1, digest, key, request, canonical), attempt + 1
         while True:
             attempt += 1
             tries += 1
@@ -546,8 +610,53 @@ class Call:
             )
             services.sleep(wait)
 
+    def _batched(
+        self,
+        call: int,
+        attempt: int,
+        digest: str,
+        key: str,
+        request: dict[str, Any],
+        canonical: dict[str, Any],
+    ) -> Reply:
+        """The request answered through a provider batch (docs/operations.md "Batch
+        runs"): its estimate held against the budget while it waits, its reply charged at
+        the batch price and logged as an online reply is (intent, outcome, reply store)."""
+        runtime = self.runtime
+        services = runtime.services
+        options = runtime.profile.client
+        batch = runtime.batch
+        assert batch is not None
+        prompt_estimate = _estimate_tokens(str(request.get("messages")))
+        completion_cap = int(request.get("max_tokens") or _DEFAULT_COMPLETION_ESTIMATE)
+        reservation = services.budget.reserve(
+            prompt_estimate + completion_cap, options.batch_cost(prompt_estimate, completion_cap)
+        )
+        try:
+            ticket = batch.ask(self.scope, key, digest, request)
+        finally:
+            services.budget.release(reservation)
+        if ticket.reply is None:
+            self._record(call, attempt, ticket.status, digest, None, 0.0, None, batched=True)
+            raise LLMCallFailed(cause_of_status(ticket.status), ticket.error or "batch failed")
+        reply = self._counted(ticket.reply, request)
+        seq = self._intent(call, attempt, digest, key, request, batched=True)
+        self._record(call, attempt, AttemptStatus.OK, digest, reply, 0.0, 200, batched=True)
+        services.wal.end(seq, self.attempts[-1], reply, key)
+        if services.record is not None:
+            services.record.put(digest, _scrubbed(canonical, redact_text), reply)
+        self._trace_text(call, attempt, request, reply.content, AttemptStatus.OK)
+        return reply
+
     def _intent(
-        self, call: int, attempt: int, digest: str, key: str, request: dict[str, Any]
+        self,
+        call: int,
+        attempt: int,
+        digest: str,
+        key: str,
+        request: dict[str, Any],
+        *,
+        batched: bool = False,
     ) -> int:
         """The request's intent, durable before it is sent (raises once the run stops)."""
         profile = self.runtime.profile
@@ -567,7 +676,11 @@ class Call:
             key=key,
             prompt_tokens=prompt,
             max_tokens=limit,
-            bound_cost=profile.client.prices.cost(prompt, limit),
+            bound_cost=(
+                profile.client.batch_cost(prompt, limit)
+                if batched
+                else profile.client.prices.cost(prompt, limit)
+            ),
         )
 
     def _replayed(self, call: int, attempt: int, digest: str, canonical: dict[str, Any]) -> Reply:
@@ -609,11 +722,19 @@ class Call:
         *,
         replayed: bool = False,
         reused: bool = False,
+        batched: bool = False,
     ) -> None:
         profile = self.runtime.profile
         prompt = reply.prompt_tokens if reply is not None else 0
         done = reply.completion_tokens if reply is not None else 0
-        cost = profile.client.prices.cost(prompt, done)
+        cached = reply.cached_tokens if reply is not None else 0
+        written = reply.cache_write_tokens if reply is not None else 0
+        options = profile.client
+        cost = (
+            options.batch_cost(prompt, done, cached, written)
+            if batched
+            else options.prices.cost(prompt, done, cached, written)
+        )
         if not reused:  # a reused reply costs nothing now
             self.runtime.services.budget.charge(prompt + done, cost)
         self.attempts.append(
@@ -633,6 +754,7 @@ class Call:
                 reply_sha256=_text_sha(reply.content) if reply is not None else None,
                 replayed=replayed,
                 reused=reused,
+                cached_tokens=cached,
             )
         )
 

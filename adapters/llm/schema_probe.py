@@ -14,7 +14,8 @@ The verdict, per endpoint (`probed[].json_schema` of `check --json`):
   re-asked and fail);
 - `refused`: a 4xx blaming the response format (the run falls back to `json_object`
   mode by itself, as it does for such a server; not a problem);
-- `not_used`: the profile asks for `json_object` mode (`structured_output`), no request.
+- `not_used`: the profile asks for `json_object` mode (`structured_output`), or is an
+  `anthropic` one (a structured reply is a forced tool call there), no request.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def probe_json_schema(
 ) -> SchemaVerdict:
     """Send the probe and judge the reply (see the module docstring)."""
     if profile.client.structured_output is not StructuredOutput.JSON_SCHEMA:
+        return SchemaVerdict("not_used")
+    if profile.provider == "anthropic":  # asked as a forced tool call, not a response format
         return SchemaVerdict("not_used")
     import openai  # lazy: only `check --online` pays for the import here
 

@@ -81,6 +81,8 @@ class OpenAITransport:
     """Sends requests to one endpoint; `scrub` removes every secret the process holds
     from any text the endpoint sent, as it arrives (reply content, error text)."""
 
+    PATH = "/chat/completions"  # relative to the client's base URL
+
     def __init__(
         self,
         *,
@@ -108,22 +110,34 @@ class OpenAITransport:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                import openai  # lazy: about 0.8 s of imports, paid only by runs that call
-
-                self._openai = openai
+                sdk, client_class = self._sdk()
+                self._openai = sdk  # the SDK module: its exception classes
                 # the Response type of the HTTP library the client is built on: what its
                 # `post` returns unparsed
                 http_lib = importlib.import_module(
-                    openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
+                    sdk.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
                 )
                 self._httpx_response = http_lib.Response
-                self._client = openai.OpenAI(
+                self._client = client_class(
                     api_key=self._api_key,
                     base_url=self._base_url,
                     max_retries=0,
-                    timeout=openai.Timeout(self._read, connect=self._connect),
+                    timeout=sdk.Timeout(self._read, connect=self._connect),
                 )
             return self._client
+
+    def _sdk(self) -> tuple[Any, Any]:
+        """The official client's module and class (imported on first use)."""
+        import openai  # lazy: about 0.8 s of imports, paid only by runs that call
+
+        return openai, openai.OpenAI
+
+    def _payload(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The body sent for `request` (the runtime's chat-completions form)."""
+        return request
+
+    def _reply_of(self, request: dict[str, Any], completion: Any) -> Reply:
+        return self._reply(completion)
 
     def close(self) -> None:
         with self._lock:
@@ -156,8 +170,8 @@ class OpenAITransport:
             # "Concurrency: `--jobs N` against an LLM endpoint"). The raw-response header
             # keeps the body streamed, so it is read under the size cap and deadline.
             response = client.post(
-                "/chat/completions",
-                body=request,
+                self.PATH,
+                body=self._payload(request),
                 cast_to=self._httpx_response,
                 options={"headers": {"X-Stainless-Raw-Response": "stream"}},
             )
@@ -217,7 +231,53 @@ class OpenAITransport:
                 f"({type(exc).__name__})",
                 http_status=http_status,
             ) from None
-        return self._reply(completion), http_status
+        return self._reply_of(request, completion), http_status
+
+    # --- the batch endpoints (adapters/llm/batch.py) -------------------------------------
+
+    def client(self) -> Any:
+        """The endpoint's `openai` client (files and batches calls of a batch run)."""
+        return self._get_client()
+
+    def parse(self, completion: Any, request: dict[str, Any] | None = None) -> Reply:
+        """A reply read as an online one is (a batch result's body), for `request`."""
+        return self._reply_of(request or {}, completion)
+
+    def payload(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What is sent for `request` (a batch's line holds it)."""
+        return self._payload(request)
+
+    def remote(self, call: Callable[[], Any]) -> Any:
+        """One files or batches call; the client's errors typed as an attempt's are."""
+        self._get_client()
+        openai = self._openai
+        try:
+            return call()
+        except openai.APIStatusError as exc:
+            code = int(exc.status_code)
+            detail = _server_message(exc.body, self._scrub)
+            raise TransportError(
+                _status_of_http(code),
+                f"{self.endpoint} answered HTTP {code}" + (f": {detail}" if detail else ""),
+                http_status=code,
+                retry_after=parse_retry_after(dict(exc.response.headers)),
+            ) from None
+        except openai.APITimeoutError:
+            raise TransportError(
+                AttemptStatus.TIMEOUT, f"{self.endpoint} did not answer within the timeouts"
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc.__context__
+            why = type(cause).__name__ if cause is not None else "connection error"
+            raise TransportError(
+                AttemptStatus.CONNECTION_ERROR, f"cannot reach {self.endpoint} ({why})"
+            ) from None
+        except (openai.APIResponseValidationError, ValueError, TypeError, KeyError) as exc:
+            raise TransportError(
+                AttemptStatus.MALFORMED_RESPONSE,
+                f"{self.endpoint} sent a batch response that could not be read "
+                f"({type(exc).__name__})",
+            ) from None
 
     def _body(
         self, response: Any, limit: int, deadline: float, clock: Callable[[], float]
@@ -271,9 +331,16 @@ class OpenAITransport:
                 http_status=200,
             )
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if not isinstance(cached, int) or isinstance(cached, bool) or cached < 0:
+            cached = 0  # absent (most servers) or not a count: nothing from the cache
+        if isinstance(prompt, int):
+            cached = min(cached, prompt)
         return Reply(
             content=self._scrub(content),  # before anything reads, cuts or stores it
             prompt_tokens=prompt if isinstance(prompt, int) else -1,
             completion_tokens=done if isinstance(done, int) else -1,
             finish_reason=finish if isinstance(finish, str) else None,
+            cached_tokens=cached,
         )

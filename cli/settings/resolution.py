@@ -23,6 +23,7 @@ from runjournal.cli.settings.table import (
     USER_CONFIG_RESERVED,
     DebugLevel,
     LeaseWaitMode,
+    LLMModeSetting,
     Origin,
     SettingSpec,
 )
@@ -59,6 +60,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     executor: str
     lease_wait: LeaseWaitMode
     reuse_summary: bool
+    llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
 
     @property

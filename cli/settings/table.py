@@ -67,6 +67,15 @@ class LeaseWaitMode(enum.StrEnum):
     FAIL = "fail"  # refuse at once (exit 4)
 
 
+class LLMModeSetting(enum.StrEnum):
+    """How LLM requests are sent (docs/operations.md "Batch runs"): as each profile's
+    `mode` says, or every one online, or every one through provider batches."""
+
+    PROFILE = "profile"
+    ONLINE = "online"
+    BATCH = "batch"
+
+
 class CliForm(enum.StrEnum):
     """How a setting appears as a command-line option."""
 
@@ -359,6 +368,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         description="Journal a fully reused lane as one summary event, not one per stage.",
         kind=ValueKind.BOOLEAN,
         cli=CliForm.SWITCH,
+    ),
+    SettingSpec(
+        name="llm_mode",
+        flag="--llm-mode profile|online|batch",
+        type_name="profile | online | batch",
+        parse=choice_parser(LLMModeSetting),
+        default=_constant(LLMModeSetting.PROFILE),
+        default_text="profile",
+        description="LLM requests one by one (online), through provider batches, or per profile.",
+        kind=ValueKind.CHOICE,
+        choices=_values(LLMModeSetting),
     ),
 )
 

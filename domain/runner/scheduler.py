@@ -24,6 +24,11 @@ from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.stage_failures import StageError, StageFailure
 
+# What `next_done` returns, instead of a finished call's key, when a call in flight gave
+# its slot back (it parked, waiting for an LLM batch: docs/internals.md "Batch runs"): the
+# scheduler starts more calls; nothing finished.
+SLOT_FREED = -1
+
 
 class Executor(Protocol):
     """Runs module calls: up to `capacity` at once, completions reported one by one."""
@@ -169,6 +174,8 @@ class Scheduler:
                 if not self._in_flight:
                     break
                 key, outcome = self._executor.next_done()
+                if key == SLOT_FREED:
+                    continue
                 job, index = self._in_flight.pop(key)
                 self._note(job, index, outcome)
                 if self._executor.capacity > 1:

@@ -200,6 +200,7 @@ FLAG_CASES = {
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
     "reuse_summary": (["--no-reuse-summary"], lambda d: False),
+    "llm_mode": (["--llm-mode", "batch"], lambda d: "batch"),
 }
 
 
@@ -255,6 +256,10 @@ BAD_FLAGS = {
         ["--cache-mode", "fast"],
         "invalid cache_mode 'fast' from flag (--cache-mode): "
         "expected one of use, refresh, read-only, bypass",
+    ),
+    "llm_mode": (
+        ["--llm-mode", "later"],
+        "invalid llm_mode 'later' from flag (--llm-mode): expected one of profile, online, batch",
     ),
     "lease_wait": (
         ["--lease-wait", "never"],

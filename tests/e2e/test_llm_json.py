@@ -40,7 +40,7 @@ def test_a_provider_without_runtime_fails_the_stage_clearly(cli, tmp_path):
     pipeline = _project(tmp_path, "remote")
     profiles = tmp_path / "profiles.toml"
     profiles.write_text(
-        '[profiles.remote]\nprovider = "anthropic"\nmodel = "c"\napi_key_env = "RJ_TEST_KEY"\n'
+        '[profiles.remote]\nprovider = "cohere"\nmodel = "c"\napi_key_env = "RJ_TEST_KEY"\n'
     )
     secret = "sk-" + "proj-" + "Z" * 40
     proc, doc = cli.json(

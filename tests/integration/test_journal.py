@@ -46,6 +46,7 @@ from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
 from runjournal.domain.events import (
     EVENT_TYPES,
     ArtifactGenerated,
+    BatchStage,
     CheckpointWriteFailed,
     CheckpointWritten,
     ChunkPlanResolved,
@@ -57,6 +58,9 @@ from runjournal.domain.events import (
     LaneResolved,
     LaneReused,
     LeaseWaitOutcome,
+    LLMBatchCompleted,
+    LLMBatchPolled,
+    LLMBatchSubmitted,
     LLMCallAttempted,
     LLMUsageReused,
     ModuleObserved,
@@ -306,6 +310,33 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
     (HintRecorded, {"message": "`runjournal run p.toml --resume` reuses them ✓"}),
     (OutputsValidated, {"checked": 2, "refused": [RefusedName("../x", "parent_component")]}),
     (OutputWritten, {"name": "terms.json", "sha256": "w" * 64, "size": 55}),
+    (
+        LLMBatchSubmitted,
+        {
+            "batch_id": "batch_abc",
+            "request_set": "s" * 32,
+            "profile_id": "fake",
+            "model": "fake-model",
+            "round": 1,
+            "requests": 2,
+            "resumed": False,
+            "stages": [BatchStage("extract", "en", Stage.EXTRACT, "c" * 64)],
+        },
+    ),
+    (
+        LLMBatchPolled,
+        {"batch_id": "batch_abc", "status": "in_progress", "total": 2, "completed": 1, "failed": 0},
+    ),
+    (
+        LLMBatchCompleted,
+        {
+            "batch_id": "batch_abc",
+            "status": "completed",
+            "completed": 2,
+            "errored": 0,
+            "expired": 0,
+        },
+    ),
     (
         RunTerminated,
         {

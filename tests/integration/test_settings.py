@@ -20,6 +20,7 @@ from runjournal.cli.settings import (
     EffectiveConfig,
     InvalidSettingValue,
     LeaseWaitMode,
+    LLMModeSetting,
     Origin,
     RootsConflict,
     SettingsError,
@@ -170,6 +171,14 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
         ]
     ),
     "reuse_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
+    "llm_mode": _plain(
+        [
+            ("batch", LLMModeSetting.BATCH),
+            (" ONLINE ", LLMModeSetting.ONLINE),
+            ("profile", LLMModeSetting.PROFILE),
+            ("batch", LLMModeSetting.BATCH),
+        ]
+    ),
 }
 
 DEFAULTS: dict[str, Expect] = {
@@ -193,6 +202,7 @@ DEFAULTS: dict[str, Expect] = {
     "executor": _const("threads"),
     "lease_wait": _const(LeaseWaitMode.WAIT),
     "reuse_summary": _const(True),
+    "llm_mode": _const(LLMModeSetting.PROFILE),
 }
 
 

@@ -142,6 +142,90 @@ def _echoed(value: Any, text: str) -> Any:
     return value
 
 
+CACHE_MIN = 1024  # prompt tokens (words here) before a prefix is cached, as OpenAI's
+CACHE_STEP = 128  # and the increments it caches in
+
+
+def prompt_cache(seen: set[str], body: dict[str, Any]) -> int:
+    """OpenAI-style prompt caching: the longest prefix of this prompt (its messages' words
+    in order, in steps of 128 from 1,024) an earlier request had; then this prompt's
+    prefixes are remembered. `seen` is the server's (hold its lock)."""
+    words: list[str] = []
+    for message in body.get("messages") or []:
+        words += _words(str(message.get("content", "")))
+    cached = 0
+    prefixes = []
+    for end in range(CACHE_MIN, len(words) + 1, CACHE_STEP):
+        key = hashlib.sha256(" ".join(words[:end]).encode()).hexdigest()
+        prefixes.append(key)
+        if key in seen:
+            cached = end
+    seen.update(prefixes)
+    return cached
+
+
+def completion(
+    body: dict[str, Any],
+    *,
+    kind: str = "ok",
+    auth: str | None = None,
+    nth: int = 1,
+    cached: int = 0,
+) -> dict[str, Any]:
+    """The chat completion this server answers `body` with (a reply kind, not a fault):
+    the same function serves the online endpoint and the batch fake's output lines, so a
+    batch answers byte for byte what the online endpoint does."""
+    messages = body.get("messages") or []
+    users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+    first = users[0] if users else ""
+    key = hashlib.sha256(first.encode()).hexdigest()
+    reply = _REPLY.search(first)
+    fmt = body.get("response_format") or {}
+    words = _words(first)
+    if reply:
+        content = reply.group("text")
+    elif kind == "badjson":
+        content = "this is not json"
+    elif kind == "echojunk":
+        content = "not json; the key I was sent is " + "." * 60 + _credential(auth)
+    elif kind == "badshape":
+        content = json.dumps({"unexpected": True})
+    elif fmt.get("type") == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema") or {}
+        content = json.dumps(sample(schema, schema, words), sort_keys=True)
+    elif fmt.get("type") == "json_object" and _shown_schema(messages) is not None:
+        schema = _shown_schema(messages) or {}
+        content = json.dumps(sample(schema, schema, words), sort_keys=True)
+    else:
+        content = json.dumps({"echo": len(words)})
+    if kind == "echocontent":
+        content = json.dumps(_echoed(json.loads(content), f"echo {_credential(auth)}"))
+    finish = "stop"
+    if kind == "length":
+        content, finish = content[: max(1, len(content) // 2)], "length"
+    prompt_tokens = sum(len(_words(str(m.get("content", "")))) for m in messages)
+    completion_tokens = 10**30 if kind == "tokens30" else len(_words(content)) + 1
+    return {
+        "id": f"chatcmpl-{key[:12]}-{nth}",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": body.get("model") or "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": min(cached, prompt_tokens)},
+        },
+    }
+
+
 def _usage() -> dict[str, int]:
     """What the server was asked and billed: requests received, replies sent (HTTP 200
     with usage), and the tokens those replies reported."""
@@ -167,6 +251,7 @@ class _State:
         self.counts: dict[str, int] = {}
         self.log: list[dict[str, Any]] = []
         self.usage = _usage()
+        self.prefixes: set[str] = set()  # prompt prefixes seen (`prompt_cache`)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -227,6 +312,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.counts.clear()
                 self.state.log.clear()
+                self.state.prefixes.clear()
                 self.state.usage = _usage()
             self._json(200, {"ok": True})
             return
@@ -283,57 +369,17 @@ class _Handler(BaseHTTPRequestHandler):
         if kind in ("slowloris", "huge"):
             self._hostile(kind)
             return
-        reply = _REPLY.search(first)
-        fmt = {} if state.ignore_schema else (body.get("response_format") or {})
-        words = _words(first)
-        if reply:
-            content = reply.group("text")
-        elif kind == "badjson":
-            content = "this is not json"
-        elif kind == "echojunk":
-            content = "not json; the key I was sent is " + "." * 60 + _credential(auth)
-        elif kind == "badshape":
-            content = json.dumps({"unexpected": True})
-        elif fmt.get("type") == "json_schema":
-            schema = (fmt.get("json_schema") or {}).get("schema") or {}
-            content = json.dumps(sample(schema, schema, words), sort_keys=True)
-        elif fmt.get("type") == "json_object" and _shown_schema(messages) is not None:
-            schema = _shown_schema(messages) or {}
-            content = json.dumps(sample(schema, schema, words), sort_keys=True)
-        else:
-            content = json.dumps({"echo": len(words)})
-        if kind == "echocontent":
-            content = json.dumps(_echoed(json.loads(content), f"echo {_credential(auth)}"))
-        finish = "stop"
-        if kind == "length":
-            content, finish = content[: max(1, len(content) // 2)], "length"
-        prompt_tokens = sum(len(_words(str(m.get("content", "")))) for m in messages)
-        completion_tokens = 10**30 if kind == "tokens30" else len(_words(content)) + 1
+        # a server that ignores every response format answers as if none was asked
+        asked = {**body, "response_format": None} if state.ignore_schema else body
+        with state.lock:
+            cached = prompt_cache(state.prefixes, body)
+        doc = completion(asked, kind=kind, auth=auth, nth=n + 1, cached=cached)
+        usage = doc["usage"]
         with state.lock:
             state.usage["answered"] += 1
-            state.usage["prompt_tokens"] += prompt_tokens
-            state.usage["completion_tokens"] += completion_tokens
-        self._json(
-            200,
-            {
-                "id": f"chatcmpl-{key[:12]}-{n + 1}",
-                "object": "chat.completion",
-                "created": 1700000000,
-                "model": body.get("model") or "fake-model",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
-            },
-        )
+            state.usage["prompt_tokens"] += usage["prompt_tokens"]
+            state.usage["completion_tokens"] += usage["completion_tokens"]
+        self._json(200, doc)
 
     def _echo_error(self, kind: str, auth: str | None) -> bool:
         """A 400 whose message carries the request's credential (the echo kinds)."""

@@ -24,6 +24,8 @@ from support.paths import REPO
 
 SUPPORT = Path(__file__).resolve().parent
 FAKE = SUPPORT / "fake_openai.py"
+FAKE_BATCH = SUPPORT / "fake_openai_batch.py"
+FAKE_ANTHROPIC = SUPPORT / "fake_anthropic.py"
 SERVE_MODEL = REPO / "examples" / "llm-extract" / "serve_model.py"
 
 
@@ -82,6 +84,14 @@ class ServerProcess:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
+    def control(self, path: str, doc: Any = None) -> Any:
+        """A control endpoint: GET, or POST of the JSON `doc`."""
+        base = self.url.removesuffix("/v1")
+        data = None if doc is None else json.dumps(doc).encode()
+        request = urllib.request.Request(base + path, method="GET" if doc is None else "POST")
+        with urllib.request.urlopen(request, data=data, timeout=10) as response:
+            return json.loads(response.read())
+
     def requests(self) -> list[dict[str, Any]]:
         return self._control("/_control/requests")["requests"]
 
@@ -125,6 +135,42 @@ def start_fake(
     if ignore_schema:
         argv.append("--ignore-schema")
     return ServerProcess(argv, env=env, timeout=30)
+
+
+def start_fake_batch(
+    *,
+    tick: float = 3600.0,
+    progress: float = 600.0,
+    error_rate: float = 0.0,
+    expire_rate: float = 0.0,
+    api_key_env: str | None = "RJ_FAKE_KEY",
+    env: dict[str, str] | None = None,
+) -> ServerProcess:
+    """The fake Files + Batches server (and chat endpoint); each batch poll moves its
+    test clock `tick` seconds."""
+    argv = [
+        sys.executable,
+        str(FAKE_BATCH),
+        "--port",
+        "0",
+        "--tick",
+        str(tick),
+        "--progress",
+        str(progress),
+        "--error-rate",
+        str(error_rate),
+        "--expire-rate",
+        str(expire_rate),
+    ]
+    if api_key_env:
+        argv += ["--api-key-env", api_key_env]
+    return ServerProcess(argv, env={**fake_key_env(), **(env or {})}, timeout=30)
+
+
+def start_fake_anthropic() -> ServerProcess:
+    """The fake Anthropic Messages server; it requires the key of `fake_key_env()`."""
+    argv = [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--api-key-env", "RJ_FAKE_KEY"]
+    return ServerProcess(argv, env=fake_key_env(), timeout=30)
 
 
 def model_available() -> bool:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from runjournal.domain.events import RunEvent, WarningRecorded
+from runjournal.domain.events import BatchStage, RunEvent, WarningRecorded
 from runjournal.domain.run import Run
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -105,6 +105,16 @@ class FakeRecorder:
 
     def llm_reused(self, **fields: Any) -> None:
         self._keep(self.run.record_llm_reuse(**fields))
+
+    def llm_batch_submitted(self, **fields: Any) -> None:
+        stages = [BatchStage(*stage) for stage in fields.pop("stages")]
+        self._keep(self.run.record_llm_batch_submitted(stages=stages, **fields))
+
+    def llm_batch_polled(self, **fields: Any) -> None:
+        self._keep(self.run.record_llm_batch_polled(**fields))
+
+    def llm_batch_completed(self, **fields: Any) -> None:
+        self._keep(self.run.record_llm_batch_completed(**fields))
 
     def checkpoint_written(self, **fields: Any) -> None:
         self._keep(self.run.record_checkpoint(**fields))

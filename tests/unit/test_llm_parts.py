@@ -96,12 +96,39 @@ class TestClientOptions:
             ({"prices": {"input": 1}}, "prices.input"),
             ({"prices": {"input_per_million": -1}}, "prices.input_per_million"),
             ({"backoff_initial": 5, "backoff_max": 1}, "backoff_initial"),
+            ({"mode": "later"}, "mode"),
+            ({"batch_discount": 1.5}, "batch_discount"),
+            ({"batch_poll_interval": 0}, "batch_poll_interval"),
+            ({"batch_max_requests": 0}, "batch_max_requests"),
+            ({"batch_max_requests": 50_001}, "batch_max_requests"),
+            ({"batch_max_bytes": 100}, "batch_max_bytes"),
+            ({"batch_max_bytes": 200 * 1024 * 1024 + 1}, "batch_max_bytes"),
+            ({"batch_resubmits": 11}, "batch_resubmits"),
         ],
     )
     def test_bad_values_name_the_key(self, table: dict[str, Any], key: str) -> None:
         with pytest.raises(OptionError) as info:
             parse_client_options(table)
         assert info.value.key == key
+
+    def test_batch_keys(self) -> None:
+        """docs/configuration.md "LLM profiles": batch mode and its price, OpenAI's limits."""
+        default = parse_client_options({})
+        assert default.mode == "online" and default.batch_discount == 0.5
+        assert (default.batch_max_requests, default.batch_max_bytes) == (50_000, 200 * 2**20)
+        options = parse_client_options(
+            {
+                "mode": "batch",
+                "batch_discount": 0.25,
+                "batch_poll_interval": 0.5,
+                "batch_max_requests": 100,
+                "batch_resubmits": 0,
+                "prices": {"input_per_million": 2.0, "output_per_million": 4.0},
+            }
+        )
+        assert options.mode == "batch" and options.batch_poll_interval == 0.5
+        assert options.batch_cost(1_000_000, 1_000_000) == pytest.approx(1.5)
+        assert options.prices.cost(1_000_000, 1_000_000) == pytest.approx(6.0)
 
 
 # --- retries -------------------------------------------------------------------------
@@ -646,3 +673,31 @@ def test_usage_fold_counts_calls_attempts_and_savings() -> None:
     assert view["attempts"] == {"ok": 2, "rate_limited": 1} and view["unsuccessful"] == 1
     assert view["steps"]["ask"]["saved"]["calls"] == 1
     assert "reuse saved 1 call(s)" in usage_line(view)
+
+
+def test_cached_prompt_tokens_are_read_and_priced_apart() -> None:
+    """docs/configuration.md "LLM profiles" `prices`: OpenAI's cached prompt tokens."""
+    from runjournal.adapters.llm.client_options import Prices
+    from runjournal.adapters.llm.transport import OpenAITransport
+
+    prices = Prices(input_per_million=1.0, output_per_million=2.0, cached_input_per_million=0.25)
+    assert prices.cost(1_000_000, 0, 400_000) == pytest.approx(0.6 + 0.1)
+    assert Prices(input_per_million=1.0).cost(1_000_000, 0, 400_000) == pytest.approx(1.0)
+    transport = OpenAITransport(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="unused",
+        connect_timeout=1,
+        read_timeout=1,
+        scrub=lambda text: text,
+        shown_endpoint="fake",
+    )
+
+    def reply(usage: dict[str, Any]) -> Any:
+        choice = {"message": {"content": "ok"}, "finish_reason": "stop"}
+        return transport.parse({"choices": [choice], "usage": usage})
+
+    base = {"prompt_tokens": 2000, "completion_tokens": 5}
+    assert reply(base).cached_tokens == 0
+    assert reply({**base, "prompt_tokens_details": {"cached_tokens": 1920}}).cached_tokens == 1920
+    assert reply({**base, "prompt_tokens_details": {"cached_tokens": 9999}}).cached_tokens == 2000
+    assert reply({**base, "prompt_tokens_details": {"cached_tokens": "x"}}).cached_tokens == 0

@@ -36,6 +36,10 @@ ALLOWED = {
     # created 0700; leaves are opened O_NOFOLLOW. Not yet through FsRoot: its
     # append-and-fsync protocol has no FsRoot form.
     "adapters/llm/calllog.py": None,
+    # The batch records (docs/operations.md "Batch runs"): one small file per request set
+    # under <cache root>/llm/batches/, rewritten atomically (temp file, fsync, rename)
+    # before and after each remote step of a provider batch; the same root as the log.
+    "adapters/llm/batch_records.py": None,
 }
 
 

@@ -107,3 +107,43 @@ def test_close_is_idempotent_and_falls_back_to_serial() -> None:
 def test_jobs_must_be_a_positive_int(jobs: object) -> None:
     with pytest.raises(ValueError):
         JobPool(jobs)  # type: ignore[arg-type]
+
+
+def test_a_parked_call_frees_its_slot_and_the_idle_pool_flushes() -> None:
+    """docs/internals.md "Batch runs": parked calls report SLOT_FREED, the scheduler may
+    start more than `jobs`, and once every call in flight is parked `next_done` calls the
+    flush (on the calling thread), which lets them go on."""
+    from runjournal.adapters import parking
+    from runjournal.domain.runner.scheduler import SLOT_FREED
+
+    pool = JobPool(2)
+    pool.allow_parking(10)
+    released = threading.Event()
+    flushed: list[str] = []
+
+    def flush() -> None:
+        flushed.append(threading.current_thread().name)
+        released.set()
+
+    def call(x: int) -> int:
+        with parking.current().parked(flush):
+            released.wait()
+        return x
+
+    try:
+        for key in range(6):  # more calls than jobs: each parks and frees its slot
+            assert pool.capacity >= 2
+            pool.submit(key, lambda key=key: call(key))
+        results: dict[int, int] = {}
+        freed = 0
+        while len(results) < 6:
+            key, value = pool.next_done()
+            if key == SLOT_FREED:
+                freed += 1
+                continue
+            results[key] = value
+        assert results == {k: k for k in range(6)} and freed == 6
+        assert flushed and set(flushed) == {threading.current_thread().name}
+    finally:
+        released.set()
+        pool.close()

@@ -150,3 +150,13 @@ def test_an_unknown_key_like_nothing_gets_no_suggestion() -> None:
     with pytest.raises(PipelineSpecError) as caught:
         parse_pipeline({**_doc([_step("t")]), "zzzz": 1}, file="p.toml")
     assert str(caught.value) == "p.toml: unknown key 'zzzz'"
+
+
+def test_a_steps_llm_mode_is_online_or_batch() -> None:
+    """docs/pipeline.md "`mode`": how the step's LLM requests travel."""
+    parsed = parse_pipeline(_doc([{**_step("t"), "mode": "batch"}]), file="p.toml")
+    assert parsed.steps[0].mode == "batch"
+    assert parse_pipeline(_doc([_step("t")]), file="p.toml").steps[0].mode is None
+    with pytest.raises(PipelineSpecError) as caught:
+        parse_pipeline(_doc([{**_step("t"), "mode": "later"}]), file="p.toml")
+    assert str(caught.value) == "p.toml: steps[0].mode: must be 'online' or 'batch'"

@@ -326,3 +326,32 @@ def test_the_rate_and_eta_follow_the_last_half_minute_not_the_whole_run():
     assert rate == pytest.approx(1.0, rel=0.1)
     assert counts.done / 61.0 > 15  # what the whole-run average would have said
     assert RunCounts().rate(5.0) is None  # nothing done yet
+
+
+def test_a_batch_run_shows_its_batch_states(monkeypatch):
+    """docs/operations.md "Batch runs": while the run waits on a batch, the line says
+    which batch, its state and how many of its requests completed."""
+    from runjournal.domain.events import LLMBatchCompleted, LLMBatchPolled, LLMBatchSubmitted
+
+    clock = Clock()
+    stream = io.StringIO()
+    display = ProgressDisplay(enabled=True, stream=stream, clock=clock)
+    clock.now += progress_mod.PLAIN_INTERVAL_S + 1
+    display.event(
+        LLMBatchSubmitted(
+            **_BASE, batch_id="batch_1", request_set="s", profile_id="p", model="m",
+            round=1, requests=400,
+        )
+    )  # fmt: skip
+    clock.now += progress_mod.PLAIN_INTERVAL_S + 1
+    display.event(
+        LLMBatchPolled(
+            **_BASE, batch_id="batch_1", status="in_progress", total=400, completed=120, failed=3
+        )
+    )
+    clock.now += progress_mod.PLAIN_INTERVAL_S + 1
+    display.event(LLMBatchCompleted(**_BASE, batch_id="batch_1", status="completed", completed=397))
+    text = stream.getvalue()
+    assert "batch batch_1 submitted: 400 request(s)" in text
+    assert "batch batch_1 in_progress 120/400, 3 failed" in text
+    assert "batch batch_1 completed: collected 397" in text

@@ -1,0 +1,207 @@
+"""The providers' batch endpoints, through their official clients (adapters/llm/batch.py).
+
+- OpenAI Files + Batches: the requests are a JSONL file uploaded with purpose `batch`,
+  the batch names it (`completion_window` 24h, our metadata naming the request set);
+  results are its output file (`response.status_code`, `response.body`) and error file
+  (`error.code` `batch_expired`, or an error response).
+- Anthropic Message Batches: the requests go inline (`custom_id`, `params`: the Messages
+  request); the batch is `in_progress` until `ended`; results stream from its
+  `results_url` (`succeeded` with the message, `errored`, `expired`, `canceled`). A batch
+  carries no metadata, so a batch whose creation's answer was lost cannot be found again
+  (docs/operations.md "Batch runs").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from runjournal.domain.llm import AttemptStatus
+
+__all__ = ["AnthropicBatchAPI", "BatchState", "OpenAIBatchAPI", "Result", "api_for"]
+
+OPENAI_ENDPOINT = "/v1/chat/completions"
+METADATA_KEY = "runjournal_set"
+
+
+@dataclass(frozen=True)
+class BatchState:
+    batch_id: str
+    status: str
+    total: int
+    completed: int
+    failed: int
+    ended: bool
+    raw: Any = None
+    why: str = ""  # a failed batch's first reason
+
+    def seen(self) -> tuple[str, int, int, int]:
+        return self.status, self.total, self.completed, self.failed
+
+
+@dataclass(frozen=True)
+class Result:
+    custom_id: str
+    outcome: str  # ok | error | expired
+    body: Any = None  # ok: the provider's reply (chat completion or message)
+    status: AttemptStatus = AttemptStatus.SERVER_ERROR
+    detail: str = ""
+
+
+def _status_of(code: Any) -> AttemptStatus:
+    if code in (401, 403):
+        return AttemptStatus.AUTH_FAILED
+    if code == 429:
+        return AttemptStatus.RATE_LIMITED
+    if isinstance(code, int) and code >= 500:
+        return AttemptStatus.SERVER_ERROR
+    return AttemptStatus.REQUEST_REFUSED
+
+
+class OpenAIBatchAPI:
+    uploads = True
+
+    def line(self, ticket: Any, transport: Any) -> bytes:
+        doc = {
+            "custom_id": ticket.key,
+            "method": "POST",
+            "url": OPENAI_ENDPOINT,
+            "body": ticket.request,
+        }
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+    def upload(self, client: Any, name: str, data: bytes) -> str:
+        return client.files.create(file=(name, data), purpose="batch").id
+
+    def create(self, client: Any, record: Any, data: bytes) -> tuple[str, str]:
+        batch = client.batches.create(
+            input_file_id=record.file_id,
+            endpoint=OPENAI_ENDPOINT,
+            completion_window="24h",
+            metadata={METADATA_KEY: record.local},
+        )
+        return batch.id, batch.status
+
+    def find(self, client: Any, local: str) -> tuple[str, str] | None:
+        for batch in client.batches.list(limit=100):
+            if (batch.metadata or {}).get(METADATA_KEY) == local:
+                return batch.id, batch.status
+        return None
+
+    def retrieve(self, client: Any, batch_id: str) -> BatchState:
+        batch = client.batches.retrieve(batch_id)
+        counts = batch.request_counts
+        why = ""
+        errors = getattr(getattr(batch, "errors", None), "data", None) or []
+        if errors:
+            first = errors[0]
+            line = f" line {first.line}" if getattr(first, "line", None) else ""
+            why = f"{first.code or 'error'}{line}: {first.message or ''}"
+        return BatchState(
+            batch_id=batch.id,
+            status=batch.status,
+            total=counts.total if counts else 0,
+            completed=counts.completed if counts else 0,
+            failed=counts.failed if counts else 0,
+            ended=batch.status in ("completed", "failed", "expired", "cancelled"),
+            raw=batch,
+            why=why,
+        )
+
+    def results(self, client: Any, state: BatchState) -> Iterator[Result]:
+        """The output file's results, then the error file's (fetched only once the
+        output's were taken: a kill in between keeps what was stored)."""
+        batch = state.raw
+        for line in self._lines(client, batch.output_file_id):
+            response = line.get("response") or {}
+            if response.get("status_code") == 200:
+                yield Result(str(line.get("custom_id")), "ok", body=response.get("body"))
+        for line in self._lines(client, batch.error_file_id):
+            error = line.get("error") or {}
+            response = line.get("response") or {}
+            custom = str(line.get("custom_id"))
+            if error.get("code") in ("batch_expired", "batch_cancelled"):
+                yield Result(custom, "expired", detail=str(error.get("code")))
+                continue
+            code = response.get("status_code")
+            yield Result(
+                custom,
+                "error",
+                status=_status_of(code),
+                detail=f"answered HTTP {code} for this request",
+            )
+
+    def _lines(self, client: Any, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        out = []
+        for raw in client.files.content(file_id).content.splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                out.append(line)
+        return out
+
+
+_ANTHROPIC_RETRYABLE = ("api_error", "overloaded_error", "rate_limit_error", "timeout_error")
+
+
+class AnthropicBatchAPI:
+    uploads = False
+
+    def line(self, ticket: Any, transport: Any) -> bytes:
+        doc = {"custom_id": ticket.key, "params": transport.payload(ticket.request)}
+        return json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+    def upload(self, client: Any, name: str, data: bytes) -> str:  # pragma: no cover
+        raise NotImplementedError("message batches take their requests inline")
+
+    def create(self, client: Any, record: Any, data: bytes) -> tuple[str, str]:
+        requests = [json.loads(line) for line in data.splitlines() if line]
+        batch = client.messages.batches.create(requests=requests)
+        return batch.id, batch.processing_status
+
+    def find(self, client: Any, local: str) -> tuple[str, str] | None:
+        return None  # a message batch carries no metadata to know ours by
+
+    def retrieve(self, client: Any, batch_id: str) -> BatchState:
+        batch = client.messages.batches.retrieve(batch_id)
+        c = batch.request_counts
+        failed = c.errored + c.expired + c.canceled
+        return BatchState(
+            batch_id=batch.id,
+            status=batch.processing_status,
+            total=c.processing + c.succeeded + failed,
+            completed=c.succeeded,
+            failed=failed,
+            ended=batch.processing_status == "ended",
+            raw=batch,
+        )
+
+    def results(self, client: Any, state: BatchState) -> Iterator[Result]:
+        """The results as they stream from the batch's `results_url`."""
+        for item in client.messages.batches.results(state.batch_id):
+            result = item.result
+            kind = result.type
+            if kind == "succeeded":
+                body = result.message.model_dump(mode="json")
+                yield Result(item.custom_id, "ok", body=body)
+            elif kind in ("expired", "canceled"):
+                yield Result(item.custom_id, "expired", detail=kind)
+            else:
+                error = getattr(getattr(result, "error", None), "error", None)
+                etype = str(getattr(error, "type", "api_error"))
+                status = (
+                    AttemptStatus.SERVER_ERROR
+                    if etype in _ANTHROPIC_RETRYABLE
+                    else AttemptStatus.REQUEST_REFUSED
+                )
+                yield Result(item.custom_id, "error", status=status, detail=etype)
+
+
+def api_for(provider: str) -> OpenAIBatchAPI | AnthropicBatchAPI:
+    return AnthropicBatchAPI() if provider == "anthropic" else OpenAIBatchAPI()
