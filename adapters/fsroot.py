@@ -834,24 +834,19 @@ class FsRoot:
         `adapters/stage_leases.py`): a planted symlink, FIFO or hard link is refused
         without blocking. The caller closes it.
         """
-        parts = _split(name)
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        with _classified(name), self._dir(parts[:-1], name, create=True) as dir_fd:
-            fd = _open_leaf(dir_fd, parts[-1], name, flags)
-            try:
-                _require_regular(fd, name, single_link=True)
-            except BaseException:
-                os.close(fd)
-                raise
-            return fd
+        return self._open_single(name, flags, create=True)
 
     def open_file(self, name: str, *, create: bool = False) -> int:
         """A descriptor of the regular file `name` (the packed store's segments): read-only,
         or with `create` a new file (exclusive, 0600, parents made) open for appending and
         reading. A planted symlink, FIFO or hard link is refused. The caller closes it."""
-        parts = _split(name)
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL if create else os.O_RDONLY
-        flags |= os.O_NOFOLLOW | os.O_CLOEXEC
+        return self._open_single(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, create=create)
+
+    def _open_single(self, name: str, flags: int, *, create: bool) -> int:
+        """`name` opened with `flags`, refused unless a regular file with one link."""
+        parts = _split(name)
         with _classified(name), self._dir(parts[:-1], name, create=create) as dir_fd:
             fd = _open_leaf(dir_fd, parts[-1], name, flags)
             try:

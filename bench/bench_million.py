@@ -42,7 +42,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_concurrency import ENV, KEY_VAR, SCRIPT, start_fake
+from bench_concurrency import ENV, KEY_VAR, PROFILE, SCRIPT, start_fake
 from runjournal.adapters.packed_store import segment_records
 
 PIPELINE = """name = "million"
@@ -57,14 +57,6 @@ params = { prompt = "Terms in: {text}", temperature = 0, seed = 7, max_tokens = 
 [[steps]]
 id = "terms"
 module = "builtin.terms"
-"""
-PROFILE = """[profiles.fake]
-provider = "openai"
-model = "fake-model"
-base_url = "{url}"
-api_key_env = "RJ_BENCH_KEY"
-read_timeout = 30
-max_retries = 0
 """
 WORDS = [
     "journal",
@@ -121,7 +113,8 @@ def make_corpus(root: Path, docs: int, paras: int, url: str) -> int:
         (root / "docs" / f"d{d:06d}.md").write_text(text)
         total += len(text.encode())
     (root / "pipeline.toml").write_text(PIPELINE)
-    (root / "profiles.toml").write_text(PROFILE.replace("{url}", url))
+    profile = PROFILE.replace("{retries}", "0")
+    (root / "profiles.toml").write_text(profile.replace("{url}", url))
     return total
 
 
