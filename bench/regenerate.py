@@ -52,7 +52,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("checkpoint_load", ("bench/bench_checkpoint_load.py",)),
     Script("journal_append", ("bench/bench_journal_append.py",)),
     Script("run_memory", ("bench/bench_run_memory.py", "--repeat", "3")),
-    Script("million", ("bench/bench_million.py", "--docs", "2000", "--repeat", "3")),
+    Script("million", ("bench/bench_million.py", "--docs", "1000", "--repeat", "3")),
 )
 
 
