@@ -18,6 +18,7 @@ from typing import Any
 
 from runjournal.domain.reasons import CATEGORY_OF, DESCRIPTIONS, Category, ReasonCode
 from runjournal.projections.html_report import SEVERITY
+from runjournal.projections.llm_batches import batch_lines
 from runjournal.projections.llm_retries import retries_text
 
 __all__ = ["GROUP_ABOVE", "GROUP_SIZE", "read_report_head", "render_report_html"]
@@ -342,7 +343,7 @@ def _pct(part: int, whole: int) -> str:
 
 def _usage_card(view: dict[str, Any]) -> str:
     spent, saved = view["usage"]["spent"], view["usage"]["saved"]
-    if spent is None and saved is None:
+    if spent is None and saved is None and not view.get("batches"):
         return (
             '<div class="card"><div class="k">LLM tokens, cost</div>'
             '<div class="v">—</div>'
@@ -350,11 +351,14 @@ def _usage_card(view: dict[str, Any]) -> str:
         )
     rows = []
     if spent is not None:
+        cached = spent.get("cached_tokens") or 0
         rows.append(
             f"spent: {_count(spent['calls'], 'call')} "
             f"({_count(spent.get('attempts', spent['calls']), 'attempt')}), "
-            f"{_num(spent['prompt_tokens'])} prompt + "
-            f"{_num(spent['completion_tokens'])} completion tokens, cost {_cost(spent['cost'])}"
+            f"{_num(spent['prompt_tokens'])} prompt"
+            + (f" (of which {_num(cached)} cached)" if cached else "")
+            + f" + {_num(spent['completion_tokens'])} completion tokens,"
+            f" cost {_cost(spent['cost'])}"
         )
         retries = retries_text(spent.get("retries") or {})
         if retries:
@@ -365,6 +369,8 @@ def _usage_card(view: dict[str, Any]) -> str:
             f"{_num(saved['prompt_tokens'])} prompt + {_num(saved['completion_tokens'])} "
             f"completion tokens, cost {_cost(saved['cost'])}"
         )
+    # the provider batches the requests went through (docs/operations.md "Batch runs")
+    rows += [_e(line) for line in batch_lines(view.get("batches") or [])]
     return (
         '<div class="card"><div class="k">LLM tokens, cost</div>'
         + "".join(f'<div class="s">{row}</div>' for row in rows)

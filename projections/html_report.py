@@ -37,6 +37,7 @@ from runjournal.domain.events import (
 from runjournal.domain.identity import invocation_identity
 from runjournal.domain.reasons import Category
 from runjournal.projections.base import RunOutline
+from runjournal.projections.llm_batches import LLMBatchesFold
 from runjournal.projections.llm_retries import RetryFold
 
 __all__ = ["REPORT_HTML", "SEVERITY", "HtmlReportProjection", "SavesTokens", "SpendsTokens"]
@@ -152,7 +153,8 @@ class HtmlReportProjection(RunOutline):
 
     NAME: ClassVar[str] = "html_report"
     # 2: `decisions` counts only decisions that took effect (projections/base.py)
-    VERSION: ClassVar[int] = 2
+    # 3: `usage.spent.cached_tokens` and `batches` (docs/operations.md "Batch runs")
+    VERSION: ClassVar[int] = 3
 
     def __init__(self) -> None:
         super().__init__()
@@ -179,9 +181,11 @@ class HtmlReportProjection(RunOutline):
             "attempts": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
+            "cached_tokens": 0,
             "cost": None,
         }
         self.retries = RetryFold()
+        self.batches = LLMBatchesFold()
         self._llm_calls: set[tuple[str, str, str, str, int]] = set()
         self.saved = {"stages": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": None}
         self.terminated_at: float | None = None
@@ -194,6 +198,7 @@ class HtmlReportProjection(RunOutline):
         super().apply(event)
         self.last_version = event.originator_version
         self._usage(event)
+        self.batches.apply(event)
         if isinstance(event, StageDecided):
             self.code_categories[event.code.value] = event.category.value
             cell = self.cells.get((event.step, event.lane))
@@ -341,6 +346,7 @@ class HtmlReportProjection(RunOutline):
                 key = (event.step, event.lane, event.stage.value, event.chunk, event.call)
                 self.spent["calls"] += int(key not in self._llm_calls)
                 self._llm_calls.add(key)
+                self.spent["cached_tokens"] += event.cached_tokens
                 self.retries.apply(event)
             else:
                 self.spent["calls"] += 1
@@ -376,6 +382,7 @@ class HtmlReportProjection(RunOutline):
                 else None,
                 "saved": dict(self.saved) if self.saved["stages"] else None,
             },
+            "batches": self.batches.view(),
             "warnings": list(self.warnings),
             "failures": list(self.failures),
             "checkpoint_write_failures": list(self.checkpoint_write_failures),

@@ -50,5 +50,14 @@ def test_shared_prefixes_are_cached_and_priced_apart(cli: CLI, tmp_path, mode: s
     assert spent["cached_tokens"] == CACHED * (project.requests - 1)
     discount = 0.5 if mode == "batch" else 1.0
     assert spent["cost"] == pytest.approx(_expected_cost(spent) * discount, rel=1e-6)
-    proc = cli("explain", doc["run_id"], "--output-root", str(tmp_path / "run" / "out"))
+    out = str(tmp_path / "run" / "out")
+    proc = cli("explain", doc["run_id"], "--output-root", out)
     assert f"of which {spent['cached_tokens']} cached" in proc.stdout
+    # the HTML report shows the cached tokens, and the batches the requests went through
+    page = tmp_path / "page.html"
+    proc = cli("report", doc["run_id"], "--output-root", out, "-o", str(page))
+    assert proc.returncode == 0, proc.stderr
+    html = page.read_text()
+    assert f"(of which {spent['cached_tokens']:,} cached)" in html
+    batch_line = f" completed: {project.requests} request(s) ({project.requests} of ask)"
+    assert (batch_line in html) == (mode == "batch")

@@ -309,6 +309,7 @@ class TestFold:
             "attempts": 2,
             "prompt_tokens": 240,
             "completion_tokens": 60,
+            "cached_tokens": 0,
             "cost": 0.5,
             "retries": {},
         }
