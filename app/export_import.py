@@ -30,10 +30,10 @@ from runjournal.adapters.export import (
     import_stream,
     verify_export,
 )
-from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.app.errors import RunFailedError, UsageError
 from runjournal.app.journals import MaintenancePorts, existing_journal
+from runjournal.app.output_files import write_output_file
 from runjournal.app.queries import resolve_run
 
 
@@ -88,8 +88,7 @@ def export_run_file(
 ) -> ExportResult:
     """Write RUN (an id, a unique prefix or `latest`) to the file `output`."""
     path = os.path.abspath(output)
-    directory, name = os.path.split(path)
-    if not name:
+    if not os.path.basename(path):
         raise UsageError(f"-o {output}: names a directory, not a file")
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(existing_journal(config, ports, read_only=True))
@@ -104,15 +103,7 @@ def export_run_file(
             )
         except (JournalError, ExportError) as exc:
             raise RunFailedError(f"cannot export run {run_id}: {exc}") from None
-    try:
-        with ports.open_root(directory) as root:
-            root.write_bytes(name, data, overwrite=force)
-    except AlreadyExists:
-        raise UsageError(f"{path} exists (use --force to replace it)") from None
-    except FsNotFound:
-        raise UsageError(f"{directory}: no such directory") from None
-    except FsError as exc:
-        raise RunFailedError(f"cannot write {path}: {exc}") from None
+    write_output_file(ports, path, data, force=force)
     return ExportResult(run_id, count, path, len(data), hashlib.sha256(data).hexdigest())
 
 

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from runjournal import __version__
 from runjournal.app.errors import RunFailedError, UsageError
 from runjournal.app.journals import MaintenancePorts, existing_journal
+from runjournal.app.output_files import write_output_file
 from runjournal.app.queries import resolve_run, stream_events
 from runjournal.domain.redaction import redact_url, safe_error_text
 
@@ -169,21 +170,10 @@ def send_lineage(
 
 def _write_file(ports: MaintenancePorts, output: str, data: bytes, *, force: bool) -> str:
     """Write the events file through the confined root of its directory."""
-    from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
-
     path = os.path.abspath(output)
-    directory, name = os.path.split(path)
-    if not name or os.path.isdir(path):
+    if not os.path.basename(path) or os.path.isdir(path):
         raise UsageError(f"--path {output}: names a directory, not a file")
-    try:
-        with ports.open_root(directory) as root:
-            root.write_bytes(name, data, overwrite=force)
-    except AlreadyExists:
-        raise UsageError(f"{path} exists (use --force to replace it)") from None
-    except FsNotFound:
-        raise UsageError(f"{directory}: no such directory") from None
-    except FsError as exc:
-        raise RunFailedError(f"cannot write {path}: {exc}") from None
+    write_output_file(ports, path, data, force=force)
     return path
 
 
