@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from runjournal.cli.style import dumb_terminal, is_terminal
+from runjournal.domain.decisions import Stage
 from runjournal.domain.events import (
     ChunkPlanResolved,
     LaneResolved,
@@ -89,6 +90,10 @@ class RunCounts:
         self.executed = 0
         self.failed = 0
         self.in_flight = 0
+        # extracts a lane has settled (checkpointed or failed) whose events the journal
+        # has not had yet: a lane's events arrive when it ends, so a huge document would
+        # show `stages 0/…` for minutes without them (issue 29)
+        self.settled: dict[tuple[str, str], int] = {}
         self.tokens = 0
         self.cost = 0.0
         # (elapsed s, stages done) as the line was drawn: the rate and the ETA are taken
@@ -108,8 +113,10 @@ class RunCounts:
             return True
         if isinstance(event, StageExecuted):
             self.executed += 1
+            self._journaled(event.step, event.lane, event.stage)
         elif isinstance(event, StageFailed):
             self.failed += 1
+            self._journaled(event.step, event.lane, event.stage)
         elif isinstance(event, LLMCallAttempted):
             self.tokens += event.prompt_tokens + event.completion_tokens
             self.cost += event.cost
@@ -122,9 +129,23 @@ class RunCounts:
             return False
         return True
 
+    def settle(self, step: str, lane: str, settled: int) -> None:
+        """The runner's count of a lane's extracts settled so far."""
+        self.settled[step, lane] = settled
+
+    def _journaled(self, step: str, lane: str, stage: Stage) -> None:
+        """An extract the runner had reported settled is now counted from the journal."""
+        key = (step, lane)
+        left = self.settled.get(key, 0)
+        if stage is Stage.EXTRACT and left:
+            if left == 1:
+                del self.settled[key]
+            else:
+                self.settled[key] = left - 1
+
     @property
     def done(self) -> int:
-        return self.reused + self.executed + self.failed
+        return self.reused + self.executed + self.failed + sum(self.settled.values())
 
     @property
     def started(self) -> bool:
@@ -150,8 +171,9 @@ class RunCounts:
         """`stages 12/~40 (8 reused, 4 executed) · 3 in flight · ... · ETA 11s`."""
         total, exact = self.total()
         shown = "~" if total is None else (f"{total}" if exact else f"~{total}")
+        executed = self.executed + sum(self.settled.values())  # a failure, once journaled
         parts = [
-            f"stages {self.done}/{shown} ({self.reused} reused, {self.executed} executed)",
+            f"stages {self.done}/{shown} ({self.reused} reused, {executed} executed)",
             f"{self.in_flight} in flight",
         ]
         if self.failed:
@@ -277,6 +299,7 @@ class ProgressDisplay:
 
     def __call__(self, step: str, lane: str, done: int, total: int) -> None:
         """The runner's extract progress of one lane."""
+        self.counts.settle(step, lane, done)
         self._current = (step, lane, f"chunk {done}/{total}")
         self._show(last=done == total)
 

@@ -31,6 +31,7 @@ def test_silent_for_runs_shorter_than_a_moment(monkeypatch):
 
 def test_shows_and_clears_after_a_moment(monkeypatch):
     monkeypatch.setenv("TERM", "xterm")  # TERM=dumb gets plain lines instead
+    monkeypatch.setenv("COLUMNS", "200")
     stream = FakeTTY()
     display = ProgressDisplay(enabled=True, stream=stream)
     display._start -= progress_mod.DELAY_S + 1
@@ -214,13 +215,13 @@ def test_calls_in_flight_come_from_the_executor(monkeypatch):
 def test_a_long_lane_keeps_its_end_on_a_narrow_terminal(monkeypatch):
     clock = Clock()
     stream, display = _terminal(monkeypatch, clock)
-    monkeypatch.setenv("COLUMNS", "91")
+    monkeypatch.setenv("COLUMNS", "121")
     clock.now += 1.0
     display.event(_lane("a.md"))
     display("definitions", "docs/05-recomputation-copy9.md", 2, 2)
     line = _last(stream)
-    assert len(line) == 90 and line.endswith("copy9.md · chunk 2/2")
-    assert " │ definitions · …" in line and line.startswith("stages 0/~10 (0 reused")
+    assert len(line) == 120 and line.endswith("copy9.md · chunk 2/2")
+    assert " │ definitions · …" in line and line.startswith("stages 2/~10 (0 reused, 2 executed)")
 
 
 def test_duration():
@@ -355,3 +356,27 @@ def test_a_batch_run_shows_its_batch_states(monkeypatch):
     assert "batch batch_1 submitted: 400 request(s)" in text
     assert "batch batch_1 in_progress 120/400, 3 failed" in text
     assert "batch batch_1 completed: collected 397" in text
+
+
+def test_a_long_lane_counts_its_settled_extracts_before_its_events_arrive(monkeypatch):
+    """A huge document is one lane of thousands of extracts whose events reach the journal
+    when the lane ends: the stages it settled count at once, then as journaled, never
+    twice (issue 29: `stages 0/143400` for minutes)."""
+    clock = Clock()
+    stream, display = _terminal(monkeypatch, clock)
+    display.event(_plan("a.md", 3))
+    display.event(_plan("b.md", 1))
+    clock.now += 1.0
+    display("terms", "a.md", 1, 3)
+    display("terms", "a.md", 2, 3)
+    assert _last(stream).startswith("stages 2/14 (0 reused, 2 executed) · ")
+    assert _last(stream).endswith("│ terms · a.md · chunk 2/3")
+    display("terms", "a.md", 3, 3)
+    display.event(_lane("a.md"))
+    display.event(_executed())
+    assert display.counts.done == 3  # one journaled, two still only settled
+    display.event(_executed())
+    display.event(_executed())
+    display.event(_decided(ReasonCode.NOT_RESUMED, Stage.MERGE))
+    assert display.counts.done == 3 and display.counts.settled == {}
+    assert _last(stream).startswith("stages 3/14 (0 reused, 3 executed) · ")
