@@ -22,8 +22,10 @@ from runjournal.domain.events import (
     RunEvent,
     RunTerminated,
     StageDecided,
+    WarningRecorded,
 )
 from runjournal.domain.identity import invocation_identity
+from runjournal.domain.runner.stage_failures import PARTIAL_OUTPUT
 from runjournal.projections.base import RunOutline
 from runjournal.projections.llm_usage import LLMUsageFold
 
@@ -33,7 +35,8 @@ WORKSPACE_SCHEMA_VERSION = 3
 class ManifestProjection(RunOutline):
     NAME: ClassVar[str] = "manifest"
     # 2: `decisions` counts only decisions that took effect; `not_started` the others
-    VERSION: ClassVar[int] = 2
+    # 3: `partial`, the lanes of `partial = true` steps that ran without some documents
+    VERSION: ClassVar[int] = 3
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,6 +46,7 @@ class ManifestProjection(RunOutline):
         self.validation: dict[str, Any] = {"status": "pending", "outputs_checked": 0, "refused": []}
         self.validated = False
         self.llm = LLMUsageFold()
+        self.partial: list[dict[str, str]] = []
 
     def apply(self, event: RunEvent) -> None:
         if type(event) is StageDecided:  # the outline's alone (base.py)
@@ -62,6 +66,8 @@ class ManifestProjection(RunOutline):
                 "outputs_checked": event.checked,
                 "refused": [{"name": r.name, "refusal": r.refusal} for r in event.refused],
             }
+        elif isinstance(event, WarningRecorded) and event.message.startswith(PARTIAL_OUTPUT):
+            self.partial.append({"step": event.step, "lane": event.lane})
         elif isinstance(event, RunTerminated) and not self.validated:
             # terminated before its outputs were checked
             self.validation = {**self.validation, "status": "failed"}
@@ -70,6 +76,8 @@ class ManifestProjection(RunOutline):
         view = self._view()
         if self.llm.used:  # runs that made or reused LLM calls (docs/operations.md)
             view["llm"] = self.llm.view()
+        if self.partial:  # a --keep-going run's partial outputs (docs/pipeline.md "`partial`")
+            view["partial"] = self.partial
         return view
 
     def _view(self) -> dict[str, Any]:

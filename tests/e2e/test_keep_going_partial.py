@@ -132,6 +132,7 @@ def test_without_partial_a_failed_keep_going_run_has_no_corpus_output(
     run_dir = Path(doc["run_dir"])
     assert not (run_dir / "index.md").exists()
     assert "partial" not in json.loads((run_dir / "failure.json").read_text())
+    assert "partial" not in json.loads((run_dir / "manifest.json").read_text())
 
 
 @pytest.mark.parametrize("jobs", ["1", "3"])
@@ -163,9 +164,10 @@ def test_partial_corpus_step_gets_the_documents_that_succeeded_and_says_which_we
     assert len(warnings) == 1 and "docs/b.md" in warnings[0]["message"]
     assert warnings[0]["message"].startswith("partial output:")
     assert "partial output" in proc.stdout + proc.stderr
-    # the manifest lists the outputs the failed run kept
+    # the manifest lists the outputs the failed run kept, and says they are partial
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert sorted(o["name"] for o in manifest["outputs"]) == names
+    assert manifest["partial"] == [{"step": "index", "lane": "corpus"}]
     # explain names the partial lane and what it left out
     ex, text = cli.json("explain", doc["run_id"], "--output-root", str(tmp_path / "out"))
     assert ex.returncode == 0, ex.stderr
