@@ -13,10 +13,38 @@ from __future__ import annotations
 from typing import Protocol
 
 import msgspec
+from runjournal.domain.decisions import Stage
 from runjournal.domain.events import LeaseWaitOutcome
 from runjournal.domain.ports import CheckpointKey
 
-__all__ = ["Lease", "LeaseRefused", "LeaseWait", "LeaseWaitOutcome", "StageLeases"]
+__all__ = [
+    "LANE_WIDE_CHUNK",
+    "LANE_WIDE_CHUNKS",
+    "Lease",
+    "LeaseRefused",
+    "LeaseWait",
+    "LeaseWaitOutcome",
+    "StageLeases",
+    "lease_key",
+]
+
+# A lane of more chunks than this leases its extracts as one lease of the lane
+# (docs/operations.md "Concurrent runs"). A lane decides every extract before it executes
+# any, so it holds a lease per missing chunk at once, and the kernel keeps a process's
+# record locks on a file in one list it walks on every lock: 25,000 leases of a 25 MB
+# document made each cost O(held), and its first stage came after 39 s (issue 29).
+LANE_WIDE_CHUNKS = 1024
+# The pseudo-chunk whose checkpoint place is the lane-wide lease: no chunk's sha256.
+LANE_WIDE_CHUNK = "0" * 64
+
+
+def lease_key(key: CheckpointKey, lane_chunks: int) -> CheckpointKey:
+    """The lease a stage takes: its own place, or for an extract of a lane of more than
+    `LANE_WIDE_CHUNKS` chunks the lane's (the same step identity and D, whatever the
+    document's version, so two runs of the lane still never execute a chunk both)."""
+    if key.stage is Stage.EXTRACT and lane_chunks > LANE_WIDE_CHUNKS:
+        return msgspec.structs.replace(key, chunk=LANE_WIDE_CHUNK)
+    return key
 
 
 class LeaseWait(msgspec.Struct, frozen=True):
@@ -31,7 +59,9 @@ class LeaseRefused(Exception):
 
     def __init__(self, key: CheckpointKey, holder: str) -> None:
         where = f"step '{key.step}' lane '{key.lane}' {key.stage.value}"
-        if key.chunk:
+        if key.chunk == LANE_WIDE_CHUNK:
+            where += "s"
+        elif key.chunk:
             where += f" chunk {key.chunk[:12]}"
         super().__init__(
             f"{where} is being executed by run {holder}; not waiting for it (--lease-wait fail)"

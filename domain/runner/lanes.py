@@ -31,7 +31,7 @@ from runjournal.domain.lane_walk import (
     stage_facts,
     with_lane_only,
 )
-from runjournal.domain.leases import Lease, StageLeases
+from runjournal.domain.leases import Lease, StageLeases, lease_key
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.pipeline import ResolvedStep
@@ -122,6 +122,7 @@ class LaneRun:
             for stage, r in reads.items()
         }
         self.resumed = services.loader is not None
+        self.lane_chunks = 0  # set by `run`: how extracts are leased (`lease_key`)
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
         # Checkpoints are looked up by what the stage is, under the D of what the stage
@@ -175,10 +176,11 @@ class LaneRun:
         leases = self.services.leases
         if leases is not None and self.ledger.recording and decide_stage(facts) not in REUSE_CODES:
             key = self._key(stage, chunk)
+            leased = lease_key(key, self.lane_chunks)  # a huge lane's extracts: the lane's
             if state is CheckpointState.NOT_LOOKED_UP:  # executes whatever it would find
-                lease = leases.try_acquire(key)
+                lease = leases.try_acquire(leased)
             else:
-                lease, wait = leases.acquire(key)
+                lease, wait = leases.acquire(leased)
                 if wait is not None:
                     self.ledger.lease_waited(key, wait)
                     state, record = relook()
@@ -375,6 +377,7 @@ class LaneRun:
     def run(self, chunks: list[Chunk]) -> LaneWork:
         """The lane's stages, yielding its module calls to the scheduler (`Batch`es)."""
         held: dict[tuple[Stage, int], Lease] = {}  # leases not yet handed to a write
+        self.lane_chunks = len(chunks)
         try:
             return (yield from self._run(chunks, held))
         finally:  # a failed, stopped or abandoned lane releases what it still holds
