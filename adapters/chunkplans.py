@@ -292,6 +292,14 @@ class ChunkPlanFileStore:
         # were (`chunkplans/<key[:2]>/<key>.plan`); files are still read (docs/internals.md
         # "Packed store").
         self._packed = packed
+        # What a cold cache root lacks, found once: a run looks up every source's plan
+        # before it publishes any, and each miss would otherwise try to open `pack/` and
+        # `chunkplans/` again (two directory opens per source before the first request,
+        # docs/performance.md "Concurrency: `--jobs N` against an LLM endpoint"). A plan
+        # another process publishes meanwhile is then computed again, as it would have
+        # been a moment earlier; this store's own publish clears them.
+        self._no_pack = False
+        self._no_dir = False
 
     @classmethod
     def open_for_mode(
@@ -350,11 +358,11 @@ class ChunkPlanFileStore:
         name = plan_file_name(key)
         if self._mode is CacheMode.REFRESH:
             return PlanLookup(PlanOutcome.COMPUTED)
-        packed = self._packed.get(f"{PLAN_DIR}/{name}") if self._packed is not None else None
+        packed = self._packed_get(f"{PLAN_DIR}/{name}")
         if packed is not None:
             data = packed
         else:
-            root = self._root or self._open_existing()
+            root = self._root or (None if self._no_dir else self._open_existing())
             if root is None:
                 return PlanLookup(PlanOutcome.COMPUTED)
             try:
@@ -369,6 +377,17 @@ class ChunkPlanFileStore:
             return PlanLookup(PlanOutcome.CORRUPT)
         return PlanLookup(PlanOutcome.REUSED, spans)
 
+    def _packed_get(self, name: str) -> bytes | None:
+        """The packed entry `name`; None without one, or while the cache root has no
+        packed store (looked for once, until this store publishes)."""
+        packed = self._packed
+        if packed is None or self._no_pack:
+            return None
+        found = packed.get(name)
+        if found is None and not packed.exists:
+            self._no_pack = True
+        return found
+
     def _open_existing(self) -> FsRoot | None:
         """The directory, if another run (or an earlier publish) created it since."""
         if self._parent is None:
@@ -378,6 +397,7 @@ class ChunkPlanFileStore:
                 try:
                     self._root = self._parent.subroot(PLAN_DIR)
                 except FsError:  # not found yet, or unusable: compute the plan
+                    self._no_dir = True
                     return None
                 self._owns_root = True
             return self._root
@@ -403,6 +423,7 @@ class ChunkPlanFileStore:
         try:
             if self._packed is not None:
                 self._packed.put(f"{PLAN_DIR}/{name}", data)
+                self._no_pack = False
                 self._unsynced = True
                 if durable:
                     self.sync()

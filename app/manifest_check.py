@@ -3,23 +3,28 @@
 `manifest.json` is the live fold of the events the run's session recorded (cli/compose.py
 `LiveViews`); `journal audit` later holds it against the journal: its `decisions` plus
 `not_started` must be every `StageDecided` the journal holds
-(adapters/run_directory_check.py). Once every event is committed, `run` reads its events
-back in one streamed pass and checks both that and that the live view is the journal's
-fold (what `projections rebuild manifest` writes). A difference is a bug in runjournal,
-never something the user did: the manifest is rewritten from the journal's fold, one line
-says it is an internal error to report, `--json` carries it as `internal_error`, and the
-run exits 70 (docs/operations.md "Exit codes", "A manifest that disagrees with its
-journal").
+(adapters/run_directory_check.py). Once every event is committed, `run` checks both that
+and that the live view is the journal's fold (what `projections rebuild manifest` writes).
+The journal's fold is a second, independent fold (`CommittedFold`) of the batches the
+journal committed, in its order, as each commit returned; it stands for the journal when
+the journal's last stored version is the last one it folded and no batch held a reuse
+summary. Otherwise (a resume that journaled `LaneReused`, a fold that failed) the run's
+events are read back in one streamed pass as before (docs/operations.md "A manifest that
+disagrees with its journal"). A difference is a bug in runjournal, never something the
+user did: the manifest is rewritten from the journal's fold, one line says it is an
+internal error to report, `--json` carries it as `internal_error`, and the run exits 70
+(docs/operations.md "Exit codes").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runjournal.app.documents import json_bytes
-from runjournal.domain.events import RunEvent, StageDecided
+from runjournal.domain.events import LaneReused, RunEvent, StageDecided
 from runjournal.projections.manifest import ManifestProjection
 
 MANIFEST = "manifest.json"
@@ -37,6 +42,58 @@ def _total(counts: dict[str, int]) -> int:
     return sum(counts.values())
 
 
+class CommittedFold:
+    """The journal's fold of a run, built from the batches its session committed.
+
+    `committed` is the session's `committed` callback (adapters/journal/session.py): it
+    gets each batch after the journal stored it, in the journal's order, possibly on the
+    committer's thread. It folds the batch into a `ManifestProjection` of its own and
+    counts its `StageDecided`, so the check at the end reads nothing back. It gives up
+    (`usable` false, the check reads the journal back) at a `LaneReused` summary, whose
+    decisions live in an earlier run and must be checked as a reader expands them, and
+    at any exception of the fold, which must never fail the commit that called it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fold: ManifestProjection | None = ManifestProjection()
+        self.journaled: dict[str, int] = {}
+        self.last_version = 0
+
+    @property
+    def usable(self) -> bool:
+        return self._fold is not None
+
+    def committed(self, events: Sequence[RunEvent]) -> None:
+        with self._lock:
+            fold = self._fold
+            if fold is None:
+                return
+            try:
+                journaled = self.journaled
+                for event in events:
+                    if type(event) is LaneReused:
+                        self._give_up()
+                        return
+                    fold.apply(event)
+                    if type(event) is StageDecided:
+                        code = event.code.value
+                        journaled[code] = journaled.get(code, 0) + 1
+                    self.last_version = event.originator_version
+            except Exception:  # never the commit's failure: the check reads back instead
+                self._give_up()
+
+    def _give_up(self) -> None:
+        self._fold = None
+        self.journaled = {}
+
+    def view(self) -> dict[str, Any]:
+        with self._lock:
+            if self._fold is None:
+                raise RuntimeError("the committed fold gave up: read the journal back")
+            return self._fold.view()
+
+
 def manifest_mismatch(events: Iterable[RunEvent], live: dict[str, Any]) -> ManifestMismatch | None:
     """Fold the journal's events again and compare (pure: the caller reads and writes)."""
     rebuilt = ManifestProjection()
@@ -45,7 +102,13 @@ def manifest_mismatch(events: Iterable[RunEvent], live: dict[str, Any]) -> Manif
         rebuilt.apply(event)
         if isinstance(event, StageDecided):
             journaled[event.code.value] = journaled.get(event.code.value, 0) + 1
-    view = rebuilt.view()
+    return fold_mismatch(rebuilt.view(), journaled, live)
+
+
+def fold_mismatch(
+    view: dict[str, Any], journaled: dict[str, int], live: dict[str, Any]
+) -> ManifestMismatch | None:
+    """The journal's fold `view` and its decisions by code against the live view."""
     counted = dict(view["decisions"])
     for code, n in view["not_started"].items():
         counted[code] = counted.get(code, 0) + n
@@ -67,31 +130,39 @@ def manifest_mismatch(events: Iterable[RunEvent], live: dict[str, Any]) -> Manif
 
 
 def check_run_manifest(
-    journal: Any, run_id: str, manifest: ManifestProjection, written: bool, output: Any
+    journal: Any,
+    run_id: str,
+    manifest: ManifestProjection,
+    written: bool,
+    output: Any,
+    committed: CommittedFold | None = None,
 ) -> str | None:
     """The internal-error line of a run whose manifest disagrees with its journal, after
     `manifest.json` was rewritten from the journal's fold (None: they agree).
 
     Called once every event is committed. `written`: whether the run wrote
     `manifest.json` (a run without one is only checked); `output()` is the invocation's
-    output-root handle (cli/compose.py `Roots`), the run directory is `<run id>` in it."""
-    return _checked(
-        journal.projected_events(run_id),
-        manifest,
-        written,
-        lambda: output().subroot(run_id),
-        json_bytes,
-    )
+    output-root handle (cli/compose.py `Roots`), the run directory is `<run id>` in it.
+    `committed`: the fold of the batches the session committed, used instead of reading
+    the journal back when it is usable and the journal's last version is its last one."""
+    live = manifest.view()
+    if (
+        committed is not None
+        and committed.usable
+        and committed.last_version == journal.last_version(run_id)
+    ):
+        mismatch = fold_mismatch(committed.view(), committed.journaled, live)
+    else:
+        mismatch = manifest_mismatch(journal.projected_events(run_id), live)
+    return _reported(mismatch, written, lambda: output().subroot(run_id), json_bytes)
 
 
-def _checked(
-    events: Iterable[RunEvent],
-    manifest: ManifestProjection,
+def _reported(
+    mismatch: ManifestMismatch | None,
     written: bool,
     run_dir: Callable[[], Any],
     render: Callable[[dict[str, Any]], bytes],
 ) -> str | None:
-    mismatch = manifest_mismatch(events, manifest.view())
     if mismatch is None:
         return None
     outcome = "manifest.json was not written"

@@ -40,7 +40,7 @@ from runjournal.app.errors import (
 )
 from runjournal.app.heap import settled_heap
 from runjournal.app.llm_call_log import journal_pending
-from runjournal.app.manifest_check import check_run_manifest
+from runjournal.app.manifest_check import CommittedFold, check_run_manifest
 from runjournal.app.run_guidance import (
     before_execution,
     failure_detail,
@@ -190,6 +190,7 @@ class _Invocation:
     roots: Any
     release_collab: Callable[[], None]
     llm: Any = None  # the run's RunLLM, from P3 on
+    committed: CommittedFold | None = None  # the journal's fold, batch by batch
 
 
 def _now() -> datetime:
@@ -355,6 +356,9 @@ def _allocate(
     # Checkpoints are durable in groups: one sync before each batch that records them
     # commits (docs/internals.md "Group durability").
     recorder = collab.recorder
+    # the journal's own fold of the manifest, batch by batch as it commits: the self-check
+    # at the end then reads nothing back (app/manifest_check.py)
+    committed = CommittedFold()
     session = journal.session(
         aggregate,
         batch_size=config.batch_size,
@@ -368,6 +372,7 @@ def _allocate(
             if config.reuse_summary and (config.resume or settings.policy.active)
             else None
         ),
+        committed=committed.committed,
     )
     _record_allocation(session, settings, ports, run_id, journal.url)
     terminal = Terminalizer(
@@ -397,7 +402,17 @@ def _allocate(
     session.flush()
     terminal.attach_bundle(bundle, summary)
     return _Invocation(
-        run_id, journal, collab, session, manifest, summary, bundle, terminal, roots, release_collab
+        run_id,
+        journal,
+        collab,
+        session,
+        manifest,
+        summary,
+        bundle,
+        terminal,
+        roots,
+        release_collab,
+        committed=committed,
     )
 
 
@@ -728,7 +743,12 @@ def _finish(
     inv.llm.finish(settled=True)  # every attempt of its call log is journaled
     # its manifest against its journal, every event committed (app/manifest_check.py)
     internal = check_run_manifest(
-        inv.journal, inv.run_id, inv.manifest, state.manifest is not None, inv.roots.output
+        inv.journal,
+        inv.run_id,
+        inv.manifest,
+        state.manifest is not None,
+        inv.roots.output,
+        inv.committed,
     )
     if settings.report:  # after every event is in the journal: the page is its projection
         report_html, failed = ports.write_run_report(

@@ -29,7 +29,8 @@ import bench_concurrency as bench
 # (group, a function that marks it), first match wins: outer phases before inner calls.
 GROUPS: tuple[tuple[str, str], ...] = (
     ("openai import (overlapped with planning)", "_import_client_meanwhile"),
-    ("manifest self-check (journal read back and folded)", "check_run_manifest"),
+    ("manifest self-check at the end", "check_run_manifest"),
+    ("manifest self-check: committed batches folded", "CommittedFold.committed"),
     ("official openai client (request, HTTP, body)", "OpenAITransport.send"),
     ("call log: intent written before the request", "WriteAhead.begin"),
     ("call log: reply stored after it", "WriteAhead.end"),

@@ -42,6 +42,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("startup", ("bench/bench_startup.py", "--repeat", "9")),
     Script("concurrency", ("bench/bench_concurrency.py", "--repeat", "5")),
     Script("concurrency_profile", ("bench/profile_concurrency.py",)),
+    Script("concurrency_cpu", ("bench/cpu_by_component.py", "--repeat", "5")),
     Script("journal_stream", ("bench/bench_journal_stream.py", "--repeat", "5")),
     Script("executors", ("bench/bench_executors.py", "--repeat", "5")),
     Script("cold_stage", ("bench/bench_cold_stage.py", "--repeat", "5")),

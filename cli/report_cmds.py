@@ -68,22 +68,26 @@ def report(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return int(ExitCode.OK)
-    written: list[str] = []  # the run id, once the first page is written
+    # The run id, remembered before its first page is written ("latest" is resolved once:
+    # another run may start), so a Ctrl-C once the page is there names the run.
+    resolved: str | None = None
+    wrote = False  # --watch replaces its own page after the first write
     try:
         while True:
-            data, view, run_id = _page(opts, written[0] if written else run, refresh)
+            data, view, run_id = _page(opts, resolved or run, refresh)
+            resolved = run_id
             if output is None:
                 path = _into_run_dir(run_id, view["run"]["roots"]["run_dir"], data)
-            else:  # --watch replaces its own page after the first write
-                path = _into_file(output, data, force=force or bool(written))
-            written[:] = [run_id]  # "latest" is resolved once: another run may start
+            else:
+                path = _into_file(output, data, force=force or wrote)
+            wrote = True
             if not watch or view["run"]["status"] != RunStatus.RUNNING.value:
                 break
             time.sleep(interval)
     except KeyboardInterrupt:
         if not watch:
             raise
-        what = f"run {written[0]}" if written else run
+        what = f"run {resolved}" if resolved else run
         raise CliError(
             f"stopped watching {what} (the page shows it as it was)", ExitCode.INTERRUPTED
         ) from None

@@ -152,6 +152,16 @@ output names (OutputsValidated) only get their lone surrogates escaped.
 # --- session ---------------------------------------------------------------------
 
 
+def _then(commit: Commit, committed: Callable[[Sequence[RunEvent]], None]) -> Commit:
+    """`commit`, then `committed` with the same batch (only when the commit succeeded)."""
+
+    def both(events: Sequence[RunEvent]) -> None:
+        commit(events)
+        committed(events)
+
+    return both
+
+
 class RunSession:
     """The runner's `RunRecorder`: one in-memory `Run`, events committed in batches.
 
@@ -160,7 +170,9 @@ class RunSession:
     runs before every commit: the checkpoint recorder's group sync, so a batch that
     records checkpoints commits only after they are durable (docs/internals.md
     "Group durability"). With `behind`, a full batch is committed on a thread of its own
-    while the run goes on (`CommitBehind`); `flush` is always synchronous.
+    while the run goes on (`CommitBehind`); `flush` is always synchronous. `committed`
+    gets each batch once the journal holds it, in the journal's order (on the committer's
+    thread with `behind`): `run`'s manifest self-check folds them (app/manifest_check.py).
     """
 
     def __init__(
@@ -173,10 +185,11 @@ class RunSession:
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
         reuse_sources: ReuseSources | None = None,
+        committed: Callable[[Sequence[RunEvent]], None] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        self._commit = commit
+        self._commit = commit if committed is None else _then(commit, committed)
         self._before_commit = before_commit
         self._behind = behind
         self._inflight: CommitBehind | None = None

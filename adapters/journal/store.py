@@ -195,6 +195,7 @@ class JournalStore:
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
         reuse_sources: SourceIndex | None = None,
+        committed: Callable[[Sequence[RunEvent]], None] | None = None,
     ) -> RunSession:
         """The `RunRecorder` of `run`; commits what the run already has pending at once."""
         return RunSession(
@@ -205,6 +206,7 @@ class JournalStore:
             before_commit=before_commit,
             behind=behind,
             reuse_sources=reuse_sources,
+            committed=committed,
         )
 
     def _put(self, events: Sequence[RunEvent], *, seal: bool = True) -> None:

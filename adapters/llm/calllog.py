@@ -160,6 +160,9 @@ def pending_attempts(
     out: list[PendingAttempt] = []
     for seq in sorted(intents):
         intent = intents[seq]
+        where = (intent.step, intent.lane, intent.stage.value, intent.chunk)
+        if (*where, intent.call, intent.attempt) in journaled:
+            continue  # the usual case at a run's end: nothing to build
         done = outcomes.get(seq)
         if done is None:
             attempt = LLMAttempt(
@@ -197,8 +200,7 @@ def pending_attempts(
             chunk=intent.chunk,
             attempt=attempt,
         )
-        if pending.key() not in journaled:
-            out.append(pending)
+        out.append(pending)
     return out
 
 

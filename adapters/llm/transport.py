@@ -108,6 +108,9 @@ class OpenAITransport:
         self._get_client()
 
     def _get_client(self) -> Any:
+        client = self._client  # built once: the lock only while it is not (or closed)
+        if client is not None:
+            return client
         with self._lock:
             if self._client is None:
                 sdk, client_class = self._sdk()

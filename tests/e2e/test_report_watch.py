@@ -209,3 +209,35 @@ def test_ctrl_c_stops_watching_with_one_line_and_130(cli: CLI, project: dict) ->
                 run.kill()
                 run.communicate()
     assert run.returncode == 0
+
+
+def test_ctrl_c_just_after_the_first_page_names_the_run(
+    project: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the test above once lost: Ctrl-C arriving after the first page is written
+    and before `report` remembered which run "latest" was said "stopped watching latest".
+    Here the interrupt comes right after the write, every time."""
+    from runjournal.cli import report_cmds
+    from support.inprocess import InProcess
+
+    root, where, env = project["root"], project["where"], project["env"]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    Path(env["GATE"]).touch()  # the run does not wait
+    invoke = InProcess(tmp_path / "home")
+    ran = invoke("run", str(root / "pipeline.toml"), *where, "--cache-root",
+                 str(root / "cache"), "--no-progress", "--json")  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    run_id = re.search(r'"run_id": ?"([^"]+)"', ran.stdout).group(1)  # type: ignore[union-attr]
+    written = report_cmds._into_file
+
+    def then_ctrl_c(*args: object, **kwargs: object) -> str:
+        written(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_cmds, "_into_file", then_ctrl_c)
+    page = root / "live.html"
+    result = invoke("report", "latest", *where, "-o", str(page), "--watch", "--interval", "0.2")
+    assert result.exit_code == 130, result.output
+    assert page.exists()
+    assert f"stopped watching run {run_id} " in result.stderr, result.stderr

@@ -666,3 +666,33 @@ def test_a_failed_group_sync_is_a_publish_error(
         assert isinstance(caught.value, PlanPublishError)
     finally:
         plans.close()
+
+
+def test_a_cold_cache_root_is_looked_into_once_then_a_publish_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every source's plan is looked up before any is published: on a cold cache root
+    the lookups after the first open no directory (neither `pack/` nor `chunkplans/`),
+    and what the store then publishes is found again."""
+    from runjournal.adapters.packed_store import PackedStore
+
+    root = FsRoot.open(tmp_path / "cache", create=True)
+    packed = PackedStore(root)
+    plans = ChunkPlanFileStore.open_for_mode(root, CacheMode.USE, packed=packed)
+    opened: list[str] = []
+    subroot = FsRoot.subroot
+
+    def counting(self: FsRoot, name: str, *args: object, **kwargs: object) -> FsRoot:
+        opened.append(name)
+        return subroot(self, name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FsRoot, "subroot", counting)
+    keys = [other_key(f"source {i}") for i in range(50)]
+    assert all(plans.get(k).outcome is PlanOutcome.COMPUTED for k in keys)
+    assert len(opened) <= 3  # the first lookup's, not two per source
+    assert plans.publish(KEY, SPANS, FACTS, durable=False)
+    found = plans.get(KEY)
+    assert found.outcome is PlanOutcome.REUSED and found.spans == SPANS
+    plans.close()
+    packed.close()
+    root.close()

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runjournal.adapters.journal import open_journal
-from runjournal.app.manifest_check import manifest_mismatch
+from runjournal.app.manifest_check import CommittedFold, fold_mismatch, manifest_mismatch
 from runjournal.cli.output import json_bytes
 from runjournal.domain.decisions import CheckpointState, Stage
 from runjournal.domain.events import (
@@ -144,8 +144,15 @@ def _allocation() -> dict[str, Any]:
     }
 
 
-def record(path: Path, events: list[Emitted], status: RunStatus, batch: int) -> dict[str, bytes]:
-    """Record `events` through a session feeding the live views; their JSON bytes."""
+def record(
+    path: Path,
+    events: list[Emitted],
+    status: RunStatus,
+    batch: int,
+    committed: CommittedFold | None = None,
+) -> dict[str, bytes]:
+    """Record `events` through a session feeding the live views (and `committed` with
+    each batch the journal commits, as `run` does); their JSON bytes."""
     t = [T0]
 
     def tick() -> datetime:
@@ -160,6 +167,7 @@ def record(path: Path, events: list[Emitted], status: RunStatus, batch: int) -> 
             batch_size=batch,
             listeners=[v.apply for v in views.values()],
             behind=True,  # full batches commit on their own thread, as `run` does
+            committed=committed.committed if committed is not None else None,
         )
         emit(session, RunAllocated, **_allocation())
         for event_type, fields in events:
@@ -190,9 +198,11 @@ def test_live_views_equal_the_journal_fold_in_any_interleaving(
 ) -> None:
     path = tmp_path_factory.mktemp("live") / "journal.sqlite3"
     events = interleave([lane_events(n, chunks) for n, chunks in enumerate(lanes)], picks)
-    live = record(path, events, status, batch)
+    committed = CommittedFold()
+    live = record(path, events, status, batch, committed)
     with open_journal(str(path)) as store:
         journaled = list(store.events(RUN_ID))
+        last_version = store.last_version(RUN_ID)
     rebuilt = {
         "manifest": fold(ManifestProjection(), journaled).view(),
         "report": fold(ReportProjection(), journaled).view(),
@@ -212,8 +222,12 @@ def test_live_views_equal_the_journal_fold_in_any_interleaving(
     reasons = rebuilt["reasons"]
     assert reasons["totals"] == manifest["decisions"]
     assert reasons["not_started"] == manifest["not_started"]
-    # `run`'s own check (cli/manifest_check.py) finds nothing to report
+    # `run`'s own check (app/manifest_check.py) finds nothing to report, whether it reads
+    # the journal back or folds the batches as they were committed
     assert manifest_mismatch(journaled, manifest) is None
+    assert committed.usable and committed.last_version == last_version
+    assert committed.view() == manifest and committed.journaled == decided
+    assert fold_mismatch(committed.view(), committed.journaled, manifest) is None
 
 
 def test_the_check_names_a_fold_that_loses_decisions(tmp_path: Path) -> None:
@@ -231,6 +245,29 @@ def test_the_check_names_a_fold_that_loses_decisions(tmp_path: Path) -> None:
         journaled = list(store.events(RUN_ID))
     live = fold(Lossy(), journaled).view()
     mismatch = manifest_mismatch(journaled, live)
+    assert mismatch is not None
+    assert "differs from the journal's fold (3 decisions) in decisions, not_started" in (
+        mismatch.message
+    )
+    assert mismatch.view == fold(ManifestProjection(), journaled).view()
+
+
+def test_the_committed_fold_names_a_fold_that_loses_decisions(tmp_path: Path) -> None:
+    """The same lossy live fold, caught by the fold of the committed batches alone."""
+
+    class Lossy(ManifestProjection):
+        def apply(self, event: Any) -> None:
+            if isinstance(event, StageExecuted) and event.lane == "l0" and event.chunk == "c1":
+                return
+            super().apply(event)
+
+    events = lane_events(0, [("c1", ReasonCode.NOT_RESUMED, "ran")] * 3)
+    committed = CommittedFold()
+    record(tmp_path / "journal.sqlite3", events, RunStatus.SUCCEEDED, 2, committed)
+    with open_journal(str(tmp_path / "journal.sqlite3")) as store:
+        journaled = list(store.events(RUN_ID))
+    live = fold(Lossy(), journaled).view()
+    mismatch = fold_mismatch(committed.view(), committed.journaled, live)
     assert mismatch is not None
     assert "differs from the journal's fold (3 decisions) in decisions, not_started" in (
         mismatch.message
