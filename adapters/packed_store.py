@@ -53,8 +53,8 @@ _MAGIC = b"RJPK"
 _RECORD = struct.Struct(">4sII")
 # What `put` writes: magic, the entry's directory id (`dirs`: never reused nor deleted),
 # leaf length, data length, then the leaf (utf-8) and the data. The directory part of a
-# name is most of its bytes and was repeated by every record (docs/internals.md "Packed
-# store").
+# name is most of its bytes and was repeated by every record
+# (docs/internals.md "Packed store").
 _MAGIC_LEAF = b"RJPL"
 _LEAF_RECORD = struct.Struct(">4sIHI")
 # Payloads above this stay objects of their own: copying them through segments at every
