@@ -110,10 +110,10 @@ def load_sources(
     """
     base = os.path.realpath(base_dir)
     names_base = os.path.realpath(name_dir) if name_dir is not None else base
-    sources = [
-        read_text_file(p, base_dir=names_base, key=key, stats=stats)
-        for p in expand_patterns(patterns, base_dir=base, key=key)
-    ]
+    paths = expand_patterns(patterns, base_dir=base, key=key)
+    if stats is not None:
+        stats.prefetch(paths)
+    sources = [read_text_file(p, base_dir=names_base, key=key, stats=stats) for p in paths]
     sources.sort(key=lambda s: s.name.encode("utf-8"))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
