@@ -2,8 +2,10 @@
 (docs/internals.md "Checkpoint store").
 
 One workspace per pipeline under the cache root holds `workspace.json` and one envelope
-file per checkpoint, stored under what the stage is (its step identity, D and lane
-identity), so results of another configuration are kept beside the current ones.
+per checkpoint (a packed entry, or a file of the layout before it), stored under what the
+stage is (its step identity, D and lane identity), so results of another configuration
+are kept beside the current ones; version 3 envelopes name the components their step's
+stage shares, stored once as `components/<sha256>`.
 The loader turns every file into a typed verdict and never raises for bad content; the
 recorder persists envelopes atomically through the confined filesystem. They are separate
 collaborators: a resume without recording builds only the loader, a run without resume
@@ -394,11 +396,14 @@ class Compression(enum.StrEnum):
     """How an envelope stores its payload."""
 
     ZSTD = "zstd"  # one zstandard frame (every version 1 envelope)
-    NONE = "none"  # the payload's bytes as they are (version 2, small payloads)
+    NONE = "none"  # the payload's bytes as they are (versions 2 and 3, small payloads)
 
 
 class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The envelope's facts; the scope fields make a file moved to another scope corrupt.
+
+    The header of versions 1 and 2 as stored; for version 3, built from its fixed fields,
+    its shared components entry and the key (whose position its trailing digest covers).
 
     `usage` (what producing the payload cost in LLM calls) and `compression` are the only
     fields with a default: left out when absent or zstd, so the header of a compressed
