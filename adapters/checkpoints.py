@@ -2,8 +2,10 @@
 (docs/internals.md "Checkpoint store").
 
 One workspace per pipeline under the cache root holds `workspace.json` and one envelope
-file per checkpoint, stored under what the stage is (its step identity, D and lane
-identity), so results of another configuration are kept beside the current ones.
+per checkpoint (a packed entry, or a file of the layout before it), stored under what the
+stage is (its step identity, D and lane identity), so results of another configuration
+are kept beside the current ones; version 3 envelopes name the components their step's
+stage shares, stored once as `components/<sha256>`.
 The loader turns every file into a typed verdict and never raises for bad content; the
 recorder persists envelopes atomically through the confined filesystem. They are separate
 collaborators: a resume without recording builds only the loader, a run without resume
@@ -18,6 +20,8 @@ import functools
 import hashlib
 import struct
 import threading
+from collections.abc import Callable
+from typing import NamedTuple
 
 import msgspec
 import zstandard
@@ -26,6 +30,7 @@ from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
 from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.checkpoint_scope import cached_step_identity, scope_of
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
+from runjournal.domain.identity import LaneComponents
 from runjournal.domain.lazy_pattern import LazyPattern
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.names import is_valid_pipeline_name, is_valid_step_id, safe_lane_id
@@ -40,6 +45,7 @@ from runjournal.domain.ports import (
 )
 
 __all__ = [
+    "COMPONENTS_DIR",
     "ENVELOPE_VERSION",
     "MAGIC",
     "MAX_RAW_SIZE",
@@ -52,17 +58,32 @@ __all__ = [
     "EnvelopeCodec",
     "EnvelopeHeader",
     "EnvelopeRejected",
+    "Sealed",
+    "SharedComponents",
     "Workspace",
     "WorkspaceState",
+    "decode_shared",
+    "shared_name",
 ]
 
 MAGIC = b"RJCK"
-ENVELOPE_VERSION = 2  # what is written; version 1 is still read (docs/internals.md)
-_READ_VERSIONS = frozenset({1, ENVELOPE_VERSION})
+# What is written: version 3, a fixed binary header referring to the step's shared
+# components entry; versions 2 and 1 (self-contained msgpack headers) are still read, and
+# version 2 is still written for a record whose digests do not fit version 3's fixed
+# fields (docs/internals.md "Envelope format").
+ENVELOPE_VERSION = 3
+_SELF_CONTAINED = 2
+_READ_VERSIONS = frozenset({1, _SELF_CONTAINED, ENVELOPE_VERSION})
+# `components/<sha256 hex>`: the shared components entries version 3 envelopes refer to.
+COMPONENTS_DIR = "components"
 # A payload up to this size is stored as it is (version 2, `compression` "none"): its file
 # takes one block either way, and decompressing a frame this small costs more cpu than
 # reading and hashing the whole file (docs/internals.md "Envelope format").
 RAW_PAYLOAD_MAX = 2048
+# Version 3 also compresses a payload between these sizes when its frame is at least a
+# quarter smaller: on the glossary example that halves the payloads' bytes for about
+# 1.5 us of decompression per such checkpoint (docs/internals.md "Envelope format").
+SMALL_FRAME_MIN = 128
 WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (docs/internals.md "`workspace.json`")
 WORKSPACE_MANIFEST = "workspace.json"
 ZSTD_LEVEL = 3
@@ -375,11 +396,14 @@ class Compression(enum.StrEnum):
     """How an envelope stores its payload."""
 
     ZSTD = "zstd"  # one zstandard frame (every version 1 envelope)
-    NONE = "none"  # the payload's bytes as they are (version 2, small payloads)
+    NONE = "none"  # the payload's bytes as they are (versions 2 and 3, small payloads)
 
 
 class EnvelopeHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The envelope's facts; the scope fields make a file moved to another scope corrupt.
+
+    The header of versions 1 and 2 as stored; for version 3, built from its fixed fields,
+    its shared components entry and the key (whose position its trailing digest covers).
 
     `usage` (what producing the payload cost in LLM calls) and `compression` are the only
     fields with a default: left out when absent or zstd, so the header of a compressed
@@ -422,6 +446,108 @@ class _Zstd(threading.local):
         self.decompressor = zstandard.ZstdDecompressor()
 
 
+class _Producer(msgspec.Struct, frozen=True, array_like=True):
+    """What a normalize's provenance says about its producer beyond the stage itself."""
+
+    module_fingerprint: str
+    kind: str
+    schema: str
+    media_type: str
+
+
+class SharedComponents(msgspec.Struct, frozen=True, array_like=True):
+    """What every checkpoint of one step's stage shares, stored once per workspace as the
+    entry `components/<sha256 hex>`: version 3 envelopes name it by the sha256 of its
+    bytes (docs/internals.md "Envelope format")."""
+
+    components: LaneComponents
+    codec_id: str
+    producer: _Producer | None = None
+
+
+class _Usage(msgspec.Struct, frozen=True, array_like=True):
+    calls: int
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    cached_tokens: int
+
+
+class _Tail(msgspec.Struct, frozen=True, array_like=True):
+    """A version 3 header's optional part: what most checkpoints do not have."""
+
+    warnings: list[str]
+    provenance: Provenance | None
+    usage: _Usage | None
+
+
+class Sealed(NamedTuple):
+    """An encoded envelope and, for version 3, the shared components entry it names
+    (`shared_name` relative to the workspace, written before the envelope)."""
+
+    data: bytes
+    shared_name: str | None = None
+    shared: bytes | None = None
+
+
+SharedLookup = Callable[[bytes], SharedComponents | None]
+
+# Version 3 header flags (docs/internals.md "Envelope format").
+_F_ZSTD = 0x01
+_F_LANE = 0x02  # lane identity present (else empty)
+_F_INPUT_CHUNK = 0x04  # input is the key's chunk id (an extract's), not stored
+_F_INPUT = 0x08  # input present (else empty, or the chunk with _F_INPUT_CHUNK)
+_F_DEPS = 0x10  # dependencies present (else empty)
+_F_PRODUCER = 0x20  # provenance: the stage's own, its producer from the shared entry
+_F_TAIL = 0x40  # a msgpack tail follows the fixed fields
+_F_KNOWN = 0x7F
+_SIZES = struct.Struct(">II")
+_V3_FIXED = 1 + _DIGEST_SIZE + _DIGEST_SIZE + _SIZES.size  # flags, ref, output, sizes
+_HEX64 = LazyPattern(r"[0-9a-f]{64}")
+
+
+def _fits(digest: str) -> bool:
+    """Whether a digest field has a fixed-size version 3 form (empty or 64 lowercase hex)."""
+    return not digest or bool(_HEX64.fullmatch(digest))
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_prefix(step: str, lane: str, stage: str) -> bytes:
+    """What a version 3 envelope's trailing sha256 covers before its bytes: its position,
+    each part length-prefixed, so a record moved to another position fails its digest."""
+    parts = [p.encode("utf-8") for p in (step, lane, stage)]
+    return b"RJCK3" + b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+
+
+def _scope_digest(key: CheckpointKey, body: memoryview | bytes) -> bytes:
+    stage = key.stage.value if type(key.stage) is Stage else Stage(key.stage).value
+    chunk = key.chunk.encode("utf-8")
+    h = hashlib.sha256(_scope_prefix(key.step, key.lane, stage))
+    h.update(len(chunk).to_bytes(4, "big") + chunk)
+    h.update(body)
+    return h.digest()
+
+
+def shared_name(ref: bytes) -> str:
+    """The workspace entry of a shared components digest."""
+    return f"{COMPONENTS_DIR}/{ref.hex()}"
+
+
+def decode_shared(data: bytes, ref: bytes) -> SharedComponents | None:
+    """A shared components entry's content, None unless it is intact (its sha256 is `ref`)."""
+    if hashlib.sha256(data).digest() != ref:
+        return None
+    try:
+        return _shared_decoder.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+_shared_decoder = msgspec.msgpack.Decoder(SharedComponents)
+_tail_decoder = msgspec.msgpack.Decoder(_Tail)
+
+
 class EnvelopeCodec:
     """Encodes and verifies checkpoint envelopes (layout in docs/internals.md "Envelope format")."""
 
@@ -431,6 +557,7 @@ class EnvelopeCodec:
         self._zstd = _Zstd()
 
     def encode(self, key: CheckpointKey, record: CheckpointRecord) -> bytes:
+        """The self-contained version 2 envelope of `record` (what `seal` falls back to)."""
         payload = bytes(record.payload)
         if hashlib.sha256(payload).hexdigest() != record.output_sha256:
             raise ValueError("record.output_sha256 is not the sha256 of record.payload")
@@ -456,17 +583,80 @@ class EnvelopeCodec:
                 compression=compression,
             )
         )
-        body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, stored))
+        body = b"".join((_PREFIX.pack(MAGIC, _SELF_CONTAINED, len(header)), header, stored))
         return body + hashlib.sha256(body).digest()
 
-    def open(self, data: bytes, key: CheckpointKey) -> tuple[EnvelopeHeader, bytes]:
+    def seal(self, key: CheckpointKey, record: CheckpointRecord) -> Sealed:
+        """What the recorder writes: a version 3 envelope and its shared components entry;
+        a version 2 envelope when a digest field has no fixed-size form."""
+        digests = record.digests
+        if not (
+            _fits(record.lane_identity) and _fits(digests.input) and _fits(digests.dependencies)
+        ):
+            return Sealed(self.encode(key, record))
+        payload = bytes(record.payload)
+        output = hashlib.sha256(payload).digest()
+        if output.hex() != record.output_sha256:
+            raise ValueError("record.output_sha256 is not the sha256 of record.payload")
+        flags, stored = 0, payload
+        if len(payload) > SMALL_FRAME_MIN:
+            frame = self._zstd.compressor.compress(payload)
+            if len(payload) > RAW_PAYLOAD_MAX or 4 * len(frame) <= 3 * len(payload):
+                stored, flags = frame, _F_ZSTD
+        provenance, producer = record.provenance, None
+        if (
+            provenance is not None
+            and provenance.step == key.step
+            and provenance.lane == key.lane
+            and provenance.sha256 == record.output_sha256
+            and provenance.size == len(payload)
+        ):
+            producer = _Producer(
+                provenance.module_fingerprint,
+                provenance.kind,
+                provenance.schema,
+                provenance.media_type,
+            )
+            provenance, flags = None, flags | _F_PRODUCER
+        shared = self._encoder.encode(
+            SharedComponents(digests.components, record.codec_id, producer)
+        )
+        ref = hashlib.sha256(shared).digest()
+        fields = [ref]
+        if record.lane_identity:
+            flags |= _F_LANE
+            fields.append(bytes.fromhex(record.lane_identity))
+        if digests.input and digests.input == key.chunk:
+            flags |= _F_INPUT_CHUNK
+        elif digests.input:
+            flags |= _F_INPUT
+            fields.append(bytes.fromhex(digests.input))
+        if digests.dependencies:
+            flags |= _F_DEPS
+            fields.append(bytes.fromhex(digests.dependencies))
+        fields.append(output)
+        fields.append(_SIZES.pack(len(stored), len(payload)))
+        usage = record.usage or None
+        if record.warnings or provenance is not None or usage is not None:
+            flags |= _F_TAIL
+            row = None if usage is None else _Usage(**msgspec.structs.asdict(usage))
+            fields.append(self._encoder.encode(_Tail(list(record.warnings), provenance, row)))
+        header = bytes((flags,)) + b"".join(fields)
+        body = b"".join((_PREFIX.pack(MAGIC, ENVELOPE_VERSION, len(header)), header, stored))
+        return Sealed(body + _scope_digest(key, body), shared_name(ref), shared)
+
+    def open(
+        self, data: bytes, key: CheckpointKey, shared: SharedLookup | None = None
+    ) -> tuple[EnvelopeHeader, bytes]:
         """Verify `data` as the envelope of `key`; return its header and payload.
 
         Raises EnvelopeRejected only. The trailing digest (at a fixed place whatever the
-        version) is checked first, so any flipped byte, the version's included, is
-        CORRUPT (docs/internals.md "Verification order and verdicts"); an intact envelope of an
-        unknown version is SCHEMA_UNSUPPORTED; then the structure, the scope and the payload
-        digest are checked, and any failure is CORRUPT. The codec id is left to the caller (its
+        version; for version 3 over the key's position too) is checked first, so any flipped
+        byte, the version's included, is CORRUPT, and so is a version 3 envelope of another
+        position (docs/internals.md "Verification order and verdicts"); an intact envelope of
+        an unknown version is SCHEMA_UNSUPPORTED; then the structure, the scope, the shared
+        components (found through `shared`; none found is CORRUPT) and the payload digest
+        are checked, and any failure is CORRUPT. The codec id is left to the caller (its
         verdict differs between the loader's two lookups).
         """
         size = len(data)
@@ -476,15 +666,21 @@ class EnvelopeCodec:
             raise _corrupt("truncated")
         view = memoryview(data)
         body_end = size - _DIGEST_SIZE
-        if hashlib.sha256(view[:body_end]).digest() != data[body_end:]:
-            raise _corrupt("digest mismatch")
         version = int.from_bytes(data[len(MAGIC) : _VERSION_END], "big")
+        if version == ENVELOPE_VERSION:
+            digest = _scope_digest(key, view[:body_end])
+        else:
+            digest = hashlib.sha256(view[:body_end]).digest()
+        if digest != data[body_end:]:
+            raise _corrupt("digest mismatch")
         if version not in _READ_VERSIONS:
             raise EnvelopeRejected(CheckpointState.SCHEMA_UNSUPPORTED, "unknown version")
         header_size = _PREFIX.unpack_from(data)[2]
         payload_start = _PREFIX.size + header_size
         if payload_start > body_end:
             raise _corrupt("header length out of range")
+        if version == ENVELOPE_VERSION:
+            return self._open_v3(data, view, key, payload_start, body_end, shared)
         try:
             header = self._decoder.decode(view[_PREFIX.size : payload_start])
         except msgspec.DecodeError as exc:
@@ -508,6 +704,100 @@ class EnvelopeCodec:
             payload = self._decompress(view[payload_start:body_end], header.raw_size)
         if hashlib.sha256(payload).hexdigest() != header.output_sha256:
             raise _corrupt("payload digest mismatch")
+        return header, payload
+
+    def _open_v3(
+        self,
+        data: bytes,
+        view: memoryview,
+        key: CheckpointKey,
+        payload_start: int,
+        body_end: int,
+        shared: SharedLookup | None,
+    ) -> tuple[EnvelopeHeader, bytes]:
+        """The fixed header of a version 3 envelope whose digest (and position) held."""
+        header_size = payload_start - _PREFIX.size
+        if header_size < _V3_FIXED:
+            raise _corrupt("header too short")
+        pos = _PREFIX.size
+        flags = data[pos]
+        if flags & ~_F_KNOWN or (flags & _F_INPUT_CHUNK and flags & _F_INPUT):
+            raise _corrupt("unknown header flags")
+        fixed = _V3_FIXED + _DIGEST_SIZE * sum(1 for f in (_F_LANE, _F_INPUT, _F_DEPS) if flags & f)
+        if header_size < fixed or (header_size != fixed and not flags & _F_TAIL):
+            raise _corrupt("header length mismatch")
+        pos += 1
+        ref = data[pos : pos + _DIGEST_SIZE]
+        pos += _DIGEST_SIZE
+        found: list[str] = []
+        for flag in (_F_LANE, _F_INPUT, _F_DEPS):
+            if flags & flag:
+                found.append(data[pos : pos + _DIGEST_SIZE].hex())
+                pos += _DIGEST_SIZE
+            else:
+                found.append("")
+        lane_identity, input_digest, dependencies = found
+        if flags & _F_INPUT_CHUNK:
+            if not key.chunk:
+                raise _corrupt("input named by a chunk id the key does not have")
+            input_digest = key.chunk
+        output = data[pos : pos + _DIGEST_SIZE]
+        pos += _DIGEST_SIZE
+        payload_size, raw_size = _SIZES.unpack_from(data, pos)
+        pos += _SIZES.size
+        tail = _Tail([], None, None)
+        if flags & _F_TAIL:
+            try:
+                tail = _tail_decoder.decode(view[pos:payload_start])
+            except msgspec.DecodeError as exc:
+                raise _corrupt("undecodable header tail") from exc
+        if payload_size != body_end - payload_start:
+            raise _corrupt("payload size mismatch")
+        common = shared(ref) if shared is not None else None
+        if common is None:
+            raise _corrupt("shared components missing or damaged")
+        provenance = tail.provenance
+        if flags & _F_PRODUCER:
+            producer = common.producer
+            if producer is None or provenance is not None:
+                raise _corrupt("provenance without its producer")
+            provenance = Provenance(
+                step=key.step,
+                lane=key.lane,
+                module_fingerprint=producer.module_fingerprint,
+                kind=producer.kind,
+                schema=producer.schema,
+                media_type=producer.media_type,
+                sha256=output.hex(),
+                size=raw_size,
+            )
+        if flags & _F_ZSTD:
+            compression = Compression.ZSTD
+            payload = self._decompress(view[payload_start:body_end], raw_size)
+        else:
+            compression = Compression.NONE
+            if raw_size != payload_size:
+                raise _corrupt("raw size mismatch")
+            payload = data[payload_start:body_end]
+        if hashlib.sha256(payload).digest() != output:
+            raise _corrupt("payload digest mismatch")
+        usage = None if tail.usage is None else LLMUsage(**msgspec.structs.asdict(tail.usage))
+        header = EnvelopeHeader(
+            step=key.step,
+            lane=key.lane,
+            stage=Stage(key.stage),
+            chunk=key.chunk,
+            codec_id=common.codec_id,
+            lane_identity=lane_identity,
+            digests=StageDigests(common.components, input_digest, dependencies),
+            output_sha256=output.hex(),
+            warnings=tail.warnings,
+            provenance=provenance,
+            payload_size=payload_size,
+            raw_size=raw_size,
+            usage=usage,
+            compression=compression,
+        )
         return header, payload
 
     def _decompress(self, compressed: memoryview, raw_size: int) -> bytes:
@@ -552,6 +842,26 @@ class CheckpointLoader:
         # read (docs/internals.md "Objects shared between threads").
         self._pointer_lock = threading.Lock()
         self._pointers: dict[tuple[str, str, Stage], StoreScope | None] = {}
+        # Shared components entries read so far, by digest: a step's stage has one, read
+        # once per invocation. Only intact entries are kept (the recorder may write a
+        # missing one later in the run); a dict's get and set are atomic, and two threads
+        # reading the same entry at once both keep an equal value.
+        self._shared: dict[bytes, SharedComponents] = {}
+
+    def _shared_components(self, ref: bytes) -> SharedComponents | None:
+        """The shared components entry named `ref`; None when absent, unreadable or not
+        intact (the envelope naming it is then CORRUPT)."""
+        found = self._shared.get(ref)
+        if found is not None:
+            return found
+        try:
+            data = self._workspace.read(shared_name(ref))
+        except FsError:
+            return None
+        found = decode_shared(data, ref)
+        if found is not None:
+            self._shared[ref] = found
+        return found
 
     def _manifest_state(self) -> WorkspaceState:
         # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
@@ -644,7 +954,8 @@ class CheckpointLoader:
                 return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
-            header, payload = self._codec.open(data, key)  # compares the position only
+            # compares the position only
+            header, payload = self._codec.open(data, key, self._shared_components)
             if scope is not None and not _matches(header, scope, key.stage):
                 raise _corrupt("scope mismatch")
         except EnvelopeRejected as rejected:
@@ -706,7 +1017,7 @@ class CheckpointLoader:
                 return None
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
-            header, payload = self._codec.open(data, key)
+            header, payload = self._codec.open(data, key, self._shared_components)
         except EnvelopeRejected:
             # A schema failure of a required predecessor is predecessor_corrupt (docs/operations.md
             # "Reason codes").
@@ -755,6 +1066,10 @@ class CheckpointRecorder:
         # (docs/internals.md "Objects shared between threads").
         self._pointer_lock = threading.Lock()
         self._pointed: dict[tuple[str, str, Stage], StoreScope] = {}
+        # Shared components entries written by this recorder (content-addressed: written
+        # once per invocation, before the first envelope naming each).
+        self._shared_lock = threading.Lock()
+        self._shared: set[str] = set()
         self._unsynced = 0
         self._count_lock = threading.Lock()
         self.sync_errors: list[str] = []
@@ -789,9 +1104,12 @@ class CheckpointRecorder:
         if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
             raise ValueError("a checkpoint key's scope is not the record's own")
         name = Workspace.checkpoint_name(key)
-        data = self._codec.encode(key.position, record)
+        sealed = self._codec.seal(key.position, record)
+        data = sealed.data
         try:
             self._ensure_manifest()
+            if sealed.shared_name is not None and sealed.shared is not None:
+                self._ensure_shared(sealed.shared_name, sealed.shared)
             self._workspace.write(name, data, durable=False)
             if key.scope is not None:
                 self._point(key.step, key.lane, Stage(key.stage), key.scope)
@@ -803,6 +1121,18 @@ class CheckpointRecorder:
         with self._count_lock:
             self._unsynced += 1
         return hashlib.sha256(data).hexdigest(), len(data)
+
+    def _ensure_shared(self, name: str, data: bytes) -> None:
+        """Write a shared components entry once per invocation, before the envelopes that
+        name it (durable with them at the next sync; a rewrite of the same bytes in the
+        packed store writes nothing)."""
+        if name in self._shared:
+            return
+        with self._shared_lock:
+            if name in self._shared:
+                return
+            self._workspace.write(name, data, durable=False)
+            self._shared.add(name)
 
     def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
         """Make the stage's `latest` pointer name `scope` (written only when it changes)."""

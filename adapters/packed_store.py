@@ -47,9 +47,16 @@ PACK_DIR = "pack"
 _INDEX = "index.sqlite"
 _SEGMENTS = "segments"
 _OBJECTS = "objects"
-# A record: magic, name length, data length, then the name (utf-8) and the data.
+# A record: magic, name length, data length, then the name (utf-8) and the data. Still
+# read; written before records named their entry by its directory's id.
 _MAGIC = b"RJPK"
 _RECORD = struct.Struct(">4sII")
+# What `put` writes: magic, the entry's directory id (`dirs`: never reused nor deleted),
+# leaf length, data length, then the leaf (utf-8) and the data. The directory part of a
+# name is most of its bytes and was repeated by every record
+# (docs/internals.md "Packed store").
+_MAGIC_LEAF = b"RJPL"
+_LEAF_RECORD = struct.Struct(">4sIHI")
 # Payloads above this stay objects of their own: copying them through segments at every
 # compaction would cost more than the inode they take.
 LARGE = 1 << 20
@@ -267,9 +274,23 @@ class PackedStore:
     ) -> bytes:
         fd = self._segment_fd(db, segment)
         data = os.pread(fd, length, offset)
+        if len(data) != length:
+            return b""
+        if data[:4] == _MAGIC_LEAF:
+            directory, leaf = _split(name)
+            encoded = leaf.encode("utf-8")
+            head = _LEAF_RECORD.size + len(encoded)
+            if length < head:
+                return b""
+            _magic, dir_id, leaf_size, data_size = _LEAF_RECORD.unpack_from(data)
+            if leaf_size != len(encoded) or head + data_size != length:
+                return b""
+            if dir_id != self._dir_id(db, directory) or data[_LEAF_RECORD.size : head] != encoded:
+                return b""
+            return data[head:]
         encoded = name.encode("utf-8")
         head = _RECORD.size + len(encoded)
-        if len(data) != length or length < head:
+        if length < head:
             return b""
         magic, name_size, data_size = _RECORD.unpack_from(data)
         if magic != _MAGIC or name_size != len(encoded) or head + data_size != length:
@@ -362,8 +383,9 @@ class PackedStore:
                 self._put_object(pack, db, (dir_id, leaf, 0, 0, len(data), digest, now), data)
                 return
             writer = self._segment(pack, db)
-            encoded = name.encode("utf-8")
-            record = _RECORD.pack(_MAGIC, len(encoded), len(data)) + encoded + data
+            encoded = leaf.encode("utf-8")
+            record = _LEAF_RECORD.pack(_MAGIC_LEAF, dir_id, len(encoded), len(data))
+            record += encoded + data
             offset = writer.size
             try:
                 pack.append_record(name, writer.fd, record)
@@ -408,7 +430,10 @@ class PackedStore:
         segment, offset, length, obj = row
         if obj is not None:
             return len(data) == length and hashlib.sha256(data).hexdigest() == obj
-        if length != _RECORD.size + len(name.encode("utf-8")) + len(data):
+        if length not in (
+            _LEAF_RECORD.size + len(leaf.encode("utf-8")) + len(data),
+            _RECORD.size + len(name.encode("utf-8")) + len(data),
+        ):
             return False
         try:
             return self._read_record(db, segment, offset, length, name) == data
@@ -757,15 +782,28 @@ def _idle_segment(pack: FsRoot, name: str) -> tuple[int, int] | None:
     return fd, os.fstat(fd).st_size
 
 
+def _record_span(head: bytes) -> tuple[int, int, int] | None:
+    """(header size, name size, data size) of the record starting with `head` (at least
+    `_LEAF_RECORD.size` bytes, or all that is left); None for anything else."""
+    if head[:4] == _MAGIC_LEAF and len(head) >= _LEAF_RECORD.size:
+        _magic, _dir, name_size, data_size = _LEAF_RECORD.unpack_from(head)
+        return _LEAF_RECORD.size, name_size, data_size
+    if head[:4] == _MAGIC and len(head) >= _RECORD.size:
+        _magic, name_size, data_size = _RECORD.unpack_from(head)
+        return _RECORD.size, name_size, data_size
+    return None
+
+
 def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each whole record of a segment's bytes, up to a torn tail (for
-    tools that scan what the cache holds, such as the secret-leak tests)."""
+    tools that scan what the cache holds, such as the secret-leak tests). A record that
+    names its entry by directory id gives its leaf name only."""
     offset = 0
-    while offset + _RECORD.size <= len(data):
-        magic, name_size, data_size = _RECORD.unpack_from(data, offset)
-        start = offset + _RECORD.size
+    while (span := _record_span(data[offset : offset + _LEAF_RECORD.size])) is not None:
+        head, name_size, data_size = span
+        start = offset + head
         end = start + name_size + data_size
-        if magic != _MAGIC or end > len(data):
+        if end > len(data):
             return
         name = data[start : start + name_size].decode("utf-8", "replace")
         yield name, data[start + name_size : end]
@@ -775,10 +813,12 @@ def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
 def _torn_tail(fd: int, size: int) -> int:
     """Bytes after the last whole record of a segment (a writer killed mid-append)."""
     offset = 0
-    while offset + _RECORD.size <= size:
-        magic, name_size, data_size = _RECORD.unpack(os.pread(fd, _RECORD.size, offset))
-        end = offset + _RECORD.size + name_size + data_size
-        if magic != _MAGIC or end > size:
+    while offset < size:
+        span = _record_span(os.pread(fd, _LEAF_RECORD.size, offset))
+        if span is None:
+            break
+        end = offset + sum(span)
+        if end > size:
             break
         offset = end
     return size - offset

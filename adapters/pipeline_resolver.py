@@ -8,7 +8,7 @@ still the user's configuration (exit 2), raised as `ResolutionError` naming the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.adapters.module_loader import (
@@ -28,6 +28,9 @@ from runjournal.domain.identity import EMPTY, lane_components
 from runjournal.domain.modules import Module, overrides_for
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep
 from runjournal.domain.pipeline_spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from runjournal.adapters.input_stats import InputStats
 
 
 class ResolutionError(Exception):
@@ -54,24 +57,34 @@ def resolve_pipeline(
     profiles: ProfileRegistry,
     modules: Mapping[str, Module] | None = None,
     runtimes: Callable[[Profile], Any] = runtime_for,
+    input_stats: InputStats | None = None,
 ) -> tuple[ResolvedPipeline, Resolution]:
     """The resolved pipeline; `modules` (step id -> instance) are modules loaded already.
 
     Modules loaded while checking `--set` keys in phase P1 are passed in, so a plugin is
     constructed once per run. `runtimes` builds each step's LLM runtime (the run's
-    `LLMServices.runtime_for`).
+    `LLMServices.runtime_for`). `input_stats`: the input stat cache, when the
+    `input_check` setting is `stat` (docs/configuration.md).
     """
     try:
         if inputs_override:
             sources = load_sources(
-                inputs_override, base_dir=cwd, key="--input", name_dir=pipeline_dir
+                inputs_override,
+                base_dir=cwd,
+                key="--input",
+                name_dir=pipeline_dir,
+                stats=input_stats,
             )
         else:
             if not spec.inputs:
                 raise ResolutionError("inputs", "no inputs: set `inputs` or pass --input")
-            sources = load_sources(spec.inputs, base_dir=pipeline_dir, key="inputs")
+            sources = load_sources(
+                spec.inputs, base_dir=pipeline_dir, key="inputs", stats=input_stats
+            )
         references = (
-            load_sources(spec.references, base_dir=pipeline_dir, key="references")
+            load_sources(
+                spec.references, base_dir=pipeline_dir, key="references", stats=input_stats
+            )
             if spec.references
             else []
         )

@@ -2,6 +2,8 @@
 
 Globs are expanded relative to the pipeline file's directory, sorted and
 de-duplicated; every file is read once, checked to be UTF-8 text and fingerprinted.
+With an input stat cache (`input_check = "stat"`), a file whose stat facts are those
+recorded with its digest is not checked nor hashed again (adapters/input_stats.py).
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ import glob
 import hashlib
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from runjournal.domain.chunking import SourceError, SourceIsBinary, SourceNotUtf8, check_utf8
 from runjournal.domain.names import source_logical_name
 from runjournal.domain.pipeline import Source
+
+if TYPE_CHECKING:
+    from runjournal.adapters.input_stats import InputStats
 
 
 class SourceResolutionError(Exception):
@@ -46,13 +52,30 @@ def expand_patterns(patterns: Iterable[str], *, base_dir: str, key: str) -> list
     return sorted(found)
 
 
-def read_text_file(path: str, *, base_dir: str, key: str) -> Source:
+def digest(data: bytes) -> str:
+    """An input's content digest (a function of its own, so tests can count the hashing)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_text_file(
+    path: str, *, base_dir: str, key: str, stats: InputStats | None = None
+) -> Source:
     name = source_logical_name(base_dir, path)
     try:
         with open(path, "rb") as fh:
+            if stats is not None:
+                # the facts of the descriptor read, and the clock before the read: a
+                # write after it gives the file a later ctime
+                # (docs/internals.md "Input stat cache")
+                st = os.fstat(fh.fileno())
+                before = stats.clock()
             data = fh.read()
     except OSError as exc:
         raise SourceResolutionError(key, f"cannot read '{name}': {exc.strerror}") from None
+    if stats is not None:
+        known = stats.lookup(path, st)
+        if known is not None:
+            return Source(name=name, data=data, sha256=known)
     try:
         check_utf8(data)
     except SourceIsBinary:
@@ -63,24 +86,34 @@ def read_text_file(path: str, *, base_dir: str, key: str) -> Source:
         ) from None
     except SourceError as exc:
         raise SourceResolutionError(key, f"'{name}': {exc}") from None
-    return Source(name=name, data=data, sha256=hashlib.sha256(data).hexdigest())
+    sha256 = digest(data)
+    if stats is not None:
+        stats.record(path, st, sha256, before)
+    return Source(name=name, data=data, sha256=sha256)
 
 
 def load_sources(
-    patterns: Iterable[str], *, base_dir: str, key: str, name_dir: str | None = None
+    patterns: Iterable[str],
+    *,
+    base_dir: str,
+    key: str,
+    name_dir: str | None = None,
+    stats: InputStats | None = None,
 ) -> list[Source]:
     """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require.
 
     Patterns are expanded against `base_dir`; names are relative to `name_dir` (the
     pipeline file's directory, docs/configuration.md "Paths"), so `--input` from any working
-    directory names a document the same way and its checkpoints are found again.
+    directory names a document the same way and its checkpoints are found again. With
+    `stats`, an unchanged file's recorded digest is used (docs/configuration.md
+    `input_check`).
     """
     base = os.path.realpath(base_dir)
     names_base = os.path.realpath(name_dir) if name_dir is not None else base
-    sources = [
-        read_text_file(p, base_dir=names_base, key=key)
-        for p in expand_patterns(patterns, base_dir=base, key=key)
-    ]
+    paths = expand_patterns(patterns, base_dir=base, key=key)
+    if stats is not None:
+        stats.prefetch(paths)
+    sources = [read_text_file(p, base_dir=names_base, key=key, stats=stats) for p in paths]
     sources.sort(key=lambda s: s.name.encode("utf-8"))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):

@@ -95,6 +95,9 @@ class RunSettings:
     # the OTLP/HTTP traces URL the run streams its trace to while it goes (app/telemetry.py
     # `TraceStream`, docs/operations.md "Traces and lineage"); None: no trace is sent
     trace_to: str | None = None
+    # `run --verify`: read and hash every input even with `input_check = "stat"`
+    # (docs/configuration.md `input_check`)
+    verify_inputs: bool = False
 
     @property
     def pipeline_dir(self) -> str:
@@ -529,6 +532,13 @@ def _resolve(
         journal=session,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
+    # The input stat cache (docs/configuration.md `input_check`): with `stat`, an input
+    # whose stat facts are those recorded with its digest is not hashed again; `--verify`
+    # reads and hashes every one and records them anew.
+    input_stats = None
+    if config.input_check.value == "stat" and cache_root is not None:
+        input_stats = ports.made.input_stats(cache_root, trust=not settings.verify_inputs)
+        stack.callback(input_stats.close)
     try:
         profiles = ports.made.load_profiles(
             config.profiles_file, user_profiles=settings.user_profiles
@@ -546,6 +556,7 @@ def _resolve(
             profiles=profiles,
             modules=settings.modules,
             runtimes=inv.llm.runtime_for,
+            input_stats=input_stats,
         )
     except (Interrupted, KeyboardInterrupt):
         # Ctrl-C (or SIGTERM) while modules load: the run ends interrupted, recorded.
@@ -567,6 +578,8 @@ def _resolve(
         not_persisted = inv.terminal.finish_bundle()
         session.flush()
         raise UsageError(message, run_id=inv.run_id, persistence_errors=not_persisted) from None
+    if input_stats is not None:
+        input_stats.flush()  # the digests recorded now, not when the run ends
     for step_id, profile in resolution.profiles.items():
         session.profile_observed(
             step=step_id,

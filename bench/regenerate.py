@@ -55,6 +55,8 @@ SCRIPTS: tuple[Script, ...] = (
     Script("run_memory", ("bench/bench_run_memory.py", "--repeat", "3")),
     Script("million", ("bench/bench_million.py", "--docs", "1000", "--repeat", "3")),
     Script("huge_file", ("bench/bench_huge_file.py", "--repeat", "3")),
+    Script("cache_bytes", ("bench/bench_cache_bytes.py", "--docs", "300")),
+    Script("input_check", ("bench/bench_input_check.py",)),
 )
 
 

@@ -27,6 +27,7 @@ from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder
 from runjournal.adapters.chunkplans import ChunkPlanFileStore
 from runjournal.adapters.debug_bundle.spans import JournalSpans
 from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.input_stats import InputStats
 from runjournal.adapters.journal.journal_errors import JournalUnavailable
 from runjournal.adapters.journal.url import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -155,6 +156,7 @@ class Factories:
     llm_services: Callable[..., Any] = _llm_services
     load_profiles: Callable[..., ProfileRegistry] = ProfileRegistry.load
     dir_handles: Callable[[], int | None] = _dir_handles  # cache size; None: each's default
+    input_stats: Callable[..., InputStats] = InputStats  # (cache root, *, trust)
 
 
 DEFAULT_FACTORIES = Factories()

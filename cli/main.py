@@ -143,6 +143,12 @@ def cli() -> None:
     help="Batch mode: submit the LLM batches and stop; a later --resume collects them.",
 )
 @click.option(
+    "--verify",
+    "verify_inputs",
+    is_flag=True,
+    help="Read and hash every input, whatever input_check says (the stat cache is refreshed).",
+)
+@click.option(
     "--otel-endpoint",
     default=None,
     metavar="URL",
@@ -187,6 +193,7 @@ def run_cmd(pipeline: str, inputs: tuple[str, ...], **opts: Any) -> None:
         report=opts["html_report"],
         otel_endpoint=opts["otel_endpoint"],
         otel_content=opts["otel_content"],
+        verify_inputs=opts["verify_inputs"],
         llm=LLMRequest(
             record=opts["llm_record"],
             replay=opts["llm_replay"],

@@ -70,6 +70,7 @@ class RunRequest:
     llm: LLMRequest | None = None  # --llm-record/--llm-replay/--max-cost/--max-tokens
     otel_endpoint: str | None = None  # --otel-endpoint: the trace sent when the run ends
     otel_content: bool = False  # --otel-content: with the cassette's prompts and replies
+    verify_inputs: bool = False  # --verify: read and hash every input (no stat fast path)
 
 
 def parse_overrides(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -179,6 +180,8 @@ def execute_run(req: RunRequest, argv: list[str]) -> int:
     view = RunView(
         progress=progress, interrupts=lambda stop, refuse: Signals(stop, refuse).install()
     )
+    if req.verify_inputs:
+        settings = dataclasses.replace(settings, verify_inputs=True)
     tracing = req.otel_endpoint is not None or _otel_from_environment()
     if tracing:
         settings = dataclasses.replace(

@@ -22,6 +22,7 @@ from runjournal.cli.settings.table import (
     SETTINGS_BY_NAME,
     USER_CONFIG_RESERVED,
     DebugLevel,
+    InputCheck,
     LeaseWaitMode,
     LLMModeSetting,
     Origin,
@@ -60,6 +61,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     executor: str
     lease_wait: LeaseWaitMode
     reuse_summary: bool
+    input_check: InputCheck
     llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
 

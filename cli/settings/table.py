@@ -67,6 +67,13 @@ class LeaseWaitMode(enum.StrEnum):
     FAIL = "fail"  # refuse at once (exit 4)
 
 
+class InputCheck(enum.StrEnum):
+    """How a run knows its input files' digests (docs/configuration.md `input_check`)."""
+
+    VERIFY = "verify"  # read and hash every input
+    STAT = "stat"  # trust a digest recorded with unchanged stat facts (the stat cache)
+
+
 class LLMModeSetting(enum.StrEnum):
     """How LLM requests are sent (docs/operations.md "Batch runs"): as each profile's
     `mode` says, or every one online, or every one through provider batches."""
@@ -368,6 +375,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         description="Journal a fully reused lane as one summary event, not one per stage.",
         kind=ValueKind.BOOLEAN,
         cli=CliForm.SWITCH,
+    ),
+    SettingSpec(
+        name="input_check",
+        flag="--input-check verify|stat",
+        type_name="verify | stat",
+        parse=choice_parser(InputCheck),
+        default=_constant(InputCheck.VERIFY),
+        default_text="verify",
+        description="Inputs: read and hash each (verify), or trust unchanged stat facts (stat).",
+        kind=ValueKind.CHOICE,
+        choices=_values(InputCheck),
     ),
     SettingSpec(
         name="llm_mode",

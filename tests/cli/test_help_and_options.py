@@ -200,6 +200,7 @@ FLAG_CASES = {
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
     "reuse_summary": (["--no-reuse-summary"], lambda d: False),
+    "input_check": (["--input-check", "stat"], lambda d: "stat"),
     "llm_mode": (["--llm-mode", "batch"], lambda d: "batch"),
 }
 
@@ -260,6 +261,10 @@ BAD_FLAGS = {
     "llm_mode": (
         ["--llm-mode", "later"],
         "invalid llm_mode 'later' from flag (--llm-mode): expected one of profile, online, batch",
+    ),
+    "input_check": (
+        ["--input-check", "sometimes"],
+        "invalid input_check 'sometimes' from flag (--input-check): expected one of verify, stat",
     ),
     "lease_wait": (
         ["--lease-wait", "never"],

@@ -23,11 +23,16 @@ from typing import Any
 
 import msgspec
 import pytest
-from runjournal.adapters.checkpoints import EnvelopeCodec
+from runjournal.adapters.checkpoints import (
+    EnvelopeCodec,
+    SharedComponents,
+    decode_shared,
+    shared_name,
+)
 from runjournal.domain.decisions import Stage
 from runjournal.domain.names import safe_lane_id
 from runjournal.domain.ports import CheckpointKey, CheckpointRecord
-from support.cache_entries import CacheEntry, checkpoints
+from support.cache_entries import CacheEntry, cache_entries, checkpoints
 
 PROBE_PLUGIN = '''
 import os
@@ -452,7 +457,12 @@ def _rewrite_envelope(
     path = probe.normalize_file(step, lane)
     key = CheckpointKey(step, lane, Stage.NORMALIZE)
     codec = EnvelopeCodec()
-    header, payload = codec.open(path.read_bytes(), key)
+
+    def shared(ref: bytes) -> SharedComponents | None:
+        [entry] = cache_entries(probe.cache, f"workspaces/probe/{shared_name(ref)}")
+        return decode_shared(entry.read_bytes(), ref)
+
+    header, payload = codec.open(path.read_bytes(), key, shared)
     record = CheckpointRecord(
         codec_id=header.codec_id,
         lane_identity=header.lane_identity,

@@ -33,6 +33,7 @@ from runjournal.adapters.packed_store import segment_records
 from runjournal.cli.compose import Factories
 from runjournal.cli.main import cli as cli_group
 from runjournal.domain.events import CheckpointWritten
+from runjournal.domain.names import safe_lane_id
 from support.cache_entries import CacheEntry, checkpoints
 from support.console import console_script
 
@@ -96,11 +97,23 @@ def events(cli, out: Path, run_id: str) -> list[dict[str, Any]]:
     return json.loads(proc.stdout)["events"]
 
 
-def scope_of(data: bytes) -> tuple[str, str, str, str]:
-    """(step, lane, stage, chunk) from an intact envelope's header."""
-    _, _, size = _PREFIX.unpack_from(data)
-    header = msgspec.msgpack.decode(data[_PREFIX.size : _PREFIX.size + size])
-    return header["step"], header["lane"], header["stage"], header["chunk"]
+_LANES = {safe_lane_id(f"docs/d{d:03}.md"): f"docs/d{d:03}.md" for d in range(100)}
+
+
+def scope_of(entry: CacheEntry, data: bytes) -> tuple[str, str, str, str]:
+    """(step, lane, stage, chunk) of an intact envelope: from a version 1 or 2 header, or,
+    for version 3 (whose header does not repeat its position), from the entry's name
+    (`workspaces/<p>/steps/<step>/<safe lane>/.../extract/<chunk>.ckpt` or
+    `.../<stage>.ckpt`; the lanes are `make_project`'s documents)."""
+    _, version, size = _PREFIX.unpack_from(data)
+    if version < 3:
+        header = msgspec.msgpack.decode(data[_PREFIX.size : _PREFIX.size + size])
+        return header["step"], header["lane"], header["stage"], header["chunk"]
+    parts = entry.rel.split("/")
+    leaf = parts[-1].removesuffix(".ckpt")
+    if parts[-2] == "extract":
+        return parts[3], _LANES[parts[4]], "extract", leaf
+    return parts[3], _LANES[parts[4]], leaf, ""
 
 
 def damage(entry: CacheEntry, how: str) -> None:
@@ -123,7 +136,7 @@ def damage_recent(cache: Path, committed: list[str], recent: int) -> set[tuple[s
     scopes = set()
     for i, digest in enumerate(dict.fromkeys(tail + last)):
         path = files[digest]
-        scopes.add(scope_of(path.read_bytes()))
+        scopes.add(scope_of(path, path.read_bytes()))
         damage(path, ("truncate", "zero", "delete")[i % 3])
     return scopes
 

@@ -351,7 +351,7 @@ class TestEnvelopeVersions:
         payload = b'{"terms":["alpha","beta"]}' * 40
         assert len(payload) <= RAW_PAYLOAD_MAX
         envelope = codec.encode(MERGE, make_record(payload))
-        assert int.from_bytes(envelope[4:6], "big") == ENVELOPE_VERSION == 2
+        assert int.from_bytes(envelope[4:6], "big") == 2
         assert envelope[-32 - len(payload) : -32] == payload
         header, opened = codec.open(envelope, MERGE)
         assert header.compression is Compression.NONE and opened == payload
@@ -368,7 +368,7 @@ class TestEnvelopeVersions:
     ) -> None:
         recorder.write(MERGE, make_record(self.big))
         path = file_of(ws_path, MERGE)
-        v1 = bytearray(path.read_bytes())
+        v1 = bytearray(codec.encode(MERGE, make_record(self.big)))
         v1[4:6] = (1).to_bytes(2, "big")  # a compressed v2 header is a v1 header
         path.write_bytes(resign(bytes(v1)))
         loaded = loader.load(MERGE, CODEC)
@@ -545,9 +545,12 @@ class TestWorkspace:
         names = sorted(str(p.relative_to(ws_path)) for p in ws_path.rglob("*") if p.is_file())
         safe = next((ws_path / "steps" / STEP).iterdir()).name
         assert safe.startswith("docs__a_b.md-") and len(safe) == len("docs__a_b.md-") + 8
+        # one shared components entry: the three records have the same S and codec id
+        shared = codec.seal(MERGE, make_record()).shared_name
         assert names == sorted(
             [
                 WORKSPACE_MANIFEST,
+                shared,
                 f"steps/{STEP}/{safe}/extract/{CHUNK}.ckpt",
                 f"steps/{STEP}/{safe}/merge.ckpt",
                 f"steps/{STEP}/{safe}/normalize.ckpt",
@@ -700,7 +703,7 @@ class TestWorkspace:
         finally:
             os.umask(old)
         entries = list(ws_path.rglob("*"))
-        assert len(entries) == 8
+        assert len(entries) == 10  # with `components/` and its one shared entry
         for entry in [ws_path, *entries]:
             mode = stat.S_IMODE(entry.lstat().st_mode)
             assert mode == (0o700 if entry.is_dir() else 0o600), entry
@@ -755,7 +758,12 @@ class TestLoadAcceptedArtifact:
         # the lane's `latest` pointer names which normalize file to try first; no extract
         # or merge file is read
         pointer = Workspace.pointer_name(STEP, LANE, Stage.NORMALIZE)
-        assert set(read) - {pointer} == {WORKSPACE_MANIFEST, Workspace.checkpoint_name(NORMALIZE)}
+        shared = codec.seal(NORMALIZE, record).shared_name
+        assert set(read) - {pointer} == {
+            WORKSPACE_MANIFEST,
+            Workspace.checkpoint_name(NORMALIZE),
+            shared,
+        }
 
     def test_dependency_fingerprints_are_not_compared(
         self, recorder: CheckpointRecorder, loader: CheckpointLoader

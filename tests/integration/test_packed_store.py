@@ -3,10 +3,13 @@ SQLite index; crash tails ignored and reported; compaction that keeps every live
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing
 import os
 import signal
+import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -16,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, segment_records
 
 
 def _data(name: str, version: int = 0, size: int = 300) -> bytes:
@@ -108,13 +111,75 @@ def test_a_damaged_record_is_returned_as_found_and_never_another_entry(root, tmp
     store.close()
     (segment,) = (tmp_path / "cache" / "pack" / "segments").iterdir()
     data = bytearray(segment.read_bytes())
-    where = data.index(b"ws/p/a.ckpt")
+    where = data.index(b"a.ckpt")
     data[where] ^= 0xFF  # the record no longer names the entry asked for
     segment.write_bytes(bytes(data))
     again = PackedStore(root)
     try:
         assert again.get("ws/p/a.ckpt") == b""  # then the content's own digest rejects it
         assert again.get("ws/p/b.ckpt") == b"B" * 100
+    finally:
+        again.close()
+
+
+def test_a_record_names_its_entry_by_directory_id_and_leaf(root, tmp_path):
+    """The directory part of a name is stored once (`dirs`), not in every record; a
+    record of another directory with the same leaf is never taken for the entry."""
+    directory = "workspaces/p/steps/terms/" + "d" * 100
+    store = PackedStore(root)
+    store.put(f"{directory}/merge.ckpt", b"M" * 50)
+    store.put(f"{directory}x/merge.ckpt", b"N" * 50)
+    store.close()
+    (segment,) = (tmp_path / "cache" / "pack" / "segments").iterdir()
+    data = segment.read_bytes()
+    assert directory.encode() not in data
+    assert len(data) == 2 * (14 + len("merge.ckpt") + 50)
+    assert [name for name, _ in segment_records(data)] == ["merge.ckpt", "merge.ckpt"]
+    index = tmp_path / "cache" / "pack" / "index.sqlite"
+    with contextlib.closing(sqlite3.connect(index)) as db, db:
+        # the first entry's row pointed at the second's record (same leaf, other directory)
+        db.execute("UPDATE entries SET offset = ? WHERE offset = 0", (len(data) // 2,))
+    again = PackedStore(root)
+    try:
+        assert again.get(f"{directory}/merge.ckpt") == b""
+        assert again.get(f"{directory}x/merge.ckpt") == b"N" * 50
+    finally:
+        again.close()
+
+
+def test_records_of_the_earlier_format_are_still_read(root, tmp_path):
+    """`RJPK` records (the whole name in each) written before records named their
+    directory by id: read, checked against the name, compacted, and scanned."""
+    store = PackedStore(root)
+    store.put("ws/p/new.ckpt", b"new")
+    store.close()
+    (segment,) = (tmp_path / "cache" / "pack" / "segments").iterdir()
+    name = b"ws/p/old.ckpt"
+    old = struct.pack(">4sII", b"RJPK", len(name), 3) + name + b"old"
+    offset = segment.stat().st_size
+    with open(segment, "ab") as handle:
+        handle.write(old)
+    index = tmp_path / "cache" / "pack" / "index.sqlite"
+    with contextlib.closing(sqlite3.connect(index)) as db, db:
+        dir_id, seg_id = db.execute("SELECT dir, segment FROM entries").fetchone()
+        db.execute(
+            "INSERT INTO entries VALUES (?, 'old.ckpt', ?, ?, ?, NULL, 0)",
+            (dir_id, seg_id, offset, len(old)),
+        )
+        db.execute(
+            "INSERT INTO entries VALUES (?, 'other.ckpt', ?, ?, ?, NULL, 0)",
+            (dir_id, seg_id, offset, len(old)),
+        )
+    assert [n for n, _ in segment_records(segment.read_bytes())] == ["new.ckpt", "ws/p/old.ckpt"]
+    again = PackedStore(root)
+    try:
+        assert again.get("ws/p/old.ckpt") == b"old"
+        assert again.get("ws/p/other.ckpt") == b""  # the record names another entry
+        again.put("ws/p/old.ckpt", b"old")  # the same bytes: nothing written
+        assert segment.stat().st_size == offset + len(old)
+        done = again.compact(keep_ratio=1.0)
+        assert done.torn_segments == 0
+        assert again.get("ws/p/old.ckpt") == b"old" and again.get("ws/p/new.ckpt") == b"new"
     finally:
         again.close()
 
@@ -225,7 +290,7 @@ def test_processes_writing_one_store(root, tmp_path):
 _KILLED_WRITER = """
 import hashlib, sys
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, segment_records
 
 def data(name, size):
     seed = hashlib.sha256(name.encode()).digest()
@@ -348,7 +413,7 @@ TestPackedModel = PackedModel.TestCase
 _KILLED_COMPACTOR = """
 import sys
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, segment_records
 
 with FsRoot.open(sys.argv[1]) as handle:
     store = PackedStore(handle, segment_limit=64 << 10)
@@ -401,7 +466,7 @@ def test_sigkill_mid_compaction_loses_nothing(root, tmp_path, seed):
 _LOOPING_WRITER = """
 import hashlib, sys
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, segment_records
 
 def data(name, version):
     seed = hashlib.sha256(f"{name}/{version}".encode()).digest()

@@ -18,6 +18,7 @@ from runjournal.cli.settings import (
     CacheMode,
     DebugLevel,
     EffectiveConfig,
+    InputCheck,
     InvalidSettingValue,
     LeaseWaitMode,
     LLMModeSetting,
@@ -171,6 +172,14 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
         ]
     ),
     "reuse_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
+    "input_check": _plain(
+        [
+            ("stat", InputCheck.STAT),
+            (" STAT ", InputCheck.STAT),
+            ("verify", InputCheck.VERIFY),
+            ("stat", InputCheck.STAT),
+        ]
+    ),
     "llm_mode": _plain(
         [
             ("batch", LLMModeSetting.BATCH),
@@ -202,6 +211,7 @@ DEFAULTS: dict[str, Expect] = {
     "executor": _const("threads"),
     "lease_wait": _const(LeaseWaitMode.WAIT),
     "reuse_summary": _const(True),
+    "input_check": _const(InputCheck.VERIFY),
     "llm_mode": _const(LLMModeSetting.PROFILE),
 }
 

@@ -48,9 +48,18 @@ def zstd_frames(data: bytes) -> list[bytes]:
 
 
 def checkpoint_payload(data: bytes) -> tuple[bytes, bool]:
-    """The verified, decompressed payload of a checkpoint envelope (its header names its
-    key), and whether it was stored compressed (a small one is stored as it is)."""
+    """The decompressed payload of a checkpoint envelope (verified for versions 1 and 2,
+    whose header names its key), and whether it was stored compressed (a small one is
+    stored as it is). A version 3 header is fixed binary fields plus a msgpack tail
+    (warnings, provenance) that a byte scan reads as it is; its payload is cut out by the
+    layout of docs/internals.md "Envelope format"."""
     size = int.from_bytes(data[6:_ENVELOPE_PREFIX], "big")
+    if int.from_bytes(data[4:6], "big") == 3:
+        stored = data[_ENVELOPE_PREFIX + size : -32]
+        compressed = bool(data[_ENVELOPE_PREFIX] & 0x01)
+        if compressed:
+            stored = zstandard.ZstdDecompressor().decompressobj().decompress(stored)
+        return stored, compressed
     header = msgspec.msgpack.decode(
         data[_ENVELOPE_PREFIX : _ENVELOPE_PREFIX + size], type=EnvelopeHeader
     )
