@@ -355,6 +355,7 @@ def _allocate(
     # Checkpoints are durable in groups: one sync before each batch that records them
     # commits (docs/internals.md "Group durability").
     recorder = collab.recorder
+    summarize = config.reuse_summary and (config.resume or settings.policy.active)
     session = journal.session(
         aggregate,
         batch_size=config.batch_size,
@@ -363,10 +364,10 @@ def _allocate(
         behind=True,  # full batches commit on their own thread while the run goes on
         # a fully reused lane as one summary naming an earlier run of the pipeline
         # (docs/internals.md "Reuse summaries"); only a resume reuses anything
-        reuse_sources=(
-            journal.reuse_sources(run_id, spec.name)
-            if config.reuse_summary and (config.resume or settings.policy.active)
-            else None
+        reuse_sources=journal.reuse_sources(run_id, spec.name) if summarize else None,
+        # and units equal to the last run's as block summaries ("Block summaries")
+        block_sources=(
+            journal.block_sources(run_id, spec.name) if summarize and config.block_summary else None
         ),
     )
     _record_allocation(session, settings, ports, run_id, journal.url)

@@ -60,6 +60,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     executor: str
     lease_wait: LeaseWaitMode
     reuse_summary: bool
+    block_summary: bool
     llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
 

@@ -200,6 +200,7 @@ FLAG_CASES = {
     "executor": (["--executor", "dask://127.0.0.1:8786"], lambda d: "dask://127.0.0.1:8786"),
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
     "reuse_summary": (["--no-reuse-summary"], lambda d: False),
+    "block_summary": (["--no-block-summary"], lambda d: False),
     "llm_mode": (["--llm-mode", "batch"], lambda d: "batch"),
 }
 

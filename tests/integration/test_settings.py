@@ -171,6 +171,7 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
         ]
     ),
     "reuse_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
+    "block_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
     "llm_mode": _plain(
         [
             ("batch", LLMModeSetting.BATCH),
@@ -202,6 +203,7 @@ DEFAULTS: dict[str, Expect] = {
     "executor": _const("threads"),
     "lease_wait": _const(LeaseWaitMode.WAIT),
     "reuse_summary": _const(True),
+    "block_summary": _const(True),
     "llm_mode": _const(LLMModeSetting.PROFILE),
 }
 
