@@ -12,6 +12,7 @@ only the recorder.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import functools
@@ -240,6 +241,14 @@ class Workspace:
         if stage is Stage.EXTRACT:
             return f"{base}/extract/{key.chunk}{_SUFFIX}"
         return f"{base}/{stage.value}{_SUFFIX}"
+
+    def read_lane(self, step: str, lane: str) -> None:
+        """With a packed store, read the index entries of the lane's checkpoints and
+        pointers in one query before its loads (docs/internals.md "Packed store")."""
+        if self._packed is not None:
+            # on an error each load asks the index itself, and reports what it finds
+            with contextlib.suppress(FsError, ValueError):
+                self._packed.read_lane(self._prefix + _lane_dir(step, lane))
 
     @staticmethod
     def pointer_name(step: str, lane: str, stage: Stage) -> str:
@@ -552,6 +561,7 @@ class CheckpointLoader:
         # read (docs/internals.md "Objects shared between threads").
         self._pointer_lock = threading.Lock()
         self._pointers: dict[tuple[str, str, Stage], StoreScope | None] = {}
+        self._lanes_read: set[tuple[str, str]] = set()  # `Workspace.read_lane` done
 
     def _manifest_state(self) -> WorkspaceState:
         # A verdict is kept for the whole invocation, except ABSENT: the recorder may create
@@ -593,6 +603,10 @@ class CheckpointLoader:
         if manifest is WorkspaceState.CORRUPT:
             Workspace.checkpoint_name(key)
             return LoadedCheckpoint(state=CheckpointState.CORRUPT)
+        lane = (key.step, key.lane)
+        if lane not in self._lanes_read:  # one index read for the lane's loads
+            self._lanes_read.add(lane)
+            self._workspace.read_lane(*lane)
         scope = key.scope
         if scope is None:
             found = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest)
