@@ -289,19 +289,20 @@ class Run:
         units: int,
         digest: str,
         source_run: str,
-        events: list[RunEvent],
+        count: int,
+        events: Callable[[dict[str, Any]], list[RunEvent]],
     ) -> tuple[EventsReused, list[RunEvent]]:
         """Record consecutive units equal to `source_run`'s as one `EventsReused`; the
-        events it stands for (`events`, drafts in journal order) are applied too, under its
-        version and every rule, and returned for the listeners, but not recorded
-        (docs/internals.md "Block summaries")."""
+        `count` events it stands for (`events`, built in journal order with its origin) are
+        applied too, under its version and every rule, and returned for the listeners,
+        but not recorded (docs/internals.md "Block summaries")."""
         summary = self._command(
             EventsReused,
             kind=kind,
             step=step,
             first=first,
             units=units,
-            count=len(events),
+            count=count,
             digest=digest,
             source_run=source_run,
         )
@@ -310,7 +311,12 @@ class Run:
             "originator_version": summary.originator_version,
             "timestamp": summary.timestamp,
         }
-        expanded = [msgspec.structs.replace(event, **origin) for event in events]
+        expanded = events(origin)
+        if len(expanded) != count:
+            raise JournalInvariantError(
+                f"block summary {summary.originator_version} stands for {count} events, "
+                f"{len(expanded)} were given"
+            )
         for event in expanded:
             self._apply(event, order=True)
         return summary, expanded

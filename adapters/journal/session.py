@@ -92,18 +92,19 @@ class _HeldUnit:
     """A unit held for a block summary: its stream, key and digest, its events as drafts
     (built when a block stands for it) and how it is recorded when none does."""
 
-    __slots__ = ("digest", "drafts", "key", "replay", "stream")
+    __slots__ = ("count", "digest", "events", "key", "replay", "stream")
 
     def __init__(
         self,
         stream: Stream,
         key: str,
         digest: str,
-        drafts: Callable[[], list[RunEvent]],
+        count: int,
+        events: Callable[[dict[str, Any]], list[RunEvent]],
         replay: Callable[[], None],
     ) -> None:
-        self.stream, self.key, self.digest = stream, key, digest
-        self.drafts, self.replay = drafts, replay
+        self.stream, self.key, self.digest, self.count = stream, key, digest, count
+        self.events, self.replay = events, replay
 
 
 class _HeldLane:
@@ -556,22 +557,19 @@ class RunSession:
             self._lane_reused(step, lane, stages)
             record()
 
-        def drafts() -> list[RunEvent]:
-            origin = {
-                "originator_id": draft.originator_id,
-                "originator_version": 0,
-                "timestamp": draft.timestamp,
-            }
-            out: list[RunEvent] = [held.resolved]
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            replace = msgspec.structs.replace
+            out: list[RunEvent] = [replace(held.resolved, **origin)]
             for item in stages:
-                if isinstance(item, ReusedStage):
+                if type(item) is ReusedStage:
                     out.append(StageDecided(**origin, **reused_fields(step, lane, item)))
                 else:
-                    out.append(usage_event(origin, step, lane, item))
-            out.append(draft)
+                    out.append(usage_event(origin, step, lane, item))  # type: ignore[arg-type]
+            out.append(replace(draft, **origin))
             return out
 
-        self._hold(_HeldUnit((BlockKind.LANES, step), lane, digest, drafts, replay))
+        unit = _HeldUnit((BlockKind.LANES, step), lane, digest, len(stages) + 2, events, replay)
+        self._hold(unit)
 
     # --- the run's own events --------------------------------------------------------
 
@@ -693,7 +691,10 @@ class RunSession:
     def _hold_single(
         self, kind: BlockKind, key: str, draft: RunEvent, record: Callable[[], None]
     ) -> None:
-        self._hold(_HeldUnit((kind, ""), key, single_digest(draft), lambda: [draft], record))
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            return [msgspec.structs.replace(draft, **origin)]
+
+        self._hold(_HeldUnit((kind, ""), key, single_digest(draft), 1, events, record))
 
     def _hold(self, unit: _HeldUnit) -> None:
         held = self._held
@@ -745,9 +746,13 @@ class RunSession:
 
     def _record_block(self, units: list[_HeldUnit], source: str, first: int) -> None:
         kind, step = units[0].stream
-        events: list[RunEvent] = []
-        for unit in units:
-            events.extend(unit.drafts())
+
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            out: list[RunEvent] = []
+            for unit in units:
+                out.extend(unit.events(origin))
+            return out
+
         summary, expanded = self._run.record_block_reuse(
             kind=kind,
             step=step,
@@ -755,6 +760,7 @@ class RunSession:
             units=len(units),
             digest=block_digest(unit.digest for unit in units),
             source_run=source,
+            count=sum(unit.count for unit in units),
             events=events,
         )
         for listener in self._listeners:
