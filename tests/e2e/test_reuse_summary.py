@@ -378,9 +378,11 @@ def test_an_imported_summary_run_needs_the_run_it_names(runs: Runs, tmp_path: Pa
     assert imported == runs.json("explain", runs.new)
 
 
-def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
+@pytest.mark.parametrize("which", ["new", "blocks_again"])
+def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs, which: str) -> None:
+    run_id = getattr(runs, which)
     live = {
-        name: (runs.out / runs.new / name).read_bytes()
+        name: (runs.out / run_id / name).read_bytes()
         for name in ("manifest.json", "report.json", "report.html")
     }
     proc = runs.cli(
@@ -388,7 +390,7 @@ def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     for name, data in live.items():
-        assert (runs.out / runs.new / name).read_bytes() == data, name
+        assert (runs.out / run_id / name).read_bytes() == data, name
     old = json.loads((runs.out / runs.old / "manifest.json").read_text())
     new = json.loads(live["manifest.json"])
     assert _normal(_no_times(new), runs) == _normal(_no_times(old), runs)

@@ -190,3 +190,19 @@ def test_the_aggregate_refuses_an_expanded_event_of_another_step() -> None:
     assert Run.replay(moved).violations
     extra = [*projected[: block + 2], projected[block + 1], *projected[block + 2 :]]
     assert Run.replay(extra).violations
+
+
+def test_a_run_with_blocks_left_unterminated_is_recovered() -> None:
+    """`recover` replays a run's stored events (blocks as stored) and ends it abandoned."""
+    source: list[RunEvent] = []
+    _record(_session(SOURCE, source, None), [("s", 2, "x"), ("t", 1, "y")], ["a", "b"])
+    stored: list[RunEvent] = []
+    _record(_session(RUN, stored, BlockIndex(lambda _: source, SOURCE)), [("s", 2, "x")], [])
+    assert [e for e in stored if type(e) is EventsReused]
+    run = Run(run_aggregate_id(RUN), clock())
+    for event in stored:
+        run.apply(event)
+    ended = run.abandon("the process is gone")
+    assert ended.originator_version == stored[-1].originator_version + 1
+    projected = list(expand_blocks([*stored, ended], lambda _: source))
+    assert not Run.replay(projected).violations
