@@ -126,21 +126,22 @@ class BlockIndex:
     """Where the units of the recording run were journaled before: the newest earlier run
     of the pipeline, read once when first asked, and, for the units that run journaled as
     block summaries, the runs those name (so a block never names a block). Holds one
-    (run, position, digest) per unit."""
+    (run, position, first 16 bytes of the digest) per unit: what a unit is matched by
+    before a block is recorded (expansion checks the whole block digest)."""
 
     def __init__(self, read: ReadEvents, candidate: str | None) -> None:
         self._read = read
         self._candidate = candidate
-        self._units: dict[tuple[Stream, str], tuple[str, int, str]] | None = None
+        self._units: dict[tuple[Stream, str], tuple[str, int, bytes]] | None = None
 
-    def find(self, stream: Stream, key: str) -> tuple[str, int, str] | None:
+    def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None:
         """(source run, position, digest) of the unit `key` of `stream`, or None."""
         if self._units is None:
             self._units = self._load()
         return self._units.get((stream, key))
 
-    def _load(self) -> dict[tuple[Stream, str], tuple[str, int, str]]:
-        out: dict[tuple[Stream, str], tuple[str, int, str]] = {}
+    def _load(self) -> dict[tuple[Stream, str], tuple[str, int, bytes]]:
+        out: dict[tuple[Stream, str], tuple[str, int, bytes]] = {}
         run_id = self._candidate
         if run_id is None:
             return out
@@ -148,7 +149,7 @@ class BlockIndex:
         try:
             for unit in block_units(_blocks_seen(self._read(run_id), blocks)):
                 if unit.digest is not None:
-                    out[(unit.stream, unit.key)] = (run_id, unit.position, unit.digest)
+                    out[(unit.stream, unit.key)] = (run_id, unit.position, short(unit.digest))
             for source, summaries in blocks.items():
                 wanted = {
                     (s.kind, s.step): [] for s in summaries
@@ -160,10 +161,15 @@ class BlockIndex:
                     if unit.digest is None or not ranges:
                         continue
                     if any(unit.position in r for r in ranges):
-                        out[(unit.stream, unit.key)] = (source, unit.position, unit.digest)
+                        out[(unit.stream, unit.key)] = (source, unit.position, short(unit.digest))
         except JournalError:
             return {}
         return out
+
+
+def short(digest: str) -> bytes:
+    """What `BlockIndex` keeps of a unit's digest."""
+    return bytes.fromhex(digest)[:16]
 
 
 def _blocks_seen(

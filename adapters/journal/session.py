@@ -15,6 +15,7 @@ from typing import Any, Final, Protocol
 import msgspec
 from runjournal.adapters.journal.behind import CommitBehind
 from runjournal.adapters.journal.journal_errors import JournalError
+from runjournal.adapters.journal.reuse import short
 from runjournal.domain.block_reuse import (
     MAX_UNITS,
     MIN_UNITS,
@@ -83,9 +84,9 @@ class ReuseSources(Protocol):
 
 class BlockSources(Protocol):
     """Where an earlier run journaled a unit (the journal store's `block_sources`), for
-    block summaries: (run, position in its stream, digest)."""
+    block summaries: (run, position in its stream, first 16 bytes of its digest)."""
 
-    def find(self, stream: Stream, key: str) -> tuple[str, int, str] | None: ...
+    def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None: ...
 
 
 class _HeldUnit:
@@ -720,7 +721,7 @@ class RunSession:
             while i < len(held):
                 unit = held[i]
                 found = blocks.find(unit.stream, unit.key)
-                if found is None or found[2] != unit.digest:
+                if found is None or found[2] != short(unit.digest):
                     unit.replay()
                     i += 1
                     continue
@@ -728,7 +729,7 @@ class RunSession:
                 j = i + 1
                 while j < len(held) and held[j].stream == unit.stream:
                     nxt = blocks.find(held[j].stream, held[j].key)
-                    if nxt != (source, first + j - i, held[j].digest):
+                    if nxt != (source, first + j - i, short(held[j].digest)):
                         break
                     j += 1
                 if j - i < MIN_UNITS[unit.stream[0]]:
