@@ -631,7 +631,7 @@ def _execute_and_terminalize(
         except RunStopped:
             raise Interrupted() from None
         signals.stages_done()
-        progress.finish()
+        _finish_progress(inv.session, progress)
         _settle_llm(ports, inv)
         terminal.not_persisted(outcome.persistence_errors)
         try:
@@ -649,7 +649,7 @@ def _execute_and_terminalize(
             state = terminal.fail(RunError(message=f"cannot write outputs: {exc}"))
             end = RunEnd.FAILED
     except StageFailure as exc:
-        progress.finish()
+        _finish_progress(inv.session, progress)
         error = RunError(
             message=exc.message,
             step=exc.step,
@@ -668,11 +668,11 @@ def _execute_and_terminalize(
         )
         end = RunEnd.FAILED
     except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
-        progress.finish()
+        _finish_progress(inv.session, progress)
         state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
         end = RunEnd.LEASED
     except (Interrupt, KeyboardInterrupt) as exc:  # a refused LLM request too (CallsStopped)
-        progress.finish()
+        _finish_progress(inv.session, progress)
         # replies in flight within the grace are kept: their attempts are journaled
         # before the terminal event, the rest as in doubt (docs/operations.md "LLM call log")
         signals.settling()
@@ -774,6 +774,16 @@ def _finish(
         notes=notes,
         internal_error=internal,
     )
+
+
+def _finish_progress(session: Any, progress: Any) -> None:
+    """The stages are done: what the session holds back for block summaries is recorded
+    (and shown) first, then the progress line is cleared (docs/internals.md "Block
+    summaries"). A journal that fails here fails again, and is reported, at the terminal
+    event."""
+    with contextlib.suppress(Exception):
+        session.settle()
+    progress.finish()
 
 
 def _settle_llm(

@@ -703,6 +703,10 @@ class RunSession:
             self._settle()
         self._held.append(unit)
 
+    def settle(self) -> None:
+        """Record what is held back for block summaries now (the stages are done)."""
+        self._settle()
+
     def _settle(self) -> None:
         """Record the held units: each run of units that are consecutive units of one
         earlier run (`block_sources`) as one `EventsReused`, the others as they are; then
