@@ -126,42 +126,57 @@ class BlockIndex:
     """Where the units of the recording run were journaled before: the newest earlier run
     of the pipeline, read once when first asked, and, for the units that run journaled as
     block summaries, the runs those name (so a block never names a block). Holds one
-    (run, position, first 16 bytes of the digest) per unit: what a unit is matched by
-    before a block is recorded (expansion checks the whole block digest)."""
+    24-byte entry per unit (16 bytes of its digest, its position, which run): what a unit
+    is matched by before a block is recorded (expansion checks the whole block digest)."""
 
     def __init__(self, read: ReadEvents, candidate: str | None) -> None:
         self._read = read
         self._candidate = candidate
-        self._units: dict[tuple[Stream, str], tuple[str, int, bytes]] | None = None
+        self._runs: list[str] = []
+        self._units: dict[Stream, dict[str, bytes]] | None = None
 
     def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None:
-        """(source run, position, digest) of the unit `key` of `stream`, or None."""
+        """(source run, position, first 16 bytes of its digest) of the unit `key` of
+        `stream`, or None."""
         if self._units is None:
             self._units = self._load()
-        return self._units.get((stream, key))
+        entries = self._units.get(stream)
+        entry = entries.get(key) if entries is not None else None
+        if entry is None:
+            return None
+        where = int.from_bytes(entry[16:], "big")
+        return self._runs[where & 0xFFFF], where >> 16, entry[:16]
 
-    def _load(self) -> dict[tuple[Stream, str], tuple[str, int, bytes]]:
-        out: dict[tuple[Stream, str], tuple[str, int, bytes]] = {}
+    def _entry(self, run: int, position: int, digest: str) -> bytes:
+        return short(digest) + ((position << 16) | run).to_bytes(8, "big")
+
+    def _load(self) -> dict[Stream, dict[str, bytes]]:
+        out: dict[Stream, dict[str, bytes]] = {}
         run_id = self._candidate
         if run_id is None:
             return out
         blocks: dict[str, list[EventsReused]] = {}
+        self._runs = [run_id]
         try:
             for unit in block_units(_blocks_seen(self._read(run_id), blocks)):
                 if unit.digest is not None:
-                    out[(unit.stream, unit.key)] = (run_id, unit.position, short(unit.digest))
-            for source, summaries in blocks.items():
-                wanted = {
-                    (s.kind, s.step): [] for s in summaries
-                }  # stream -> ranges named by the candidate's blocks
+                    entry = self._entry(0, unit.position, unit.digest)
+                    out.setdefault(unit.stream, {})[unit.key] = entry
+            for source, summaries in list(blocks.items())[:0xFFFF]:
+                index = len(self._runs)
+                self._runs.append(source)
+                wanted: dict[Stream, list[range]] = {}  # the ranges the candidate names
                 for s in summaries:
-                    wanted[(s.kind, s.step)].append(range(s.first, s.first + s.units))
+                    wanted.setdefault((s.kind, s.step), []).append(
+                        range(s.first, s.first + s.units)
+                    )
                 for unit in block_units(self._read(source)):
                     ranges = wanted.get(unit.stream)
                     if unit.digest is None or not ranges:
                         continue
                     if any(unit.position in r for r in ranges):
-                        out[(unit.stream, unit.key)] = (source, unit.position, short(unit.digest))
+                        entry = self._entry(index, unit.position, unit.digest)
+                        out.setdefault(unit.stream, {})[unit.key] = entry
         except JournalError:
             return {}
         return out
