@@ -14,6 +14,7 @@ only the recorder.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import functools
@@ -261,6 +262,14 @@ class Workspace:
         if stage is Stage.EXTRACT:
             return f"{base}/extract/{key.chunk}{_SUFFIX}"
         return f"{base}/{stage.value}{_SUFFIX}"
+
+    def read_lane(self, step: str, lane: str) -> None:
+        """With a packed store, read the index entries of the lane's checkpoints and
+        pointers in one query before its loads (docs/internals.md "Packed store")."""
+        if self._packed is not None:
+            # on an error each load asks the index itself, and reports what it finds
+            with contextlib.suppress(FsError, ValueError):
+                self._packed.read_lane(self._prefix + _lane_dir(step, lane))
 
     @staticmethod
     def pointer_name(step: str, lane: str, stage: Stage) -> str:
@@ -847,6 +856,7 @@ class CheckpointLoader:
         # missing one later in the run); a dict's get and set are atomic, and two threads
         # reading the same entry at once both keep an equal value.
         self._shared: dict[bytes, SharedComponents] = {}
+        self._lanes_read: set[tuple[str, str]] = set()  # `Workspace.read_lane` done
 
     def _shared_components(self, ref: bytes) -> SharedComponents | None:
         """The shared components entry named `ref`; None when absent, unreadable or not
@@ -903,6 +913,10 @@ class CheckpointLoader:
         if manifest is WorkspaceState.CORRUPT:
             Workspace.checkpoint_name(key)
             return LoadedCheckpoint(state=CheckpointState.CORRUPT)
+        lane = (key.step, key.lane)
+        if lane not in self._lanes_read:  # one index read for the lane's loads
+            self._lanes_read.add(lane)
+            self._workspace.read_lane(*lane)
         scope = key.scope
         if scope is None:
             found = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest)

@@ -68,6 +68,12 @@ _UPSERT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _BUSY_MS = 120_000
+_HELD_DIRS = 512
+"""Directories whose index entries a store holds after reading them in one query (a lane's
+checkpoints and pointers are read together: one query per directory, not per entry)."""
+
+Row = tuple[int, int, int, str | None]
+"""An entry's place: segment, offset, length, object (a large payload's digest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +157,9 @@ class PackedStore:
         self._connections: list[sqlite3.Connection] = []
         self._dir_ids: dict[str, int] = {}
         self._segment_fds: dict[int, int] = {}
+        # dir id -> leaf -> row, for the directories read whole (`_entries_of`, `read_lane`),
+        # least recently used first; a write of this store drops its directory's
+        self._held: dict[int, dict[str, Row]] = {}
         self._writer: _Writer | None = None
         self._write_db: sqlite3.Connection | None = None
         self._closed = False
@@ -253,11 +262,14 @@ class PackedStore:
         dir_id = self._dir_id(db, directory)
         if dir_id is None:
             return None
-        for _ in range(3):  # a compaction may move the record between the lookup and the read
-            row = db.execute(
-                "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
-                (dir_id, leaf),
-            ).fetchone()
+        for attempt in range(3):  # a compaction may move the record between lookup and read
+            row = self._entries_of(db, dir_id).get(leaf) if attempt == 0 else None
+            if row is None:  # not held (written since, or moved): the index itself
+                row = db.execute(
+                    "SELECT segment, offset, length, object FROM entries "
+                    "WHERE dir = ? AND leaf = ?",
+                    (dir_id, leaf),
+                ).fetchone()
             if row is None:
                 return None
             segment, offset, length, obj = row
@@ -268,6 +280,60 @@ class PackedStore:
             except FsNotFound:
                 continue
         return b""
+
+    def _entries_of(self, db: sqlite3.Connection, dir_id: int) -> dict[str, Row]:
+        """Every entry of a directory, read in one query when first asked and held (at most
+        `_HELD_DIRS` directories). An entry held is where it was when read: segments are
+        append-only and their ids never reused, so it still names that record (a segment
+        compacted away since is FsNotFound, and the index is asked again); an entry written
+        since by another process is not held, and is looked up on its own."""
+        with self._lock:
+            held = self._held.pop(dir_id, None)
+            if held is not None:
+                self._held[dir_id] = held  # most recently used last
+                return held
+        rows = db.execute(
+            "SELECT leaf, segment, offset, length, object FROM entries WHERE dir = ?", (dir_id,)
+        ).fetchall()
+        held = {leaf: (segment, offset, length, obj) for leaf, segment, offset, length, obj in rows}
+        self._hold(dir_id, held)
+        return held
+
+    def _hold(self, dir_id: int, entries: dict[str, Row]) -> None:
+        with self._lock:
+            self._held.pop(dir_id, None)
+            self._held[dir_id] = entries
+            while len(self._held) > _HELD_DIRS:
+                del self._held[next(iter(self._held))]
+
+    def _drop_held(self, dir_id: int | None = None) -> None:
+        with self._lock:
+            if dir_id is None:
+                self._held.clear()
+            else:
+                self._held.pop(dir_id, None)
+
+    def read_lane(self, prefix: str) -> None:
+        """Read the index entries of every directory under `prefix` (a lane's: its pointers
+        and its checkpoints' scope directories) in one query, held for the `get`s that
+        follow (`_entries_of`). Nothing when the store or the prefix has no entries."""
+        with _index_errors(prefix):
+            db = self._reader()
+            if db is None:
+                return
+            low, high = _prefix_bounds(prefix.rstrip("/") + "/")
+            rows = db.execute(
+                "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
+                "FROM dirs d JOIN entries e ON e.dir = d.id "
+                "WHERE d.name = ? OR (d.name >= ? AND d.name < ?)",
+                (prefix.rstrip("/"), low, high),
+            ).fetchall()
+        grouped: dict[int, dict[str, Row]] = {}
+        for dir_id, name, leaf, segment, offset, length, obj in rows:
+            self._dir_ids.setdefault(name, dir_id)
+            grouped.setdefault(dir_id, {})[leaf] = (segment, offset, length, obj)
+        for dir_id, entries in grouped.items():
+            self._hold(dir_id, entries)
 
     def _read_record(
         self, db: sqlite3.Connection, segment: int, offset: int, length: int, name: str
@@ -381,6 +447,7 @@ class PackedStore:
             if len(data) > self._large:
                 digest = hashlib.sha256(data).hexdigest()
                 self._put_object(pack, db, (dir_id, leaf, 0, 0, len(data), digest, now), data)
+                self._drop_held(dir_id)
                 return
             writer = self._segment(pack, db)
             encoded = leaf.encode("utf-8")
@@ -394,6 +461,7 @@ class PackedStore:
                 raise
             writer.size += len(record)
             db.execute(_UPSERT, (dir_id, leaf, writer.id, offset, len(record), None, now))
+            self._drop_held(dir_id)
 
     def _put_object(
         self, pack: FsRoot, db: sqlite3.Connection, row: tuple[Any, ...], data: bytes
@@ -492,6 +560,7 @@ class PackedStore:
                         "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, leaf)
                     )
                     dropped += cursor.rowcount
+                    self._drop_held(dir_id)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -514,6 +583,7 @@ class PackedStore:
         pack = self._open_pack(create=False)
         if pack is None:
             return Compaction(0, 0, 0, 0, 0, 0)
+        self._drop_held()
         removed = moved = freed = torn_segments = torn_bytes = 0
         with self._write_lock:
             db = self._writer_db(pack)

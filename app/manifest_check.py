@@ -8,12 +8,12 @@ and that the live view is the journal's fold (what `projections rebuild manifest
 The journal's fold is a second, independent fold (`CommittedFold`) of the batches the
 journal committed, in its order, as each commit returned; it stands for the journal when
 the journal's last stored version is the last one it folded and no batch held a reuse
-summary. Otherwise (a resume that journaled `LaneReused`, a fold that failed) the run's
-events are read back in one streamed pass as before (docs/operations.md "A manifest that
-disagrees with its journal"). A difference is a bug in runjournal, never something the
-user did: the manifest is rewritten from the journal's fold, one line says it is an
-internal error to report, `--json` carries it as `internal_error`, and the run exits 70
-(docs/operations.md "Exit codes").
+summary. Otherwise (a resume that journaled `LaneReused` or `EventsReused`, a fold that
+failed) the run's events are read back in one streamed pass as before
+(docs/operations.md "A manifest that disagrees with its journal"). A difference is a bug
+in runjournal, never something the user did: the manifest is rewritten from the
+journal's fold, one line says it is an internal error to report, `--json` carries it as
+`internal_error`, and the run exits 70 (docs/operations.md "Exit codes").
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from runjournal.app.documents import json_bytes
-from runjournal.domain.events import LaneReused, RunEvent, StageDecided
+from runjournal.domain.events import EventsReused, LaneReused, RunEvent, StageDecided
 from runjournal.projections.manifest import ManifestProjection
 
 MANIFEST = "manifest.json"
+# summaries whose events live in an earlier run: checked only as a reader expands them
+_SUMMARIES = (LaneReused, EventsReused)
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,10 @@ class CommittedFold:
     gets each batch after the journal stored it, in the journal's order, possibly on the
     committer's thread. It folds the batch into a `ManifestProjection` of its own and
     counts its `StageDecided`, so the check at the end reads nothing back. It gives up
-    (`usable` false, the check reads the journal back) at a `LaneReused` summary, whose
-    decisions live in an earlier run and must be checked as a reader expands them, and
-    at any exception of the fold, which must never fail the commit that called it.
+    (`usable` false, the check reads the journal back) at a `LaneReused` or
+    `EventsReused` summary, whose events live in an earlier run and must be checked as a
+    reader expands them, and at any exception of the fold, which must never fail the
+    commit that called it.
     """
 
     def __init__(self) -> None:
@@ -72,7 +75,7 @@ class CommittedFold:
             try:
                 journaled = self.journaled
                 for event in events:
-                    if type(event) is LaneReused:
+                    if type(event) in _SUMMARIES:
                         self._give_up()
                         return
                     fold.apply(event)

@@ -362,6 +362,7 @@ def _allocate(
     # the journal's own fold of the manifest, batch by batch as it commits: the self-check
     # at the end then reads nothing back (app/manifest_check.py)
     committed = CommittedFold()
+    summarize = config.reuse_summary and (config.resume or settings.policy.active)
     session = journal.session(
         aggregate,
         batch_size=config.batch_size,
@@ -370,10 +371,10 @@ def _allocate(
         behind=True,  # full batches commit on their own thread while the run goes on
         # a fully reused lane as one summary naming an earlier run of the pipeline
         # (docs/internals.md "Reuse summaries"); only a resume reuses anything
-        reuse_sources=(
-            journal.reuse_sources(run_id, spec.name)
-            if config.reuse_summary and (config.resume or settings.policy.active)
-            else None
+        reuse_sources=journal.reuse_sources(run_id, spec.name) if summarize else None,
+        # and units equal to the last run's as block summaries ("Block summaries")
+        block_sources=(
+            journal.block_sources(run_id, spec.name) if summarize and config.block_summary else None
         ),
         committed=committed.committed,
     )
@@ -658,7 +659,7 @@ def _execute_and_terminalize(
         except RunStopped:
             raise Interrupted() from None
         signals.stages_done()
-        progress.finish()
+        _finish_progress(inv.session, progress)
         _settle_llm(ports, inv)
         terminal.not_persisted(outcome.persistence_errors)
         try:
@@ -676,7 +677,7 @@ def _execute_and_terminalize(
             state = terminal.fail(RunError(message=f"cannot write outputs: {exc}"))
             end = RunEnd.FAILED
     except StageFailure as exc:
-        progress.finish()
+        _finish_progress(inv.session, progress)
         error = RunError(
             message=exc.message,
             step=exc.step,
@@ -695,11 +696,11 @@ def _execute_and_terminalize(
         )
         end = RunEnd.FAILED
     except LeaseRefused as exc:  # --lease-wait fail: one line naming the other run
-        progress.finish()
+        _finish_progress(inv.session, progress)
         state = terminal.fail(RunError(message=str(exc), step=exc.key.step, lane=exc.key.lane))
         end = RunEnd.LEASED
     except (Interrupt, KeyboardInterrupt) as exc:  # a refused LLM request too (CallsStopped)
-        progress.finish()
+        _finish_progress(inv.session, progress)
         # replies in flight within the grace are kept: their attempts are journaled
         # before the terminal event, the rest as in doubt (docs/operations.md "LLM call log")
         signals.settling()
@@ -806,6 +807,16 @@ def _finish(
         notes=notes,
         internal_error=internal,
     )
+
+
+def _finish_progress(session: Any, progress: Any) -> None:
+    """The stages are done: what the session holds back for block summaries is recorded
+    (and shown) first, then the progress line is cleared (docs/internals.md "Block
+    summaries"). A journal that fails here fails again, and is reported, at the terminal
+    event."""
+    with contextlib.suppress(Exception):
+        session.settle()
+    progress.finish()
 
 
 def _settle_llm(

@@ -15,9 +15,11 @@ import msgspec
 from runjournal.domain.checkpoint_scope import stage_scopes
 from runjournal.domain.decisions import REUSE_CODES, Stage
 from runjournal.domain.events import (
+    BlockKind,
     CacheCollected,
     CheckpointWritten,
     ChunkPlanResolved,
+    EventsReused,
     LaneResolved,
     LaneReused,
     RunAllocated,
@@ -39,6 +41,7 @@ REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
     CheckpointWritten,
     ChunkPlanResolved,
     LaneReused,
+    EventsReused,
 )
 
 
@@ -57,6 +60,9 @@ class RunReferences(msgspec.Struct, kw_only=True):
     summarized: list[tuple[tuple[str, str, str], dict[Stage, StoreScope]]] = msgspec.field(
         default_factory=list
     )
+    # each block summary of lanes or plans: (source run, kind, step); it references what
+    # that run references of the step (or its plans): the units are equal, scopes included
+    blocks: list[tuple[str, BlockKind, str]] = msgspec.field(default_factory=list)
 
 
 def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
@@ -86,6 +92,9 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             )
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
+        elif isinstance(event, EventsReused):
+            if event.kind in (BlockKind.LANES, BlockKind.PLANS):
+                refs.blocks.append((event.source_run, event.kind, event.step))
         elif isinstance(event, LaneReused):
             lane_scopes = scopes.get((owner, event.step, event.lane))
             if lane_scopes is not None:
@@ -126,6 +135,18 @@ def with_summarized(runs: Iterable[RunReferences]) -> None:
                     lanes.setdefault((k.step, k.lane), []).append(k)
             for k in lanes.get((step, lane), ()):
                 refs.checkpoints.add(_key(k.step, k.lane, k.stage, k.chunk, lane_scopes[k.stage]))
+    # then the block summaries (docs/internals.md "Block summaries"): a block names a run
+    # whose units are journaled there (their checkpoints complete after the loop above);
+    # a block of part of a step's lanes keeps all of them (more, never less)
+    for refs in by_id.values():
+        for source, kind, step in refs.blocks:
+            found = by_id.get(source)
+            if found is None:
+                continue
+            if kind is BlockKind.PLANS:
+                refs.plans |= found.plans
+            else:
+                refs.checkpoints.update(k for k in found.checkpoints if k.step == step)
 
 
 def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:

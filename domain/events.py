@@ -603,3 +603,42 @@ BATCH_EVENT_TYPES: tuple[type[RunEvent], ...] = (
 # before the terminal events: a run records them while its stages run
 _END = EVENT_TYPES.index(RunTerminated)
 EVENT_TYPES = EVENT_TYPES[:_END] + BATCH_EVENT_TYPES + EVENT_TYPES[_END:]
+
+
+# --- block reuse summaries (docs/internals.md "Reuse summaries", "Block summaries") ------
+# Kept in their own block at the end of the file (appended to EVENT_TYPES below).
+
+
+class BlockKind(enum.StrEnum):
+    """Which of a run's repeated events a block summary stands for."""
+
+    INPUTS = "inputs"  # the run's `InputsFingerprinted`
+    PLANS = "plans"  # `ChunkPlanResolved`, one unit per source
+    LANES = "lanes"  # one step's lanes: `LaneResolved`, its decisions, `ArtifactGenerated`
+    OUTPUTS = "outputs"  # `OutputWritten`, one unit per file
+
+
+class EventsReused(RunEvent, frozen=True, kw_only=True):
+    """A run of consecutive units of this run equal to units `first` .. `first + units - 1`
+    of `source_run`'s stream of the same kind (and step): one event for them all.
+
+    A unit is one `InputsFingerprinted`, `ChunkPlanResolved` or `OutputWritten`, or one
+    fully reused lane of `step` (its `LaneResolved`, its plain reuse decisions with their
+    reused LLM usage, its `ArtifactGenerated`). Stands for `count` events; `digest` is
+    `domain/block_reuse.py` `block_digest` of the units, so an expansion from other events
+    is refused. Readers get it followed by those events (`JournalStore.projected_events`);
+    the projections ignore it.
+    """
+
+    kind: BlockKind
+    step: str
+    first: int
+    units: int
+    count: int
+    digest: str
+    source_run: str
+
+
+BLOCK_EVENT_TYPES: tuple[type[RunEvent], ...] = (EventsReused,)
+_END = EVENT_TYPES.index(RunTerminated)
+EVENT_TYPES = EVENT_TYPES[:_END] + BLOCK_EVENT_TYPES + EVENT_TYPES[_END:]

@@ -15,6 +15,7 @@ Pure: no I/O. The journal adapter reads the source run's events and feeds them i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -121,12 +122,23 @@ def reuse_digest(stages: Iterable[Reused | None]) -> str:
 def reused_fields(step: str, lane: str, stage: ReusedStage) -> dict[str, Any]:
     """The fields of the `StageDecided` a plain reuse of `stage` records (as
     `StageDecided.fields` builds them from the facts)."""
-    code = ReasonCode.REUSED
     return {
         "step": step,
         "lane": lane,
         "stage": stage.stage,
         "chunk": stage.chunk,
+        **_plain_fields(),
+        "input": stage.input,
+        "dependencies": stage.dependencies,
+        "recorded": {},
+    }
+
+
+@functools.cache
+def _plain_fields() -> dict[str, Any]:
+    """What every plain reuse decision records alike (read-only: copied into each)."""
+    code = ReasonCode.REUSED
+    return {
         "code": code,
         "category": category_of(code),
         "detail": detail_for(code),
@@ -135,9 +147,6 @@ def reused_fields(step: str, lane: str, stage: ReusedStage) -> dict[str, Any]:
         "failed": False,
         "checkpoint": CheckpointState.PRESENT,
         "predecessor": None,
-        "input": stage.input,
-        "dependencies": stage.dependencies,
-        "recorded": {},
     }
 
 

@@ -29,12 +29,15 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
 import msgspec
+from runjournal.domain.block_reuse import EXPANDED
 from runjournal.domain.decisions import REUSE_CODES, Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
+    BlockKind,
     CheckpointWriteFailed,
     CheckpointWritten,
     ChunkPlanResolved,
+    EventsReused,
     FileFingerprint,
     InputsFingerprinted,
     LaneResolved,
@@ -67,6 +70,9 @@ from runjournal.domain.reasons import ReasonCode
 E = TypeVar("E", bound=RunEvent)
 
 RUN_NAMESPACE = UUID("5d8c0c8e-6f43-5b8e-9a51-7b3f1f3f6a10")
+
+
+_LANE_EXPANSION: tuple[type, ...] = (StageDecided, LLMUsageReused)
 
 
 def run_aggregate_id(run_id: str) -> UUID:
@@ -115,9 +121,14 @@ class Run:
         self._lanes: set[tuple[str, str]] = set()
         self._last_decision: dict[_Scope, ReasonCode] = {}
         self._pending: list[RunEvent] = []
-        # (step, lane, decisions still to come) after a `LaneReused`: its expanded
-        # decisions share its version (docs/internals.md "Reuse summaries")
-        self._expanding: tuple[str, str, int] | None = None
+        # (event types, step, lane, events still to come) after a `LaneReused` or an
+        # `EventsReused`: the events it stands for share its version (docs/internals.md
+        # "Reuse summaries"; lane None: any lane of the step; step None: any step)
+        self._expanding: tuple[tuple[type, ...], str | None, str | None, int] | None = None
+        self._draft_time: Timestamp | None = None
+        # called before any event is built: a recorder that holds drafts back records
+        # them first, so the journal keeps their order (docs/internals.md "Block summaries")
+        self.before_record: Callable[[], None] | None = None
 
     @classmethod
     def allocate(cls, clock: Callable[[], Timestamp], **fields: Any) -> Run:
@@ -254,6 +265,61 @@ class Run:
         for decision in decisions:
             self._apply(decision, order=True)
         return summary, decisions
+
+    def draft(self, event_type: type[E], **fields: Any) -> E:
+        """An event as a command would build it, neither checked nor recorded: what a
+        recorder holds back until it knows whether a block summary stands for it
+        (`record_block_reuse`) or the command records it."""
+        if self._draft_time is None:
+            if self._clock is None:
+                raise JournalInvariantError(
+                    "a replayed run cannot record new events without a clock"
+                )
+            self._draft_time = self._clock()
+        return event_type(
+            originator_id=self.id, originator_version=0, timestamp=self._draft_time, **fields
+        )
+
+    def record_block_reuse(
+        self,
+        *,
+        kind: BlockKind,
+        step: str,
+        first: int,
+        units: int,
+        digest: str,
+        source_run: str,
+        count: int,
+        events: Callable[[dict[str, Any]], list[RunEvent]],
+    ) -> tuple[EventsReused, list[RunEvent]]:
+        """Record consecutive units equal to `source_run`'s as one `EventsReused`; the
+        `count` events it stands for (`events`, built in journal order with its origin) are
+        applied too, under its version and every rule, and returned for the listeners,
+        but not recorded (docs/internals.md "Block summaries")."""
+        summary = self._command(
+            EventsReused,
+            kind=kind,
+            step=step,
+            first=first,
+            units=units,
+            count=count,
+            digest=digest,
+            source_run=source_run,
+        )
+        origin = {
+            "originator_id": summary.originator_id,
+            "originator_version": summary.originator_version,
+            "timestamp": summary.timestamp,
+        }
+        expanded = events(origin)
+        if len(expanded) != count:
+            raise JournalInvariantError(
+                f"block summary {summary.originator_version} stands for {count} events, "
+                f"{len(expanded)} were given"
+            )
+        for event in expanded:
+            self._apply(event, order=True)
+        return summary, expanded
 
     def record_execution(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int
@@ -396,6 +462,8 @@ class Run:
         The generic form of the commands, for the few events recorded outside the runner
         that have no command of their own yet (the CLI's allocation, settings and outputs).
         """
+        if self.before_record is not None:
+            self.before_record()
         if self._clock is None:
             raise JournalInvariantError("a replayed run cannot record new events without a clock")
         event = event_type(
@@ -464,14 +532,20 @@ class Run:
         return out
 
     def _expansion(self, event: RunEvent) -> bool:
-        """Whether `event` is one of the events the last `LaneReused` stands for."""
+        """Whether `event` is one of the events the last `LaneReused` or `EventsReused`
+        stands for."""
         expanding = self._expanding
+        if (
+            expanding is None
+            or expanding[3] <= 0
+            or event.originator_version != self.version
+            or type(event) not in expanding[0]
+        ):
+            return False
+        step, lane = expanding[1], expanding[2]
         return (
-            expanding is not None
-            and (type(event) is StageDecided or type(event) is LLMUsageReused)
-            and event.originator_version == self.version
-            and expanding[2] > 0
-            and (event.step, event.lane) == expanding[:2]  # type: ignore[attr-defined]
+            (step is None or getattr(event, "step", None) == step)
+            and (lane is None or getattr(event, "lane", None) == lane)
             and (event.originator_id is self.id or event.originator_id == self.id)
         )
 
@@ -505,12 +579,16 @@ class Run:
         expanding = self._expanding
         if expanding is not None:
             if self._expansion(event):
-                self._expanding = (expanding[0], expanding[1], expanding[2] - 1)
+                self._expanding = (*expanding[:3], expanding[3] - 1)
             else:
                 self._expanding = None
         self.version = event.originator_version
         if type(event) is LaneReused:
-            self._expanding = (event.step, event.lane, event.count)
+            self._expanding = (_LANE_EXPANSION, event.step, event.lane, event.count)
+        elif type(event) is EventsReused:
+            assert isinstance(event, EventsReused)
+            step = event.step if event.kind is BlockKind.LANES else None
+            self._expanding = (EXPANDED[event.kind], step, None, event.count)
         if type(event) is StageDecided:  # one per stage; `str` of the StrEnum is its value
             self._last_decision[(event.step, event.lane, str(event.stage), event.chunk)] = (
                 event.code

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from runjournal.adapters.journal.journal_errors import JournalCorrupt, JournalError, one_line
-from runjournal.domain.events import LaneReused, RunEvent
+from runjournal.domain.block_reuse import BlockMismatch, Stream, Unit
+from runjournal.domain.block_reuse import expand as block_expand
+from runjournal.domain.block_reuse import units as block_units
+from runjournal.domain.events import EventsReused, LaneReused, RunEvent
 from runjournal.domain.lane_reuse import (
     LaneReuseMismatch,
     Reused,
@@ -111,6 +114,136 @@ def expand_summaries(events: Iterable[RunEvent], read: ReadEvents) -> Iterator[R
             yield from expand(event, stages)
         except LaneReuseMismatch as exc:
             why = "is not in this journal" if not stages else "does not match"
+            raise JournalCorrupt(
+                one_line(f"{exc} (the source run {event.source_run!r} {why})")
+            ) from None
+
+
+# --- block summaries (domain/block_reuse.py; docs/internals.md "Block summaries") ------
+
+
+class BlockIndex:
+    """Where the units of the recording run were journaled before: the newest earlier run
+    of the pipeline, read once when first asked, and, for the units that run journaled as
+    block summaries, the runs those name (so a block never names a block). Holds one
+    24-byte entry per unit (16 bytes of its digest, its position, which run): what a unit
+    is matched by before a block is recorded (expansion checks the whole block digest)."""
+
+    def __init__(self, read: ReadEvents, candidate: str | None) -> None:
+        self._read = read
+        self._candidate = candidate
+        self._runs: list[str] = []
+        self._units: dict[Stream, dict[str, bytes]] | None = None
+
+    def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None:
+        """(source run, position, first 16 bytes of its digest) of the unit `key` of
+        `stream`, or None."""
+        if self._units is None:
+            self._units = self._load()
+        entries = self._units.get(stream)
+        entry = entries.get(key) if entries is not None else None
+        if entry is None:
+            return None
+        where = int.from_bytes(entry[16:], "big")
+        return self._runs[where & 0xFFFF], where >> 16, entry[:16]
+
+    def _entry(self, run: int, position: int, digest: str) -> bytes:
+        return short(digest) + ((position << 16) | run).to_bytes(8, "big")
+
+    def _load(self) -> dict[Stream, dict[str, bytes]]:
+        out: dict[Stream, dict[str, bytes]] = {}
+        run_id = self._candidate
+        if run_id is None:
+            return out
+        blocks: dict[str, list[EventsReused]] = {}
+        self._runs = [run_id]
+        try:
+            for unit in block_units(_blocks_seen(self._read(run_id), blocks)):
+                if unit.digest is not None:
+                    entry = self._entry(0, unit.position, unit.digest)
+                    out.setdefault(unit.stream, {})[unit.key] = entry
+            for source, summaries in list(blocks.items())[:0xFFFF]:
+                index = len(self._runs)
+                self._runs.append(source)
+                wanted: dict[Stream, list[range]] = {}  # the ranges the candidate names
+                for s in summaries:
+                    wanted.setdefault((s.kind, s.step), []).append(
+                        range(s.first, s.first + s.units)
+                    )
+                for unit in block_units(self._read(source)):
+                    ranges = wanted.get(unit.stream)
+                    if unit.digest is None or not ranges:
+                        continue
+                    if any(unit.position in r for r in ranges):
+                        entry = self._entry(index, unit.position, unit.digest)
+                        out.setdefault(unit.stream, {})[unit.key] = entry
+        except JournalError:
+            return {}
+        return out
+
+
+def short(digest: str) -> bytes:
+    """What `BlockIndex` keeps of a unit's digest."""
+    return bytes.fromhex(digest)[:16]
+
+
+def _blocks_seen(
+    events: Iterable[RunEvent], blocks: dict[str, list[EventsReused]]
+) -> Iterator[RunEvent]:
+    for event in events:
+        if type(event) is EventsReused:
+            blocks.setdefault(event.source_run, []).append(event)
+        yield event
+
+
+class _BlockSource:
+    """One source run's units, read in order with their events (its `LaneReused`
+    expanded); the units a block passes over are held until asked, and a unit asked for
+    again reads the run again."""
+
+    def __init__(self, read: Callable[[], Iterable[RunEvent]]) -> None:
+        self._read = read
+        self._units: Iterator[Unit] = block_units(read(), keep=True)
+        self._held: dict[Stream, dict[int, Unit]] = {}
+        self._passed: dict[Stream, int] = {}  # positions below this were given or dropped
+
+    def take(self, stream: Stream, first: int, n: int) -> list[Unit]:
+        if first < self._passed.get(stream, 0):
+            self._units = block_units(self._read(), keep=True)
+            self._held = {}
+            self._passed = {}
+        held = self._held.setdefault(stream, {})
+        wanted = range(first, first + n)
+        while any(p not in held for p in wanted):
+            unit = next(self._units, None)
+            if unit is None:
+                break
+            self._held.setdefault(unit.stream, {})[unit.position] = unit
+        out = [held.pop(p) for p in wanted if p in held]
+        for p in [p for p in held if p < first]:
+            del held[p]
+        self._passed[stream] = first + n
+        return out
+
+
+def expand_blocks(events: Iterable[RunEvent], read: ReadEvents) -> Iterator[RunEvent]:
+    """`events` with each `EventsReused` followed by the events it stands for, read from
+    the run it names (`read`: that run's events with its `LaneReused` expanded) and
+    checked against its digest; a source missing or not matching is `JournalCorrupt`."""
+    sources: dict[str, _BlockSource] = {}
+    for event in events:
+        yield event
+        if type(event) is not EventsReused:
+            continue
+        source = sources.get(event.source_run)
+        if source is None:
+            run_id = event.source_run
+            source = sources[run_id] = _BlockSource(lambda run_id=run_id: read(run_id))
+        units = source.take((event.kind, event.step), event.first, event.units)
+        try:
+            yield from block_expand(event, units)
+        except BlockMismatch as exc:
+            why = "is not in this journal" if not units else "does not match"
             raise JournalCorrupt(
                 one_line(f"{exc} (the source run {event.source_run!r} {why})")
             ) from None

@@ -15,15 +15,29 @@ from typing import Any, Final, Protocol
 import msgspec
 from runjournal.adapters.journal.behind import CommitBehind
 from runjournal.adapters.journal.journal_errors import JournalError
+from runjournal.adapters.journal.reuse import short
+from runjournal.domain.block_reuse import (
+    MAX_UNITS,
+    MIN_UNITS,
+    Stream,
+    block_digest,
+    content,
+    lane_digest,
+    single_digest,
+)
 from runjournal.domain.decisions import Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
     BatchStage,
+    BlockKind,
     CheckpointWriteFailed,
+    ChunkPlanResolved,
     ConfigurationResolved,
     DebugBundleAllocated,
     FileFingerprint,
     HintRecorded,
+    InputsFingerprinted,
+    LaneResolved,
     LeaseWaitOutcome,
     LLMCallAttempted,
     ModuleObserved,
@@ -39,12 +53,20 @@ from runjournal.domain.events import (
     RunStatus,
     RunTerminated,
     Setting,
+    StageDecided,
     StageFailed,
     TerminalPersistenceFailed,
     WarningRecorded,
 )
 from runjournal.domain.identity import ArtifactRef, LaneComponents
-from runjournal.domain.lane_reuse import Reused, SourceLane, reuse_digest
+from runjournal.domain.lane_reuse import (
+    Reused,
+    ReusedStage,
+    SourceLane,
+    reuse_digest,
+    reused_fields,
+    usage_event,
+)
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
@@ -58,6 +80,45 @@ class ReuseSources(Protocol):
     `reuse_sources`), for `RunSession.lane_reused`."""
 
     def find(self, step: str, lane: str) -> SourceLane | None: ...
+
+
+class BlockSources(Protocol):
+    """Where an earlier run journaled a unit (the journal store's `block_sources`), for
+    block summaries: (run, position in its stream, first 16 bytes of its digest)."""
+
+    def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None: ...
+
+
+class _HeldUnit:
+    """A unit held for a block summary: its stream, key and digest, its events as drafts
+    (built when a block stands for it) and how it is recorded when none does."""
+
+    __slots__ = ("count", "digest", "events", "key", "replay", "stream")
+
+    def __init__(
+        self,
+        stream: Stream,
+        key: str,
+        digest: str,
+        count: int,
+        events: Callable[[dict[str, Any]], list[RunEvent]],
+        replay: Callable[[], None],
+    ) -> None:
+        self.stream, self.key, self.digest, self.count = stream, key, digest, count
+        self.events, self.replay = events, replay
+
+
+class _HeldLane:
+    """A lane being held: its `LaneResolved` (draft, and how it is recorded), then its
+    plain reuse decisions (`lane_reused`), until its artifact makes it a unit."""
+
+    __slots__ = ("lane", "record", "resolved", "stages", "step")
+
+    def __init__(
+        self, step: str, lane: str, resolved: RunEvent, record: Callable[[], None]
+    ) -> None:
+        self.step, self.lane, self.resolved, self.record = step, lane, resolved, record
+        self.stages: list[Reused] | None = None
 
 
 Commit = Callable[[Sequence[RunEvent]], None]
@@ -186,6 +247,7 @@ class RunSession:
         behind: bool = False,
         reuse_sources: ReuseSources | None = None,
         committed: Callable[[Sequence[RunEvent]], None] | None = None,
+        block_sources: BlockSources | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -198,6 +260,11 @@ class RunSession:
         self._listeners = tuple(listeners)
         self._unsaved: list[RunEvent] = []
         self._reuse_sources = reuse_sources
+        self._blocks = block_sources
+        self._held: list[_HeldUnit] = []  # units held for a block summary, in order
+        self._lane: _HeldLane | None = None  # a lane whose units are being held
+        if block_sources is not None:
+            run.before_record = self._settle
         self.flush()  # the run is visible to `runs list` and `recover` from its start
 
     @property
@@ -214,16 +281,30 @@ class RunSession:
     def inputs_fingerprinted(
         self, *, sources: list[FileFingerprint], references: list[FileFingerprint]
     ) -> None:
-        self._recorded(self._run.record_inputs(sources=sources, references=references))
+        def record() -> None:
+            self._recorded(self._run.record_inputs(sources=sources, references=references))
+
+        if self._blocks is None:
+            return record()
+        draft = self._run.draft(InputsFingerprinted, sources=sources, references=references)
+        self._hold_single(BlockKind.INPUTS, "", draft, record)
 
     def plan_resolved(
         self, *, source: str, plan_key: str, outcomes: list[PlanOutcome], chunks: int
     ) -> None:
-        self._recorded(
-            self._run.record_plan(
-                source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
+        def record() -> None:
+            self._recorded(
+                self._run.record_plan(
+                    source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
+                )
             )
+
+        if self._blocks is None:
+            return record()
+        draft = self._run.draft(
+            ChunkPlanResolved, source=source, plan_key=plan_key, outcomes=outcomes, chunks=chunks
         )
+        self._hold_single(BlockKind.PLANS, source, draft, record)
 
     def lane_resolved(
         self,
@@ -237,18 +318,25 @@ class RunSession:
         forced: bool,
         reads: dict[Stage, list[ArtifactRef]],
     ) -> None:
-        self._recorded(
-            self._run.resolve_lane(
-                step=step,
-                lane=lane,
-                components=components,
-                lane_identity=lane_identity,
-                dependencies=dependencies,
-                chunks=chunks,
-                forced=forced,
-                reads=reads,
-            )
-        )
+        fields = {
+            "step": step,
+            "lane": lane,
+            "components": components,
+            "lane_identity": lane_identity,
+            "dependencies": dependencies,
+            "chunks": chunks,
+            "forced": forced,
+            "reads": reads,
+        }
+
+        def record() -> None:
+            self._recorded(self._run.resolve_lane(**fields))
+
+        if self._blocks is None or forced:
+            return record()
+        if self._lane is not None:
+            self._settle()
+        self._lane = _HeldLane(step, lane, self._run.draft(LaneResolved, **fields), record)
 
     def lease_waited(
         self,
@@ -284,7 +372,15 @@ class RunSession:
         """A fully reused lane: one `LaneReused` naming the earlier run that journaled
         the same decisions (`reuse_sources`), or, with none to name, each decision as its
         own `StageDecided` (docs/internals.md "Reuse summaries"). The listeners get the
-        summary and then the decisions it stands for, as the projections read them back."""
+        summary and then the decisions it stands for, as the projections read them back.
+        A lane whose units are held (`lane_resolved`) holds its decisions too."""
+        held = self._lane
+        if held is not None and held.stages is None and (held.step, held.lane) == (step, lane):
+            held.stages = stages
+            return
+        self._lane_reused(step, lane, stages)
+
+    def _lane_reused(self, step: str, lane: str, stages: list[Reused]) -> None:
         source = self._reuse_sources.find(step, lane) if self._reuse_sources else None
         if source is not None and source.count == len(stages):
             digest = reuse_digest(stages)
@@ -443,11 +539,51 @@ class RunSession:
     def artifact(
         self, *, artifact: ArtifactRef, warnings: list[str], restored: bool = False
     ) -> None:
-        self._recorded(
-            self._run.record_artifact(
-                artifact=artifact, warnings=_redact_strs(warnings), restored=restored
+        warnings = _redact_strs(warnings)
+
+        def record() -> None:
+            self._recorded(
+                self._run.record_artifact(artifact=artifact, warnings=warnings, restored=restored)
             )
+
+        held = self._lane
+        if (
+            held is None
+            or held.stages is None
+            or (held.step, held.lane) != (artifact.step, artifact.lane)
+        ):
+            return record()
+        self._lane = None
+        draft = self._run.draft(
+            ArtifactGenerated,
+            **ArtifactGenerated.fields_of(artifact),
+            warnings=warnings,
+            restored=restored,
         )
+        stages = held.stages
+        digest = lane_digest(
+            content(held.resolved), len(stages), reuse_digest(stages), content(draft)
+        )
+        step, lane = held.step, held.lane
+
+        def replay() -> None:
+            held.record()
+            self._lane_reused(step, lane, stages)
+            record()
+
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            replace = msgspec.structs.replace
+            out: list[RunEvent] = [replace(held.resolved, **origin)]
+            for item in stages:
+                if type(item) is ReusedStage:
+                    out.append(StageDecided(**origin, **reused_fields(step, lane, item)))
+                else:
+                    out.append(usage_event(origin, step, lane, item))  # type: ignore[arg-type]
+            out.append(replace(draft, **origin))
+            return out
+
+        unit = _HeldUnit((BlockKind.LANES, step), lane, digest, len(stages) + 2, events, replay)
+        self._hold(unit)
 
     # --- the run's own events --------------------------------------------------------
 
@@ -555,7 +691,101 @@ class RunSession:
     def output_written(
         self, *, name: str, sha256: str, size: int, step: str | None, lane: str | None
     ) -> None:
-        self._trigger(OutputWritten, name=name, sha256=sha256, size=size, step=step, lane=lane)
+        fields = {"name": name, "sha256": sha256, "size": size, "step": step, "lane": lane}
+
+        def record() -> None:
+            self._trigger(OutputWritten, **fields)
+
+        if self._blocks is None:
+            return record()
+        self._hold_single(BlockKind.OUTPUTS, name, self._run.draft(OutputWritten, **fields), record)
+
+    # --- block summaries (docs/internals.md "Block summaries") -----------------------
+
+    def _hold_single(
+        self, kind: BlockKind, key: str, draft: RunEvent, record: Callable[[], None]
+    ) -> None:
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            return [msgspec.structs.replace(draft, **origin)]
+
+        self._hold(_HeldUnit((kind, ""), key, single_digest(draft), 1, events, record))
+
+    def _hold(self, unit: _HeldUnit) -> None:
+        held = self._held
+        if held and (held[-1].stream != unit.stream or len(held) >= MAX_UNITS):
+            self._settle()
+        self._held.append(unit)
+
+    def settle(self) -> None:
+        """Record what is held back for block summaries now (the stages are done)."""
+        self._settle()
+
+    def _settle(self) -> None:
+        """Record the held units: each run of units that are consecutive units of one
+        earlier run (`block_sources`) as one `EventsReused`, the others as they are; then
+        what a held lane has so far. Called before any other event is built
+        (`Run.before_record`), so the journal keeps their order."""
+        held, lane = self._held, self._lane
+        if not held and lane is None:
+            return
+        self._held, self._lane = [], None
+        run = self._run
+        hook, run.before_record = run.before_record, None
+        try:
+            blocks = self._blocks
+            assert blocks is not None
+            i = 0
+            while i < len(held):
+                unit = held[i]
+                found = blocks.find(unit.stream, unit.key)
+                if found is None or found[2] != short(unit.digest):
+                    unit.replay()
+                    i += 1
+                    continue
+                source, first, _ = found
+                j = i + 1
+                while j < len(held) and held[j].stream == unit.stream:
+                    nxt = blocks.find(held[j].stream, held[j].key)
+                    if nxt != (source, first + j - i, short(held[j].digest)):
+                        break
+                    j += 1
+                if j - i < MIN_UNITS[unit.stream[0]]:
+                    for each in held[i:j]:
+                        each.replay()
+                else:
+                    self._record_block(held[i:j], source, first)
+                i = j
+            if lane is not None:
+                lane.record()
+                if lane.stages is not None:
+                    self._lane_reused(lane.step, lane.lane, lane.stages)
+        finally:
+            run.before_record = hook
+
+    def _record_block(self, units: list[_HeldUnit], source: str, first: int) -> None:
+        kind, step = units[0].stream
+
+        def events(origin: dict[str, Any]) -> list[RunEvent]:
+            out: list[RunEvent] = []
+            for unit in units:
+                out.extend(unit.events(origin))
+            return out
+
+        summary, expanded = self._run.record_block_reuse(
+            kind=kind,
+            step=step,
+            first=first,
+            units=len(units),
+            digest=block_digest(unit.digest for unit in units),
+            source_run=source,
+            count=sum(unit.count for unit in units),
+            events=events,
+        )
+        for listener in self._listeners:
+            listener(summary)
+            for event in expanded:
+                listener(event)
+        self._recorded_quietly()
 
     def _trigger(self, event_type: type[RunEvent], **fields: Any) -> None:
         """One event through `Run.trigger` under the same rules as the commands; its
@@ -625,6 +855,7 @@ class RunSession:
         self._unsaved = []
 
     def close(self) -> None:
+        self._settle()
         self.flush()
 
     def __enter__(self) -> RunSession:
@@ -637,9 +868,11 @@ class RunSession:
         tb: TracebackType | None,
     ) -> None:
         if exc is None:
+            self._settle()
             self.flush()
             return
         try:
+            self._settle()
             self.flush()
         except JournalError as flush_error:
             exc.add_note(f"also: {flush_error}")

@@ -30,7 +30,12 @@ from runjournal.adapters.journal.journal_errors import (
     describe,
     one_line,
 )
-from runjournal.adapters.journal.reuse import SourceIndex, expand_summaries
+from runjournal.adapters.journal.reuse import (
+    BlockIndex,
+    SourceIndex,
+    expand_blocks,
+    expand_summaries,
+)
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
 from runjournal.adapters.journal.sealer import Sealer, frontier_of, note_for
 from runjournal.adapters.journal.session import RunSession
@@ -196,6 +201,7 @@ class JournalStore:
         behind: bool = False,
         reuse_sources: SourceIndex | None = None,
         committed: Callable[[Sequence[RunEvent]], None] | None = None,
+        block_sources: BlockIndex | None = None,
     ) -> RunSession:
         """The `RunRecorder` of `run`; commits what the run already has pending at once."""
         return RunSession(
@@ -207,6 +213,7 @@ class JournalStore:
             behind=behind,
             reuse_sources=reuse_sources,
             committed=committed,
+            block_sources=block_sources,
         )
 
     def _put(self, events: Sequence[RunEvent], *, seal: bool = True) -> None:
@@ -493,7 +500,21 @@ class JournalStore:
         """The run's events as every projection and the audit read them: each
         `LaneReused` followed by the `StageDecided` it stands for, read from the run it
         names and checked against its digest (docs/internals.md "Reuse summaries")."""
+        return expand_blocks(
+            expand_summaries(self.events(run_id), self.events), self._lanes_expanded
+        )
+
+    def _lanes_expanded(self, run_id: str) -> Iterator[RunEvent]:
+        """A block summary's source: its events with each `LaneReused` expanded."""
         return expand_summaries(self.events(run_id), self.events)
+
+    def block_sources(self, run_id: str, pipeline: str) -> BlockIndex:
+        """Where the units of run `run_id` were journaled before: the newest other run of
+        the same pipeline (docs/internals.md "Block summaries")."""
+        for r in reversed(self.list_runs()):
+            if r.pipeline == pipeline and r.run_id != run_id:
+                return BlockIndex(self.events, r.run_id)
+        return BlockIndex(self.events, None)
 
     def reuse_sources(self, run_id: str, pipeline: str, *, runs: int = 3) -> SourceIndex:
         """Where the lanes of run `run_id` were journaled explicitly before: the newest

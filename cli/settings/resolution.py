@@ -62,6 +62,7 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     lease_wait: LeaseWaitMode
     reuse_summary: bool
     input_check: InputCheck
+    block_summary: bool
     llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
 

@@ -388,6 +388,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         choices=_values(InputCheck),
     ),
     SettingSpec(
+        name="block_summary",
+        flag="--block-summary/--no-block-summary",
+        type_name="bool",
+        parse=parse_bool,
+        default=_constant(True),
+        default_text="on",
+        description="Journal lanes, plans and outputs equal to the last run's as block summaries.",
+        kind=ValueKind.BOOLEAN,
+        cli=CliForm.SWITCH,
+    ),
+    SettingSpec(
         name="llm_mode",
         flag="--llm-mode profile|online|batch",
         type_name="profile | online | batch",

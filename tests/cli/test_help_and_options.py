@@ -201,6 +201,7 @@ FLAG_CASES = {
     "lease_wait": (["--lease-wait", "fail"], lambda d: "fail"),
     "reuse_summary": (["--no-reuse-summary"], lambda d: False),
     "input_check": (["--input-check", "stat"], lambda d: "stat"),
+    "block_summary": (["--no-block-summary"], lambda d: False),
     "llm_mode": (["--llm-mode", "batch"], lambda d: "batch"),
 }
 

@@ -25,7 +25,7 @@ import msgspec
 import pytest
 from eventsourcing.persistence import StoredEvent
 from runjournal.adapters.journal import EventMapper, open_journal
-from runjournal.domain.events import LaneReused, StageDecided
+from runjournal.domain.events import EventsReused, LaneReused, StageDecided
 from runjournal.domain.reasons import Category, ReasonCode
 from runjournal.domain.run import run_aggregate_id
 from support import synthetic as syn
@@ -156,7 +156,8 @@ def history(
         if request.param == "postgres":
             url = stack.enter_context(syn.backend("postgres", tmp))
         project = Project(tmp / "p", console, url)
-        runs = {"cold": project.run(), "resume": project.run("--resume")}
+        runs = {"cold": project.run(), "resume": project.run("--resume", "--no-block-summary")}
+        runs["blocks"] = project.run("--resume")  # block summaries (the default)
         (project.root / "docs" / "b.md").write_text(DOCS["b.md"] + "\nRho sigma tau.\n")
         runs["changed"] = project.run("--resume")
         runs["failed"] = project.run("--resume", "--set", "fail=docs/a.md", expect=1)
@@ -256,25 +257,28 @@ def rewrite_first(copy: Path, run_id: str, change: Any) -> Any:
     raise AssertionError("nothing to tamper with")
 
 
+@pytest.mark.parametrize("summary", [LaneReused, EventsReused])
 def test_a_reuse_summary_that_does_not_match_its_source_fails_in_one_line(
-    history: History, tmp_path: Path
+    history: History, tmp_path: Path, summary: type
 ) -> None:
     """A no-op resume journals each lane as one `LaneReused` (docs/internals.md "Reuse
-    summaries"): a summary whose digest no longer matches the decisions of the run it
-    names is refused by every reader of the decisions, in one line, exit 1."""
+    summaries"), or its units as block summaries ("Block summaries"): a summary whose
+    digest no longer matches the events of the run it names is refused by every reader
+    of the decisions, in one line, exit 1."""
     project = history.project
-    run_id = history.runs["resume"]["run_id"]
+    run_id = history.runs["resume" if summary is LaneReused else "blocks"]["run_id"]
     copy = sqlite_copy(project, tmp_path)
     original = rewrite_first(
         copy,
         run_id,
-        lambda e: msgspec.structs.replace(e, digest="0" * 64) if type(e) is LaneReused else None,
+        lambda e: msgspec.structs.replace(e, digest="0" * 64) if type(e) is summary else None,
     )
     for args in (("journal", "audit", run_id), ("explain", run_id), ("runs", "show", run_id)):
         proc = project.console(*args, "--journal", str(copy))
         assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
         line = one_error_line(proc.stderr)
-        assert f"lane {original.lane!r}" in line and "does not match" in line, line
+        named = f"lane {original.lane!r}" if summary is LaneReused else "block summary of"
+        assert named in line and "does not match" in line, line
     assert project("journal", "audit", run_id).returncode == 0  # the original is intact
 
 

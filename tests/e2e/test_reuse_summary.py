@@ -23,11 +23,16 @@ import msgspec
 import pytest
 from runjournal.adapters.journal.application import open_journal
 from runjournal.domain.events import (
+    ArtifactGenerated,
+    ChunkPlanResolved,
     ConfigurationResolved,
+    EventsReused,
+    InputsFingerprinted,
     LaneResolved,
     LaneReused,
     LLMCallAttempted,
     LLMUsageReused,
+    OutputWritten,
     RunAllocated,
     RunEvent,
     StageDecided,
@@ -49,6 +54,15 @@ from support.console import CLI
 from support.llm_servers import ASK_PIPELINE, ASK_SCHEMA, start_fake
 from support.paths import EXAMPLE
 
+# the events of the units a block summary stands for (docs/internals.md "Block summaries")
+_UNIT_EVENTS = (
+    LaneResolved,
+    StageDecided,
+    ArtifactGenerated,
+    ChunkPlanResolved,
+    OutputWritten,
+    InputsFingerprinted,
+)
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?")
 
 
@@ -61,6 +75,8 @@ class Runs(msgspec.Struct):
     old: str  # no-op resume, every decision its own event
     new: str  # no-op resume with reuse summaries
     again: str  # and another: its summaries name the run whose decisions are explicit
+    blocks: str = ""  # no-op resume with block summaries (the default)
+    blocks_again: str = ""  # and another: its blocks name the run where the units are
 
     def run(self, *extra: str) -> str:
         proc, doc = self.cli.json(
@@ -103,8 +119,10 @@ def runs(
         r = Runs(CLI(base / "home"), project, base / "out", url, "", "", "", "")
         r.cold = r.run()
         r.old = r.run("--resume", "--no-reuse-summary")
-        r.new = r.run("--resume")
-        r.again = r.run("--resume")
+        r.new = r.run("--resume", "--no-block-summary")
+        r.again = r.run("--resume", "--no-block-summary")
+        r.blocks = r.run("--resume")
+        r.blocks_again = r.run("--resume")
         yield r
 
 
@@ -134,8 +152,9 @@ def _content(event: RunEvent) -> tuple[str, dict]:
 
 def _normal(value: Any, runs: Runs) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    for run_id in (runs.old, runs.new, runs.again):
-        text = text.replace(run_id, "RUN")
+    for run_id in (runs.old, runs.new, runs.again, runs.blocks, runs.blocks_again):
+        if run_id:
+            text = text.replace(run_id, "RUN")
     return ISO.sub("T", text)
 
 
@@ -270,14 +289,17 @@ def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path
         run()
         asked = len(server.requests())
         first = run("--resume")
-        new = run("--resume")
+        new = run("--resume", "--no-block-summary")
         old = run("--resume", "--no-reuse-summary")
+        blocked = run("--resume")
         assert len(server.requests()) == asked  # nothing asked again
     with open_journal(str(out / "journal.sqlite3"), read_only=True) as store:
         raw_first = list(store.events(first["run_id"]))
         raw_new = list(store.events(new["run_id"]))
         raw_old = list(store.events(old["run_id"]))
         projected = list(store.projected_events(new["run_id"]))
+        raw_blocked = list(store.events(blocked["run_id"]))
+        projected_blocked = list(store.projected_events(blocked["run_id"]))
     assert [e for e in raw_first if type(e) is LLMUsageReused]  # explicit: nothing to name
     summaries = [e for e in raw_new if type(e) is LaneReused]
     assert len(summaries) == 2 and {s.source_run for s in summaries} == {first["run_id"]}
@@ -289,6 +311,16 @@ def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path
     ids = Runs(cli, project, out, "", "", old["run_id"], new["run_id"], "")
     for name, view in PROJECTIONS.items():
         a = _normal(view(_same_run(projected, raw_old)), ids)
+        b = _normal(view(_same_run(raw_old, raw_old)), ids)
+        assert a == b, name
+    # as a block summary: the lanes, their usage and artifacts, the plans and outputs
+    assert not [e for e in raw_blocked if type(e) in (*_UNIT_EVENTS, LLMUsageReused)]
+    expanded = [e for e in projected_blocked if type(e) not in (LaneReused, EventsReused)]
+    assert [_content(e) for e in _same_run(expanded, raw_old)] == [_content(e) for e in raw_old]
+    assert blocked["llm"] == old["llm"] and blocked["decisions"] == old["decisions"]
+    ids = Runs(cli, project, out, "", "", old["run_id"], blocked["run_id"], "")
+    for name, view in PROJECTIONS.items():
+        a = _normal(view(_same_run(projected_blocked, raw_old)), ids)
         b = _normal(view(_same_run(raw_old, raw_old)), ids)
         assert a == b, name
 
@@ -346,9 +378,11 @@ def test_an_imported_summary_run_needs_the_run_it_names(runs: Runs, tmp_path: Pa
     assert imported == runs.json("explain", runs.new)
 
 
-def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
+@pytest.mark.parametrize("which", ["new", "blocks_again"])
+def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs, which: str) -> None:
+    run_id = getattr(runs, which)
     live = {
-        name: (runs.out / runs.new / name).read_bytes()
+        name: (runs.out / run_id / name).read_bytes()
         for name in ("manifest.json", "report.json", "report.html")
     }
     proc = runs.cli(
@@ -356,13 +390,16 @@ def test_the_files_a_run_writes_agree_with_their_rebuild(runs: Runs) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     for name, data in live.items():
-        assert (runs.out / runs.new / name).read_bytes() == data, name
+        assert (runs.out / run_id / name).read_bytes() == data, name
     old = json.loads((runs.out / runs.old / "manifest.json").read_text())
     new = json.loads(live["manifest.json"])
     assert _normal(_no_times(new), runs) == _normal(_no_times(old), runs)
 
 
-def test_gc_keeps_the_checkpoints_a_summary_reuses(tmp_path: Path, cli: CLI) -> None:
+@pytest.mark.parametrize("summary", [LaneReused, EventsReused])
+def test_gc_keeps_the_checkpoints_a_summary_reuses(
+    tmp_path: Path, cli: CLI, summary: type[RunEvent]
+) -> None:
     project = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     roots = ("--output-root", str(tmp_path / "out"), "--cache-root", str(tmp_path / "cache"))
@@ -373,10 +410,12 @@ def test_gc_keeps_the_checkpoints_a_summary_reuses(tmp_path: Path, cli: CLI) -> 
         return doc
 
     cold = run()
-    summarized = run("--resume")
+    summarized = run("--resume", *(["--no-block-summary"] if summary is LaneReused else []))
     with open_journal(str(tmp_path / "out" / "journal.sqlite3"), read_only=True) as store:
         sources = {
-            e.source_run for e in store.events(summarized["run_id"]) if type(e) is LaneReused
+            e.source_run  # type: ignore[attr-defined]
+            for e in store.events(summarized["run_id"])
+            if type(e) is summary
         }
     assert sources == {cold["run_id"]}
     # only the summarized run is kept: it references the checkpoints through the cold run
@@ -440,3 +479,107 @@ def test_a_no_op_resume_adds_bytes_per_lane_not_per_decision(tmp_path: Path, cli
     assert per_1000_new <= 2048, (per_1000_new, per_1000_old)
     # journaled the old way, the same resume cost tens of bytes per decision
     assert per_1000_old > 10 * 2048, (per_1000_new, per_1000_old)
+
+
+# --- block summaries (docs/internals.md "Block summaries") ------------------------------
+
+
+def test_a_no_op_resume_journals_blocks_not_lanes(runs: Runs) -> None:
+    raw = runs.raw(runs.blocks)
+    assert not [e for e in raw if type(e) in (*_UNIT_EVENTS, LaneReused)]
+    blocks = [e for e in raw if type(e) is EventsReused]
+    assert {b.kind.value for b in blocks} >= {"inputs", "plans", "lanes", "outputs"}
+    # the units are those of the run before, journaled there; the next no-op resume names
+    # the same run (never a run whose units are themselves a block)
+    assert {b.source_run for b in blocks} == {runs.again}
+    again = [e for e in runs.raw(runs.blocks_again) if type(e) is EventsReused]
+    assert [_content(b) for b in again] == [_content(b) for b in blocks]
+
+
+@pytest.mark.parametrize("which", ["blocks", "blocks_again"])
+def test_the_expanded_blocks_are_the_run_journaled_the_old_way(runs: Runs, which: str) -> None:
+    old = runs.raw(runs.old)
+    projected = runs.projected(getattr(runs, which))
+    new = [e for e in projected if type(e) not in (LaneReused, EventsReused)]
+    assert [_content(e) for e in _same_run(new, old)] == [_content(e) for e in old]
+    for i, event in enumerate(projected):
+        if type(event) is EventsReused:
+            for unit in projected[i + 1 : i + 1 + event.count]:
+                assert unit.originator_version == event.originator_version
+                assert unit.timestamp == event.timestamp
+
+
+@pytest.mark.parametrize("name", sorted(PROJECTIONS))
+def test_every_projection_sees_the_same_stages_through_blocks(runs: Runs, name: str) -> None:
+    old = runs.raw(runs.old)
+    new = _same_run(runs.projected(runs.blocks_again), old)
+    view = PROJECTIONS[name]
+    assert _normal(view(new), runs) == _normal(view(_same_run(old, old)), runs)
+
+
+def test_the_commands_give_the_same_answers_through_blocks(runs: Runs, tmp_path: Path) -> None:
+    for args in (("explain",), ("runs", "show")):
+        old = runs.json(*args, runs.old)
+        new = runs.json(*args, runs.blocks_again)
+        assert _normal(_no_times(old), runs) == _normal(_no_times(new), runs), args
+    assert not runs.json("runs", "diff", runs.old, runs.blocks_again).get("decisions")
+    audit = runs.json("journal", "audit", runs.blocks_again)
+    assert audit["verdict"] == "ok"
+    assert audit["decisions"] == runs.json("journal", "audit", runs.old)["decisions"] > 0
+    # export and import: stored as is; the run it names is needed to read it back
+    files = {}
+    for run_id in (runs.blocks_again, runs.again, runs.old):
+        files[run_id] = tmp_path / f"{run_id}.rjx"
+        runs.json("journal", "export", run_id, "-o", str(files[run_id]))
+    elsewhere = ["--output-root", str(tmp_path / "elsewhere")]
+    assert runs.cli("journal", "import", str(files[runs.blocks_again]), *elsewhere).returncode == 0
+    original = runs.cli("journal", "show", runs.blocks_again, "--json", "--output-root",
+                        str(runs.out), "--journal", runs.journal).stdout  # fmt: skip
+    assert runs.cli("journal", "show", runs.blocks_again, "--json", *elsewhere).stdout == original
+    proc = runs.cli("explain", runs.blocks_again, *elsewhere)
+    assert proc.returncode == 1 and "is not in this journal" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    for run_id in (runs.again, runs.old):  # `again` names `old` for its lanes' decisions
+        assert runs.cli("journal", "import", str(files[run_id]), *elsewhere).returncode == 0
+    proc, imported = runs.cli.json("explain", runs.blocks_again, *elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert imported == runs.json("explain", runs.blocks_again)
+    proc, audit = runs.cli.json("journal", "audit", runs.blocks_again, *elsewhere)
+    assert proc.returncode == 0 and audit["verdict"] == "ok", proc.stdout
+
+
+def _one_paragraph_corpus(project: Path, docs: int) -> None:
+    (project / "docs").mkdir(parents=True)
+    for d in range(docs):
+        (project / "docs" / f"d{d:04d}.md").write_text(f"Document {d}: the **term {d % 5}**.\n")
+    (project / "pipeline.toml").write_text(
+        'name = "small"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "terms"\n'
+        'module = "builtin.terms"\n'
+    )
+
+
+def test_a_no_op_resume_grows_the_journal_by_steps_not_lanes(tmp_path: Path, cli: CLI) -> None:
+    """Issue 29: a no-op resume adds at most 2 KiB per 1,000 decisions however small the
+    lanes. Measured as the slope between two corpora (the run's fixed events set aside):
+    one-chunk lanes of three decisions, where a `LaneReused` per lane and the lane's own
+    events cost about 80 KB per 1,000 decisions."""
+
+    def resume_bytes(docs: int, *extra: str) -> tuple[int, int]:
+        project = tmp_path / f"p{docs}{''.join(extra)}"
+        _one_paragraph_corpus(project, docs)
+        roots = ["--output-root", str(project / "out"), "--cache-root", str(project / "cache")]
+        runs = []
+        for flags in ([], ["--resume", *extra], ["--resume", *extra]):
+            proc, doc = cli.json("run", str(project / "pipeline.toml"), *roots, *flags)
+            assert proc.returncode == 0, proc.stderr
+            runs.append(doc)
+        assert set(runs[-1]["decisions"]) == {"reused"}
+        return _run_bytes(project / "out" / "journal.sqlite3", runs[-1]["run_id"]), sum(
+            runs[-1]["decisions"].values()
+        )
+
+    for extra, within in (((), True), (("--no-block-summary",), False)):
+        small, small_decisions = resume_bytes(20, *extra)
+        large, large_decisions = resume_bytes(120, *extra)
+        slope = (large - small) * 1000 / (large_decisions - small_decisions)
+        assert (slope <= 2048) is within, (extra, slope)

@@ -47,11 +47,13 @@ from runjournal.domain.events import (
     EVENT_TYPES,
     ArtifactGenerated,
     BatchStage,
+    BlockKind,
     CheckpointWriteFailed,
     CheckpointWritten,
     ChunkPlanResolved,
     ConfigurationResolved,
     DebugBundleAllocated,
+    EventsReused,
     FileFingerprint,
     HintRecorded,
     InputsFingerprinted,
@@ -252,6 +254,18 @@ SAMPLES: list[tuple[type[RunEvent], dict[str, Any]]] = [
             "source_run": "20260101T000000Z-abcd1234",
         },
     ),
+    (
+        EventsReused,
+        {
+            "kind": BlockKind.LANES,
+            "step": LANE[1]["step"],
+            "first": 0,
+            "units": 2,
+            "count": 0,
+            "digest": "e" * 64,
+            "source_run": "20260101T000000Z-abcd1234",
+        },
+    ),
     (StageExecuted, {**STAGE, "sha256": "x" * 64, "size": 99}),
     (
         StageFailed,
@@ -415,11 +429,12 @@ def sqlite_store(tmp_path: Path) -> Iterator[JournalStore]:
 
 class TestRoundTrip:
     def test_samples_cover_every_event_type(self) -> None:
-        # in the order of EVENT_TYPES, but for the reuse summary, added last to it
+        # in the order of EVENT_TYPES, but for the reuse summaries, added late to it
         # (docs/internals.md "Reuse summaries"), which a run records after its lane
         sampled = [RunAllocated] + [cls for cls, _ in SAMPLES]
         assert sorted(sampled, key=repr) == sorted(EVENT_TYPES, key=repr)
-        assert [c for c in sampled if c is not LaneReused] == list(EVENT_TYPES[:-1])
+        late = (LaneReused, EventsReused)
+        assert [c for c in sampled if c not in late] == [c for c in EVENT_TYPES if c not in late]
 
     def test_every_event_type_round_trips_typed(self, store: JournalStore) -> None:
         run_id = new_run_id()

@@ -514,3 +514,33 @@ def test_compaction_beside_a_writing_process(root, tmp_path):
     finally:
         compactor.close()
     assert compactions > 0
+
+
+def test_a_lane_read_in_one_query_serves_its_loads_and_sees_later_writes(root):
+    """`read_lane` (docs/internals.md "Packed store"): one index query for every directory
+    under a lane; the loads that follow need none, and what any store writes afterwards
+    (this one, or another process's) is still found."""
+    lane = "workspaces/p/steps/s/a-1"
+    names = [f"{lane}/latest.extract", f"{lane}/sid/dd/merge.ckpt"] + [
+        f"{lane}/sid/dd/extract/c{i}.ckpt" for i in range(5)
+    ]
+    writer = PackedStore(root)
+    for name in names:
+        writer.put(name, _data(name))
+    writer.put("workspaces/p/steps/s/b-2/latest.extract", _data("other"))
+    store = PackedStore(root)
+    store.read_lane(lane)
+    statements: list[str] = []
+    store._reader().set_trace_callback(statements.append)
+    assert [store.get(name) for name in names] == [_data(name) for name in names]
+    assert [s for s in statements if "entries" in s] == []
+    other = PackedStore(root)  # another process, as far as the index is concerned
+    other.put(f"{lane}/sid/dd/extract/new.ckpt", _data("new"))
+    other.put(names[0], _data(names[0], 1))
+    assert store.get(f"{lane}/sid/dd/extract/new.ckpt") == _data("new")
+    assert store.get(names[0]) in (_data(names[0]), _data(names[0], 1))
+    store.put(names[1], _data(names[1], 2))  # its own write drops what it held
+    assert store.get(names[1]) == _data(names[1], 2)
+    assert store.get(f"{lane}/sid/dd/extract/absent.ckpt") is None
+    for s in (writer, store, other):
+        s.close()

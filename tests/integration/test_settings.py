@@ -180,6 +180,7 @@ SAMPLES: dict[str, dict[Origin, tuple[object, Expect]]] = {
             ("stat", InputCheck.STAT),
         ]
     ),
+    "block_summary": _plain([(False, False), ("on", True), (False, False), (True, True)]),
     "llm_mode": _plain(
         [
             ("batch", LLMModeSetting.BATCH),
@@ -212,6 +213,7 @@ DEFAULTS: dict[str, Expect] = {
     "lease_wait": _const(LeaseWaitMode.WAIT),
     "reuse_summary": _const(True),
     "input_check": _const(InputCheck.VERIFY),
+    "block_summary": _const(True),
     "llm_mode": _const(LLMModeSetting.PROFILE),
 }
 

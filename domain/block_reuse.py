@@ -1,0 +1,264 @@
+"""Block summaries: consecutive units of a run that equal an earlier run's, as one event.
+
+A no-op resume journals, besides its decisions (already one `LaneReused` per lane,
+domain/lane_reuse.py), a handful of events per lane and per source that equal the earlier
+run's: `LaneResolved`, `ArtifactGenerated`, `OutputWritten`, `ChunkPlanResolved`, and the
+run's `InputsFingerprinted`. A **unit** is one of those (a lane: its `LaneResolved`, its
+plain reuse decisions with their reused LLM usage, its `ArtifactGenerated`); a run's
+**stream** of a kind (and, for lanes, a step) is its units in journal order, numbered
+from 0. An `EventsReused` stands for units `first` .. `first + units - 1` of the named
+run's stream, equal to this run's but for their origin (docs/internals.md "Block
+summaries").
+
+Positions and digests are those of the source's stored events with its `LaneReused`
+counted as the decisions it stands for (never its `EventsReused`: a block always names a
+run where the units are journaled, so expansion never chains).
+
+Pure: no I/O. The journal adapter reads the runs and feeds their events in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    BlockKind,
+    ChunkPlanResolved,
+    EventsReused,
+    InputsFingerprinted,
+    LaneResolved,
+    LaneReused,
+    LLMUsageReused,
+    OutputWritten,
+    RunEvent,
+    StageDecided,
+)
+from runjournal.domain.lane_reuse import (
+    ReusedStage,
+    ReusedUsage,
+    item_of,
+    reuse_digest,
+    reused_fields,
+    usage_event,
+)
+
+_encoder = msgspec.msgpack.Encoder()
+
+Stream = tuple[BlockKind, str]
+"""A stream: its kind and, for lanes, the step ("" otherwise)."""
+
+# the event types each kind's expansion holds (the `Run` aggregate accepts these, and
+# only these, under a block's version)
+EXPANDED: dict[BlockKind, tuple[type[RunEvent], ...]] = {
+    BlockKind.INPUTS: (InputsFingerprinted,),
+    BlockKind.PLANS: (ChunkPlanResolved,),
+    BlockKind.LANES: (LaneResolved, StageDecided, LLMUsageReused, ArtifactGenerated),
+    BlockKind.OUTPUTS: (OutputWritten,),
+}
+_SINGLE: dict[type[RunEvent], BlockKind] = {
+    InputsFingerprinted: BlockKind.INPUTS,
+    ChunkPlanResolved: BlockKind.PLANS,
+    OutputWritten: BlockKind.OUTPUTS,
+}
+# a block's fewest units: fewer are journaled as they are (a summary is about 200 bytes,
+# a lane's own events more, a plan or an output file about 100)
+MIN_UNITS: dict[BlockKind, int] = {
+    BlockKind.INPUTS: 1,
+    BlockKind.PLANS: 2,
+    BlockKind.LANES: 1,
+    BlockKind.OUTPUTS: 2,
+}
+MAX_UNITS = 512
+"""At most this many units in one block: a recorder holds a block's units until it is
+recorded (memory, and the live views' lag)."""
+
+
+class BlockMismatch(Exception):
+    """A block's expansion does not match its units, count or digest (or has no source)."""
+
+
+def content(event: RunEvent) -> bytes:
+    """The canonical bytes of an event but for its origin (id, version, time)."""
+    return _encoder.encode((type(event).__name__, msgspec.structs.astuple(event)[3:]))
+
+
+def lane_digest(resolved: bytes, items: int, items_digest: str, artifact: bytes) -> str:
+    """A lane unit's digest: its `LaneResolved`, its decisions' count and `reuse_digest`
+    (what a `LaneReused` carries), its `ArtifactGenerated`."""
+    h = hashlib.sha256(resolved)
+    h.update(b"%d:%s" % (items, items_digest.encode()))
+    h.update(artifact)
+    return h.hexdigest()
+
+
+def single_digest(event: RunEvent) -> str:
+    return hashlib.sha256(content(event)).hexdigest()
+
+
+def block_digest(unit_digests: Iterable[str]) -> str:
+    """sha256 over the units' digests, in order."""
+    h = hashlib.sha256()
+    for digest in unit_digests:
+        h.update(digest.encode())
+    return h.hexdigest()
+
+
+class Unit(msgspec.Struct):
+    """One unit of a run's stream: its position, key (the lane, source or file name), its
+    digest (None: not a whole unit, which no block can stand for), and, when kept, its
+    events."""
+
+    stream: Stream
+    position: int
+    key: str
+    digest: str | None
+    events: list[RunEvent] | None = None
+
+
+class _OpenLane:
+    __slots__ = ("broken", "count", "events", "items", "position", "resolved", "summary", "version")
+
+    def __init__(self, position: int, resolved: LaneResolved, keep: bool) -> None:
+        self.position = position
+        self.resolved = content(resolved)
+        self.items: list[Any] = []
+        self.count = 0
+        self.summary: tuple[int, str] | None = None
+        self.version = -1  # the summary's version, which its expanded decisions carry
+        self.events: list[RunEvent] | None = [resolved] if keep else None
+        self.broken = False
+
+
+def units(events: Iterable[RunEvent], *, keep: bool = False) -> Iterator[Unit]:
+    """A run's units, each when it is complete (a lane at its `ArtifactGenerated`).
+
+    `events` are a run's stored events, with or without its `LaneReused` expanded (a
+    summary counts as its decisions either way); its `EventsReused` (and the events
+    expanded from them) are not units of this run. `keep` keeps each unit's events (the
+    decisions of a `LaneReused` only when they were expanded)."""
+    counters: dict[Stream, int] = {}
+    open_lanes: dict[tuple[str, str], _OpenLane] = {}
+    block_version = -1
+    for event in events:
+        kind = type(event)
+        if kind is EventsReused:
+            block_version = event.originator_version
+            continue
+        if event.originator_version == block_version:
+            continue  # expanded from a block: that block's source's units
+        single = _SINGLE.get(kind)
+        if single is not None:
+            stream = (single, "")
+            position = counters.get(stream, 0)
+            counters[stream] = position + 1
+            key = event.source if kind is ChunkPlanResolved else getattr(event, "name", "")  # type: ignore[attr-defined]
+            yield Unit(stream, position, key, single_digest(event), [event] if keep else None)
+        elif kind is LaneResolved:
+            assert isinstance(event, LaneResolved)
+            stream = (BlockKind.LANES, event.step)
+            position = counters.get(stream, 0)
+            counters[stream] = position + 1
+            lane_key = (event.step, event.lane)
+            earlier = open_lanes.pop(lane_key, None)
+            if earlier is not None:  # a lane resolved again before its artifact
+                yield Unit(stream, earlier.position, event.lane, None)
+            open_lanes[lane_key] = _OpenLane(position, event, keep)
+        elif kind is StageDecided or kind is LLMUsageReused or kind is LaneReused:
+            lane = open_lanes.get((event.step, event.lane))  # type: ignore[attr-defined]
+            if lane is None:
+                continue
+            if kind is LaneReused:
+                assert isinstance(event, LaneReused)
+                if lane.summary is not None or lane.count:
+                    lane.broken = True
+                lane.summary = (event.count, event.digest)
+                lane.version = event.originator_version
+                continue
+            if lane.summary is not None and event.originator_version != lane.version:
+                lane.broken = True  # a lane journaled in pieces
+            lane.items.append(item_of(event))
+            lane.count += 1
+            if lane.events is not None:
+                lane.events.append(event)
+        elif kind is ArtifactGenerated:
+            assert isinstance(event, ArtifactGenerated)
+            lane = open_lanes.pop((event.step, event.lane), None)
+            if lane is None:
+                continue
+            stream = (BlockKind.LANES, event.step)
+            if lane.events is not None:
+                lane.events.append(event)
+            yield Unit(stream, lane.position, event.lane, _close(lane, event), lane.events)
+    for (step, lane_name), lane in open_lanes.items():
+        yield Unit((BlockKind.LANES, step), lane.position, lane_name, None)
+
+
+def _close(lane: _OpenLane, artifact: ArtifactGenerated) -> str | None:
+    if lane.broken:
+        return None
+    if lane.summary is not None:
+        if not lane.count:
+            count, digest = lane.summary
+        else:  # the summary's decisions were expanded
+            count, digest = lane.count, reuse_digest(lane.items)
+            if (count, digest) != lane.summary:
+                return None
+    else:
+        count, digest = lane.count, reuse_digest(lane.items)
+    return lane_digest(lane.resolved, count, digest, content(artifact))
+
+
+def expand(summary: EventsReused, source_units: list[Unit]) -> list[RunEvent]:
+    """The events a block stands for, each with the block's origin and time.
+
+    `source_units` are the source's units `first` .. `first + units - 1` of the block's
+    stream, with their events; a position, count or digest that does not match is
+    `BlockMismatch`."""
+    stream = (summary.kind, summary.step)
+    positions = [u.position for u in source_units]
+    if (
+        positions != list(range(summary.first, summary.first + summary.units))
+        or any(u.stream != stream or u.digest is None or u.events is None for u in source_units)
+        or block_digest(u.digest for u in source_units) != summary.digest  # type: ignore[misc]
+    ):
+        raise BlockMismatch(
+            f"the block summary of {summary.kind} {summary.step!r} (event "
+            f"{summary.originator_version}) does not match units {summary.first} to "
+            f"{summary.first + summary.units - 1} of run {summary.source_run!r}"
+        )
+    origin = {
+        "originator_id": summary.originator_id,
+        "originator_version": summary.originator_version,
+        "timestamp": summary.timestamp,
+    }
+    out: list[RunEvent] = []
+    for unit in source_units:
+        for event in unit.events or ():
+            out.append(reoriginated(event, origin))
+    if len(out) != summary.count:
+        raise BlockMismatch(
+            f"the block summary of {summary.kind} {summary.step!r} (event "
+            f"{summary.originator_version}) stands for {summary.count} events, run "
+            f"{summary.source_run!r} has {len(out)}"
+        )
+    return out
+
+
+def reoriginated(event: RunEvent, origin: dict[str, Any]) -> RunEvent:
+    """`event` as this run journals it under a block: a decision as a plain reuse (its
+    stage, chunk, input and D), its reused usage, any other event as it is; all with the
+    block's origin."""
+    kind = type(event)
+    if kind is StageDecided:
+        assert isinstance(event, StageDecided)
+        return StageDecided(
+            **origin, **reused_fields(event.step, event.lane, ReusedStage.of_event(event))
+        )
+    if kind is LLMUsageReused:
+        assert isinstance(event, LLMUsageReused)
+        return usage_event(origin, event.step, event.lane, ReusedUsage.of_event(event))
+    return msgspec.structs.replace(event, **origin)
