@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runjournal.cli import keys_cmds  # noqa: F401 - see below
 from runjournal.cli import progress as progress_mod
 from runjournal.cli import style as style_mod
 from runjournal.cli.main import cli
+
+# `keys_cmds` binds `style.is_terminal` by name when it is first imported. The command
+# line imports it lazily, so without the import above the first run of this file, made
+# under the `terminal` fixture's patch, bound the patched one for the rest of the
+# session, and later runs printed the signing hint on a stderr that is not a terminal.
 
 PIPELINE = """\
 name = "p"
