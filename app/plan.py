@@ -20,7 +20,8 @@ from runjournal.adapters.pipeline_resolver import ResolutionError, resolve_pipel
 from runjournal.adapters.profiles import ProfileError
 from runjournal.app.errors import UsageError
 from runjournal.app.run_pipeline import RunSettings
-from runjournal.domain.planner import Plan, Planner, Prices
+from runjournal.domain.planner import Plan, Planner, StepPricing
+from runjournal.domain.prompt_cache import CacheKind
 from runjournal.domain.redaction import safe_error_text
 
 
@@ -58,11 +59,18 @@ def _llm_mode(config: Any, spec: Any, step: str, profile: Any) -> str:
     return own or profile.client.mode.value
 
 
-def _batch_factor(profile: Any, mode: str) -> float:
-    """A batched step's requests cost `batch_discount` times the list price; a replayed
-    profile or a provider without batches sends online."""
-    batched = mode == "batch" and profile.replay is None
-    return profile.client.batch_discount if batched and profile.provider != "offline" else 1.0
+def _pricing(profile: Any, mode: str) -> StepPricing:
+    """How the run prices the step's requests (the same `Prices` and `batch_discount`): a
+    replayed profile or the offline provider sends no batch and caches nothing."""
+    sends = profile.replay is None and profile.provider != "offline"
+    cache = {"openai": CacheKind.AUTOMATIC, "anthropic": CacheKind.MARKED}.get(profile.provider)
+    return StepPricing(
+        prices=profile.client.prices,
+        batch_discount=profile.client.batch_discount if sends else 1.0,
+        batched=sends and mode == "batch",
+        cache=cache if sends and cache is not None else CacheKind.NONE,
+        endpoint=f"{profile.provider} {profile.base_url or ''} {profile.model}",
+    )
 
 
 def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
@@ -83,12 +91,8 @@ def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
     except (ResolutionError, ProfileError) as exc:
         raise UsageError(safe_error_text(f"{settings.pipeline_path}: {exc}")) from None
     prices = {
-        step: Prices(
-            input_per_million=p.client.prices.input_per_million * factor,
-            output_per_million=p.client.prices.output_per_million * factor,
-        )
+        step: _pricing(p, _llm_mode(config, spec, step, p))
         for step, p in resolution.profiles.items()
-        for factor in [_batch_factor(p, _llm_mode(config, spec, step, p))]
     }
     with contextlib.ExitStack() as stack:
         try:
@@ -105,6 +109,7 @@ def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
                 policy=policy,
                 prices=prices,
                 scopes=view,
+                references=resolved.references,
             ).plan(resolved)
     return PlanResult(
         predicted,

@@ -54,6 +54,18 @@ def _usage_text(view: dict[str, Any]) -> str:
     return f"{text} ({basis})" if basis else text
 
 
+def _mode_text(view: dict[str, Any]) -> str:
+    """The requests had they all gone one way: prompt tokens, the expected cache hits, cost."""
+    done, pending = view["executed"], view["pending"]
+    text = f"{done['prompt_tokens']} prompt tokens"
+    if done.get("cached_tokens"):
+        text += f" (of which {done['cached_tokens']} cached)"
+    text += f", cost {done['cost']:.6f}"
+    if pending["calls"]:
+        text += f"; pending stages {pending['cost']:.6f}"
+    return text
+
+
 def plan_lines(plan: Plan, doc: dict[str, Any]) -> list[str]:
     """The text output: a table per step by reason, totals, the estimate."""
     lines = [f"plan of '{doc['pipeline']}': predicted, nothing executed or written"]
@@ -97,6 +109,9 @@ def plan_lines(plan: Plan, doc: dict[str, Any]) -> list[str]:
         lines.append(f"llm: estimated {_usage_text(llm['executed'])}")
         if llm["pending"]["calls"]:
             lines.append(f"llm: pending stages, if they execute: {_usage_text(llm['pending'])}")
+        if llm["executed"]["calls"] or llm["pending"]["calls"]:
+            for mode in ("online", "batch"):
+                lines.append(f"llm: {mode.ljust(6)} {_mode_text(llm[mode])}")
         saved = llm["saved"]
         lines.append(
             f"llm: reuse saves {saved['calls']} calls, {saved['tokens']} tokens, "

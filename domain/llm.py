@@ -201,6 +201,46 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         }
 
 
+class Prices(msgspec.Struct, frozen=True, kw_only=True):
+    """Price per million prompt (input) and completion (output) tokens, in any one currency:
+    a profile's `prices` (docs/configuration.md "LLM profiles"). The run prices each attempt
+    with `cost`, and `plan` its forecast (docs/operations.md "`plan`")."""
+
+    input_per_million: float = 0.0
+    output_per_million: float = 0.0
+    # prompt tokens served from the provider's prompt cache (OpenAI
+    # `prompt_tokens_details.cached_tokens`); None: priced as other input
+    cached_input_per_million: float | None = None
+    # prompt tokens written to the provider's prompt cache (Anthropic
+    # `cache_creation_input_tokens`); None: priced as other input
+    cache_write_input_per_million: float | None = None
+
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        prompt = max(0, prompt_tokens)
+        cached = min(max(0, cached_tokens), prompt)
+        written = min(max(0, cache_write_tokens), prompt - cached)
+        read_price = self.cached_input_per_million
+        write_price = self.cache_write_input_per_million
+        total = (
+            (prompt - cached - written) * self.input_per_million
+            + cached * (self.input_per_million if read_price is None else read_price)
+            + written * (self.input_per_million if write_price is None else write_price)
+            + completion_tokens * self.output_per_million
+        )
+        return round(total / 1_000_000, 9)
+
+
+def batch_price(cost: float, discount: float) -> float:
+    """What a batched request costs: its list price times the profile's `batch_discount`."""
+    return round(cost * discount, 9)
+
+
 def total_usage(usages: Iterable[LLMUsage]) -> LLMUsage:
     out = LLMUsage()
     for usage in usages:

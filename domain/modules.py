@@ -39,6 +39,14 @@ class Chunk(msgspec.Struct, frozen=True):
     sha256: str
 
 
+class PlannedCall(msgspec.Struct, frozen=True):
+    """One model call an extract stage would make, as `plan` forecasts it
+    (`Module.planned_calls`, docs/modules.md "Forecasting LLM calls")."""
+
+    prompt: str
+    system: str | None = None
+
+
 class Normalized(msgspec.Struct, frozen=True):
     """A lane's normalize result: the canonical value plus warnings for the operator."""
 
@@ -169,6 +177,16 @@ class Module:
 
     def outputs(self, artifact: Any, ctx: StageContext) -> list[OutputFile]:
         return []
+
+    def planned_calls(self, chunk: Chunk, ctx: StageContext) -> list[PlannedCall] | None:
+        """The model calls `extract` would make for `chunk`, without making them: None,
+        not known (the default; `plan` then counts one call of the chunk's size).
+
+        `plan` prices these prompts and forecasts the provider's prompt-cache hits from
+        the prefixes they share (docs/modules.md "Forecasting LLM calls"). It must not
+        call `ctx.llm` nor do I/O.
+        """
+        return None
 
     def reads(self, stage: str, ctx: StageContext) -> Mapping[str, Mapping[str, Any]] | None:
         """What `stage` reads of `ctx.consumed`: None, all of it (the default).

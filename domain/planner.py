@@ -38,8 +38,8 @@ from runjournal.domain.identity import (
     step_identity,
 )
 from runjournal.domain.lane_walk import LaneWalk, Look, Settle, recorded_digests, stage_facts
-from runjournal.domain.llm import LLMUsage, total_usage
-from runjournal.domain.modules import StageContext, may_call_llm
+from runjournal.domain.llm import LLMUsage, Prices, batch_price, total_usage
+from runjournal.domain.modules import Chunk, PlannedCall, StageContext, may_call_llm
 from runjournal.domain.names import CORPUS_LANE
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.plan_keys import PlanFacts
@@ -50,6 +50,15 @@ from runjournal.domain.ports import (
     ChunkPlanStore,
     ScopeIndex,
     StoreScope,
+)
+from runjournal.domain.prompt_cache import (
+    AnthropicCache,
+    CacheKind,
+    OpenAICache,
+    SharedPrefixes,
+    estimate_tokens,
+    marked_prefix,
+    prefix_tokens,
 )
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.recompute import RecomputePolicy
@@ -82,6 +91,7 @@ class Basis(enum.StrEnum):
 
     CHECKPOINT = "checkpoint"  # the usage recorded in the scope's checkpoint
     CHUNK_SIZE = "chunk_size"  # prompt tokens from the chunk's size, the profile's prices
+    PROMPT = "prompt"  # the prompts the module says it would send (`planned_calls`)
     UNKNOWN = "unknown"  # an LLM step's merge or normalize with no recorded usage
 
 
@@ -100,22 +110,36 @@ class StageRef(msgspec.Struct, frozen=True):
         }
 
 
-class Prices(msgspec.Struct, frozen=True, kw_only=True):
-    """Price per million prompt and completion tokens (a profile's `prices`)."""
+class StepPricing(msgspec.Struct, frozen=True, kw_only=True):
+    """How a step's requests are priced, as the run prices them: its profile's `prices`,
+    its `batch_discount` (1.0: its provider sends no batches), whether the run would
+    batch them, and its provider's prompt cache (`endpoint`: steps that share one share
+    its cache)."""
 
-    input_per_million: float = 0.0
-    output_per_million: float = 0.0
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        total = prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million
-        return round(total / 1_000_000, 9)
+    prices: Prices = msgspec.field(default_factory=Prices)
+    batch_discount: float = 1.0
+    batched: bool = False
+    cache: CacheKind = CacheKind.NONE
+    endpoint: str = ""
 
 
 class Estimate(msgspec.Struct, frozen=True):
-    """What executing one stage would cost in LLM calls, and where that figure comes from."""
+    """What executing one stage would cost in LLM calls, and where that figure comes from.
+
+    `usage` is priced as the run would send the requests; `online` and `batch` as each
+    mode would (the same when the provider sends no batches); `calls` are the prompts
+    the module said it would send (basis `prompt`).
+    """
 
     usage: LLMUsage
     basis: Basis
+    calls: tuple[PlannedCall, ...] = ()
+    online: LLMUsage | None = None
+    batch: LLMUsage | None = None
+
+    def by_mode(self, mode: str) -> LLMUsage:
+        chosen = self.online if mode == "online" else self.batch
+        return self.usage if chosen is None else chosen
 
 
 class Prediction(msgspec.Struct, frozen=True):
@@ -160,6 +184,14 @@ class Plan(msgspec.Struct, frozen=True):
                 "executed": _usage_view(executed),
                 "pending": _usage_view(pending),
                 "saved": total_usage(p.saved for p in reused if p.saved).view(),
+                # the same requests sent online and in batches, side by side
+                **{
+                    mode: {
+                        "executed": _mode_view(executed, mode),
+                        "pending": _mode_view(pending, mode),
+                    }
+                    for mode in ("online", "batch")
+                },
             },
         }
 
@@ -190,6 +222,7 @@ class _Known(msgspec.Struct, frozen=True):
 class _Chunk(msgspec.Struct, frozen=True):
     id: str
     chars: int
+    chunk: Chunk  # what the module's `planned_calls` is given
 
 
 class Planner:
@@ -209,15 +242,20 @@ class Planner:
         cache: CheckpointLoaderPort | None,
         plan_store: ChunkPlanStore | None,
         policy: RecomputePolicy,
-        prices: Mapping[str, Prices],
+        prices: Mapping[str, StepPricing | Prices],
         scopes: ScopeIndex | None = None,
+        references: Mapping[str, str] | None = None,
     ) -> None:
         self._loader = loader
         self._scopes = scopes
         self._cache = cache
         self._plans = plan_store
         self._policy = policy
-        self._prices = dict(prices)
+        self._prices = {
+            step: p if isinstance(p, StepPricing) else StepPricing(prices=p)
+            for step, p in prices.items()
+        }
+        self._references = dict(references or {})
         self._out: list[Prediction] = []
 
     def plan(self, pipeline: ResolvedPipeline) -> Plan:
@@ -228,14 +266,14 @@ class Planner:
         for step in required:
             stop = self._restore_step(step, pipeline, known)
             if stop is not None:
-                return Plan(pipeline.name, self._out, stop)
+                return Plan(pipeline.name, self._forecast(), stop)
         for step in pipeline.steps:
             if step.id not in self._policy.required:
                 known[step.id] = {}
                 for lane, lane_chunks, digests in _lanes(step, pipeline, chunks):
                     deps = _stage_dependencies(step, lane, known, pipeline)
                     known[step.id][lane] = self._lane(step, lane, lane_chunks, digests, deps)
-        return Plan(pipeline.name, self._out, None)
+        return Plan(pipeline.name, self._forecast(), None)
 
     # --- chunk plans (read, never published) -------------------------------------
 
@@ -259,7 +297,16 @@ class Planner:
         ids = chunk_ids(source.name)
         for span in spans:
             data = source.data[span.start : span.end]
-            out.append(_Chunk(ids(data), len(data.decode("utf-8"))))
+            text = data.decode("utf-8")
+            chunk = Chunk(
+                id=ids(data),
+                source=source.name,
+                start=span.start,
+                end=span.end,
+                text=text,
+                sha256=sha256_hex(data),
+            )
+            out.append(_Chunk(chunk.id, len(text), chunk))
         return out
 
     # --- required steps under --recompute -----------------------------------------
@@ -515,16 +562,142 @@ class Planner:
                 codec_id(step.module, where.stage),
             )
             record = loaded.record
-        if record is not None and (record.usage or step.id in self._prices):
-            return Estimate(record.usage or LLMUsage(), Basis.CHECKPOINT)  # none included
-        prices = self._prices.get(step.id)
-        if prices is None:
+        pricing = self._prices.get(step.id)
+        if record is not None and (record.usage or pricing is not None):
+            usage = record.usage or LLMUsage()  # none included
+            if pricing is None:
+                return Estimate(usage, Basis.CHECKPOINT)
+            # the recorded tokens priced online and batched (cache writes were not recorded)
+            listed = pricing.prices.cost(
+                usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+            )
+            online = msgspec.structs.replace(usage, cost=listed)
+            batch = msgspec.structs.replace(usage, cost=batch_price(listed, pricing.batch_discount))
+            return Estimate(usage, Basis.CHECKPOINT, online=online, batch=batch)
+        if pricing is None:
             return None
         if chunk is None:
             return Estimate(LLMUsage(), Basis.UNKNOWN)
-        prompt = max(1, math.ceil(chunk.chars / 4))
-        usage = LLMUsage(calls=1, attempts=1, prompt_tokens=prompt, cost=prices.cost(prompt, 0))
-        return Estimate(usage, Basis.CHUNK_SIZE)
+        calls = self._planned_calls(step, where, chunk.chunk)
+        if calls:
+            prompt = sum(estimate_tokens(_whole(c)) for c in calls)
+            basis = Basis.PROMPT
+        else:
+            prompt, basis = max(1, math.ceil(chunk.chars / 4)), Basis.CHUNK_SIZE
+        usage = LLMUsage(calls=len(calls) or 1, attempts=len(calls) or 1, prompt_tokens=prompt)
+        # priced with the prompt cache's hits by `_forecast`, once every request is known
+        return Estimate(usage, basis, calls=tuple(calls or ()))
+
+    def _planned_calls(
+        self, step: ResolvedStep, where: StageRef, chunk: Chunk
+    ) -> list[PlannedCall]:
+        """What the module says its extract would send (nothing when it does not say)."""
+        planned = getattr(step.module, "planned_calls", None)
+        if planned is None:
+            return []
+        ctx = StageContext(
+            step=step.id,
+            lane=where.lane,
+            params=dict(step.params),
+            references=self._references,
+            overrides=step.overrides_seen({}),
+        )
+        try:
+            calls = planned(chunk, ctx)
+        except Exception:  # a module's forecast never fails the plan: chunk size then
+            return []
+        if not isinstance(calls, list) or not all(isinstance(c, PlannedCall) for c in calls):
+            return []
+        return calls
+
+    # --- prices and the prompt cache, over every request the run would send ----------
+
+    def _forecast(self) -> list[Prediction]:
+        """Each estimate priced online and batched, with the prompt-cache hits its
+        requests get from the ones sent before them (docs/operations.md "`plan`")."""
+        sent = [
+            (i, p)
+            for i, p in enumerate(self._out)
+            if p.estimate is not None
+            and p.estimate.basis in (Basis.PROMPT, Basis.CHUNK_SIZE)
+            and p.outcome is not Outcome.REUSED
+        ]
+        priced: dict[int, dict[str, LLMUsage]] = {i: {} for i, _ in sent}
+        for mode in ("online", "batch"):
+            caches: dict[str, Any] = {}
+            batches: dict[str, dict[str, SharedPrefixes]] = {}
+            if mode == "batch":  # a batch's requests are known together: all of them
+                for _, p in sent:
+                    pricing = self._prices[p.where.step]
+                    if pricing.cache is CacheKind.MARKED and pricing.batch_discount < 1:
+                        for call in p.estimate.calls if p.estimate else ():
+                            seen = batches.setdefault(pricing.endpoint, {})
+                            seen.setdefault(call.system or "", SharedPrefixes()).add(call.prompt)
+            online_marks: dict[str, dict[str, SharedPrefixes]] = {}
+            for i, p in sent:
+                estimate = p.estimate
+                assert estimate is not None
+                pricing = self._prices[p.where.step]
+                batched = mode == "batch" and pricing.batch_discount < 1
+                cached = written = 0
+                for call in estimate.calls:
+                    if pricing.cache is CacheKind.AUTOMATIC:
+                        cache = caches.setdefault(pricing.endpoint, OpenAICache())
+                        read, wrote = cache.request(_whole(call))
+                    elif pricing.cache is CacheKind.MARKED:
+                        cache = caches.setdefault(pricing.endpoint, AnthropicCache())
+                        system = call.system or ""
+                        if batched:
+                            shared = batches[pricing.endpoint][system].shared(call.prompt)
+                        else:
+                            seen = online_marks.setdefault(pricing.endpoint, {})
+                            shared = seen.setdefault(system, SharedPrefixes()).add(call.prompt)
+                        read, wrote = cache.request(_marks(call, shared))
+                    else:
+                        read = wrote = 0
+                    cached, written = cached + read, written + wrote
+                usage = estimate.usage
+                cost = pricing.prices.cost(usage.prompt_tokens, 0, cached, written)
+                if batched:
+                    cost = batch_price(cost, pricing.batch_discount)
+                priced[i][mode] = msgspec.structs.replace(usage, cached_tokens=cached, cost=cost)
+        out = list(self._out)
+        for i, p in sent:
+            estimate = p.estimate
+            assert estimate is not None
+            pricing = self._prices[p.where.step]
+            modes = priced[i]
+            run = modes["batch"] if pricing.batched else modes["online"]
+            out[i] = msgspec.structs.replace(
+                p,
+                estimate=msgspec.structs.replace(
+                    estimate, usage=run, online=modes["online"], batch=modes["batch"]
+                ),
+            )
+        return out
+
+
+def _whole(call: PlannedCall) -> str:
+    """A call's whole prompt: the system prompt, then the user's."""
+    return f"{call.system}\n\n{call.prompt}" if call.system else call.prompt
+
+
+def _marks(call: PlannedCall, shared: int) -> list[str]:
+    """The prefixes the Anthropic provider marks `cache_control` for this call: the
+    system prompt, and the part of the user prompt it shares with another
+    (adapters/llm/anthropic_transport.py marks the same)."""
+    system = call.system or ""
+    context = prefix_tokens(len(system)) if system else 0
+    cut = marked_prefix(call.prompt, shared, context)
+    marks = [system] if system else []
+    if cut:
+        marks.append(f"{system}\n\n{call.prompt[:cut]}" if system else call.prompt[:cut])
+    return marks
+
+
+def _mode_view(predictions: list[Prediction], mode: str) -> dict[str, Any]:
+    """The estimates' usage had every request gone `mode` (online or batch)."""
+    return total_usage(p.estimate.by_mode(mode) for p in predictions if p.estimate).view()
 
 
 def _usage_view(predictions: list[Prediction]) -> dict[str, Any]:

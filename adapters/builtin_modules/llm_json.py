@@ -20,7 +20,14 @@ from typing import Any, ClassVar
 import msgspec
 from runjournal.adapters.builtin_modules.text import BuiltinParamError
 from runjournal.domain.lazy_pattern import LazyPattern
-from runjournal.domain.modules import CallOptions, Chunk, Module, Normalized, StageContext
+from runjournal.domain.modules import (
+    CallOptions,
+    Chunk,
+    Module,
+    Normalized,
+    PlannedCall,
+    StageContext,
+)
 
 _FENCE = LazyPattern(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
 DEFAULT_PROMPT = "Answer with one JSON value describing this text from {source}:\n\n{text}"
@@ -71,18 +78,16 @@ class LLMJsonModule(Module):
             problems.append(f"llm.json: {exc}")
         return problems
 
-    def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
-        template = ctx.params.get("prompt", DEFAULT_PROMPT)
-        if not isinstance(template, str):
-            raise LLMReplyError("params.prompt must be a string")
+    def planned_calls(self, chunk: Chunk, ctx: StageContext) -> list[PlannedCall] | None:
+        """One call: the prompt and system prompt `extract` sends (its re-asks aside)."""
         try:
-            prompt = template.format(
-                text=chunk.text, source=chunk.source, step=ctx.step, lane=ctx.lane
-            )
-        except (KeyError, IndexError, ValueError) as exc:
-            raise LLMReplyError(f"params.prompt is not a valid template: {exc}") from None
-        system = ctx.params.get("system")
-        system = system if isinstance(system, str) else None
+            prompt, system = _prompt(chunk, ctx)
+        except LLMReplyError:
+            return None
+        return [PlannedCall(prompt=prompt, system=system)]
+
+    def extract(self, chunk: Chunk, ctx: StageContext) -> ChunkAnswer:
+        prompt, system = _prompt(chunk, ctx)
         options = call_options(ctx.params)
         schema = ctx.params.get("schema")
         if schema is not None:
@@ -101,6 +106,19 @@ class LLMJsonModule(Module):
         empty = sum(1 for part in merged if part.answer in (None, "", [], {}))
         warnings = [f"{empty} chunk(s) got an empty answer"] if empty else []
         return Normalized(merged, warnings)
+
+
+def _prompt(chunk: Chunk, ctx: StageContext) -> tuple[str, str | None]:
+    """The chunk's prompt from the `prompt` template, and the `system` prompt."""
+    template = ctx.params.get("prompt", DEFAULT_PROMPT)
+    if not isinstance(template, str):
+        raise LLMReplyError("params.prompt must be a string")
+    try:
+        prompt = template.format(text=chunk.text, source=chunk.source, step=ctx.step, lane=ctx.lane)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise LLMReplyError(f"params.prompt is not a valid template: {exc}") from None
+    system = ctx.params.get("system")
+    return prompt, system if isinstance(system, str) else None
 
 
 def call_options(params: dict[str, Any]) -> CallOptions | None:

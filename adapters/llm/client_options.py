@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from runjournal.domain.llm import Prices as Prices  # the run and `plan` price alike
+from runjournal.domain.llm import batch_price
 
 
 class OptionError(ValueError):
@@ -42,39 +44,6 @@ class LLMMode(enum.StrEnum):
 # OpenAI's Batch API limits per batch (its API reference: 50,000 requests, 200 MB file).
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200 * 1024 * 1024
-
-
-class Prices(msgspec.Struct, frozen=True, kw_only=True):
-    """Price per million prompt (input) and completion (output) tokens, in any one currency."""
-
-    input_per_million: float = 0.0
-    output_per_million: float = 0.0
-    # prompt tokens served from the provider's prompt cache (OpenAI
-    # `prompt_tokens_details.cached_tokens`); None: priced as other input
-    cached_input_per_million: float | None = None
-    # prompt tokens written to the provider's prompt cache (Anthropic
-    # `cache_creation_input_tokens`); None: priced as other input
-    cache_write_input_per_million: float | None = None
-
-    def cost(
-        self,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int = 0,
-        cache_write_tokens: int = 0,
-    ) -> float:
-        prompt = max(0, prompt_tokens)
-        cached = min(max(0, cached_tokens), prompt)
-        written = min(max(0, cache_write_tokens), prompt - cached)
-        read_price = self.cached_input_per_million
-        write_price = self.cache_write_input_per_million
-        total = (
-            (prompt - cached - written) * self.input_per_million
-            + cached * (self.input_per_million if read_price is None else read_price)
-            + written * (self.input_per_million if write_price is None else write_price)
-            + completion_tokens * self.output_per_million
-        )
-        return round(total / 1_000_000, 9)
 
 
 class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,7 +81,7 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     ) -> float:
         """A batched request's cost: the list price times `batch_discount`."""
         cost = self.prices.cost(prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
-        return round(cost * self.batch_discount, 9)
+        return batch_price(cost, self.batch_discount)
 
 
 CLIENT_KEYS: frozenset[str] = frozenset(

@@ -387,7 +387,8 @@ def test_llm_estimates_from_chunk_sizes_then_from_checkpoints(
     cold = plan()
     executed = cold["estimate"]["llm"]["executed"]
     # llm.json calls the model in its extract stage only (`llm_stages`)
-    assert executed["basis"] == {"checkpoint": 0, "chunk_size": 5, "unknown": 0}
+    # llm.json says what it would send (`planned_calls`): the prompt is the chunk
+    assert executed["basis"] == {"checkpoint": 0, "chunk_size": 0, "prompt": 5, "unknown": 0}
     settings = ChunkingSettings(ChunkStrategy.PARAGRAPHS, 60)
     chunks = [
         text.encode()[span.start : span.end].decode()

@@ -229,7 +229,13 @@ def completion(
 def _usage() -> dict[str, int]:
     """What the server was asked and billed: requests received, replies sent (HTTP 200
     with usage), and the tokens those replies reported."""
-    return {"requests": 0, "answered": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    return {
+        "requests": 0,
+        "answered": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_tokens": 0,  # of prompt_tokens, served from the prompt cache
+    }
 
 
 class _State:
@@ -379,6 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
             state.usage["answered"] += 1
             state.usage["prompt_tokens"] += usage["prompt_tokens"]
             state.usage["completion_tokens"] += usage["completion_tokens"]
+            state.usage["cached_tokens"] += usage["prompt_tokens_details"]["cached_tokens"]
         self._json(200, doc)
 
     def _echo_error(self, kind: str, auth: str | None) -> bool:

@@ -551,6 +551,7 @@ class _Life:
             state.usage["answered"] += 1
             state.usage["prompt_tokens"] += usage["prompt_tokens"]
             state.usage["completion_tokens"] += usage["completion_tokens"]
+            state.usage["cached_tokens"] += usage["prompt_tokens_details"]["cached_tokens"]
 
     def _close(self, batch: dict[str, Any], status: str, stamp: str, now: int) -> None:
         """The batch's output and error files, then its final status."""

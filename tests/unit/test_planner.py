@@ -95,6 +95,11 @@ def test_llm_estimate_from_chunk_sizes_without_a_checkpoint():
     extracts = [
         p for p in plan.predictions if p.where.step == "words" and p.where.stage is Stage.EXTRACT
     ]
-    assert executed["basis"] == {"checkpoint": 0, "chunk_size": len(extracts), "unknown": 4}
+    assert executed["basis"] == {
+        "checkpoint": 0,
+        "chunk_size": len(extracts),
+        "prompt": 0,
+        "unknown": 4,
+    }
     assert executed["calls"] == len(extracts)
     assert executed["cost"] == pytest.approx(executed["prompt_tokens"] * 2.0 / 1e6)

@@ -1,0 +1,91 @@
+"""`plan` forecasts online and batch cost side by side, with the prompt-cache hits of
+shared prefixes (docs/operations.md "`plan`", "Prompt caching").
+
+Issue 30: a pipeline whose prompts share a 2,000-token prefix; `plan`'s forecast is
+within 5% of the run's spend at list prices, checked against the fake server's own usage
+(cached tokens included). The fakes count a word as a token and `plan` four characters
+as one, so the shared system prompt is made of 2,000 three-letter words (four characters
+with their space): both count it as 2,000 tokens.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support.console import CLI
+from support.llm_batch import BatchProject
+from support.llm_servers import start_fake, start_fake_batch
+
+SHARED = 2000  # tokens of the shared system prompt
+PRICES = "input_per_million = 1.0, output_per_million = 2.0, cached_input_per_million = 0.25"
+LIST = {"input": 1.0, "output": 2.0, "cached": 0.25}
+
+
+def _system() -> str:
+    return " ".join(f"{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{i % 10}" for i in range(SHARED))
+
+
+def cached_project(cli: CLI, tmp_path, *, docs: int = 2, chunks: int = 3) -> BatchProject:
+    project = BatchProject(cli, tmp_path, docs=docs, chunks=chunks)
+    pipeline = tmp_path / "pipeline.toml"
+    old = 'params = { prompt = "{text}"'
+    new = f'params = {{ system = "{_system()}", prompt = "{{text}}"'
+    pipeline.write_text(pipeline.read_text().replace(old, new))
+    return project
+
+
+def _priced(project: BatchProject, name: str, url: str, *extra: str) -> list[str]:
+    args = project.run_args(name, url, *extra)
+    profiles = project.root / f"{name}.toml"
+    old = "input_per_million = 1.0, output_per_million = 2.0"
+    profiles.write_text(profiles.read_text().replace(old, PRICES))
+    return args
+
+
+def _list_cost(usage: dict) -> float:
+    """What the server's usage costs at list prices (cached prompt tokens apart)."""
+    fresh = usage["prompt_tokens"] - usage["cached_tokens"]
+    total = (
+        fresh * LIST["input"]
+        + usage["cached_tokens"] * LIST["cached"]
+        + usage["completion_tokens"] * LIST["output"]
+    )
+    return total / 1_000_000
+
+
+@pytest.mark.parametrize("mode", ["online", "batch"])
+def test_plan_forecasts_cache_hits_and_cost_within_5_percent(cli: CLI, tmp_path, mode: str) -> None:
+    project = cached_project(cli, tmp_path)
+    server = start_fake() if mode == "online" else start_fake_batch()
+    with server as fake:
+        args = _priced(project, "run", fake.url, "--llm-mode", mode)
+        plan_args = ["plan", *[a for a in args[1:] if a != "--no-progress"]]
+        proc, plan = cli.json(*plan_args, env=project.env)
+        assert proc.returncode == 0, proc.stderr
+        text = cli(*plan_args, env=project.env).stdout
+        assert fake.usage()["requests"] == 0, "plan called the LLM"
+        proc, run = cli.json(*args, env=project.env)
+        assert proc.returncode == 0, proc.stderr
+        usage = fake.usage()
+    llm = plan["estimate"]["llm"]
+    # both modes side by side, whichever the run takes; `executed` is the run's
+    online, batch = llm["online"]["executed"], llm["batch"]["executed"]
+    assert batch["cost"] == pytest.approx(online["cost"] / 2)
+    assert llm["executed"] == {**llm[mode]["executed"], "basis": llm["executed"]["basis"]}
+    assert llm["executed"]["basis"]["prompt"] == project.requests
+    # every request after the first finds the shared prefix in the cache: 1,920 tokens
+    # (1,024 + 7 * 128), as the server's cache
+    assert usage["cached_tokens"] == 1920 * (project.requests - 1)
+    assert llm[mode]["executed"]["cached_tokens"] == usage["cached_tokens"]
+    spent = run["llm"]["spent"]
+    assert spent["cached_tokens"] == usage["cached_tokens"]
+    discount = 0.5 if mode == "batch" else 1.0
+    assert spent["cost"] == pytest.approx(_list_cost(usage) * discount, rel=1e-6)
+    forecast = llm[mode]["executed"]["cost"]
+    assert forecast == pytest.approx(spent["cost"], rel=0.05)
+    assert online["cost"] == pytest.approx(_list_cost(usage), rel=0.05)
+    # without the cache the forecast would be far off: the prefix is most of the cost
+    uncached = online["prompt_tokens"] * LIST["input"] / 1_000_000
+    assert uncached > 2 * _list_cost(usage)
+    # the text output says the same
+    assert f"(of which {online['cached_tokens']} cached), cost {online['cost']:.6f}" in text
+    assert f"llm: batch  {batch['prompt_tokens']} prompt tokens" in text
