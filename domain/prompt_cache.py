@@ -24,6 +24,8 @@ import math
 CHARS_PER_TOKEN = 4
 CACHE_MIN_TOKENS = 1024  # the shortest prefix either provider caches
 OPENAI_CACHE_STEP = 128  # OpenAI caches in steps of this many tokens past the minimum
+# the shortest part of a user prompt worth marking (a cache write costs more than input)
+MARKED_MIN_TOKENS = 128
 
 
 class CacheKind(enum.StrEnum):
@@ -80,6 +82,14 @@ class SharedPrefixes:
             return self._near(text, i - 1, i + 1)
         return self._near(text, i - 1, i)
 
+    def remember(self, text: str) -> int:
+        """`add` for a new prompt; for one seen before (a retry), what it shares with
+        another, without counting it twice."""
+        i = bisect.bisect_left(self._sorted, text)
+        if i < len(self._sorted) and self._sorted[i] == text:
+            return self.shared(text)
+        return self.add(text)
+
     def add(self, text: str) -> int:
         """Remember `text`; the longest prefix it shares with a prompt seen before it."""
         i = bisect.bisect_left(self._sorted, text)
@@ -91,15 +101,24 @@ class SharedPrefixes:
 def marked_prefix(text: str, shared: int, context_tokens: int = 0) -> int:
     """How many leading characters of the user prompt `text` the Anthropic provider marks
     for the cache, given that `shared` of them are another prompt's too: up to the last
-    whitespace within them (all of `text` when another prompt is the same); 0 when that
-    prefix, with the `context_tokens` before it (the system prompt), is shorter than
-    the shortest prefix the provider caches."""
+    line break within them (so the prompts of one template, whatever their text, are cut
+    at the same place), else the last whitespace when the prefix up to the line break is
+    too short, the whitespace before it left out (all of `text` when another prompt is the
+    same); 0 when that part is under 128 tokens (not worth a cache write), or when, with
+    the `context_tokens` before it (the system prompt), it is shorter than the shortest
+    prefix the provider caches."""
     if shared >= len(text):
         cut = len(text)
     else:
         head = text[:shared]
-        cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t")) + 1
-    if cut <= 0 or prefix_tokens(cut) + context_tokens < CACHE_MIN_TOKENS:
+        # a template's text most often starts on a new line; the whitespace before the
+        # break is left out too (chunks that start with a blank line or not cut alike)
+        cut = len(head[: max(0, head.rfind("\n"))].rstrip())
+        if cut == 0 or prefix_tokens(cut) + context_tokens < CACHE_MIN_TOKENS:
+            cut = len(head[: max(0, head.rfind(" "), head.rfind("\t"), head.rfind("\n"))].rstrip())
+    if prefix_tokens(cut) < MARKED_MIN_TOKENS:
+        return 0
+    if prefix_tokens(cut) + context_tokens < CACHE_MIN_TOKENS:
         return 0
     return cut
 

@@ -6,6 +6,12 @@ The runtime builds every request in one form (model, messages, sampling options,
 
 - the system messages become the `system` blocks, marked `cache_control: ephemeral`, so
   requests that share a system prompt (every chunk of a step) hit the prompt cache;
+- the first user message is cut in two text blocks where it stops sharing a prefix with
+  another prompt of the same system prompt (at a whitespace, domain/prompt_cache.py
+  `marked_prefix`), the first marked `cache_control` too, so prompts that share a long
+  prefix (a template before its `{text}`) hit the cache as well: online, what it shares
+  with a prompt sent before it; in a message batch, with any other of the batch
+  (adapters/llm/batch_apis.py orders the batch so those prompts are neighbours);
 - a `json_schema` response format becomes one tool whose `input_schema` is the step's
   JSON Schema, forced with `tool_choice`: the reply is the tool call's input, as JSON
   (a schema that is not an object is wrapped in `{"value": …}` and unwrapped);
@@ -23,12 +29,14 @@ classes), with the client's own retries off.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from runjournal.adapters.llm.cassette import Reply
 from runjournal.adapters.llm.replies import usage_problem
 from runjournal.adapters.llm.transport import OpenAITransport, TransportError
 from runjournal.domain.llm import AttemptStatus
+from runjournal.domain.prompt_cache import SharedPrefixes, marked_prefix, prefix_tokens
 
 __all__ = ["DEFAULT_MAX_TOKENS", "TOOL_NAME", "AnthropicTransport"]
 
@@ -36,6 +44,28 @@ DEFAULT_MAX_TOKENS = 1024
 TOOL_NAME = "reply"
 # Messages API request keys a profile's `params` or a call may set (others are not sent).
 _SAMPLING = ("temperature", "top_p", "top_k", "stop_sequences", "metadata")
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+class PromptMarks:
+    """The user prompts an endpoint sent, by system prompt: how much of a new one an
+    earlier one had (thread-safe; docs/operations.md "Prompt caching")."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, SharedPrefixes] = {}
+
+    def shared(self, system: str, prompt: str) -> int:
+        with self._lock:
+            return self._seen.setdefault(system, SharedPrefixes()).remember(prompt)
+
+
+def prompt_parts(request: dict[str, Any]) -> tuple[str, str]:
+    """A request's system prompt and first user prompt (what the cache marks cover)."""
+    messages = request.get("messages") or []
+    system = "\n\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    user = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+    return system, user if isinstance(user, str) else ""
 
 
 class MissingExtra(TransportError):
@@ -44,6 +74,15 @@ class MissingExtra(TransportError):
 
 class AnthropicTransport(OpenAITransport):
     PATH = "/v1/messages"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.marks = PromptMarks()
+
+    def payload(self, request: dict[str, Any], shared: int | None = None) -> dict[str, Any]:
+        """What is sent for `request`; `shared`: how much of its user prompt another
+        prompt of the batch has (None: online, against the prompts sent before it)."""
+        return self._payload(request, shared)
 
     def _sdk(self) -> tuple[Any, Any]:
         try:
@@ -56,9 +95,13 @@ class AnthropicTransport(OpenAITransport):
             ) from None
         return anthropic, anthropic.Anthropic
 
-    def _payload(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _payload(self, request: dict[str, Any], shared: int | None = None) -> dict[str, Any]:
         messages = request.get("messages") or []
-        system = [str(m.get("content", "")) for m in messages if m.get("role") == "system"]
+        system, prompt = prompt_parts(request)
+        if shared is None:
+            shared = self.marks.shared(system, prompt)
+        context = prefix_tokens(len(system)) if system else 0
+        cut = marked_prefix(prompt, shared, context) if prompt else 0
         body: dict[str, Any] = {
             "model": request.get("model"),
             "max_tokens": int(request.get("max_tokens") or DEFAULT_MAX_TOKENS),
@@ -68,14 +111,14 @@ class AnthropicTransport(OpenAITransport):
                 if m.get("role") != "system"
             ],
         }
+        if cut:
+            first = next(m for m in body["messages"] if m["role"] == "user")
+            blocks = [{"type": "text", "text": prompt[:cut], "cache_control": dict(_EPHEMERAL)}]
+            if prompt[cut:]:
+                blocks.append({"type": "text", "text": prompt[cut:]})
+            first["content"] = blocks
         if system:
-            body["system"] = [
-                {
-                    "type": "text",
-                    "text": "\n\n".join(system),
-                    "cache_control": {"type": "ephemeral"},
-                }
-            ]
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
         for key in _SAMPLING:
             if key in request:
                 body[key] = request[key]

@@ -219,7 +219,7 @@ class BatchCollector:
         groups: list[list[Ticket]] = []
         size = 0
         for ticket in tickets:
-            line = len(self._line(ticket))
+            line = len(self._line(ticket)) + self.api.mark_bytes
             if (
                 not groups
                 or len(groups[-1]) >= options.batch_max_requests
@@ -268,7 +268,7 @@ class BatchCollector:
                 if journal is not None:
                     self._journal_submitted(journal, record, tickets, resumed=True)
                 return
-        data = b"".join(self._line(t) for t in tickets)
+        data = b"".join(self.api.lines(tickets, self.endpoint.transport()))
         if api.uploads and record.file_id is None:
             self.records.save(record)  # the request set, before anything leaves
             name = f"runjournal-{record.local}.jsonl"

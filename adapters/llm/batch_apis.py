@@ -5,10 +5,12 @@
   results are its output file (`response.status_code`, `response.body`) and error file
   (`error.code` `batch_expired`, or an error response).
 - Anthropic Message Batches: the requests go inline (`custom_id`, `params`: the Messages
-  request); the batch is `in_progress` until `ended`; results stream from its
-  `results_url` (`succeeded` with the message, `errored`, `expired`, `canceled`). A batch
-  carries no metadata, so a batch whose creation's answer was lost cannot be found again
-  (docs/operations.md "Batch runs").
+  request), ordered by system and user prompt so prompts that share a prefix are
+  neighbours, each marked `cache_control` where it stops sharing its prefix with another
+  of the batch (adapters/llm/anthropic_transport.py); the batch is `in_progress` until
+  `ended`; results stream from its `results_url` (`succeeded` with the message,
+  `errored`, `expired`, `canceled`). A batch carries no metadata, so a batch whose
+  creation's answer was lost cannot be found again (docs/operations.md "Batch runs").
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from runjournal.adapters.llm.anthropic_transport import prompt_parts
 from runjournal.domain.llm import AttemptStatus
+from runjournal.domain.prompt_cache import SharedPrefixes
 
 __all__ = ["AnthropicBatchAPI", "BatchState", "OpenAIBatchAPI", "Result", "api_for"]
 
@@ -62,6 +66,11 @@ def _status_of(code: Any) -> AttemptStatus:
 
 class OpenAIBatchAPI:
     uploads = True
+    mark_bytes = 0  # what marking the cache adds to a line
+
+    def lines(self, tickets: list[Any], transport: Any) -> list[bytes]:
+        """The batch's lines, in the order the requests came (OpenAI caches by itself)."""
+        return [self.line(t, transport) for t in tickets]
 
     def line(self, ticket: Any, transport: Any) -> bytes:
         doc = {
@@ -152,9 +161,27 @@ _ANTHROPIC_RETRYABLE = ("api_error", "overloaded_error", "rate_limit_error", "ti
 
 class AnthropicBatchAPI:
     uploads = False
+    # a user prompt cut in two marked blocks: at most this much longer than unmarked
+    mark_bytes = 128
+
+    def lines(self, tickets: list[Any], transport: Any) -> list[bytes]:
+        """The batch's lines ordered by system and user prompt (then key), each marked
+        for the cache at the prefix it shares with another prompt of the batch."""
+        parts = [(prompt_parts(t.request), t) for t in tickets]
+        seen: dict[str, SharedPrefixes] = {}
+        for (system, prompt), _ in parts:
+            seen.setdefault(system, SharedPrefixes()).add(prompt)
+        out = []
+        for (system, prompt), ticket in sorted(parts, key=lambda p: (*p[0], p[1].key)):
+            shared = seen[system].shared(prompt)
+            params = transport.payload(ticket.request, shared=shared)
+            doc = {"custom_id": ticket.key, "params": params}
+            out.append(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+        return out
 
     def line(self, ticket: Any, transport: Any) -> bytes:
-        doc = {"custom_id": ticket.key, "params": transport.payload(ticket.request)}
+        """One request's line, unmarked (its size, to split batches)."""
+        doc = {"custom_id": ticket.key, "params": transport.payload(ticket.request, shared=0)}
         return json.dumps(doc, sort_keys=True, ensure_ascii=False).encode() + b"\n"
 
     def upload(self, client: Any, name: str, data: bytes) -> str:  # pragma: no cover

@@ -22,11 +22,15 @@ rest `expired`. A prompt line `BATCH: error` or `BATCH: expire` makes that reque
 or never run in its first batch. `GET /_control/batches` lists the batches and how often
 each request was answered (online or in a batch).
 
-Prompt caching as the reference describes it: a system block marked `cache_control`
-of at least 1,024 tokens is written to the cache the first time
-(`cache_creation_input_tokens`) and read from it afterwards (`cache_read_input_tokens`);
-`input_tokens` counts the rest. `GET /_control/requests` lists what it received (model,
-whether the system prompt was marked for the cache, the tool choice).
+Prompt caching as the reference describes it: each block marked `cache_control` (a
+system block or a block of a message's content) ends a cacheable prefix (everything
+before it and itself, in the order system, messages). Of a request's marked prefixes of
+at least 1,024 tokens, the longest one already cached is read
+(`cache_read_input_tokens`), the longest one beyond it is written
+(`cache_creation_input_tokens`), and all are cached from then on; `input_tokens` counts
+the rest. `GET /_control/requests` lists what it received (model, whether the system
+prompt and whether a user block were marked for the cache, the tool choice), and
+`GET /_control/batches` the order of each batch's requests.
 """
 
 from __future__ import annotations
@@ -91,6 +95,49 @@ def _text(content: Any) -> str:
             if isinstance(b, dict) and b.get("type") == "text"
         )
     return ""
+
+
+def _segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The prompt's text blocks in cache order (system, then messages), each with
+    whether it is marked `cache_control`."""
+    out: list[tuple[str, bool]] = []
+    for part in (body.get("system"), *(m.get("content") for m in body.get("messages") or [])):
+        if isinstance(part, str):
+            out.append((part, False))
+        elif isinstance(part, list):
+            for b in part:
+                if isinstance(b, dict) and b.get("type") == "text":
+                    out.append((str(b.get("text", "")), bool(b.get("cache_control"))))
+    return out
+
+
+def _marked_prefixes(body: dict[str, Any]) -> tuple[list[tuple[str, int]], int]:
+    """(key, tokens) of each prefix that ends at a marked block, and the prompt's tokens."""
+    words = 0
+    digest = hashlib.sha256()  # a prefix is cached as it is: its exact text
+    out = []
+    for text, marked in _segments(body):
+        words += len(base._words(text))
+        digest.update(text.encode() + b"\x00")
+        if marked:
+            out.append((digest.copy().hexdigest(), words))
+    return out, words
+
+
+def _unmarked(body: dict[str, Any]) -> dict[str, Any]:
+    """The request without its cache marks: every content as one text (its text blocks
+    joined as they were cut)."""
+
+    def joined(content: Any) -> Any:
+        if not isinstance(content, list):
+            return content
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+
+    messages = [{**m, "content": joined(m.get("content"))} for m in body.get("messages") or []]
+    out = {**body, "messages": messages}
+    if "system" in body:
+        out["system"] = joined(body["system"])
+    return out
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -218,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
             items = []
             for r in requests:
                 digest = hashlib.sha256(
-                    json.dumps(r["params"], sort_keys=True).encode()
+                    json.dumps(_unmarked(r["params"]), sort_keys=True).encode()
                 ).hexdigest()
                 first = state.seen.get(digest, 0) == 0
                 state.seen[digest] = state.seen.get(digest, 0) + 1
@@ -349,29 +396,34 @@ class _Handler(BaseHTTPRequestHandler):
         system = body.get("system")
         blocks = system if isinstance(system, list) else []
         marked = any(isinstance(b, dict) and b.get("cache_control") for b in blocks)
-        system_text = _text(system)
-        system_words = len(base._words(system_text))
         users = [m for m in body["messages"] if m.get("role") == "user"]
         first = _text(users[0].get("content")) if users else ""
-        rest_words = sum(len(base._words(_text(m.get("content")))) for m in body["messages"])
-        written = read = 0
-        key = hashlib.sha256(system_text.encode()).hexdigest()
+        user_marked = any(
+            isinstance(b, dict) and b.get("cache_control")
+            for m in users
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+        )
+        prefixes, total = _marked_prefixes(body)
         with state.lock:
-            if marked and system_words >= CACHE_MIN:
-                if key in state.cached:
-                    read = system_words
-                else:
-                    state.cached.add(key)
-                    written = system_words
-            fresh = rest_words + system_words - read - written
+            eligible = [(k, n) for k, n in prefixes if n >= CACHE_MIN]
+            read = max((n for k, n in eligible if k in state.cached), default=0)
+            written = max((n for _, n in eligible), default=0) - read
+            written = max(0, written)
+            state.cached.update(k for k, _ in eligible)
+            fresh = total - read - written
             choice = body.get("tool_choice") or {}
             if log:
-                digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+                # a request is the same whatever its cache marks
+                digest = hashlib.sha256(
+                    json.dumps(_unmarked(body), sort_keys=True).encode()
+                ).hexdigest()
                 state.billed[digest] = state.billed.get(digest, 0) + 1
             state.log.append(
                 {
                     "model": body.get("model"),
                     "cache_marked": marked,
+                    "user_marked": user_marked,
                     "tool_choice": choice,
                     "tools": [t.get("name") for t in body.get("tools") or []],
                     "max_tokens": body.get("max_tokens"),

@@ -39,9 +39,10 @@ def test_marks_cut_at_whitespace_and_need_the_minimum() -> None:
     head = "word " * 1100  # 5,500 characters: 1,375 tokens
     a, b = head + "alpha beta", head + "alpine"
     shared = common_prefix(a, b)  # ends inside "alp"
-    assert marked_prefix(a, shared) == marked_prefix(b, shared) == len(head)
+    assert marked_prefix(a, shared) == marked_prefix(b, shared) == len(head) - 1
     assert marked_prefix("word " * 10 + "x", 50) == 0  # too short to cache
-    assert marked_prefix("word " * 10 + "x", 50, context_tokens=2000) == 50
+    assert marked_prefix("word " * 10 + "x", 50, context_tokens=2000) == 0  # not worth it
+    assert marked_prefix("word " * 200 + "x", 1000, context_tokens=2000) == 999
     assert marked_prefix(a, len(a)) == len(a)  # the same prompt: all of it
 
 
@@ -72,3 +73,11 @@ def test_shared_within_a_batch_is_with_any_other_prompt(prompts: list[str]) -> N
     for i, text in enumerate(prompts):
         others = prompts[:i] + prompts[i + 1 :]
         assert seen.shared(text) == max((_brute(text, p) for p in others), default=0)
+
+
+def test_marks_prefer_the_last_line_break() -> None:
+    template = "rule " * 1100 + "\n\n"
+    texts = ("Doc 0 part 1", "\nDoc 0 part 2", "Doc 1 part 1", "\n\nDoc 1 part 2")
+    prompts = [template + t for t in texts]
+    cuts = {marked_prefix(x, common_prefix(x, y)) for x in prompts for y in prompts if x != y}
+    assert cuts == {len(template.rstrip())}
