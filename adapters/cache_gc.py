@@ -21,6 +21,7 @@ from datetime import datetime
 import msgspec
 from runjournal.adapters.checkpoints import LATEST, Workspace
 from runjournal.adapters.fsroot import FsNotFound, FsRoot
+from runjournal.adapters.llm.batch_records import BatchRecords
 from runjournal.adapters.packed_store import Compaction, PackedStore
 from runjournal.domain.cache_refs import RunReferences
 from runjournal.domain.decisions import Stage
@@ -329,3 +330,36 @@ def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:
             root.remove_tree(child, missing_ok=True)
     pointers_only = all(name.startswith(f"{LATEST}.") for name in left)
     return not left or (pointers_only and depth > 0)
+
+
+# --- provider batch records (`llm/batches/`) -------------------------------------------
+
+BATCHES = "llm/batches"
+
+
+class BatchRecordsCollection(msgspec.Struct, frozen=True):
+    """The batch records `gc --cache` removed (their request sets) and those it kept."""
+
+    removed: list[str]
+    kept: int
+
+
+def collect_batches(
+    directory: str, refs: Iterable[RunReferences], *, keep_all: bool, dry_run: bool
+) -> BatchRecordsCollection:
+    """Remove the records of batches whose results were collected (`collected`) and that
+    no kept run references (it submitted or followed them); a record still in flight is
+    a run's to resume, and `keep_all` (a journal could not be read) keeps every one
+    (docs/operations.md "Cache retention"). Called under the cache root's lock."""
+    records = BatchRecords(directory)
+    referenced = {local for r in refs for local in r.batches}
+    removed: list[str] = []
+    kept = 0
+    for record in records.load_all():
+        if keep_all or record.state != "collected" or record.local in referenced:
+            kept += 1
+            continue
+        removed.append(record.local)
+        if not dry_run:
+            records.remove(record.local)
+    return BatchRecordsCollection(removed=sorted(removed), kept=kept)

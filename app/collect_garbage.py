@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runjournal.adapters.cache_gc import Retention, collect, compact
+from runjournal.adapters.cache_gc import BATCHES, Retention, collect, collect_batches, compact
 from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
 from runjournal.adapters.cache_registry import forget, journal_identity, read_registry
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
@@ -296,6 +296,12 @@ def collect_cache(
                 include_unregistered=include_unregistered,
             )
             result = collect(root, kept, max_size, dry_run=dry_run, keep=keep)
+            batches = collect_batches(
+                os.path.join(config.cache_root, BATCHES),
+                [*kept, *others.refs],
+                keep_all=bool(others.unread),
+                dry_run=dry_run,
+            )
             locked.close()  # runs go on while the packed store is compacted
             compaction = None if dry_run else compact(root)
     except (FsError, OSError) as exc:
@@ -312,6 +318,7 @@ def collect_cache(
         kept_runs=len(kept) + len(others.refs),
         kept=dict(sorted(result.protected.items())),
         packed=_compaction(compaction),
+        batches={"removed": batches.removed, "kept": batches.kept},
     )
     if not dry_run and result.removed:
         now = datetime.now(UTC)

@@ -54,6 +54,13 @@ def echo_cache(doc: dict[str, Any]) -> None:
             f"cache: {packed['torn_segments']} packed segment(s) ended in a torn write"
             f" ({packed['torn_bytes']} bytes no entry used: a writer was killed); dropped"
         )
+    batches = doc.get("batches")
+    if batches and batches["removed"]:
+        verb = "would remove" if doc["dry_run"] else "removed"
+        click.echo(
+            f"cache: {verb} {len(batches['removed'])} record(s) of collected LLM batches"
+            " no kept run references"
+        )
     verb = "would free" if doc["dry_run"] else "freed"
     kinds: dict[str, int] = {}
     for row in doc["removed"]:

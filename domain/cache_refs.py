@@ -3,7 +3,8 @@
 Pure: the journal's events in, the checkpoint keys (with their scopes) and plan keys out
 (docs/operations.md "Retention and cleanup"). A run references every checkpoint it wrote
 and every one it reused, each under the scope its `LaneResolved` gives, every normalize of
-a lane identity it restored under --recompute, and the chunk plans it resolved.
+a lane identity it restored under --recompute, the chunk plans it resolved, and the
+provider batches its LLM requests went through (their records under `llm/batches/`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from runjournal.domain.events import (
     EventsReused,
     LaneResolved,
     LaneReused,
+    LLMBatchSubmitted,
     RunAllocated,
     RunEvent,
     StageDecided,
@@ -42,6 +44,7 @@ REFERENCE_EVENTS: tuple[type[RunEvent], ...] = (
     ChunkPlanResolved,
     LaneReused,
     EventsReused,
+    LLMBatchSubmitted,
 )
 
 
@@ -54,6 +57,8 @@ class RunReferences(msgspec.Struct, kw_only=True):
     # stored normalize of that identity may have been the one (whatever its D)
     restored: set[tuple[str, str, str]] = msgspec.field(default_factory=set)
     plans: set[str] = msgspec.field(default_factory=set)
+    # the request sets of the provider batches it submitted or followed (batch records)
+    batches: set[str] = msgspec.field(default_factory=set)
     # each lane journaled as a reuse summary: (source run, step, lane) and the lane's
     # scopes in this run; it references the positions that run's decisions of the lane
     # reference, under these scopes (`with_summarized`)
@@ -95,6 +100,8 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
         elif isinstance(event, EventsReused):
             if event.kind in (BlockKind.LANES, BlockKind.PLANS):
                 refs.blocks.append((event.source_run, event.kind, event.step))
+        elif isinstance(event, LLMBatchSubmitted):
+            refs.batches.add(event.request_set)
         elif isinstance(event, LaneReused):
             lane_scopes = scopes.get((owner, event.step, event.lane))
             if lane_scopes is not None:

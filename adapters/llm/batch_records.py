@@ -74,6 +74,13 @@ class BatchRecords:
                 finally:
                     os.close(dfd)
 
+    def remove(self, local: str) -> None:
+        """Forget a record (`gc --cache`: a collected batch no kept run references)."""
+        if self.directory is None:
+            return
+        with self._lock, contextlib.suppress(FileNotFoundError):
+            os.unlink(self._path(local))
+
     def load_all(self) -> list[BatchRecord]:
         """Every readable record (a torn or foreign file is skipped)."""
         if self.directory is None:
