@@ -28,6 +28,7 @@ Then the parked calls wake up with their replies and go on exactly as online cal
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -261,7 +262,8 @@ class BatchCollector:
         client = self._client()
         api = self.api
         if record.state == "submitting":
-            found = self._remote(lambda: api.find(client, record.local))
+            claimed = {r.batch_id for r in self.records.load_all() if r.batch_id}
+            found = self._remote(lambda: api.find(client, record, claimed))
             if found is not None:
                 record.batch_id, record.state, record.status = found[0], "submitted", found[1]
                 self.records.save(record)
@@ -276,6 +278,7 @@ class BatchCollector:
             record.state = "uploaded"
             self.records.save(record)
         record.state = "submitting"
+        record.submitting_at = time.time()
         self.records.save(record)
         batch_id, status = self._remote(lambda: api.create(client, record, data))
         record.batch_id, record.state, record.status = batch_id, "submitted", status

@@ -9,8 +9,9 @@
   neighbours, each marked `cache_control` where it stops sharing its prefix with another
   of the batch (adapters/llm/anthropic_transport.py); the batch is `in_progress` until
   `ended`; results stream from its `results_url` (`succeeded` with the message,
-  `errored`, `expired`, `canceled`). A batch carries no metadata, so a batch whose
-  creation's answer was lost cannot be found again (docs/operations.md "Batch runs").
+  `errored`, `expired`, `canceled`). A batch carries no metadata: one whose creation's
+  answer was lost is found by its size and its requests' ids among those created since
+  (`AnthropicBatchAPI.find`, docs/operations.md "Batch runs").
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ class OpenAIBatchAPI:
         )
         return batch.id, batch.status
 
-    def find(self, client: Any, local: str) -> tuple[str, str] | None:
+    def find(self, client: Any, record: Any, claimed: set[str]) -> tuple[str, str] | None:
+        """The batch our metadata names (its creation's answer was lost)."""
         for batch in client.batches.list(limit=100):
-            if (batch.metadata or {}).get(METADATA_KEY) == local:
+            if (batch.metadata or {}).get(METADATA_KEY) == record.local:
                 return batch.id, batch.status
         return None
 
@@ -156,6 +158,8 @@ class OpenAIBatchAPI:
         return out
 
 
+# how far the provider's clock may be behind ours when a lost batch is looked for
+CLOCK_SKEW_S = 600.0
 _ANTHROPIC_RETRYABLE = ("api_error", "overloaded_error", "rate_limit_error", "timeout_error")
 
 
@@ -192,8 +196,38 @@ class AnthropicBatchAPI:
         batch = client.messages.batches.create(requests=requests)
         return batch.id, batch.processing_status
 
-    def find(self, client: Any, local: str) -> tuple[str, str] | None:
-        return None  # a message batch carries no metadata to know ours by
+    def find(self, client: Any, record: Any, claimed: set[str]) -> tuple[str, str] | None:
+        """The message batch a lost creation made: a message batch carries no metadata,
+        so it is looked for among those created since the creation was asked (less
+        `CLOCK_SKEW_S`), newest first, that no record claims and that hold as many
+        requests as the record. One that has ended is ours only if its results' ids are
+        the record's keys; of those still in progress (their requests cannot be read)
+        the oldest is followed: if it is another's after all, it ends without our
+        results and they are submitted again in the follow-up round, never paid twice
+        (docs/operations.md "Batch runs")."""
+        since = record.submitting_at
+        if since is None:
+            return None
+        since -= CLOCK_SKEW_S
+        keys = set(record.keys)
+        running: tuple[str, str] | None = None
+        for batch in client.messages.batches.list(limit=100):
+            created = batch.created_at.timestamp()
+            if created < since:
+                break  # newest first: the rest are older
+            if batch.id in claimed:
+                continue
+            c = batch.request_counts
+            total = c.processing + c.succeeded + c.errored + c.expired + c.canceled
+            if total != len(keys):
+                continue
+            if batch.processing_status != "ended":
+                running = (batch.id, batch.processing_status)
+                continue
+            ids = {item.custom_id for item in client.messages.batches.results(batch.id)}
+            if ids == keys:
+                return batch.id, batch.processing_status
+        return running
 
     def retrieve(self, client: Any, batch_id: str) -> BatchState:
         batch = client.messages.batches.retrieve(batch_id)

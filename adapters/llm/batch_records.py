@@ -7,7 +7,9 @@ id after it, `submitting` before the batch is created, its id after, and `collec
 once its results are stored. A run that finds a record for a request it is about to
 batch follows that batch (polls it, collects it) instead of submitting the request
 again; a record left `submitting` (the process died while the batch was being created)
-is looked up at the provider by its metadata before anything is created.
+is looked up at the provider before anything is created: by its metadata (OpenAI), or
+among the message batches created since, by their size and their requests' ids
+(Anthropic, adapters/llm/batch_apis.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class BatchRecord(msgspec.Struct, kw_only=True):
     file_id: str | None = None
     batch_id: str | None = None
     status: str | None = None  # the provider's last status
+    # when the batch's creation was asked (wall clock, epoch seconds): a message batch
+    # whose answer was lost is looked for among the batches created since
+    submitting_at: float | None = None
 
 
 _encoder = msgspec.json.Encoder()

@@ -140,3 +140,44 @@ def test_message_batches_through_the_official_client(server) -> None:
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
     assert results["a"].type == "succeeded" and results["a"].message.content[0].type == "text"
     assert results["b"].type == "errored" and results["c"].type == "expired"
+
+
+def _batch(client, ids: list[str]) -> str:
+    params = {"model": "claude-fake", "max_tokens": 5}
+    requests = [
+        {"custom_id": i, "params": {**params, "messages": [{"role": "user", "content": i}]}}
+        for i in ids
+    ]
+    return client.messages.batches.create(requests=requests).id
+
+
+def test_a_lost_message_batch_is_found_by_size_and_request_ids(server) -> None:
+    """adapters/llm/batch_apis.py `AnthropicBatchAPI.find` (docs/operations.md "Batch
+    runs"): among the batches created since, of the record's size and claimed by no
+    record, an ended one is ours only if its results' ids are the record's keys; else
+    the oldest still in progress is followed."""
+    import time
+
+    from runjournal.adapters.llm.batch_apis import AnthropicBatchAPI
+    from runjournal.adapters.llm.batch_records import BatchRecord
+
+    client = anthropic.Anthropic(api_key=KEY, base_url=server.url, max_retries=0)
+    api = AnthropicBatchAPI()
+    keys = ["k1", "k2", "k3"]
+    record = BatchRecord(
+        local="x", profile_id="p", model="claude-fake", endpoint="e", keys=keys,
+        state="submitting", submitting_at=time.time(),
+    )  # fmt: skip
+    assert api.find(client, record, set()) is None  # nothing created since
+    foreign = _batch(client, ["f1", "f2", "f3"])
+    client.messages.batches.retrieve(foreign)  # a poll moves the clock: it ends
+    assert client.messages.batches.retrieve(foreign).processing_status == "ended"
+    _batch(client, ["k1", "k2"])  # another size
+    assert api.find(client, record, set()) is None  # the ended one holds other ids
+    ours = _batch(client, keys)
+    assert api.find(client, record, set()) == (ours, "in_progress")  # not readable yet
+    assert api.find(client, record, {ours}) is None  # claimed by a record
+    client.messages.batches.retrieve(ours)
+    assert api.find(client, record, set()) == (ours, "ended")  # its ids are ours
+    old = BatchRecord(local="y", profile_id="p", model="m", endpoint="e", keys=keys)
+    assert api.find(client, old, set()) is None  # no creation time: not looked for

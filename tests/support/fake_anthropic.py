@@ -19,7 +19,10 @@ Messages request), `GET /v1/messages/batches[/{id}]`, `GET …/{id}/results` (JS
 seconds at every poll (`POST /_control/clock` moves it too): the requests are answered
 evenly over 600 s, the batch `ended` once all are, or 24 h after it was created with the
 rest `expired`. A prompt line `BATCH: error` or `BATCH: expire` makes that request error
-or never run in its first batch. `GET /_control/batches` lists the batches and how often
+or never run in its first batch. Kill points as `fake_openai_batch.py`'s: `POST
+/_control/hang` `{"what": "create", "after": N}` creates the batch after the first N but
+never answers until `{"what": "create"}` lifts it (`GET /_control/hung`). The test clock
+starts at the wall clock. `GET /_control/batches` lists the batches and how often
 each request was answered (online or in a batch).
 
 Prompt caching as the reference describes it: each block marked `cache_control` (a
@@ -44,6 +47,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -57,7 +61,6 @@ else:
 CACHE_MIN = 1024
 
 
-EPOCH = 1_700_000_000
 WINDOW = 24 * 3600
 _BATCH_FAULT = re.compile(r"^BATCH:\s*(?P<kind>error|expire)\s*$", re.MULTILINE)
 
@@ -71,14 +74,19 @@ class _State:
         # message batches, on the test clock (`tick` seconds a batch poll)
         self.tick = tick
         self.progress = progress
+        self.epoch = time.time()  # the test clock starts at the wall clock's now
         self.offset = 0.0
+        # kill points: what -> how many such requests are answered before one hangs
+        self.hang_after: dict[str, int] = {}
+        self.seen_kind: dict[str, int] = {}
+        self.hanging: dict[str, int] = {}
         self.serial = 0
         self.batches: dict[str, dict[str, Any]] = {}
         self.seen: dict[str, int] = {}  # request digest -> batches it was in
         self.billed: dict[str, int] = {}  # request digest -> times answered
 
     def now(self) -> float:
-        return EPOCH + self.offset
+        return self.epoch + self.offset
 
 
 def _iso(t: float) -> str:
@@ -166,6 +174,11 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self._json(200, {"requests": list(self.state.log)})
             return
+        if self.path == "/_control/hung":
+            with self.state.lock:
+                doc = {"hanging": dict(self.state.hanging), "seen": dict(self.state.seen_kind)}
+            self._json(200, doc)
+            return
         if path == "/_control/batches":
             with self.state.lock:
                 view = [
@@ -200,6 +213,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.offset += float(json.loads(raw or b"{}").get("advance", 0))
             self._json(200, {"now": self.state.now()})
             return
+        if self.path == "/_control/hang":
+            doc = json.loads(raw or b"{}")
+            with self.state.lock:
+                if doc.get("after") is None:
+                    self.state.hang_after.pop(doc.get("what"), None)
+                else:
+                    self.state.hang_after[doc["what"]] = int(doc["after"])
+            self._json(200, {"ok": True})
+            return
         if self.path == "/v1/messages/batches":
             if self._refused():
                 return
@@ -220,6 +242,29 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", problem)
             return
         self._json(200, self._answer(body))
+
+    def _hang(self, what: str) -> bool:
+        """A kill point: done, but never answered while the hang is set (True: hung):
+        the batch stands, and the client dies not knowing it."""
+        state = self.state
+        with state.lock:
+            seen = state.seen_kind.get(what, 0)
+            state.seen_kind[what] = seen + 1
+            after = state.hang_after.get(what)
+            if after is None or seen < after:
+                return False
+            state.hanging[what] = state.hanging.get(what, 0) + 1
+        try:
+            for _ in range(6000):  # 5 minutes at most
+                with state.lock:
+                    if what not in state.hang_after:
+                        break
+                threading.Event().wait(0.05)
+        finally:
+            with state.lock:
+                state.hanging[what] -= 1
+        self.close_connection = True
+        return True
 
     def _refused(self) -> bool:
         """The key (`x-api-key`, or a bearer token) and `anthropic-version`, or an error."""
@@ -286,7 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
             }  # fmt: skip
             state.batches[batch_id] = {"object": obj, "requests": items, "created": now}
             view = dict(obj)
-        self._json(200, view)
+        if not self._hang("create"):
+            self._json(200, view)
 
     def _batch_get(self, rest: list[str]) -> None:
         if self._refused():
