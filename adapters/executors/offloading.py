@@ -16,18 +16,28 @@ No shipped call is waited on for good: a finished future's result is fetched wit
 deadline (`RESULT_WAIT_S`: a Dask result lost with its worker is computed again, or never),
 and a backend that can tell it cannot make progress (`stalled`: a cluster with no worker)
 fails the shipped calls still pending with `worker_lost` (docs/operations.md "Executors").
+
+Batch mode (docs/internals.md "Batch runs"): the local threads park calls that wait for
+an LLM batch as `--executor threads` does (`allow_parking`, `parked`): a parked call gives
+its slot back (`SLOT_FREED`), and when every call in flight, shipped ones included, is
+parked, `next_done` flushes the batches on the scheduler's thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from runjournal.adapters.parking import bind
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
+from runjournal.domain.runner.scheduler import SLOT_FREED
 from runjournal.domain.runner.tasks import StageReply, StageTask
 
 __all__ = ["OffloadingExecutor", "Workers"]
@@ -35,6 +45,8 @@ __all__ = ["OffloadingExecutor", "Workers"]
 # How long one wait for a completion blocks before it waits again: bounds how late a
 # signal handler's exception is raised on the calling thread (as `cli/parallel.py`).
 _WAIT_S = 0.2
+# The same while calls may park: how soon an idle run flushes its batches.
+_PARKED_WAIT_S = 0.02
 # How long fetching a finished call's result may take before the attempt counts as lost.
 RESULT_WAIT_S = 120.0
 # How often a backend's `stalled` is asked while shipped calls are pending.
@@ -82,16 +94,81 @@ class OffloadingExecutor:
         self.shipped = 0  # calls sent to the workers (tests and the bench read it)
         self.resubmitted = 0
         self._stall_checked = time.monotonic()
+        # parked calls (docs/internals.md "Batch runs"): off until `allow_parking`
+        self._max_parked = 0
+        self._parked = 0
+        self._flushes: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._run_slots: threading.Semaphore | None = None
 
     @property
     def capacity(self) -> int:
-        return self.jobs
+        """How many calls the scheduler may keep in flight (parked calls free their slot)."""
+        return self.jobs + min(self._parked, self._max_parked)
+
+    def allow_parking(self, limit: int) -> None:
+        """Let up to `limit` local calls park while they wait for an LLM batch: threads
+        are made for them, at most `jobs` of them run at once, and when every call in
+        flight is parked `next_done` flushes the batches. Called before the first call
+        is submitted (when the batch step's runtime is built)."""
+        if self._max_parked or limit < 1 or self._threads is None:
+            return
+        old = self._threads
+        self._threads = ThreadPoolExecutor(
+            max_workers=self.jobs + limit, thread_name_prefix="runjournal-job"
+        )
+        old.shutdown(wait=True)
+        self._run_slots = threading.Semaphore(self.jobs)
+        self._max_parked = limit
+
+    @contextlib.contextmanager
+    def parked(self, flush: Callable[[], None]) -> Iterator[None]:
+        """The calling thread waits for a batch: its slot is free meanwhile, and `flush`
+        sends the batch once nothing else can run."""
+        slots = self._run_slots
+        assert slots is not None
+        with self._lock:
+            self._parked += 1
+            if flush not in self._flushes:
+                self._flushes.append(flush)
+        slots.release()
+        self._done.put((SLOT_FREED, None))
+        try:
+            yield
+        finally:
+            slots.acquire()
+            with self._lock:
+                self._parked -= 1
+
+    def _parkable(self, call: Any) -> Callable[[], Any]:
+        slots = self._run_slots
+        assert slots is not None
+
+        def run() -> Any:
+            bind(self)
+            slots.acquire()
+            try:
+                return call()
+            finally:
+                slots.release()
+                bind(None)
+
+        return run
+
+    def _flush_if_idle(self) -> None:
+        """Every call in flight is parked (the shipped ones are all done): send what they
+        wait for. On the scheduler's thread, the only one that changes `_pending`."""
+        with self._lock:
+            idle = self._parked > 0 and len(self._pending) == self._parked and self._done.empty()
+            flushes = list(self._flushes) if idle else []
+        for flush in flushes:
+            flush()
 
     def submit(self, key: int, call: Any) -> None:
         make = getattr(call, "task", None)
         task = make() if make is not None and getattr(call, "accept", None) else None
         if task is None:
-            future = self._threads.submit(call)
+            future = self._threads.submit(self._parkable(call) if self._max_parked else call)
         else:
             future = self.workers.submit(task)
             self.shipped += 1
@@ -106,9 +183,15 @@ class OffloadingExecutor:
         while True:
             self._check_stalled()
             try:
-                key, future = self._done.get(timeout=_WAIT_S)
+                key, future = self._done.get(
+                    timeout=_PARKED_WAIT_S if self._max_parked else _WAIT_S
+                )
             except queue.Empty:
+                if self._max_parked:
+                    self._flush_if_idle()
                 continue
+            if key == SLOT_FREED:
+                return key, None  # a call parked: the scheduler may start another
             entry = self._pending.get(key)
             if entry is None or entry.future is not future:
                 continue  # an attempt that was superseded: its call is reported once
