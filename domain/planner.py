@@ -52,6 +52,7 @@ from runjournal.domain.ports import (
     StoreScope,
 )
 from runjournal.domain.prompt_cache import (
+    RECENT_PROMPTS,
     AnthropicCache,
     CacheKind,
     OpenAICache,
@@ -256,9 +257,11 @@ class Planner:
             for step, p in prices.items()
         }
         self._references = dict(references or {})
+        self._overrides: dict[str, str] = {}
         self._out: list[Prediction] = []
 
     def plan(self, pipeline: ResolvedPipeline) -> Plan:
+        self._overrides = dict(pipeline.overrides)
         chunks = {s.name: self._chunks(s, pipeline) for s in pipeline.sources}
         known: dict[str, dict[str, _Known]] = {}
         # The run restores every required step first, then runs the others in file order.
@@ -600,7 +603,7 @@ class Planner:
             lane=where.lane,
             params=dict(step.params),
             references=self._references,
-            overrides=step.overrides_seen({}),
+            overrides=step.overrides_seen(self._overrides),
         )
         try:
             calls = planned(chunk, ctx)
@@ -651,7 +654,8 @@ class Planner:
                             shared = batches[pricing.endpoint][system].shared(call.prompt)
                         else:
                             seen = online_marks.setdefault(pricing.endpoint, {})
-                            shared = seen.setdefault(system, SharedPrefixes()).add(call.prompt)
+                            recent = seen.setdefault(system, SharedPrefixes(RECENT_PROMPTS))
+                            shared = recent.remember(call.prompt)
                         read, wrote = cache.request(_marks(call, shared))
                     else:
                         read = wrote = 0

@@ -18,6 +18,7 @@ Pure, shared by the run and `plan` (docs/operations.md "Prompt caching"):
 from __future__ import annotations
 
 import bisect
+import collections
 import enum
 import math
 
@@ -26,6 +27,9 @@ CACHE_MIN_TOKENS = 1024  # the shortest prefix either provider caches
 OPENAI_CACHE_STEP = 128  # OpenAI caches in steps of this many tokens past the minimum
 # the shortest part of a user prompt worth marking (a cache write costs more than input)
 MARKED_MIN_TOKENS = 128
+# how many of the latest prompts a run (and `plan`, online) compares a new one with: the
+# providers keep a prefix minutes, and a run's memory stays bounded
+RECENT_PROMPTS = 4096
 
 
 class CacheKind(enum.StrEnum):
@@ -61,10 +65,13 @@ def common_prefix(a: str, b: str) -> int:
 
 
 class SharedPrefixes:
-    """Prompts seen so far: how much of a new one another already had (not thread-safe)."""
+    """Prompts seen so far (the latest `limit` of them, or all): how much of a new one
+    another already had (not thread-safe)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._sorted: list[str] = []  # with repeats
+        self._limit = limit
+        self._order: collections.deque[str] = collections.deque()  # oldest first
 
     def _near(self, text: str, i: int, j: int) -> int:
         """The longest prefix `text` shares with the prompts at `i` and `j` (if any)."""
@@ -95,6 +102,11 @@ class SharedPrefixes:
         i = bisect.bisect_left(self._sorted, text)
         shared = self._near(text, i - 1, i)
         self._sorted.insert(i, text)
+        if self._limit is not None:
+            self._order.append(text)
+            if len(self._order) > self._limit:
+                oldest = self._order.popleft()
+                del self._sorted[bisect.bisect_left(self._sorted, oldest)]
         return shared
 
 
@@ -136,7 +148,7 @@ class OpenAICache:
     """`plan`'s model of OpenAI's automatic prompt cache, fed prompts in the run's order."""
 
     def __init__(self) -> None:
-        self._seen = SharedPrefixes()
+        self._seen = SharedPrefixes(RECENT_PROMPTS)
 
     def request(self, text: str) -> tuple[int, int]:
         """(cached, written) prompt tokens of a request whose whole prompt is `text`."""

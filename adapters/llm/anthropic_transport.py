@@ -36,7 +36,12 @@ from runjournal.adapters.llm.cassette import Reply
 from runjournal.adapters.llm.replies import usage_problem
 from runjournal.adapters.llm.transport import OpenAITransport, TransportError
 from runjournal.domain.llm import AttemptStatus
-from runjournal.domain.prompt_cache import SharedPrefixes, marked_prefix, prefix_tokens
+from runjournal.domain.prompt_cache import (
+    RECENT_PROMPTS,
+    SharedPrefixes,
+    marked_prefix,
+    prefix_tokens,
+)
 
 __all__ = ["DEFAULT_MAX_TOKENS", "TOOL_NAME", "AnthropicTransport"]
 
@@ -48,8 +53,9 @@ _EPHEMERAL = {"type": "ephemeral"}
 
 
 class PromptMarks:
-    """The user prompts an endpoint sent, by system prompt: how much of a new one an
-    earlier one had (thread-safe; docs/operations.md "Prompt caching")."""
+    """The user prompts an endpoint sent (the latest `RECENT_PROMPTS` of each system
+    prompt): how much of a new one an earlier one had (thread-safe; docs/operations.md
+    "Prompt caching")."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -57,7 +63,8 @@ class PromptMarks:
 
     def shared(self, system: str, prompt: str) -> int:
         with self._lock:
-            return self._seen.setdefault(system, SharedPrefixes()).remember(prompt)
+            seen = self._seen.setdefault(system, SharedPrefixes(RECENT_PROMPTS))
+            return seen.remember(prompt)
 
 
 def prompt_parts(request: dict[str, Any]) -> tuple[str, str]:

@@ -81,3 +81,13 @@ def test_marks_prefer_the_last_line_break() -> None:
     prompts = [template + t for t in texts]
     cuts = {marked_prefix(x, common_prefix(x, y)) for x in prompts for y in prompts if x != y}
     assert cuts == {len(template.rstrip())}
+
+
+def test_a_window_forgets_the_oldest_prompts() -> None:
+    seen = SharedPrefixes(limit=2)
+    assert seen.add("alpha one") == 0
+    seen.add("beta")
+    seen.add("gamma")  # "alpha one" is forgotten
+    assert seen.add("alpha two") == 0
+    assert seen.add("alpha three") == len("alpha t")
+    assert seen.remember("alpha three") == len("alpha t")  # seen: with another, not itself
