@@ -262,7 +262,9 @@ def check_plan(doc: dict[str, Any], w: World) -> None:
     }
     assert set(doc["estimate"]) == {"module_calls", "llm"}
     assert doc["estimate"]["module_calls"] == {"certain": 0, "pending": 0}
-    assert set(doc["estimate"]["llm"]) == {"executed", "pending", "saved"}
+    llm = doc["estimate"]["llm"]
+    assert set(llm) == {"executed", "pending", "saved", "online", "batch"}
+    assert set(llm["online"]) == set(llm["batch"]) == {"executed", "pending"}
     assert set(doc["roots"]) == {"output", "cache", "debug"}
     assert set(doc["recompute"]) == {"selected", "forced"}
 
