@@ -235,7 +235,7 @@ def collect(
 ) -> Collection:
     """Remove (unless `dry_run`) what `select` chose (packed entries lose their index row,
     their bytes go at `compact`); prune the directories left empty."""
-    packed = PackedStore(root)
+    packed = _store(root)
     try:
         entries = scan(root, packed)
         protected: dict[str, int] = {}
@@ -266,11 +266,20 @@ def compact(root: FsRoot) -> Compaction | None:
     """Compact the cache root's packed store (None: it has none). Safe while runs write:
     called after `collect`, with the cache root's lock released (docs/internals.md
     "Packed store")."""
-    packed = PackedStore(root)
+    packed = _store(root)
     try:
         return packed.compact() if packed.exists else None
     finally:
         packed.close()
+
+
+def _store(root: FsRoot) -> PackedStore:
+    """The cache root's store: its packed store, or for the mirror of an `s3://` cache
+    root, the bucket (listed by prefix, entries deleted by reference: docs/internals.md
+    "Object-storage cache")."""
+    from runjournal.adapters.s3_store import open_store
+
+    return open_store(root)  # type: ignore[return-value]  # the same interface
 
 
 def _merged(removed: list[CacheRemoval]) -> list[CacheRemoval]:

@@ -213,6 +213,9 @@ class Workspace:
         # "Packed store"). Whether any such file exists is asked once.
         self._packed = packed
         self._files: bool | None = None if packed is not None else True
+        # An object-storage cache keeps `workspace.json` as an entry too (the bucket is
+        # the cache: docs/internals.md "Object-storage cache").
+        self._entries_only = bool(getattr(packed, "holds_manifests", False))
         # Directory handles opened through the confined walk, reused for reads: a lane's
         # checkpoints live in one or two directories, so a resume walks each path once.
         self._dirs = DirectoryHandles(root, open_dirs)
@@ -369,7 +372,7 @@ class Workspace:
     def read(self, name: str) -> bytes:
         """The bytes of `name`: its packed entry, else its file; FsNotFound when neither."""
         full = self._prefix + name
-        if self._packed is not None and name != WORKSPACE_MANIFEST:
+        if self._packed is not None and (name != WORKSPACE_MANIFEST or self._entries_only):
             data = self._packed.get(full)
             if data is not None:
                 return data
@@ -388,7 +391,9 @@ class Workspace:
         """Atomic, 0600 in 0700 directories (the FsRoot guarantees); durable at once, or
         at the next :meth:`sync` with ``durable=False``. With a packed store, everything
         but `workspace.json` is a packed entry (always durable at the next sync)."""
-        if self._packed is not None and name != WORKSPACE_MANIFEST and not durable:
+        if self._packed is not None and (
+            self._entries_only or (name != WORKSPACE_MANIFEST and not durable)
+        ):
             self._packed.put(self._prefix + name, data)
             return
         self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)

@@ -27,6 +27,7 @@ from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
 from runjournal.adapters.cache_registry import forget, journal_identity, read_registry
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
+from runjournal.adapters.s3_store import prepare_remote_cache
 from runjournal.app.cache_journals import read_others, run_references
 from runjournal.app.errors import RunFailedError, UsageError
 from runjournal.app.journals import MaintenancePorts, existing_journal
@@ -260,7 +261,14 @@ def collect_cache(
         "size_after": None,
         "journals": [],
     }
-    if not os.path.isdir(config.cache_root):
+    remote = getattr(config, "cache_remote", None)
+    if remote:
+        doc["root"] = remote
+        try:
+            prepare_remote_cache(config)  # the bucket's mirror directory on this machine
+        except FsError as exc:
+            raise RunFailedError(f"cannot collect cache root {remote}: {exc}") from None
+    elif not os.path.isdir(config.cache_root):
         doc["skipped"] = "no cache root"
         return doc
     try:

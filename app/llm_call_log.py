@@ -44,16 +44,16 @@ def logged_pending(store: JournalStore, run_id: str) -> tuple[list[Any], str | N
         read_log,
         restore_replies,
     )
-    from runjournal.adapters.packed_store import PackedStore
+    from runjournal.adapters.s3_store import open_store
 
     path = log_path(cache_root, run_id)
     if not os.path.exists(path):
         return [], None
     lines = list(read_log(path))
     with contextlib.suppress(OSError), FsRoot.open(cache_root) as root:
-        packed = PackedStore(
-            root
-        )  # where the run's replies live (docs/internals.md "Packed store")
+        # where the run's replies live (docs/internals.md "Packed store"; for an s3://
+        # cache root, its bucket: "Object-storage cache")
+        packed = open_store(root)
         try:
             restore_replies(lines, ReplyStore(os.path.join(cache_root, "llm", "replies"), packed))
         finally:

@@ -37,6 +37,7 @@ from runjournal.adapters.journal.url import (
 from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.packed_store import PackedStore
 from runjournal.adapters.profiles import ProfileRegistry
+from runjournal.adapters.s3_store import S3PackedStore, open_store, prepare_remote_cache
 from runjournal.adapters.stage_leases import FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
@@ -200,10 +201,16 @@ class Roots:
         return self._get(self.config.output_root, create=create)
 
     def cache(self, *, create: bool) -> FsRoot:
+        if self.config.cache_remote and self.opened(self.config.cache_root) is None:
+            prepare_remote_cache(self.config)
+            create = True
         return self._get(self.config.cache_root, create=create)
 
     def existing_cache(self) -> FsRoot | None:
-        """The cache root if it exists (readers never create it)."""
+        """The cache root if it exists (readers never create it; an `s3://` cache root
+        exists in its bucket, and its local mirror directory is made for it)."""
+        if self.config.cache_remote:
+            return self.cache(create=True)
         if self.opened(self.config.cache_root) is None and not os.path.isdir(
             self.config.cache_root
         ):
@@ -298,7 +305,8 @@ class Collaborators:
     workspace: Workspace | None = None
     roots: Roots | None = None  # closed with the collaborators when they own them
     lock: CacheLock | None = None  # the run's share of the cache root's lock
-    packed: PackedStore | None = None  # the cache root's packed store, which both use
+    # the cache root's packed store (or its bucket's, for s3://), which both use
+    packed: PackedStore | S3PackedStore | None = None
 
     def close(self) -> None:
         if self.plan_store is not None:
@@ -344,7 +352,7 @@ def build_collaborators(
     if cache_root is not None and lock is not None and creates:
         _register(cache_root, lock, config.journal, pipeline)
     plan_store = None
-    packed = PackedStore(cache_root) if cache_root is not None else None
+    packed = open_store(cache_root) if cache_root is not None else None
     if mode is not CacheMode.BYPASS and cache_root is not None:
         plan_store = ChunkPlanFileStore.open_for_mode(cache_root, mode, packed=packed)
     elif mode is CacheMode.READ_ONLY:
@@ -422,11 +430,13 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
     workspace, no plan store directory); raises FsError for a root that cannot be opened."""
     from runjournal.adapters.cache_view import CacheView
 
-    if not os.path.isdir(config.cache_root):
+    if config.cache_remote:
+        prepare_remote_cache(config)
+    elif not os.path.isdir(config.cache_root):
         return CacheView()
     made = factories()
     root = made.open_root(config.cache_root, create=False)
-    packed = PackedStore(root)
+    packed = open_store(root)
     workspace = Workspace.in_cache(root, pipeline, packed=packed, **_open_dirs(made))
     plans = None
     # refresh recomputes every plan and bypass has no store: neither reads one.
@@ -438,7 +448,7 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
 @contextmanager
 def checkpoint_reader(cache_root: FsRoot, pipeline: str) -> Iterator[CheckpointLoader]:
     """A read-only loader of `pipeline`'s workspace (the plain-run hint's look)."""
-    packed = PackedStore(cache_root)
+    packed = open_store(cache_root)
     workspace = Workspace.in_cache(cache_root, pipeline, packed=packed, **_open_dirs(factories()))
     try:
         yield CheckpointLoader(workspace)

@@ -98,6 +98,20 @@ def parse_path(raw: object, base_dir: str) -> str:
     return _absolute(_path_text(raw, expected), base_dir, expected)
 
 
+def parse_cache_root(raw: object, base_dir: str) -> str:
+    """A path, or `s3://bucket/prefix` kept as a URL (docs/configuration.md "Paths")."""
+    expected = "a non-empty path or s3://bucket/prefix"
+    text = _path_text(raw, expected)
+    if text.strip().lower().startswith("s3://"):
+        from runjournal.adapters.s3_store import parse_s3_url
+
+        try:
+            return parse_s3_url(text).url
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    return _absolute(text, base_dir, expected)
+
+
 def parse_journal(raw: object, base_dir: str) -> str:
     """A PostgreSQL URL stays as given; SQLite (`sqlite:///path` or a path) becomes a path."""
     expected = "a path, sqlite:///PATH or postgresql://..."

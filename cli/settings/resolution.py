@@ -65,6 +65,11 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
     block_summary: bool
     llm_mode: LLMModeSetting
     origins: dict[str, ResolvedSetting]
+    # `cache_root = "s3://..."`: the bucket URL and endpoint (the cache identity);
+    # `cache_root` is then this machine's mirror directory for it (docs/operations.md
+    # "Object-storage cache").
+    cache_remote: str | None = None
+    cache_endpoint: str | None = None
 
     @property
     def debug_summary(self) -> bool:
@@ -204,4 +209,14 @@ def resolve_settings(
         implied = "implied by chunk_map_index" + (f" ({index.source})" if index.source else "")
         resolved["chunk_map"] = ResolvedSetting("chunk_map", True, index.origin, implied)
         values["chunk_map"] = True
+    remote = str(values["cache_root"])
+    if remote.startswith("s3://"):
+        from runjournal.adapters.s3_store import endpoint_from_env, mirror_dir, parse_s3_url
+
+        endpoint = endpoint_from_env(env)
+        values["cache_remote"] = remote
+        values["cache_endpoint"] = endpoint
+        values["cache_root"] = mirror_dir(
+            str(SETTINGS_BY_NAME["cache_root"].default(values, cwd)), parse_s3_url(remote), endpoint
+        )
     return EffectiveConfig(**values, origins=resolved)  # type: ignore[arg-type]

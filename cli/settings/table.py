@@ -20,6 +20,7 @@ from runjournal.cli.settings.parsing import (
     choice_parser,
     int_parser,
     parse_bool,
+    parse_cache_root,
     parse_executor,
     parse_journal,
     parse_path,
@@ -177,11 +178,14 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     SettingSpec(
         name="cache_root",
         flag="--cache-root DIR",
-        type_name="path",
-        parse=parse_path,
+        type_name="path or s3:// URL",
+        parse=parse_cache_root,
         default=_default_cache_root,
         default_text="the user cache directory for runjournal",
-        description="Root of the chunk-plan store and of the checkpoint workspaces.",
+        description=(
+            "Root of the chunk-plan store and of the checkpoint workspaces"
+            " (a directory, or s3://bucket/prefix)."
+        ),
         kind=ValueKind.DIR,
     ),
     SettingSpec(
