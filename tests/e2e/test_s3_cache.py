@@ -1,0 +1,321 @@
+"""`cache_root = "s3://bucket/prefix"` against a real S3 server (SeaweedFS on loopback),
+end to end (docs/operations.md "Object-storage cache").
+
+Each "machine" is a `CLI` with its own HOME (so its own user cache directory and local
+mirror) and the same bucket: what one writes, the other reuses. Outputs are compared
+byte for byte with the same run on a local cache root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.console import CLI
+from support.llm_servers import REPO, ServerProcess, start_fake
+from support.paths import EXAMPLE
+
+pytest.importorskip("obstore")
+boto3 = pytest.importorskip("boto3")
+
+
+class Bucket:
+    """One test's bucket on the session's server, with a boto3 client for inspection."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.env = server.env()
+        self.name = server.bucket()
+        self.url = f"s3://{self.name}/team"
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=self.env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+            region_name=self.env["AWS_REGION"],
+        )
+
+    def listing(self, prefix: str = "team/") -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.name, Prefix=prefix
+        )
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+    def read(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()
+
+    def write(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.name, Key=key, Body=data)
+
+    def object_of(self, ref_key: str) -> str:
+        """The object key a ref names."""
+        digest = self.read(ref_key).split(b"\n")[1].decode()
+        return f"team/objects/{digest[:2]}/{digest}"
+
+
+@pytest.fixture
+def bucket(seaweedfs: Any) -> Bucket:
+    return Bucket(seaweedfs)
+
+
+def machine(tmp_path: Path, name: str) -> CLI:
+    return CLI(tmp_path / "homes" / name)
+
+
+def project(tmp_path: Path, source: Path = EXAMPLE, name: str = "project") -> Path:
+    dest = tmp_path / "projects" / name
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    return dest / "pipeline.toml"
+
+
+def run(
+    cli: CLI, pipeline: Path, cache: str, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
+    out = pipeline.parent / "runs"
+    proc = cli(
+        "run",
+        str(pipeline),
+        "--output-root",
+        str(out),
+        "--cache-root",
+        cache,
+        "--json",
+        *extra,
+        env=env,
+        timeout=600,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def outputs(doc: dict[str, Any]) -> dict[str, str]:
+    return {
+        o["name"]: hashlib.sha256(Path(o["path"]).read_bytes()).hexdigest() for o in doc["outputs"]
+    }
+
+
+def test_glossary_on_s3_matches_a_local_cache_and_a_second_machine_reuses_it(
+    tmp_path: Path, bucket: Bucket
+) -> None:
+    local = machine(tmp_path, "local")
+    code, base, err = run(local, project(tmp_path, name="local"), str(tmp_path / "cache"))
+    assert code == 0, err
+
+    first = machine(tmp_path, "first")
+    pipeline = project(tmp_path, name="first")
+    code, doc, err = run(first, pipeline, bucket.url, env=bucket.env)
+    assert code == 0, err
+    assert outputs(doc) == outputs(base)
+    assert doc["decisions"] == base["decisions"]
+    keys = bucket.listing()
+    assert any(k.startswith("team/refs/workspaces/") and k.endswith(".ckpt") for k in keys)
+    assert "team/refs/workspaces/glossary/workspace.json" in keys
+    assert any(k.startswith("team/refs/chunkplans/") for k in keys)
+    # nothing of the checkpoint store is a local file: only the mirror's own state
+    mirror = next((first.home / ".cache" / "runjournal" / "s3").iterdir())
+    assert not (mirror / "workspaces").exists() and not (mirror / "pack").exists()
+    assert json.loads((mirror / "remote.json").read_text())["url"] == bucket.url
+
+    second = machine(tmp_path, "second")  # fresh HOME, fresh local cache, same bucket
+    code, again, err = run(
+        second, project(tmp_path, name="second"), bucket.url, "--resume", env=bucket.env
+    )
+    assert code == 0, err
+    assert set(again["decisions"]) == {"reused"}, again["decisions"]
+    assert sum(again["decisions"].values()) == sum(base["decisions"].values())
+    assert outputs(again) == outputs(base)
+    # no credential reaches the journal, the manifest or the report
+    secret = bucket.env["AWS_SECRET_ACCESS_KEY"].encode()
+    for path in (pipeline.parent / "runs").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_bytes(), path
+
+
+def test_a_corrupted_object_is_detected_and_recomputed(tmp_path: Path, bucket: Bucket) -> None:
+    first = machine(tmp_path, "first")
+    code, base, err = run(first, project(tmp_path, name="first"), bucket.url, env=bucket.env)
+    assert code == 0, err
+    refs = [k for k in bucket.listing("team/refs/workspaces/") if k.endswith(".ckpt")]
+    damaged = bucket.object_of(refs[0])
+    good = bucket.read(damaged)
+    bucket.write(damaged, good[:-7] + b"garbage")
+
+    second = machine(tmp_path, "second")
+    pipeline = project(tmp_path, name="second")
+    code, doc, err = run(second, pipeline, bucket.url, "--resume", env=bucket.env)
+    assert code == 0, err
+    assert doc["decisions"].get("checkpoint_corrupt", 0) >= 1, doc["decisions"]
+    assert outputs(doc) == outputs(base)
+    assert bucket.read(damaged) == good  # the recompute wrote it again
+
+    third = machine(tmp_path, "third")
+    code, doc, err = run(third, pipeline, bucket.url, "--resume", env=bucket.env)
+    assert code == 0, err
+    assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
+
+
+def test_gc_cache_deletes_unreferenced_entries_by_prefix(tmp_path: Path, bucket: Bucket) -> None:
+    cli = machine(tmp_path, "first")
+    pipeline = project(tmp_path, name="first")
+    code, _doc, err = run(cli, pipeline, bucket.url, env=bucket.env)
+    assert code == 0, err
+    doc_file = next((pipeline.parent / "docs").glob("*.md"))
+    doc_file.write_text(doc_file.read_text() + "\n\nA **ledger** is kept.\n")
+    code, latest, err = run(cli, pipeline, bucket.url, "--resume", env=bucket.env)
+    assert code == 0, err
+    before = bucket.listing("team/refs/")
+    out = str(pipeline.parent / "runs")
+    proc = cli(
+        "gc",
+        "--keep",
+        "1",
+        "--cache",
+        "--output-root",
+        out,
+        "--cache-root",
+        bucket.url,
+        "--json",
+        env=bucket.env,
+        cwd=pipeline.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    cache = json.loads(proc.stdout)["cache"]
+    assert cache["root"] == bucket.url
+    assert cache["removed"], cache
+    after = bucket.listing("team/refs/")
+    removed = {f"team/refs/{r['name']}" for r in cache["removed"]}
+    assert removed <= set(before) and not removed & set(after)
+    # what the kept run uses stays: a resume elsewhere reuses every stage
+    other = machine(tmp_path, "other")
+    code, doc, err = run(other, pipeline, bucket.url, "--resume", env=bucket.env)
+    assert code == 0, err
+    assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
+    assert outputs(doc) == outputs(latest)
+
+
+def test_a_dask_cluster_with_the_s3_cache_gives_the_same_results(
+    tmp_path: Path, bucket: Bucket
+) -> None:
+    pytest.importorskip("distributed")
+    local = machine(tmp_path, "local")
+    code, base, err = run(local, project(tmp_path, name="local"), str(tmp_path / "cache"))
+    assert code == 0, err
+    cli = machine(tmp_path, "dask")
+    pipeline = project(tmp_path, name="dask")
+    code, doc, err = run(
+        cli, pipeline, bucket.url, "--executor", "dask", "--jobs", "2", env=bucket.env
+    )
+    assert code == 0, err
+    assert outputs(doc) == outputs(base)
+    assert doc["decisions"] == base["decisions"]
+    code, again, err = run(
+        machine(tmp_path, "dask2"),
+        pipeline,
+        bucket.url,
+        "--executor",
+        "dask",
+        "--jobs",
+        "2",
+        "--resume",
+        env=bucket.env,
+    )
+    assert code == 0, err
+    assert set(again["decisions"]) == {"reused"}, again["decisions"]
+
+
+LLM_PROFILE = """
+[profiles.fake]
+provider = "openai"
+model = "fake-model"
+base_url = "{url}"
+api_key_env = "RJ_FAKE_KEY"
+max_retries = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def fake() -> Any:
+    with start_fake() as server:
+        yield server
+
+
+def test_the_llm_example_on_s3_matches_a_local_cache(
+    tmp_path: Path, bucket: Bucket, fake: ServerProcess
+) -> None:
+    env = {"RJ_FAKE_KEY": "sk-" + "local-" + "y" * 24}
+
+    def llm_project(name: str) -> Path:
+        pipeline = project(tmp_path, REPO / "examples" / "llm-extract", name)
+        with open(pipeline.parent / "profiles.toml", "a") as profiles:
+            profiles.write(LLM_PROFILE.format(url=fake.url))
+        return pipeline
+
+    local = machine(tmp_path, "local")
+    code, base, err = run(
+        local, llm_project("local"), str(tmp_path / "cache"), "--profile", "fake", env=env
+    )
+    assert code == 0, err
+    first = machine(tmp_path, "first")
+    code, doc, err = run(
+        first, llm_project("first"), bucket.url, "--profile", "fake", env={**env, **bucket.env}
+    )
+    assert code == 0, err
+    assert outputs(doc) == outputs(base)
+    assert any(k.startswith("team/refs/llm/replies/") for k in bucket.listing())
+    asked = len(fake.requests())
+    second = machine(tmp_path, "second")
+    code, again, err = run(
+        second,
+        llm_project("second"),
+        bucket.url,
+        "--profile",
+        "fake",
+        "--resume",
+        env={**env, **bucket.env},
+    )
+    assert code == 0, err
+    assert set(again["decisions"]) == {"reused"}, again["decisions"]
+    assert outputs(again) == outputs(base)
+    assert len(fake.requests()) == asked  # nothing asked again on the second machine
+    assert env["RJ_FAKE_KEY"].encode() not in b"".join(
+        bucket.read(k) for k in bucket.listing() if "/refs/" in k
+    )
+
+
+def test_the_server_killed_then_restarted_loses_nothing(tmp_path: Path, seaweedfs: Any) -> None:
+    from support import seaweedfs as weed
+
+    server = weed.start(tmp_path / "own-server")  # its own server: this test kills it
+    try:
+        own = Bucket(server)
+        cli = machine(tmp_path, "first")
+        pipeline = project(tmp_path, name="first")
+        code, base, err = run(cli, pipeline, own.url, env=own.env)
+        assert code == 0, err
+        server.kill()
+        other = machine(tmp_path, "second")
+        code, doc, err = run(other, pipeline, own.url, "--resume", env=own.env)
+        assert code != 0
+        lines = [line for line in err.splitlines() if line.startswith("runjournal: error")]
+        assert len(lines) == 1 and "object store" in lines[0], err
+        server.start()
+        code, doc, err = run(other, pipeline, own.url, "--resume", env=own.env)
+        assert code == 0, err
+        assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
+        assert outputs(doc) == outputs(base)
+    finally:
+        server.stop()
+
+
+def test_an_s3_cache_root_that_is_not_a_url_is_one_line_exit_2(tmp_path: Path) -> None:
+    cli = machine(tmp_path, "first")
+    pipeline = project(tmp_path, name="first")
+    proc = cli("run", str(pipeline), "--cache-root", "s3://ab/..", env={})
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "cache_root" in proc.stderr and "Traceback" not in proc.stderr
