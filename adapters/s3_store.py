@@ -528,19 +528,22 @@ class S3PackedStore:
             self._trim()
 
     def _local_files(self) -> list[tuple[str, int, float]]:
+        """(name, size, mtime) of every object of the local cache."""
         assert self._local is not None
-        out = []
+        out: list[tuple[str, int, float]] = []
         try:
-            shards = self._local.listdir(_LOCAL_CACHE)
-        except FsError:
+            cache = self._local.subroot(_LOCAL_CACHE)
+        except (FsError, OSError):
             return out
-        for shard in shards:
-            with contextlib.suppress(FsError):
-                for leaf in self._local.listdir(f"{_LOCAL_CACHE}/{shard}"):
-                    name = f"{_LOCAL_CACHE}/{shard}/{leaf}"
-                    with contextlib.suppress(OSError):
-                        info = os.stat(self._local.fd_path(name), follow_symlinks=False)
-                        out.append((name, info.st_size, info.st_mtime))
+        with cache:
+            for shard in cache.listdir():
+                with contextlib.suppress(FsError, OSError), cache.subroot(shard) as directory:
+                    for leaf in directory.listdir():
+                        with contextlib.suppress(OSError):
+                            info = os.stat(directory.fd_path(leaf), follow_symlinks=False)
+                            out.append(
+                                (f"{_LOCAL_CACHE}/{shard}/{leaf}", info.st_size, info.st_mtime)
+                            )
         return out
 
     def _trim(self) -> None:

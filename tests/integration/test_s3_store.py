@@ -1,0 +1,247 @@
+"""`adapters/s3_store.py` against a real S3 server (SeaweedFS on loopback): the packed
+store's interface on object storage, digests checked on every read, the bounded local
+read-through cache, bounded waits (docs/internals.md "Object-storage cache")."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from runjournal.adapters import s3_store
+from runjournal.adapters.fsroot import FsIOError, FsRoot
+from runjournal.adapters.s3_store import (
+    S3PackedStore,
+    S3Url,
+    open_store,
+    parse_s3_url,
+    prepare_mirror,
+)
+
+obstore = pytest.importorskip("obstore")
+
+
+@pytest.fixture
+def s3env(seaweedfs: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = seaweedfs.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def url(seaweedfs: Any, s3env: dict[str, str]) -> S3Url:
+    return S3Url(seaweedfs.bucket(), "pre/fix")
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[FsRoot]:
+    root = FsRoot.open(tmp_path / "mirror", create=True)
+    yield root
+    root.close()
+
+
+def store(url: S3Url, env: dict[str, str], local: FsRoot | None = None, **kw: Any) -> S3PackedStore:
+    return S3PackedStore(url, env["AWS_ENDPOINT_URL"], local=local, **kw)
+
+
+def raw(url: S3Url, env: dict[str, str]) -> Any:
+    from obstore.store import S3Store
+
+    return S3Store(url.bucket, client_options={"allow_http": True})
+
+
+def test_round_trip_listing_and_removal(url: S3Url, s3env: dict[str, str], local: FsRoot) -> None:
+    s = store(url, s3env, local)
+    assert not s.exists and s.get("workspaces/p/a.ckpt") is None
+    s.put("workspaces/p/steps/x/l1/a.ckpt", b"one")
+    s.put("workspaces/p/steps/x/l1/latest.extract", b"scope")
+    s.put("workspaces/p/steps/x/l2/b.ckpt", b"two" * 1000)
+    s.put("chunkplans/ab/abc.plan", b"plan")
+    other = store(url, s3env)  # another process, no local cache
+    assert other.exists
+    assert other.get("workspaces/p/steps/x/l2/b.ckpt") == b"two" * 1000
+    assert other.names("workspaces/p/steps/x/l1/") == [
+        "workspaces/p/steps/x/l1/a.ckpt",
+        "workspaces/p/steps/x/l1/latest.extract",
+    ]
+    assert other.names("workspaces/p/steps/x/l") == sorted(
+        n for n in other.names("workspaces/") if n.startswith("workspaces/p/steps/x/l")
+    )
+    assert other.children("workspaces/p/steps/x") == ["l1", "l2"]
+    sizes = {e.name: e.size for e in other.entries("workspaces/")}
+    assert sizes["workspaces/p/steps/x/l2/b.ckpt"] == 3000
+    assert all(e.written_ns > 0 for e in other.entries(""))
+    s.put("workspaces/p/steps/x/l1/a.ckpt", b"replaced")  # last writer wins
+    assert other.get("workspaces/p/steps/x/l1/a.ckpt") == b"replaced"
+    assert other.remove(["workspaces/p/steps/x/l1/a.ckpt"]) == 1
+    assert s.get("workspaces/p/steps/x/l1/a.ckpt") is None
+
+
+def test_a_wrong_object_reads_empty_is_deleted_and_written_again(
+    url: S3Url, s3env: dict[str, str]
+) -> None:
+    s = store(url, s3env)
+    s.put("w/a.ckpt", b"the right bytes")
+    client = raw(url, s3env)
+    objects = [m["path"] for chunk in obstore.list(client, "pre/fix/objects") for m in chunk]
+    obstore.put(client, objects[0], b"the wrong bytes")
+    reader = store(url, s3env)
+    assert reader.get("w/a.ckpt") == b""  # the envelope's digest then says checkpoint_corrupt
+    with pytest.raises(FileNotFoundError):
+        obstore.get(client, objects[0])  # deleted, so the recompute's write is not refused
+    reader.put("w/a.ckpt", b"the right bytes")
+    assert store(url, s3env).get("w/a.ckpt") == b"the right bytes"
+
+
+@pytest.mark.parametrize(
+    "ref", [b"", b"RJS3 1\nnot-a-digest\n3\n", b"garbage", b"RJS3 1\n" + b"a" * 64 + b"\n3\n"]
+)
+def test_a_damaged_ref_or_a_ref_naming_nothing_reads_empty(
+    url: S3Url, s3env: dict[str, str], ref: bytes
+) -> None:
+    obstore.put(raw(url, s3env), "pre/fix/refs/w/a.ckpt", ref)
+    assert store(url, s3env).get("w/a.ckpt") == b""
+
+
+def test_the_local_cache_downloads_an_object_once_and_verifies_it(
+    url: S3Url, s3env: dict[str, str], local: FsRoot
+) -> None:
+    store(url, s3env).put("w/a.ckpt", b"payload")
+    first = store(url, s3env, local)
+    assert first.get("w/a.ckpt") == b"payload"
+    client = raw(url, s3env)
+    objects = [m["path"] for chunk in obstore.list(client, "pre/fix/objects") for m in chunk]
+    obstore.delete(client, objects[0])  # the bucket no longer has it: the local copy serves
+    assert store(url, s3env, local).get("w/a.ckpt") == b"payload"
+    cached = next(p for p in Path(local.path).rglob("*") if p.is_file())
+    cached.write_bytes(b"tampered")  # a damaged local copy is never used
+    assert store(url, s3env, local).get("w/a.ckpt") == b""
+
+
+def test_the_local_cache_stays_under_its_bound(
+    url: S3Url, s3env: dict[str, str], local: FsRoot
+) -> None:
+    s = store(url, s3env, local, local_limit=10_000)
+    for i in range(30):
+        s.put(f"w/{i}.ckpt", bytes([i]) * 1000)
+    files = [p for p in Path(local.path).rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= 10_000
+    assert all(s.get(f"w/{i}.ckpt") == bytes([i]) * 1000 for i in range(30))
+
+
+def test_compact_deletes_objects_no_ref_names(
+    url: S3Url, s3env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store(url, s3env)
+    s.put("w/keep.ckpt", b"kept")
+    s.put("w/drop.ckpt", b"dropped")
+    s.remove(["w/drop.ckpt"])
+    assert s.compact().objects_removed == 0  # within the grace period: a writer may be mid-put
+    monkeypatch.setattr(s3_store, "_ORPHAN_GRACE_S", -60)
+    assert s.compact(dry_run=True).objects_removed == 1
+    done = s.compact()
+    assert done.objects_removed == 1 and done.bytes_freed == len(b"dropped")
+    assert store(url, s3env).get("w/keep.ckpt") == b"kept"
+
+
+def test_open_store_follows_the_mirror_marker(
+    url: S3Url, s3env: dict[str, str], tmp_path: Path
+) -> None:
+    prepare_mirror(str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"])
+    prepare_mirror(str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"])  # idempotent
+    with FsRoot.open(tmp_path / "m") as root:
+        s = open_store(root)
+        assert isinstance(s, S3PackedStore) and s.url == url
+        s.put("w/x.ckpt", b"x")
+    with FsRoot.open(tmp_path, create=False) as plain:
+        assert not isinstance(open_store(plain), S3PackedStore)
+
+
+def test_an_unreachable_endpoint_is_an_io_error_of_the_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: connection refused
+    s = S3PackedStore(S3Url("bucket", ""), f"http://127.0.0.1:{port}")
+    with pytest.raises(FsIOError) as caught:
+        s.get("w/a.ckpt")
+    assert caught.value.errno == errno.EIO and "object store" in str(caught.value)
+    with pytest.raises(FsIOError):
+        s.put("w/a.ckpt", b"x")
+
+
+def test_a_server_that_never_answers_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded waits: a request times out and its retries stop (no wait forever)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setattr(s3_store, "_TIMEOUT", "1s")
+    monkeypatch.setattr(s3_store, "_RETRIES", 1)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])  # accepted, never answered
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = silent.getsockname()[1]
+        s = S3PackedStore(S3Url("bucket", ""), f"http://127.0.0.1:{port}")
+        with pytest.raises(FsIOError):
+            s.get("w/a.ckpt")
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        silent.close()
+
+
+_SEGMENT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=8)
+
+
+@given(
+    bucket=st.from_regex(r"[a-z0-9][a-z0-9\-]{1,20}[a-z0-9]", fullmatch=True),
+    parts=st.lists(_SEGMENT, max_size=4),
+)
+def test_s3_urls_round_trip(bucket: str, parts: list[str]) -> None:
+    url = parse_s3_url(f"s3://{bucket}/" + "/".join(parts))
+    assert url == S3Url(bucket, "/".join(parts))
+    assert parse_s3_url(url.url) == url
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "s3://",
+        "s3:///prefix",
+        "s3://a/prefix",
+        "s3://UPPER/prefix",
+        "s3://key:secret@bucket/prefix",
+        "s3://bucket/a/../b",
+        "s3://bucket/p?x=1",
+        "s3://bucket/p#f",
+        "http://bucket/p",
+    ],
+)
+def test_bad_s3_urls_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_s3_url(text)
