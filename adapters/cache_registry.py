@@ -23,6 +23,7 @@ import os
 import socket
 import stat
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -101,8 +102,13 @@ def register(root: FsRoot, journal_url: str, pipeline: str) -> None:
     """Record that `journal_url` runs `pipeline` on this cache root (idempotent).
 
     Called with the cache root's lock held shared, before the run writes there. Raises
-    FsError when the cache root cannot be written.
+    FsError when the cache root cannot be written. For an `s3://` cache root the
+    registry is in the bucket (`meta/journals/...`), shared by every machine using it.
     """
+    remote = _remote(root)
+    if remote is not None:
+        _register_remote(remote, journal_url, pipeline)
+        return
     with contextlib.suppress(AlreadyExists):  # the registry's start: written once
         root.write_bytes(EPOCH, b"", overwrite=False)
     identity = journal_identity(journal_url)
@@ -120,6 +126,9 @@ def register(root: FsRoot, journal_url: str, pipeline: str) -> None:
 
 def read_registry(root: FsRoot) -> Registry:
     """Every entry of the registry (none when it does not exist yet)."""
+    remote = _remote(root)
+    if remote is not None:
+        return _read_remote(remote)
     registry = Registry()
     try:
         names = root.listdir(REGISTRY)
@@ -143,6 +152,10 @@ def read_registry(root: FsRoot) -> Registry:
 
 def forget(root: FsRoot, names: list[str]) -> None:
     """Remove the registry entries `names` (`gc --forget-missing`)."""
+    remote = _remote(root)
+    if remote is not None:
+        remote.meta_delete(list(names))
+        return
     for name in names:
         root.remove(name, missing_ok=True)
 
@@ -155,3 +168,41 @@ def _mtime_ns(root: FsRoot, name: str) -> int | None:
     except OSError:  # FsError is one
         return None
     return info.st_mtime_ns if stat.S_ISREG(info.st_mode) else None
+
+
+def _remote(root: FsRoot) -> Any:
+    """The bucket's store when `root` is the mirror of an `s3://` cache root."""
+    from runjournal.adapters.cache_lock import _remote as remote_store
+
+    return remote_store(root)
+
+
+def _register_remote(store: Any, journal_url: str, pipeline: str) -> None:
+    store.meta_put(EPOCH, b"", create=True)  # the registry's start: written once
+    identity = journal_identity(journal_url)
+    host = journal_host(identity)
+    name = entry_name(identity, pipeline, host)
+    data = msgspec.json.encode(RegistryEntry(journal=identity, pipeline=pipeline, host=host))
+    data += b"\n"
+    found = store.meta_get(name)
+    if found is None or found[0] != data:
+        store.meta_put(name, data)
+
+
+def _read_remote(store: Any) -> Registry:
+    registry = Registry()
+    for name in store.meta_list(REGISTRY):
+        leaf = name.rpartition("/")[2]
+        found = store.meta_get(name)
+        if found is None:
+            continue  # forgotten meanwhile
+        if leaf == "epoch":
+            registry.epoch_ns = found[1]
+            continue
+        if not leaf.endswith(_SUFFIX):
+            continue
+        try:
+            registry.entries[name] = msgspec.json.decode(found[0], type=RegistryEntry)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            registry.unreadable[name] = str(exc)
+    return registry

@@ -71,6 +71,7 @@ REMOTE_MARKER = "remote.json"
 _LOCAL_CACHE = "s3-cache"
 _REFS = "refs"
 _OBJECTS = "objects"
+_META = "meta"
 _REF_MAGIC = b"RJS3 1\n"
 # The local read-through cache's bound; the oldest objects go first past it.
 LOCAL_CACHE_BYTES = 1 << 30
@@ -488,6 +489,57 @@ class S3PackedStore:
 
     def close(self) -> None:
         """Nothing to release: requests hold no connection between calls."""
+
+    # ------------------------------------------------------------------ side objects
+
+    # The cache root's registry and leases (`meta/...`): small objects beside the entries,
+    # never named by a ref, never collected by `compact`.
+
+    def meta_get(self, name: str) -> tuple[bytes, int] | None:
+        """(bytes, last-modified ns) of `meta/<name>`; None when absent."""
+        import obstore
+
+        try:
+            result = obstore.get(self._store(), f"{_META}/{name}")
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _error(name, exc) from None
+        modified = result.meta.get("last_modified")
+        return data, int(modified.timestamp() * 1e9) if modified is not None else 0
+
+    def meta_put(self, name: str, data: bytes, *, create: bool = False) -> bool:
+        """Write `meta/<name>`; with `create`, only if it does not exist (False then)."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            mode = "create" if create else "overwrite"
+            obstore.put(self._store(), f"{_META}/{name}", data, mode=mode)
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        except Exception as exc:
+            raise _error(name, exc) from None
+        return True
+
+    def meta_list(self, prefix: str) -> list[str]:
+        """The names below `meta/<prefix>/`."""
+        base = f"{_META}/{prefix.strip('/')}"
+        try:
+            return sorted(str(m["path"])[len(_META) + 1 :] for m in self._list(base))
+        except Exception as exc:
+            raise _error(prefix, exc) from None
+
+    def meta_delete(self, names: list[str]) -> None:
+        import obstore
+
+        if not names:
+            return
+        try:
+            obstore.delete(self._store(), [f"{_META}/{name}" for name in names])
+        except Exception as exc:
+            raise _error(names[0], exc) from None
 
     # ------------------------------------------------------------------ local cache
 

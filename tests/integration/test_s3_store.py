@@ -245,3 +245,53 @@ def test_s3_urls_round_trip(bucket: str, parts: list[str]) -> None:
 def test_bad_s3_urls_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse_s3_url(text)
+
+
+def _mirror(tmp_path: Path, name: str, url: S3Url, env: dict[str, str]) -> FsRoot:
+    prepare_mirror(str(tmp_path / name), url.url, env["AWS_ENDPOINT_URL"])
+    return FsRoot.open(tmp_path / name)
+
+
+def test_the_cache_lock_is_a_lease_in_the_bucket(
+    url: S3Url, s3env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.adapters import cache_lock
+    from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
+
+    one, two = _mirror(tmp_path, "a", url, s3env), _mirror(tmp_path, "b", url, s3env)
+    with one, two:
+        run = CacheLock.shared(one, wait=0)  # a run on machine a
+        with pytest.raises(CacheLockBusy):
+            CacheLock.exclusive(two)  # gc on machine b sees it
+        also = CacheLock.shared(two, wait=0)  # runs share it
+        run.close()
+        also.close()
+        gc = CacheLock.exclusive(two)
+        with pytest.raises(CacheLockBusy):
+            CacheLock.shared(one, wait=0)
+        with pytest.raises(CacheLockBusy):
+            CacheLock.exclusive(one)
+        gc.close()
+        # a killed run's lease expires: gc then takes the root and drops the lease
+        stale = CacheLock.shared(one, wait=0)
+        stale._stop.set()  # as if its process were gone: no refresh, no delete
+        monkeypatch.setattr(cache_lock, "LEASE_TTL_S", 0.0)
+        CacheLock.exclusive(two).close()
+        assert s3_store.open_store(one).meta_list(cache_lock.RUN_LEASES) == []
+
+
+def test_the_registry_is_shared_through_the_bucket(
+    url: S3Url, s3env: dict[str, str], tmp_path: Path
+) -> None:
+    from runjournal.adapters.cache_registry import forget, read_registry, register
+
+    one, two = _mirror(tmp_path, "a", url, s3env), _mirror(tmp_path, "b", url, s3env)
+    with one, two:
+        register(one, str(tmp_path / "a.sqlite3"), "glossary")
+        register(two, str(tmp_path / "b.sqlite3"), "glossary")
+        register(two, str(tmp_path / "b.sqlite3"), "glossary")  # idempotent
+        seen = read_registry(one)
+        assert len(seen.entries) == 2 and seen.epoch_ns and not seen.unreadable
+        assert not (Path(one.path) / "journals").exists()  # nothing local
+        forget(two, [next(iter(seen.entries))])
+        assert len(read_registry(one).entries) == 1
