@@ -57,6 +57,8 @@ __all__ = [
     "S3Url",
     "endpoint_from_env",
     "is_s3_url",
+    "local_cache_root",
+    "mirror_base",
     "mirror_dir",
     "open_store",
     "parse_s3_url",
@@ -139,6 +141,21 @@ def _identity(url: S3Url, endpoint: str) -> str:
 def mirror_dir(base: str, url: S3Url, endpoint: str) -> str:
     """The local directory that stands for an S3 cache root on this machine."""
     return os.path.join(base, "s3", _identity(url, endpoint))
+
+
+def mirror_base() -> str:
+    """The user cache directory, where mirror directories live (the default cache root)."""
+    import platformdirs
+
+    return os.path.realpath(os.path.expanduser(platformdirs.user_cache_dir("runjournal")))
+
+
+def local_cache_root(cache_root: str, env: Mapping[str, str]) -> str:
+    """The local directory of a recorded cache root: itself, or for `s3://...` this
+    machine's mirror of it (the endpoint as `env` gives it)."""
+    if not is_s3_url(cache_root):
+        return cache_root
+    return mirror_dir(mirror_base(), parse_s3_url(cache_root), endpoint_from_env(env))
 
 
 def s3_client_available() -> bool:

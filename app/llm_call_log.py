@@ -36,6 +36,9 @@ def logged_pending(store: JournalStore, run_id: str) -> tuple[list[Any], str | N
         fold.apply(event)
     if not cache_root:
         return [], None
+    from runjournal.adapters.s3_store import local_cache_root
+
+    cache_root = local_cache_root(cache_root, os.environ)  # s3://: this machine's mirror
     from runjournal.adapters.fsroot import FsRoot
     from runjournal.adapters.llm.calllog import (
         ReplyStore,

@@ -119,7 +119,7 @@ def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
             "recompute": {"selected": list(policy.selected), "forced": list(policy.forced)},
             "roots": {
                 "output": config.output_root,
-                "cache": config.cache_root,
+                "cache": config.cache_remote or config.cache_root,
                 "debug": config.debug_root,
             },
             "decisions": predicted.decisions(),

@@ -434,7 +434,7 @@ def _record_allocation(
         tool_version=__version__,
         run_dir=os.path.join(config.output_root, run_id),
         output_root=config.output_root,
-        cache_root=config.cache_root,
+        cache_root=config.cache_remote or config.cache_root,  # s3://: the bucket is the cache
         workspace=ports.workspace_dir(config, spec.name) if config.checkpoints else None,
         debug_bundle=os.path.join(config.debug_root, run_id) if config.debug_summary else None,
         host=host_name(),

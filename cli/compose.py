@@ -322,6 +322,8 @@ class Collaborators:
 
 
 def workspace_dir(config: EffectiveConfig, pipeline: str) -> str:
+    if config.cache_remote:
+        return f"{config.cache_remote}/workspaces/{pipeline}"
     return os.path.join(config.cache_root, "workspaces", pipeline)
 
 

@@ -214,12 +214,9 @@ def resolve_settings(
         values["chunk_map"] = True
     remote = str(values["cache_root"])
     if remote.startswith("s3://"):
-        from runjournal.adapters.s3_store import endpoint_from_env, mirror_dir, parse_s3_url
+        from runjournal.adapters.s3_store import endpoint_from_env, local_cache_root
 
-        endpoint = endpoint_from_env(env)
         values["cache_remote"] = remote
-        values["cache_endpoint"] = endpoint
-        values["cache_root"] = mirror_dir(
-            str(SETTINGS_BY_NAME["cache_root"].default(values, cwd)), parse_s3_url(remote), endpoint
-        )
+        values["cache_endpoint"] = endpoint_from_env(env)
+        values["cache_root"] = local_cache_root(remote, env)
     return EffectiveConfig(**values, origins=resolved)  # type: ignore[arg-type]

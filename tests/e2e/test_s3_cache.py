@@ -112,6 +112,7 @@ def test_glossary_on_s3_matches_a_local_cache_and_a_second_machine_reuses_it(
     assert code == 0, err
     assert outputs(doc) == outputs(base)
     assert doc["decisions"] == base["decisions"]
+    assert doc["roots"]["cache"] == bucket.url  # the bucket is the cache (journaled)
     keys = bucket.listing()
     assert any(k.startswith("team/refs/workspaces/") and k.endswith(".ckpt") for k in keys)
     assert "team/refs/workspaces/glossary/workspace.json" in keys
