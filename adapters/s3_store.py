@@ -52,6 +52,7 @@ from runjournal.adapters.packed_store import Compaction, PackedEntry, PackedStor
 __all__ = [
     "LOCAL_CACHE_BYTES",
     "REMOTE_MARKER",
+    "ObjectStoreUnavailable",
     "RemoteCacheUnavailable",
     "S3PackedStore",
     "S3Url",
@@ -223,6 +224,13 @@ def _error(name: str, exc: BaseException) -> FsIOError:
     text = str(exc).strip().splitlines()
     detail = text[0] if text else type(exc).__name__
     return FsIOError(name, errno.EIO, f"object store: {detail[:300]}")
+
+
+class ObjectStoreUnavailable(RuntimeError):
+    """A write the object store refused or could not take after the client's bounded
+    retries. Not an OSError on purpose: a local disk's failed checkpoint write lets the
+    run go on (exit 3), but every later write to an unreachable bucket fails the same way,
+    so the run stops with this one line (docs/operations.md "Object-storage cache")."""
 
 
 def _encode_ref(digest: str, size: int) -> bytes:
@@ -441,7 +449,8 @@ class S3PackedStore:
 
     def put(self, name: str, data: bytes) -> None:
         """Store `data` under `name`: its object (kept when it exists), then the ref. Once
-        this returns, every reader on every machine finds it. Raises FsIOError."""
+        this returns, every reader on every machine finds it. Raises
+        ObjectStoreUnavailable (the run stops)."""
         data = bytes(data)
         digest = hashlib.sha256(data).hexdigest()
         with self._lock:
@@ -452,7 +461,7 @@ class S3PackedStore:
             self._put_bytes(_object_key(digest), data, create=not rewrite)
             self._put_bytes(f"{_REFS}/{name}", _encode_ref(digest, len(data)), create=False)
         except Exception as exc:
-            raise _error(name, exc) from None
+            raise ObjectStoreUnavailable(f"{self.url.url}: {_error(name, exc)}") from None
         with self._lock:
             self._refs[name] = digest
             self._bad.discard(digest)

@@ -313,7 +313,9 @@ def collect_cache(
             locked.close()  # runs go on while the packed store is compacted
             compaction = None if dry_run else compact(root)
     except (FsError, OSError) as exc:
-        raise RunFailedError(f"cannot collect cache root {config.cache_root}: {exc}") from None
+        raise RunFailedError(
+            f"cannot collect cache root {config.cache_remote or config.cache_root}: {exc}"
+        ) from None
     removed = [
         {"kind": r.kind.value, "name": r.name, "size": r.size, "reason": r.reason.value}
         for r in result.removed

@@ -98,7 +98,9 @@ def plan(settings: RunSettings, ports: PlanPorts) -> PlanResult:
         try:
             view = ports.cache_view(config, spec.name)
         except FsError as exc:
-            raise UsageError(f"cache root {config.cache_root}: {exc}") from None
+            raise UsageError(
+                f"cache root {config.cache_remote or config.cache_root}: {exc}"
+            ) from None
         stack.callback(view.close)
         resumed = config.resume or policy.active
         with module_stdout_to_stderr():  # a module's `reads` may print: never on stdout

@@ -336,9 +336,11 @@ def _allocate(
             roots=roots,
         )
     except FsError as exc:
-        raise UsageError(f"cache root {config.cache_root}: {exc}") from None
+        raise UsageError(f"cache root {config.cache_remote or config.cache_root}: {exc}") from None
     except CacheLockBusy as exc:  # a gc held the lock for longer than CACHE_LOCK_WAIT
-        raise RunFailedError(f"cache root {config.cache_root}: {exc}") from None
+        raise RunFailedError(
+            f"cache root {config.cache_remote or config.cache_root}: {exc}"
+        ) from None
     release_collab = _once(collab.close)
     stack.push(_closing(release_collab))
     try:
