@@ -23,9 +23,10 @@ from typing import Any
 from runjournal.adapters.fsroot import FsRoot
 
 _POLL = 0.05
-# An object-storage cache root has no flock: leases (docs/internals.md "Object-storage
-# cache"). A lease lives `LEASE_TTL_S` after its last write and is rewritten every third
-# of that while held, so a killed holder blocks the others for at most that long.
+# An object-storage cache root has no flock: leases
+# (docs/internals.md "Object-storage cache"). A lease lives `LEASE_TTL_S` after its last
+# write and is rewritten every third of that while held, so a killed holder blocks the
+# others for at most that long.
 LEASE_TTL_S = 600.0
 _LEASE_POLL = 0.5
 GC_LEASE = "leases/gc"

@@ -37,17 +37,16 @@ import errno
 import hashlib
 import json
 import os
-import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
 from runjournal.adapters.packed_store import Compaction, PackedEntry, PackedStore
+from runjournal.domain.lazy_pattern import LazyPattern
 
 __all__ = [
     "LOCAL_CACHE_BYTES",
@@ -87,7 +86,8 @@ _RETRY_WINDOW = timedelta(seconds=60)
 # An object no ref names is deleted by `compact` only once this old: a writer puts the
 # object before the ref that names it.
 _ORPHAN_GRACE_S = 3600
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]$")
+_BUCKET = LazyPattern(r"^[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]$")
+_DIGEST = LazyPattern(r"[0-9a-f]{64}")
 _LIST_WORKERS = 16
 
 
@@ -170,7 +170,7 @@ class RemoteCacheUnavailable(FsError):
     an FsError of the cache root, so a command reports it as one line (exit 2)."""
 
 
-def prepare_remote_cache(config: Any) -> None:
+def prepare_remote_cache(config: Any, open_root: Callable[..., FsRoot]) -> None:
     """Make the mirror directory of a configuration whose `cache_root` is `s3://...`
     (`cache_remote`); RemoteCacheUnavailable without the client, FsError for a mirror
     that cannot be made."""
@@ -180,16 +180,17 @@ def prepare_remote_cache(config: Any) -> None:
             errno.ENOPKG,
             "needs the s3 extra: pip install 'runjournal[s3]'",
         )
-    prepare_mirror(config.cache_root, config.cache_remote, config.cache_endpoint or "")
+    prepare_mirror(open_root, config.cache_root, config.cache_remote, config.cache_endpoint or "")
 
 
-def prepare_mirror(path: str, remote: str, endpoint: str) -> None:
-    """Create the mirror directory and its `remote.json` (idempotent). Raises FsError."""
+def prepare_mirror(open_root: Callable[..., FsRoot], path: str, remote: str, endpoint: str) -> None:
+    """Create the mirror directory and its `remote.json` (idempotent), the directory
+    opened with `open_root` (the composition root's). Raises FsError."""
     url = parse_s3_url(remote)
     marker = json.dumps(
         {"url": url.url, "endpoint": endpoint}, sort_keys=True, separators=(",", ":")
     ).encode()
-    with FsRoot.open(path, create=True) as root:
+    with open_root(path, create=True) as root:
         try:
             current = root.read_bytes(REMOTE_MARKER)
         except FsNotFound:
@@ -248,7 +249,7 @@ def _decode_ref(data: bytes) -> tuple[str, int] | None:
         size = int(lines[1])
     except (UnicodeDecodeError, ValueError):
         return None
-    if not re.fullmatch(r"[0-9a-f]{64}", digest) or size < 0:
+    if not _DIGEST.fullmatch(digest) or size < 0:
         return None
     return digest, size
 
@@ -428,6 +429,8 @@ class S3PackedStore:
 
         if not names:
             return {}
+        from concurrent.futures import ThreadPoolExecutor
+
         try:
             with ThreadPoolExecutor(min(_LIST_WORKERS, len(names))) as pool:
                 return dict(pool.map(one, names))

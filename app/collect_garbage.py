@@ -265,7 +265,8 @@ def collect_cache(
     if remote:
         doc["root"] = remote
         try:
-            prepare_remote_cache(config)  # the bucket's mirror directory on this machine
+            # the bucket's mirror directory on this machine
+            prepare_remote_cache(config, ports.open_root)
         except FsError as exc:
             raise RunFailedError(f"cannot collect cache root {remote}: {exc}") from None
     elif not os.path.isdir(config.cache_root):

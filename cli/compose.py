@@ -202,7 +202,7 @@ class Roots:
 
     def cache(self, *, create: bool) -> FsRoot:
         if self.config.cache_remote and self.opened(self.config.cache_root) is None:
-            prepare_remote_cache(self.config)
+            prepare_remote_cache(self.config, self.made.open_root)
             create = True
         return self._get(self.config.cache_root, create=create)
 
@@ -432,11 +432,11 @@ def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
     workspace, no plan store directory); raises FsError for a root that cannot be opened."""
     from runjournal.adapters.cache_view import CacheView
 
+    made = factories()
     if config.cache_remote:
-        prepare_remote_cache(config)
+        prepare_remote_cache(config, made.open_root)
     elif not os.path.isdir(config.cache_root):
         return CacheView()
-    made = factories()
     root = made.open_root(config.cache_root, create=False)
     packed = open_store(root)
     workspace = Workspace.in_cache(root, pipeline, packed=packed, **_open_dirs(made))

@@ -154,8 +154,10 @@ def test_compact_deletes_objects_no_ref_names(
 def test_open_store_follows_the_mirror_marker(
     url: S3Url, s3env: dict[str, str], tmp_path: Path
 ) -> None:
-    prepare_mirror(str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"])
-    prepare_mirror(str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"])  # idempotent
+    prepare_mirror(FsRoot.open, str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"])
+    prepare_mirror(
+        FsRoot.open, str(tmp_path / "m"), url.url, s3env["AWS_ENDPOINT_URL"]
+    )  # idempotent
     with FsRoot.open(tmp_path / "m") as root:
         s = open_store(root)
         assert isinstance(s, S3PackedStore) and s.url == url
@@ -248,7 +250,7 @@ def test_bad_s3_urls_are_refused(text: str) -> None:
 
 
 def _mirror(tmp_path: Path, name: str, url: S3Url, env: dict[str, str]) -> FsRoot:
-    prepare_mirror(str(tmp_path / name), url.url, env["AWS_ENDPOINT_URL"])
+    prepare_mirror(FsRoot.open, str(tmp_path / name), url.url, env["AWS_ENDPOINT_URL"])
     return FsRoot.open(tmp_path / name)
 
 
