@@ -89,6 +89,7 @@ _ORPHAN_GRACE_S = 3600
 _BUCKET = LazyPattern(r"^[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]$")
 _DIGEST = LazyPattern(r"[0-9a-f]{64}")
 _LIST_WORKERS = 16
+_SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,12 @@ def prepare_remote_cache(config: Any, open_root: Callable[..., FsRoot]) -> None:
             errno.ENOPKG,
             "needs the s3 extra: pip install 'runjournal[s3]'",
         )
+    # The client reads the credentials itself; their values are hidden wherever text is
+    # redacted (an error message that quoted one), as an LLM key is (docs/internals.md
+    # "Known secrets").
+    from runjournal.adapters.secrets import remember_secrets
+
+    remember_secrets(os.environ.get(name) for name in _SECRET_VARIABLES)
     prepare_mirror(open_root, config.cache_root, config.cache_remote, config.cache_endpoint or "")
 
 

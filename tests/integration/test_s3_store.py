@@ -297,3 +297,19 @@ def test_the_registry_is_shared_through_the_bucket(
         assert not (Path(one.path) / "journals").exists()  # nothing local
         forget(two, [next(iter(seen.entries))])
         assert len(read_registry(one).entries) == 1
+
+
+def test_the_credentials_are_known_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runjournal.adapters.s3_store import prepare_remote_cache
+    from runjournal.domain.redaction import safe_error_text
+
+    secret = "wJalrXUtnFEMI" + "K7MDENGbPxRfiCY" + "q9z8y7x6"  # built: never a literal secret
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+
+    class Config:
+        cache_root = str(tmp_path / "mirror")
+        cache_remote = "s3://bucket/p"
+        cache_endpoint = "http://127.0.0.1:9"
+
+    prepare_remote_cache(Config(), FsRoot.open)
+    assert secret not in safe_error_text(f"object store said {secret}")
