@@ -12,6 +12,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -346,3 +347,69 @@ def test_an_s3_cache_root_that_is_not_a_url_is_one_line_exit_2(tmp_path: Path) -
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "cache_root" in proc.stderr and "Traceback" not in proc.stderr
+
+
+DIES = '''
+import os
+
+from runjournal.domain.modules import Module, Normalized
+
+
+class Dies(Module):
+    """Kills its Dask worker the first time each chunk is extracted."""
+
+    fingerprint = "test.dies-s3/1"
+    artifact_kind = "count"
+    schema = "test.count/v1"
+    chunk_type = int
+    merged_type = int
+    artifact_type = int
+
+    def extract(self, chunk, ctx):
+        marker = os.path.join(ctx.params["probe_dir"], f"died-{chunk.id}")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        return len(chunk.text.split())
+
+    def merge(self, parts, ctx):
+        return sum(parts)
+
+    def normalize(self, merged, ctx):
+        return Normalized(merged)
+'''
+
+
+def test_a_dask_worker_killed_mid_call_with_the_s3_cache_writes_each_checkpoint_once(
+    tmp_path: Path, bucket: Bucket
+) -> None:
+    pytest.importorskip("distributed")
+    root = tmp_path / "projects" / "dies"
+    (root / "plugins").mkdir(parents=True)
+    (root / "plugins" / "dies.py").write_text(DIES)
+    (root / "docs").mkdir()
+    for i in range(4):
+        (root / "docs" / f"d{i}.md").write_text(f"Document {i} has {'word ' * (i + 1)}here.\n")
+    (root / "probe").mkdir()
+    pipeline = root / "pipeline.toml"
+    pipeline.write_text(
+        'name = "dies"\ninputs = ["docs/*.md"]\n[[steps]]\nid = "count"\n'
+        f'module = "plugins/dies.py:Dies"\nscope = "document"\n'
+        f'params = {{ probe_dir = "{root / "probe"}" }}\n'
+    )
+    cli = machine(tmp_path, "dask")
+    code, doc, err = run(
+        cli, pipeline, bucket.url, "--executor", "dask", "--jobs", "2", env=bucket.env
+    )
+    assert code == 0 and doc["status"] == "succeeded", err
+    assert len(list((root / "probe").glob("died-*"))) == 4  # every call killed a worker
+    shown = cli("journal", "show", doc["run_id"], "--output-root", str(root / "runs"), "--json")
+    events = json.loads(shown.stdout)["events"]
+    written = Counter(
+        (e["data"]["lane"], e["data"]["stage"], e["data"].get("chunk"))
+        for e in events
+        if e["type"] == "CheckpointWritten"
+    )
+    assert written and set(written.values()) == {1}  # each checkpoint written once
+    refs = [k for k in bucket.listing("team/refs/workspaces/dies/") if k.endswith(".ckpt")]
+    assert len(refs) == len(written)
