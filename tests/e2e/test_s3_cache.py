@@ -124,6 +124,13 @@ def test_glossary_on_s3_matches_a_local_cache_and_a_second_machine_reuses_it(
     assert not (mirror / "workspaces").exists() and not (mirror / "pack").exists()
     assert json.loads((mirror / "remote.json").read_text())["url"] == bucket.url
 
+    planner = machine(tmp_path, "planner")  # `plan` on another machine reads the bucket
+    proc = planner(
+        "plan", str(pipeline), "--cache-root", bucket.url, "--resume", "--json", env=bucket.env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(proc.stdout)["decisions"]) == {"reused"}
+
     second = machine(tmp_path, "second")  # fresh HOME, fresh local cache, same bucket
     code, again, err = run(
         second, project(tmp_path, name="second"), bucket.url, "--resume", env=bucket.env
