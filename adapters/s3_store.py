@@ -408,6 +408,10 @@ class S3PackedStore:
         with contextlib.suppress(Exception):
             obstore.delete(self._store(), _object_key(digest))
 
+    def read_lane(self, prefix: str) -> None:
+        """The packed store reads a lane's index entries ahead here; a bucket has no
+        index to read ahead, and each `get` reads its ref (refs change)."""
+
     def names(self, prefix: str) -> list[str]:
         """Every name that starts with `prefix`, sorted."""
         return sorted(name for name, _meta in self._ref_listing(prefix))
