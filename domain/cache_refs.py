@@ -65,9 +65,14 @@ class RunReferences(msgspec.Struct, kw_only=True):
     summarized: list[tuple[tuple[str, str, str], dict[Stage, StoreScope]]] = msgspec.field(
         default_factory=list
     )
-    # each block summary of lanes or plans: (source run, kind, step); it references what
-    # that run references of the step (or its plans): the units are equal, scopes included
-    blocks: list[tuple[str, BlockKind, str]] = msgspec.field(default_factory=list)
+    # each block summary of lanes or plans: (source run, kind, step, first, units); it
+    # references what that run's units `first` .. `first + units - 1` of the step's lanes
+    # (or of its plans) reference: the units are equal, scopes included
+    blocks: list[tuple[str, BlockKind, str, int, int]] = msgspec.field(default_factory=list)
+    # the run's streams as a block numbers them (domain/block_reuse.py `units`): its lanes
+    # of each step and its chunk plans, in journal order
+    lane_order: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    plan_order: list[str] = msgspec.field(default_factory=list)
 
 
 def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
@@ -95,11 +100,16 @@ def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
             scopes[(owner, event.step, event.lane)] = stage_scopes(
                 event.components, own, event.lane_identity
             )
+            step = shared(event.step, event.step)
+            refs.lane_order.setdefault(step, []).append(shared(event.lane, event.lane))
         elif isinstance(event, ChunkPlanResolved):
             refs.plans.add(event.plan_key)
+            refs.plan_order.append(event.plan_key)
         elif isinstance(event, EventsReused):
             if event.kind in (BlockKind.LANES, BlockKind.PLANS):
-                refs.blocks.append((event.source_run, event.kind, event.step))
+                refs.blocks.append(
+                    (event.source_run, event.kind, event.step, event.first, event.units)
+                )
         elif isinstance(event, LLMBatchSubmitted):
             refs.batches.add(event.request_set)
         elif isinstance(event, LaneReused):
@@ -143,17 +153,20 @@ def with_summarized(runs: Iterable[RunReferences]) -> None:
             for k in lanes.get((step, lane), ()):
                 refs.checkpoints.add(_key(k.step, k.lane, k.stage, k.chunk, lane_scopes[k.stage]))
     # then the block summaries (docs/internals.md "Block summaries"): a block names a run
-    # whose units are journaled there (their checkpoints complete after the loop above);
-    # a block of part of a step's lanes keeps all of them (more, never less)
+    # whose units are journaled there (their checkpoints complete after the loop above),
+    # by their positions in its stream: exactly those units' references are kept
     for refs in by_id.values():
-        for source, kind, step in refs.blocks:
+        for source, kind, step, first, units in refs.blocks:
             found = by_id.get(source)
             if found is None:
                 continue
             if kind is BlockKind.PLANS:
-                refs.plans |= found.plans
+                refs.plans.update(found.plan_order[first : first + units])
             else:
-                refs.checkpoints.update(k for k in found.checkpoints if k.step == step)
+                lanes = set(found.lane_order.get(step, ())[first : first + units])
+                refs.checkpoints.update(
+                    k for k in found.checkpoints if k.step == step and k.lane in lanes
+                )
 
 
 def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from runjournal.adapters.checkpoints import (
     CheckpointLoader,
@@ -179,6 +179,10 @@ two_journals = st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([0, 1])).fl
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(history=runs, keep=st.integers(min_value=0, max_value=4))
+# a resume whose block summary named a run with more lanes of the step than the block's
+# units: gc kept every lane of the step (found by the full suite, once)
+@example(history=[(1, 0), (1, 1)], keep=1)
+@example(history=[(1, 0), (1, 0), (1, 1), (1, 1)], keep=1)
 def test_gc_keeps_exactly_what_kept_runs_use_and_a_resume_reuses_it_all(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, history, keep
 ) -> None:
