@@ -66,6 +66,29 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("runs", "__pycache__"))
     out = base / "out"
     ids = []
+    # The resume journals its own events: with block summaries it would name the first
+    # run as their source, and a change to the first run would (rightly) fail its audit
+    # too (`test_a_change_to_a_block_summarys_source_fails_the_run_that_names_it`).
+    for extra in ([], ["--resume", "--no-block-summary"]):
+        proc, doc = cli.json(
+            "run", str(example / "pipeline.toml"), "--output-root", str(out), *extra
+        )
+        assert proc.returncode == 0, proc.stderr
+        ids.append(doc["run_id"])
+    return Recorded(cli, out, out / "journal.sqlite3", ids[0], ids[1])
+
+
+@pytest.fixture(scope="module")
+def summarized(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """A run and a no-op resume whose block summaries name it (docs/internals.md "Block
+    summaries")."""
+    base = tmp_path_factory.mktemp("summarized")
+    (base / "home").mkdir()
+    cli = CLI(base / "home")
+    example = base / "glossary"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    out = base / "out"
+    ids = []
     for extra in ([], ["--resume"]):
         proc, doc = cli.json(
             "run", str(example / "pipeline.toml"), "--output-root", str(out), *extra
@@ -185,6 +208,27 @@ def test_a_field_changed_in_place_breaks_the_chain_at_that_event(
     assert ": chain: " in line and "does not match its link" in line
     # The other run, untouched, still audits clean in the same journal.
     assert audit(recorded, copy, recorded.second).returncode == 0
+
+
+def test_a_change_to_a_block_summarys_source_fails_the_run_that_names_it(
+    summarized: Recorded, tmp_path: Path
+) -> None:
+    """The resume's outputs are one `EventsReused` naming the first run: an output digest
+    changed in place there fails the first run's audit at that event, and the resume's in
+    one line naming the summary and its source, never a clean audit."""
+    copy = tmp_path / "journal.sqlite3"
+    with sqlite3.connect(summarized.journal) as src, sqlite3.connect(copy) as dst:
+        src.backup(dst)
+    assert audit(summarized, copy, summarized.second).returncode == 0
+    version = edit_in_place(copy, summarized.first, OutputWritten, _set_sha)
+    with sqlite3.connect(copy) as db:
+        name = row_name(*row_at(db, summarized.first, version)[1:])
+    assert_caught(audit(summarized, copy, summarized.first), version, name)
+    proc = audit(summarized, copy, summarized.second)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == 1, errors
+    assert "block summary" in errors[0] and summarized.first in errors[0], errors
 
 
 def test_a_deleted_middle_event_with_versions_renumbered(recorded: Recorded, copy: Path) -> None:
