@@ -13,9 +13,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["Parking", "bind", "current"]
+__all__ = ["Parking", "bind", "current", "parkable"]
 
 
 class Parking(Protocol):
@@ -33,3 +33,22 @@ def bind(parking: Parking | None) -> None:
 def current() -> Parking | None:
     """Where the calling thread may park; None on a thread that cannot (a serial run)."""
     return getattr(_local, "parking", None)
+
+
+def parkable(
+    parking: Parking, slots: threading.Semaphore, call: Callable[[], Any]
+) -> Callable[[], Any]:
+    """`call` as a job thread of `parking` runs it: bound to it, so the call may park, and
+    holding one of its run `slots` while it runs (a parked call gives its slot back).
+    Shared by the `threads` executor and the offloading one (`processes`, `dask`)."""
+
+    def run() -> Any:
+        bind(parking)
+        slots.acquire()
+        try:
+            return call()
+        finally:
+            slots.release()
+            bind(None)
+
+    return run

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from runjournal.adapters.parking import bind
+from runjournal.adapters.parking import parkable
 from runjournal.domain.runner.scheduler import SLOT_FREED
 
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
@@ -124,19 +124,8 @@ class JobPool:
                 self._active -= 1
 
     def _parkable(self, call: Callable[[], Any]) -> Callable[[], Any]:
-        slots = self._run_slots
-        assert slots is not None
-
-        def run() -> Any:
-            bind(self)
-            slots.acquire()
-            try:
-                return call()
-            finally:
-                slots.release()
-                bind(None)
-
-        return run
+        assert self._run_slots is not None
+        return parkable(self, self._run_slots, call)
 
     def _flush_if_idle(self) -> None:
         """Every call in flight is parked: send what they wait for (the scheduler's thread)."""

@@ -34,7 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runjournal.adapters.parking import bind
+from runjournal.adapters.parking import parkable
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
 from runjournal.domain.runner.scheduler import SLOT_FREED
@@ -141,19 +141,8 @@ class OffloadingExecutor:
                 self._parked -= 1
 
     def _parkable(self, call: Any) -> Callable[[], Any]:
-        slots = self._run_slots
-        assert slots is not None
-
-        def run() -> Any:
-            bind(self)
-            slots.acquire()
-            try:
-                return call()
-            finally:
-                slots.release()
-                bind(None)
-
-        return run
+        assert self._run_slots is not None
+        return parkable(self, self._run_slots, call)
 
     def _flush_if_idle(self) -> None:
         """Every call in flight is parked (the shipped ones are all done): send what they
