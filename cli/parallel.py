@@ -11,16 +11,14 @@ behaves exactly like the runner's own default (`SerialExecutor`).
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from runjournal.adapters.parking import parkable
-from runjournal.domain.runner.scheduler import SLOT_FREED
+from runjournal.adapters.parking import ParkingLot
 
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,18 +52,15 @@ class JobPool:
         self._done: queue.SimpleQueue[tuple[int, Future[Any] | None]] = queue.SimpleQueue()
         self._serial: deque[tuple[int, Callable[[], Any]]] = deque()
         # parked calls (docs/internals.md "Batch runs"): off until `allow_parking`
-        self._max_parked = 0
-        self._parked = 0
+        self._parking: ParkingLot | None = None
         self._active = 0  # submitted and not reported done
-        self._flushes: list[Callable[[], None]] = []
         self._lock = threading.Lock()
-        self._run_slots: threading.Semaphore | None = None
 
     @property
     def capacity(self) -> int:
         """How many calls the scheduler may keep in flight (parked calls free their slot)."""
-        if self._max_parked:
-            return self.jobs + min(self._parked, self._max_parked)
+        if self._parking is not None:
+            return self.jobs + min(self._parking.count, self._parking.limit)
         return self.jobs if self._pool is not None else 1
 
     def allow_parking(self, limit: int) -> None:
@@ -73,7 +68,7 @@ class JobPool:
         mode): job threads are made for them, at most `jobs` of them run at once, and
         when every call in flight is parked `next_done` flushes the batches. Called
         before the first call is submitted (when the batch step's runtime is built)."""
-        if self._max_parked or limit < 1:
+        if self._parking is not None or limit < 1:
             return
         from concurrent.futures import ThreadPoolExecutor
 
@@ -83,35 +78,16 @@ class JobPool:
         )
         if old is not None:
             old.shutdown(wait=True)
-        self._run_slots = threading.Semaphore(self.jobs)
-        self._max_parked = limit
-
-    @contextlib.contextmanager
-    def parked(self, flush: Callable[[], None]) -> Iterator[None]:
-        """The calling job thread waits for a batch: its slot is free meanwhile, and
-        `flush` sends the batch once nothing else can run."""
-        slots = self._run_slots
-        assert slots is not None
-        with self._lock:
-            self._parked += 1
-            if flush not in self._flushes:
-                self._flushes.append(flush)
-        slots.release()
-        self._done.put((SLOT_FREED, None))
-        try:
-            yield
-        finally:
-            slots.acquire()
-            with self._lock:
-                self._parked -= 1
+        self._parking = ParkingLot(self.jobs, limit, self._lock, self._done)
 
     def submit(self, key: int, call: Callable[[], Any]) -> None:
         pool = self._pool
         if pool is None:
             self._serial.append((key, call))
             return
-        if self._max_parked:
-            call = self._parkable(call)
+        parking = self._parking
+        if parking is not None:
+            call = parking.parkable(call)
             with self._lock:
                 self._active += 1
         future = pool.submit(call)
@@ -119,21 +95,9 @@ class JobPool:
 
     def _finished(self, key: int, future: Future[Any]) -> None:
         self._done.put((key, future))
-        if self._max_parked:
+        if self._parking is not None:
             with self._lock:  # after the put: a flush never runs while a result waits
                 self._active -= 1
-
-    def _parkable(self, call: Callable[[], Any]) -> Callable[[], Any]:
-        assert self._run_slots is not None
-        return parkable(self, self._run_slots, call)
-
-    def _flush_if_idle(self) -> None:
-        """Every call in flight is parked: send what they wait for (the scheduler's thread)."""
-        with self._lock:
-            idle = self._parked > 0 and self._active == self._parked and self._done.empty()
-            flushes = list(self._flushes) if idle else []
-        for flush in flushes:
-            flush()
 
     def next_done(self) -> tuple[int, Any]:
         """The next finished call's key and result (its exception is raised here), or
@@ -141,13 +105,14 @@ class JobPool:
         if self._serial:
             key, call = self._serial.popleft()
             return key, call()
-        wait = 0.02 if self._max_parked else _WAIT_S
+        parking = self._parking
+        wait = 0.02 if parking is not None else _WAIT_S
         while True:
             try:
                 key, future = self._done.get(timeout=wait)
             except queue.Empty:
-                if self._max_parked:
-                    self._flush_if_idle()
+                if parking is not None:  # every call in flight parked: send the batches
+                    parking.flush_if_idle(lambda: self._active)
                 continue
             if future is None:
                 return key, None

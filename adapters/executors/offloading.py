@@ -18,23 +18,21 @@ and a backend that can tell it cannot make progress (`stalled`: a cluster with n
 fails the shipped calls still pending with `worker_lost` (docs/operations.md "Executors").
 
 Batch mode (docs/internals.md "Batch runs"): the local threads park calls that wait for
-an LLM batch as `--executor threads` does (`allow_parking`, `parked`): a parked call gives
+an LLM batch as `--executor threads` does (`allow_parking`, a `ParkingLot`): a parked call gives
 its slot back (`SLOT_FREED`), and when every call in flight, shipped ones included, is
 parked, `next_done` flushes the batches on the scheduler's thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runjournal.adapters.parking import parkable
+from runjournal.adapters.parking import ParkingLot
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
 from runjournal.domain.runner.scheduler import SLOT_FREED
@@ -95,69 +93,35 @@ class OffloadingExecutor:
         self.resubmitted = 0
         self._stall_checked = time.monotonic()
         # parked calls (docs/internals.md "Batch runs"): off until `allow_parking`
-        self._max_parked = 0
-        self._parked = 0
-        self._flushes: list[Callable[[], None]] = []
+        self._parking: ParkingLot | None = None
         self._lock = threading.Lock()
-        self._run_slots: threading.Semaphore | None = None
 
     @property
     def capacity(self) -> int:
         """How many calls the scheduler may keep in flight (parked calls free their slot)."""
-        return self.jobs + min(self._parked, self._max_parked)
+        parking = self._parking
+        return self.jobs + (min(parking.count, parking.limit) if parking is not None else 0)
 
     def allow_parking(self, limit: int) -> None:
         """Let up to `limit` local calls park while they wait for an LLM batch: threads
         are made for them, at most `jobs` of them run at once, and when every call in
         flight is parked `next_done` flushes the batches. Called before the first call
         is submitted (when the batch step's runtime is built)."""
-        if self._max_parked or limit < 1 or self._threads is None:
+        if self._parking is not None or limit < 1 or self._threads is None:
             return
         old = self._threads
         self._threads = ThreadPoolExecutor(
             max_workers=self.jobs + limit, thread_name_prefix="runjournal-job"
         )
         old.shutdown(wait=True)
-        self._run_slots = threading.Semaphore(self.jobs)
-        self._max_parked = limit
-
-    @contextlib.contextmanager
-    def parked(self, flush: Callable[[], None]) -> Iterator[None]:
-        """The calling thread waits for a batch: its slot is free meanwhile, and `flush`
-        sends the batch once nothing else can run."""
-        slots = self._run_slots
-        assert slots is not None
-        with self._lock:
-            self._parked += 1
-            if flush not in self._flushes:
-                self._flushes.append(flush)
-        slots.release()
-        self._done.put((SLOT_FREED, None))
-        try:
-            yield
-        finally:
-            slots.acquire()
-            with self._lock:
-                self._parked -= 1
-
-    def _parkable(self, call: Any) -> Callable[[], Any]:
-        assert self._run_slots is not None
-        return parkable(self, self._run_slots, call)
-
-    def _flush_if_idle(self) -> None:
-        """Every call in flight is parked (the shipped ones are all done): send what they
-        wait for. On the scheduler's thread, the only one that changes `_pending`."""
-        with self._lock:
-            idle = self._parked > 0 and len(self._pending) == self._parked and self._done.empty()
-            flushes = list(self._flushes) if idle else []
-        for flush in flushes:
-            flush()
+        self._parking = ParkingLot(self.jobs, limit, self._lock, self._done)
 
     def submit(self, key: int, call: Any) -> None:
         make = getattr(call, "task", None)
         task = make() if make is not None and getattr(call, "accept", None) else None
         if task is None:
-            future = self._threads.submit(self._parkable(call) if self._max_parked else call)
+            parking = self._parking
+            future = self._threads.submit(parking.parkable(call) if parking is not None else call)
         else:
             future = self.workers.submit(task)
             self.shipped += 1
@@ -169,15 +133,17 @@ class OffloadingExecutor:
 
     def next_done(self) -> tuple[int, Any]:
         """The next finished call's key and outcome, each call exactly once."""
+        parking = self._parking
         while True:
             self._check_stalled()
             try:
                 key, future = self._done.get(
-                    timeout=_PARKED_WAIT_S if self._max_parked else _WAIT_S
+                    timeout=_PARKED_WAIT_S if parking is not None else _WAIT_S
                 )
             except queue.Empty:
-                if self._max_parked:
-                    self._flush_if_idle()
+                if parking is not None:  # every call in flight parked (the shipped ones
+                    # are all done): send what they wait for
+                    parking.flush_if_idle(lambda: len(self._pending))
                 continue
             if key == SLOT_FREED:
                 return key, None  # a call parked: the scheduler may start another
