@@ -81,7 +81,9 @@ class DaskWorkers:
                     threads_per_worker=1,
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    # its HTTP server on a free loopback port: `None` still binds 8787,
+                    # which a second run (or any other Dask) on the machine holds
+                    dashboard_address="127.0.0.1:0",
                     silence_logs=logging.ERROR,
                 )
                 self._client = distributed.Client(self._cluster, set_as_default=False)

@@ -273,7 +273,7 @@ def cluster() -> Iterator[Any]:
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",  # None still binds 8787: a random port
         ) as local,
         distributed.Client(local, set_as_default=False) as client,
     ):
