@@ -37,13 +37,12 @@ from runjournal.domain.ports import (
     CheckpointWriteError,
     Provenance,
 )
+from support.checkpoint_records import CODEC, IDENTITY, record_maker
 from support.faulty_fs import Fault, faulty_root_class
 
 PIPELINE = "glossary"
 STEP = "terms"
 LANE = "docs/a b.md"
-IDENTITY = "1" * 64
-CODEC = "terms:normalize:v1"
 CHUNK = hashlib.sha256(b"docs/a b.md\x00hello").hexdigest()
 OTHER_CHUNK = hashlib.sha256(b"docs/a b.md\x00world").hexdigest()
 EXTRACT = CheckpointKey(STEP, LANE, Stage.EXTRACT, CHUNK)
@@ -53,24 +52,7 @@ NORMALIZE = CheckpointKey(STEP, LANE, Stage.NORMALIZE)
 COMPONENTS = LaneComponents(*(hashlib.sha256(c.encode()).hexdigest() for c in "abcdefg"))
 
 
-def make_record(
-    payload: bytes = b'{"terms":["alpha","beta"]}',
-    *,
-    codec_id: str = CODEC,
-    lane_identity: str = IDENTITY,
-    warnings: list[str] | None = None,
-    provenance: Provenance | None = None,
-    digests: StageDigests | None = None,
-) -> CheckpointRecord:
-    return CheckpointRecord(
-        codec_id=codec_id,
-        lane_identity=lane_identity,
-        digests=digests or StageDigests(COMPONENTS, "2" * 64, ""),
-        output_sha256=hashlib.sha256(payload).hexdigest(),
-        payload=payload,
-        warnings=warnings if warnings is not None else ["short paragraph"],
-        provenance=provenance,
-    )
+make_record = record_maker(COMPONENTS)
 
 
 def provenance_for(record_payload: bytes) -> Provenance:

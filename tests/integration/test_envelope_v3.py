@@ -33,12 +33,11 @@ from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage
 from runjournal.domain.identity import LaneComponents
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.ports import CheckpointKey, CheckpointRecord, Provenance
+from support.checkpoint_records import CODEC, IDENTITY, record_maker
 
 PIPELINE = "glossary"
 STEP = "terms"
 LANE = "docs/a b.md"
-IDENTITY = "1" * 64
-CODEC = "terms:normalize:v1"
 CHUNK = hashlib.sha256(b"docs/a b.md\x00hello").hexdigest()
 OTHER_CHUNK = hashlib.sha256(b"docs/a b.md\x00world").hexdigest()
 EXTRACT = CheckpointKey(STEP, LANE, Stage.EXTRACT, CHUNK)
@@ -51,24 +50,7 @@ maybe_digest = st.one_of(st.just(""), hexdigest)
 texts = st.text(max_size=40)
 
 
-def make_record(
-    payload: bytes = b'{"terms":["alpha","beta"]}',
-    *,
-    codec_id: str = CODEC,
-    lane_identity: str = IDENTITY,
-    warnings: list[str] | None = None,
-    provenance: Provenance | None = None,
-    digests: StageDigests | None = None,
-) -> CheckpointRecord:
-    return CheckpointRecord(
-        codec_id=codec_id,
-        lane_identity=lane_identity,
-        digests=digests or StageDigests(COMPONENTS, "2" * 64, ""),
-        output_sha256=hashlib.sha256(payload).hexdigest(),
-        payload=payload,
-        warnings=warnings if warnings is not None else ["short paragraph"],
-        provenance=provenance,
-    )
+make_record = record_maker(COMPONENTS)
 
 
 def provenance_for(payload: bytes, key: CheckpointKey = NORMALIZE) -> Provenance:
