@@ -246,25 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _hang(self, what: str) -> bool:
         """A kill point: done, but never answered while the hang is set (True: hung):
         the batch stands, and the client dies not knowing it."""
-        state = self.state
-        with state.lock:
-            seen = state.seen_kind.get(what, 0)
-            state.seen_kind[what] = seen + 1
-            after = state.hang_after.get(what)
-            if after is None or seen < after:
-                return False
-            state.hanging[what] = state.hanging.get(what, 0) + 1
-        try:
-            for _ in range(6000):  # 5 minutes at most
-                with state.lock:
-                    if what not in state.hang_after:
-                        break
-                threading.Event().wait(0.05)
-        finally:
-            with state.lock:
-                state.hanging[what] -= 1
-        self.close_connection = True
-        return True
+        return base.hang_at(self, self.state, what)
 
     def _refused(self) -> bool:
         """The key (`x-api-key`, or a bearer token) and `anthropic-version`, or an error."""

@@ -238,6 +238,31 @@ def _usage() -> dict[str, int]:
     }
 
 
+def hang_at(handler: BaseHTTPRequestHandler, state: Any, what: str) -> bool:
+    """A kill point of the batch fakes: the request's effect stands (the file stored,
+    the batch created), but it is never answered while `state.hang_after[what]` is set
+    and reached (True: hung), so the client dies not knowing it. `state` has `lock`,
+    `seen_kind`, `hang_after` and `hanging` (fake_openai_batch.py, fake_anthropic.py)."""
+    with state.lock:
+        seen = state.seen_kind.get(what, 0)
+        state.seen_kind[what] = seen + 1
+        after = state.hang_after.get(what)
+        if after is None or seen < after:
+            return False
+        state.hanging[what] = state.hanging.get(what, 0) + 1
+    try:
+        for _ in range(6000):  # 5 minutes at most
+            with state.lock:
+                if what not in state.hang_after:
+                    break
+            threading.Event().wait(0.05)
+    finally:
+        with state.lock:
+            state.hanging[what] -= 1
+    handler.close_connection = True
+    return True
+
+
 class _State:
     def __init__(
         self,

@@ -70,7 +70,6 @@ import os
 import re
 import signal
 import sys
-import threading
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: `fake_openai` is a sibling file
@@ -163,25 +162,7 @@ class _BatchHandler(base._Handler):
         The request's effect stands (the file is stored, the batch created): the client
         dies not knowing it, as when it is killed between the server's work and its
         answer."""
-        state = self.state
-        with state.lock:
-            seen = state.seen_kind.get(what, 0)
-            state.seen_kind[what] = seen + 1
-            after = state.hang_after.get(what)
-            if after is None or seen < after:
-                return False
-            state.hanging[what] = state.hanging.get(what, 0) + 1
-        try:
-            for _ in range(6000):  # 5 minutes at most
-                with state.lock:
-                    if what not in state.hang_after:
-                        break
-                threading.Event().wait(0.05)
-        finally:
-            with state.lock:
-                state.hanging[what] -= 1
-        self.close_connection = True
-        return True
+        return base.hang_at(self, self.state, what)
 
     def _refused(self) -> bool:
         """The bearer key, when the server requires one (as the chat endpoint does)."""
