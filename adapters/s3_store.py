@@ -398,6 +398,15 @@ class S3PackedStore:
         self._local_put(digest, data)
         return data
 
+    def ref_of(self, name: str) -> tuple[str, int] | None:
+        """(sha256, size) the ref of `name` names in the bucket, None without one (what a
+        coordinator checks a worker's write against). FsIOError when unreachable."""
+        try:
+            ref = self._get_bytes(f"{_REFS}/{name}")
+        except Exception as exc:
+            raise _error(name, exc) from None
+        return None if ref is None else _decode_ref(ref)
+
     def _reject(self, digest: str) -> None:
         """A wrong object: never used, and deleted so the recompute can write it again
         (a conditional put would otherwise keep the wrong bytes)."""

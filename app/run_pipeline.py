@@ -627,6 +627,11 @@ def _execute_and_terminalize(
     # The stage machinery, released in this order once the stages are done (each also by
     # the run's ExitStack, should anything below raise first).
     close_executor = _once(executor.close)
+    # a bucket cache root: workers read and write checkpoints there themselves
+    # (docs/internals.md "Object-storage cache"); a local one stays this process's
+    share_cache = getattr(executor, "share_cache", None)
+    if share_cache is not None and inv.collab.packed is not None:
+        share_cache(inv.collab.packed, settings.spec.name)
     writes = ports.checkpoint_writes(recorder, config.jobs) if recorder is not None else None
     close_writes = _once(writes.close if writes is not None else lambda: None)
     stack.push(_closing(close_writes))

@@ -21,6 +21,12 @@ Batch mode (docs/internals.md "Batch runs"): the local threads park calls that w
 an LLM batch as `--executor threads` does (`allow_parking`, a `ParkingLot`): a parked call gives
 its slot back (`SLOT_FREED`), and when every call in flight, shipped ones included, is
 parked, `next_done` flushes the batches on the scheduler's thread.
+
+A cache root on a bucket (`share_cache`): shipped calls carry the bucket's identity, and
+workers read and write the extract and merge checkpoints there themselves. A reply that
+says "written" is checked against the bucket before it is journaled: the ref of the
+checkpoint's name must name the envelope digest and size the worker reports (one small
+GET, on a checking thread, never the scheduler's); docs/internals.md "Object-storage cache".
 """
 
 from __future__ import annotations
@@ -32,11 +38,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 from runjournal.adapters.parking import ParkingLot
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
 from runjournal.domain.runner.scheduler import SLOT_FREED
-from runjournal.domain.runner.tasks import StageReply, StageTask
+from runjournal.domain.runner.tasks import SharedCache, StageReply, StageTask
 
 __all__ = ["OffloadingExecutor", "Workers"]
 
@@ -95,6 +102,22 @@ class OffloadingExecutor:
         # parked calls (docs/internals.md "Batch runs"): off until `allow_parking`
         self._parking: ParkingLot | None = None
         self._lock = threading.Lock()
+        # a bucket cache root (`share_cache`): its identity, the coordinator's store of it
+        self._cache: SharedCache | None = None
+        self._cache_store: Any = None
+        self._checks: ThreadPoolExecutor | None = None
+        self._verdicts: dict[int, str | None] = {}  # id(future) -> why its write is refused
+        self.written_by_workers = 0  # checkpoints workers wrote and the bucket confirmed
+
+    def share_cache(self, store: Any, pipeline: str) -> None:
+        """Let workers read and write checkpoints in `store`'s bucket (an S3PackedStore:
+        a store every machine reaches); a local cache root keeps the coordinator's path."""
+        url = getattr(store, "url", None)
+        if url is None or not hasattr(store, "ref_of"):
+            return
+        self._cache = SharedCache(url.url, store.endpoint, pipeline)
+        self._cache_store = store
+        self._checks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="runjournal-check")
 
     @property
     def capacity(self) -> int:
@@ -123,13 +146,49 @@ class OffloadingExecutor:
             parking = self._parking
             future = self._threads.submit(parking.parkable(call) if parking is not None else call)
         else:
+            if self._cache is not None:
+                task = msgspec.structs.replace(task, cache=self._cache)
+            elif task.checkpoint is not None:
+                task = msgspec.structs.replace(task, checkpoint=None)
             future = self.workers.submit(task)
             self.shipped += 1
         self._pending[key] = _Pending(call, task, future)
-        self._watch(key, future)
+        self._watch(key, future, task)
 
-    def _watch(self, key: int, future: Any) -> None:
-        future.add_done_callback(lambda f, key=key: self._done.put((key, f)))
+    def _watch(self, key: int, future: Any, task: StageTask | None = None) -> None:
+        checks = self._checks
+        if task is None or task.cache is None or task.checkpoint is None or checks is None:
+            future.add_done_callback(lambda f, key=key: self._done.put((key, f)))
+            return
+
+        def check(f: Any) -> None:
+            try:
+                self._verdicts[id(f)] = self._check(task, f)
+            finally:
+                self._done.put((key, f))
+
+        future.add_done_callback(lambda f: checks.submit(check, f))
+
+    def _check(self, task: StageTask, future: Any) -> str | None:
+        """Why a worker's written checkpoint cannot be journaled as it says; None when
+        the bucket's ref names its envelope (digest and size)."""
+        try:
+            reply = future.result(timeout=RESULT_WAIT_S)
+        except BaseException:
+            return None  # no reply: `_reply` handles it
+        stored = getattr(reply, "stored", None)
+        if stored is None or task.cache is None or task.checkpoint is None:
+            return None
+        from runjournal.adapters.checkpoints import Workspace
+
+        name = f"workspaces/{task.cache.pipeline}/{Workspace.checkpoint_name(task.checkpoint.key)}"
+        try:
+            ref = self._cache_store.ref_of(name)
+        except Exception as exc:
+            return f"checkpoint written by a worker could not be checked: {exception_text(exc)}"
+        if ref != (stored.sha256, stored.size):
+            return f"checkpoint written by a worker is not the bucket's: {name}"
+        return None
 
     def next_done(self) -> tuple[int, Any]:
         """The next finished call's key and outcome, each call exactly once."""
@@ -183,6 +242,7 @@ class OffloadingExecutor:
             self._watch(key, entry.future)
 
     def _reply(self, key: int, entry: _Pending, future: Any) -> StageReply | None:
+        verdict = self._verdicts.pop(id(future), "checkpoint written by a worker was not checked")
         try:
             reply = future.result(timeout=RESULT_WAIT_S)
         except BaseException as exc:
@@ -198,7 +258,7 @@ class OffloadingExecutor:
                 getattr(self.workers, "cancel", lambda f: None)(future)
                 entry.future = self.workers.submit(entry.task)
                 self.resubmitted += 1
-                self._watch(key, entry.future)
+                self._watch(key, entry.future, entry.task)
                 return None
             if isinstance(exc, _Stalled):
                 error = f"WorkerLost: no worker can run this call: {exc}"
@@ -211,6 +271,11 @@ class OffloadingExecutor:
             return StageReply(error=error, cause=FailureCause.WORKER_LOST)
         if not isinstance(reply, StageReply):
             return StageReply(error=f"WorkerError: not a reply: {type(reply).__name__}")
+        if reply.stored is not None:
+            if verdict is not None:
+                stored = msgspec.structs.replace(reply.stored, error=verdict)
+                return msgspec.structs.replace(reply, stored=stored)
+            self.written_by_workers += 1
         return reply
 
     def close(self) -> None:
@@ -219,6 +284,9 @@ class OffloadingExecutor:
         if threads is not None:
             threads.shutdown(wait=True, cancel_futures=True)
             self.workers.close()
+        checks, self._checks = self._checks, None
+        if checks is not None:
+            checks.shutdown(wait=True, cancel_futures=True)
 
 
 def _failed_future(exc: BaseException) -> Future[Any]:

@@ -5,10 +5,19 @@ rebuilds the stage context from plain data (consumed artifacts decoded by their
 producers' codecs, as the coordinator decodes them), and runs the call through the same
 boundary as a local call: whatever the module does becomes the reply's error text, never
 an exception, and a module that cannot be loaded here is the typed `module_unavailable`.
+
+A task with a `SharedCache` (the cache root is a bucket) is served from and into the
+bucket itself: the checkpoints a merge or normalize reads (`PartRef`) are read there, and
+the call's own checkpoint (`CheckpointTarget`) is written there by this process's own
+`S3PackedStore` (its credentials from this machine's `AWS_*`, its read-through cache in
+its own local directory), the reply carrying only its digests and sizes. A write that
+fails falls back to the reply's bytes: the coordinator writes them as it always did
+(docs/internals.md "Object-storage cache").
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -25,9 +34,18 @@ from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.modules import Module, StageContext
 from runjournal.domain.pipeline import ModuleShipment
+from runjournal.domain.ports import CheckpointRecord
 from runjournal.domain.runner.boundary import exception_text, is_interrupt
 from runjournal.domain.runner.reads import declares_reads, stage_reads
-from runjournal.domain.runner.tasks import StageReply, StageTask, encode_stage_value
+from runjournal.domain.runner.tasks import (
+    CheckpointTarget,
+    PartRef,
+    SharedCache,
+    StageReply,
+    StageTask,
+    StoredCheckpoint,
+    encode_stage_value,
+)
 
 __all__ = ["init_process_worker", "run_stage_task"]
 
@@ -38,6 +56,10 @@ _TEXT_LIMIT = 64 * 1024
 _lock = threading.Lock()
 _modules: dict[tuple[str, str, str | None, bytes | None], Module] = {}
 _stdout_redirected = False
+# (url, endpoint, pipeline) -> this process's recorder, loader and store of that bucket
+_shared: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+# Checkpoints this process wrote into a bucket (tests read it through `direct_writes`).
+_direct_writes = 0
 
 
 # How often a pool worker checks that its coordinator is still alive.
@@ -125,6 +147,90 @@ def _unavailable(exc: ModuleLoadError) -> StageReply:
     )
 
 
+def _local_dir(cache: SharedCache) -> str:
+    """This worker's own local directory for the bucket's read-through cache: a Dask
+    worker's `local_directory`, else this machine's mirror directory."""
+    from runjournal.adapters.s3_store import mirror_base, mirror_dir, parse_s3_url
+
+    base = None
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            base = os.path.join(distributed.get_worker().local_directory, "runjournal")
+        except (ValueError, AttributeError):
+            base = None
+    return mirror_dir(base or mirror_base(), parse_s3_url(cache.url), cache.endpoint)
+
+
+def _shared_io(cache: SharedCache) -> tuple[Any, Any, Any]:
+    """(recorder, loader, store) of the bucket, opened once per worker process."""
+    key = (cache.url, cache.endpoint, cache.pipeline)
+    with _lock:
+        io = _shared.get(key)
+        if io is None:
+            from runjournal.adapters.checkpoints import (
+                CheckpointLoader,
+                CheckpointRecorder,
+                Workspace,
+            )
+            from runjournal.adapters.fsroot import FsRoot
+            from runjournal.adapters.s3_store import S3PackedStore, parse_s3_url
+
+            local = FsRoot.open(_local_dir(cache), create=True)
+            store = S3PackedStore(parse_s3_url(cache.url), cache.endpoint, local=local)
+            workspace = Workspace.in_cache(local, cache.pipeline, packed=store)
+            io = _shared[key] = (CheckpointRecorder(workspace), CheckpointLoader(workspace), store)
+    return io
+
+
+class CheckpointUnavailable(Exception):
+    """A checkpoint the coordinator journaled is not in the bucket as it said."""
+
+
+def _read(cache: SharedCache, ref: PartRef) -> bytes:
+    """The payload of a journaled checkpoint, from the bucket (verified by the loader:
+    object against ref, envelope against its digest, payload against `ref.sha256`)."""
+    _recorder, loader, _store = _shared_io(cache)
+    loaded = loader.load(ref.key, ref.codec_id)
+    record = loaded.record
+    if record is None or record.output_sha256 != ref.sha256:
+        where = f"{ref.key.step} {ref.key.stage.value} {ref.key.chunk[:12]}".rstrip()
+        raise CheckpointUnavailable(
+            f"the checkpoint {where} is not in {cache.url} as journaled ({loaded.state.value})"
+        )
+    return bytes(record.payload)
+
+
+def _write(
+    cache: SharedCache, target: CheckpointTarget, data: bytes, tp: Any
+) -> StoredCheckpoint | None:
+    """Write the call's checkpoint into the bucket; None when it cannot be (the reply then
+    carries the bytes and the coordinator writes them)."""
+    global _direct_writes
+    try:
+        msgspec.json.decode(data, type=tp)  # what the coordinator's codec would refuse
+        recorder, _loader, _store = _shared_io(cache)
+        output = hashlib.sha256(data).hexdigest()
+        record = CheckpointRecord(
+            codec_id=target.codec_id,
+            lane_identity=target.lane_identity,
+            digests=target.digests,
+            output_sha256=output,
+            payload=data,
+        )
+        sha, size = recorder.write(target.key, record)
+    except Exception:
+        return None
+    with _lock:
+        _direct_writes += 1
+    return StoredCheckpoint(sha, size, output, len(data))
+
+
+def direct_writes() -> int:
+    """How many checkpoints this worker process wrote into a bucket itself."""
+    return _direct_writes
+
+
 def run_stage_task(task: StageTask) -> StageReply:
     """Run one module call; never raises but an interrupt (see the module docstring)."""
     _redirect_stdout()
@@ -162,14 +268,29 @@ def run_stage_task(task: StageTask) -> StageReply:
         if task.stage is Stage.EXTRACT:
             value = module.extract(task.chunk, ctx)
         elif task.stage is Stage.MERGE:
-            parts = [msgspec.json.decode(p, type=module.chunk_type) for p in task.parts]
+            raw = list(task.parts)
+            if task.part_refs and task.cache is not None:
+                raw = [
+                    _read(task.cache, ref) if ref is not None else part
+                    for part, ref in zip(task.parts, task.part_refs, strict=True)
+                ]
+            parts = [msgspec.json.decode(p, type=module.chunk_type) for p in raw]
             value = module.merge(parts, ctx)
         else:
-            merged = msgspec.json.decode(task.merged or b"null", type=module.merged_type)
+            merged_bytes = task.merged
+            if task.merged_ref is not None and task.cache is not None:
+                merged_bytes = _read(task.cache, task.merged_ref)
+            merged = msgspec.json.decode(merged_bytes or b"null", type=module.merged_type)
             value = module.normalize(merged, ctx)
         data, warnings = encode_stage_value(task.stage, value)
     except BaseException as exc:  # whatever the module does, but an interrupt
         if is_interrupt(exc):
             raise
         return _failed(exc, trace)
-    return StageReply(data=data, warnings=warnings, trace=trace.records if trace else [])
+    records = trace.records if trace else []
+    if task.cache is not None and task.checkpoint is not None:
+        tp = module.chunk_type if task.stage is Stage.EXTRACT else module.merged_type
+        stored = _write(task.cache, task.checkpoint, data, tp)
+        if stored is not None:
+            return StageReply(warnings=warnings, trace=records, stored=stored)
+    return StageReply(data=data, warnings=warnings, trace=records)

@@ -50,9 +50,12 @@ from runjournal.domain.runner.reads import StageReads
 from runjournal.domain.runner.scheduler import Batch, LaneWork
 from runjournal.domain.runner.stage_failures import StageError, WorkerError
 from runjournal.domain.runner.tasks import (
+    CheckpointTarget,
+    PartRef,
     StageCall,
     StageReply,
     StageTask,
+    StoredCheckpoint,
     TaskContext,
     encode_stage_value,
 )
@@ -80,6 +83,8 @@ class StageResult:
     decoded: bool = False
     attempts: list[LLMAttempt] = field(default_factory=list)  # LLM attempts that produced it
     warnings: list[str] = field(default_factory=list)  # normalize's, made safe
+    # A worker wrote its checkpoint (a bucket cache root): `data` stayed there (b"").
+    stored: StoredCheckpoint | None = None
 
 
 class ModuleTrace:
@@ -291,6 +296,23 @@ class LaneRun:
         data = reply.data
         return StageResult(sha256_hex(data), data, decoded, True, [], list(reply.warnings))
 
+    def _accept_stored(self, reply: StageReply) -> StageResult:
+        """A call whose worker wrote its checkpoint: the digest is the worker's (the
+        bucket's object is content-addressed and verified by every reader); the value
+        stays in the bucket, read there by the next stage's worker."""
+        stored = reply.stored
+        assert stored is not None
+        for name, data in reply.trace:
+            self.ctx.trace.record(name, data)
+        warnings = list(reply.warnings)
+        return StageResult(stored.output_sha256, b"", None, False, [], warnings, stored)
+
+    def _part_ref(self, stage: Stage, chunk: str, result: StageResult) -> PartRef | None:
+        """Where a worker reads a result the coordinator does not hold."""
+        if result.stored is None:
+            return None
+        return PartRef(self._key(stage, chunk), codec_id(self.module, stage), result.digest)
+
     def _decode(self, stage: Stage, chunk: str, result: StageResult, tp: Any) -> Any:
         if not result.decoded:
             try:
@@ -315,14 +337,20 @@ class LaneRun:
     ) -> None:
         usage = LLMUsage.of(result.attempts) if result.attempts else None
         self.record_attempts(stage, chunk, result.attempts)
+        stored = result.stored
         self.ledger.journal.executed(
             step=self.step.id,
             lane=self.lane,
             stage=stage,
             chunk=chunk,
             sha256=result.digest,
-            size=len(result.data),
+            size=len(result.data) if stored is None else stored.output_size,
         )
+        if stored is not None:  # the worker wrote it: journaled here, as it says
+            self.ledger.stored_checkpoint(
+                self._key(stage, chunk), stored, then=lease.release if lease else None
+            )
+            return
         self.ledger.write_checkpoint(
             self._key(stage, chunk),
             CheckpointRecord(
@@ -345,6 +373,7 @@ class LaneRun:
         fn: Callable[[StageContext], Any],
         tp: Any,
         inputs: Callable[[], dict[str, Any]],
+        stage_input: str = "",
     ) -> StageCall:
         """One module call as the scheduler runs it: its result or its error, never raised.
 
@@ -363,9 +392,23 @@ class LaneRun:
             return StageCall(call)
 
         def task() -> StageTask:
-            return StageTask(shipment, stage, chunk, shipped, **inputs())
+            target = None
+            if stage is not Stage.NORMALIZE and self.ledger.recording:
+                # normalize's record holds the coordinator's validators and provenance
+                target = CheckpointTarget(
+                    self._key(stage, chunk),
+                    codec_id(self.module, stage),
+                    self.lid,
+                    self._digests(stage, stage_input),
+                )
+            return StageTask(shipment, stage, chunk, shipped, checkpoint=target, **inputs())
 
-        return StageCall(call, task, lambda reply: self._accept(stage, chunk, tp, reply))
+        def accept(reply: StageReply) -> Any:
+            if reply.stored is not None and reply.data is None and reply.error is None:
+                return self._accept_stored(reply)
+            return self._accept(stage, chunk, tp, reply)
+
+        return StageCall(call, task, accept)
 
     def _one(self, call: Callable[[], StageResult | StageError]) -> LaneWork:
         """Run one merge or normalize call through the scheduler; raise its error."""
@@ -474,6 +517,7 @@ class LaneRun:
                 lambda ctx, chunk=chunks[i]: module.extract(chunk, ctx),
                 module.chunk_type,
                 lambda chunk=chunks[i]: {"chunk": chunk},
+                chunks[i].id,
             )
             for i in misses
         ]
@@ -504,17 +548,29 @@ class LaneRun:
             self._reused(Stage.MERGE, "", merge_record)
             self._refresh_identity(Stage.MERGE, "", merge_record)
             return StageResult(merge_record.output_sha256, merge_record.payload)
-        parts = [
-            self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
-            for c, r in zip(chunks, done, strict=True)
-        ]
+
+        def parts() -> list[Any]:
+            return [
+                self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
+                for c, r in zip(chunks, done, strict=True)
+            ]
+
+        def inputs() -> dict[str, Any]:
+            refs = [
+                self._part_ref(Stage.EXTRACT, c.id, r) for c, r in zip(chunks, done, strict=True)
+            ]
+            if not any(refs):
+                return {"parts": [r.data for r in done]}
+            return {"parts": [r.data for r in done], "part_refs": refs}
+
         merged = yield from self._one(
             self._attempt(
                 Stage.MERGE,
                 "",
-                lambda ctx: module.merge(parts, ctx),
+                lambda ctx: module.merge(parts(), ctx),
                 module.merged_type,
-                lambda: {"parts": [r.data for r in done]},
+                inputs,
+                extract_digest,
             )
         )
         lease = held.pop((Stage.MERGE, 0), None)
@@ -538,14 +594,17 @@ class LaneRun:
             self._reused(Stage.NORMALIZE, "", norm_record)
             self._refresh_identity(Stage.NORMALIZE, "", norm_record)
             return Artifact.of(module, step_id, lane, out.data, value, warnings)
-        merged_value = self._decode(Stage.MERGE, "", merged, module.merged_type)
+
+        def normalize(ctx: StageContext) -> Any:
+            return module.normalize(self._decode(Stage.MERGE, "", merged, module.merged_type), ctx)
+
+        def inputs() -> dict[str, Any]:
+            ref = self._part_ref(Stage.MERGE, "", merged)
+            return {"merged": merged.data} if ref is None else {"merged_ref": ref}
+
         out = yield from self._one(
             self._attempt(
-                Stage.NORMALIZE,
-                "",
-                lambda ctx: module.normalize(merged_value, ctx),
-                module.artifact_type,
-                lambda: {"merged": merged.data},
+                Stage.NORMALIZE, "", normalize, module.artifact_type, inputs, merged.digest
             )
         )
         value = out.value

@@ -365,6 +365,26 @@ class RunLedger:
             if then is not None:
                 then()
 
+    def stored_checkpoint(
+        self, key: CheckpointKey, stored: Any, *, then: Callable[[], None] | None = None
+    ) -> None:
+        """Journal a checkpoint a worker wrote to the bucket itself (a `StoredCheckpoint`,
+        verified by the executor: docs/internals.md "Object-storage cache"), in the lane's
+        order as `write_checkpoint` journals one it writes; a write the worker or the
+        check refused is journaled as failed and the run goes on."""
+
+        def written() -> tuple[str, int]:
+            if stored.error is not None:
+                raise CheckpointWriteError(stored.error)
+            return stored.sha256, stored.size
+
+        try:
+            if self._recorder is not None:
+                self._settle_write(key, written)
+        finally:
+            if then is not None:
+                then()
+
     def _settle_write(self, key: CheckpointKey, write: Callable[[], tuple[str, int]]) -> None:
         try:
             sha, size = write()
