@@ -37,7 +37,12 @@ from runjournal.adapters.journal.url import (
 from runjournal.adapters.objects import OutputObjects
 from runjournal.adapters.packed_store import PackedStore
 from runjournal.adapters.profiles import ProfileRegistry
-from runjournal.adapters.s3_store import S3PackedStore, open_store, prepare_remote_cache
+from runjournal.adapters.s3_store import (
+    S3PackedStore,
+    open_store,
+    parse_s3_url,
+    prepare_remote_cache,
+)
 from runjournal.adapters.stage_leases import FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
@@ -123,7 +128,19 @@ def _executor(jobs: int, executor: str = "threads") -> Any:
     from runjournal.adapters.executors.dask_workers import DaskWorkers
 
     address = None if executor == "dask" else "tcp://" + executor.removeprefix("dask://")
-    return OffloadingExecutor(DaskWorkers(jobs, address), jobs)
+    return OffloadingExecutor(DaskWorkers(jobs, address, open_cache=open_shared_cache), jobs)
+
+
+def open_shared_cache(
+    url: str, endpoint: str, pipeline: str, local_dir: str
+) -> tuple[CheckpointRecorder, CheckpointLoader, S3PackedStore]:
+    """A Dask worker's own recorder, loader and store of a bucket cache root, its
+    read-through cache in `local_dir` (called in the worker process, once per bucket:
+    docs/internals.md "Object-storage cache"). Its credentials are the worker's own."""
+    local = FsRoot.open(local_dir, create=True)
+    store = S3PackedStore(parse_s3_url(url), endpoint, local=local)
+    workspace = Workspace.in_cache(local, pipeline, packed=store)
+    return CheckpointRecorder(workspace), CheckpointLoader(workspace), store
 
 
 # Test-only: the size of every directory-handle cache (`DirectoryHandles`), so a stress

@@ -26,7 +26,7 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 from runjournal.adapters.executors import ExecutorUnavailable
-from runjournal.adapters.executors.worker import run_stage_task
+from runjournal.adapters.executors.worker import OpenCache, run_stage_task
 from runjournal.domain.runner.tasks import StageTask
 
 __all__ = [
@@ -62,13 +62,21 @@ class DaskWorkers:
     resubmit_lost = 1  # after the scheduler's own retries: an innocent `KilledWorker`
 
     def __init__(
-        self, jobs: int, address: str | None = None, no_workers_s: float = NO_WORKERS_S
+        self,
+        jobs: int,
+        address: str | None = None,
+        no_workers_s: float = NO_WORKERS_S,
+        open_cache: OpenCache | None = None,
     ) -> None:
         value = "dask" if address is None else f"dask://{address.removeprefix('tcp://')}"
         distributed = _distributed(value)
         self._killed = distributed.KilledWorker
         self._cluster: Any = None
         self._no_workers_s = no_workers_s
+        # how a worker opens a bucket cache root itself (docs/internals.md
+        # "Object-storage cache"): with it, workers read and write checkpoints there
+        self._open_cache = open_cache
+        self.direct_io = open_cache is not None
         self._workers_seen = time.monotonic()
         try:
             if address is None:
@@ -102,7 +110,7 @@ class DaskWorkers:
         return str(self._client.scheduler.address)
 
     def submit(self, task: StageTask) -> Any:
-        return self._client.submit(run_stage_task, task, pure=False)
+        return self._client.submit(run_stage_task, task, self._open_cache, pure=False)
 
     def lost(self, exc: BaseException) -> bool:
         return isinstance(exc, (self._killed, CancelledError, TimeoutError))

@@ -113,7 +113,11 @@ class OffloadingExecutor:
         """Let workers read and write checkpoints in `store`'s bucket (an S3PackedStore:
         a store every machine reaches); a local cache root keeps the coordinator's path."""
         url = getattr(store, "url", None)
-        if url is None or not hasattr(store, "ref_of"):
+        if (
+            url is None
+            or not hasattr(store, "ref_of")
+            or not getattr(self.workers, "direct_io", False)
+        ):
             return
         self._cache = SharedCache(url.url, store.endpoint, pipeline)
         self._cache_store = store

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -58,8 +59,6 @@ _modules: dict[tuple[str, str, str | None, bytes | None], Module] = {}
 _stdout_redirected = False
 # (url, endpoint, pipeline) -> this process's recorder, loader and store of that bucket
 _shared: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
-# Checkpoints this process wrote into a bucket (tests read it through `direct_writes`).
-_direct_writes = 0
 
 
 # How often a pool worker checks that its coordinator is still alive.
@@ -162,24 +161,19 @@ def _local_dir(cache: SharedCache) -> str:
     return mirror_dir(base or mirror_base(), parse_s3_url(cache.url), cache.endpoint)
 
 
-def _shared_io(cache: SharedCache) -> tuple[Any, Any, Any]:
+# (url, endpoint, pipeline, local dir) -> (recorder, loader, store): the composition
+# root's factory (`cli/compose.py` `open_shared_cache`), shipped with each call.
+OpenCache = Callable[[str, str, str, str], tuple[Any, Any, Any]]
+
+
+def _shared_io(cache: SharedCache, open_cache: OpenCache) -> tuple[Any, Any, Any]:
     """(recorder, loader, store) of the bucket, opened once per worker process."""
     key = (cache.url, cache.endpoint, cache.pipeline)
     with _lock:
         io = _shared.get(key)
         if io is None:
-            from runjournal.adapters.checkpoints import (
-                CheckpointLoader,
-                CheckpointRecorder,
-                Workspace,
-            )
-            from runjournal.adapters.fsroot import FsRoot
-            from runjournal.adapters.s3_store import S3PackedStore, parse_s3_url
-
-            local = FsRoot.open(_local_dir(cache), create=True)
-            store = S3PackedStore(parse_s3_url(cache.url), cache.endpoint, local=local)
-            workspace = Workspace.in_cache(local, cache.pipeline, packed=store)
-            io = _shared[key] = (CheckpointRecorder(workspace), CheckpointLoader(workspace), store)
+            local = _local_dir(cache)
+            io = _shared[key] = open_cache(cache.url, cache.endpoint, cache.pipeline, local)
     return io
 
 
@@ -187,10 +181,10 @@ class CheckpointUnavailable(Exception):
     """A checkpoint the coordinator journaled is not in the bucket as it said."""
 
 
-def _read(cache: SharedCache, ref: PartRef) -> bytes:
+def _read(cache: SharedCache, open_cache: OpenCache, ref: PartRef) -> bytes:
     """The payload of a journaled checkpoint, from the bucket (verified by the loader:
     object against ref, envelope against its digest, payload against `ref.sha256`)."""
-    _recorder, loader, _store = _shared_io(cache)
+    _recorder, loader, _store = _shared_io(cache, open_cache)
     loaded = loader.load(ref.key, ref.codec_id)
     record = loaded.record
     if record is None or record.output_sha256 != ref.sha256:
@@ -202,14 +196,13 @@ def _read(cache: SharedCache, ref: PartRef) -> bytes:
 
 
 def _write(
-    cache: SharedCache, target: CheckpointTarget, data: bytes, tp: Any
+    cache: SharedCache, open_cache: OpenCache, target: CheckpointTarget, data: bytes, tp: Any
 ) -> StoredCheckpoint | None:
     """Write the call's checkpoint into the bucket; None when it cannot be (the reply then
     carries the bytes and the coordinator writes them)."""
-    global _direct_writes
     try:
         msgspec.json.decode(data, type=tp)  # what the coordinator's codec would refuse
-        recorder, _loader, _store = _shared_io(cache)
+        recorder, _loader, _store = _shared_io(cache, open_cache)
         output = hashlib.sha256(data).hexdigest()
         record = CheckpointRecord(
             codec_id=target.codec_id,
@@ -221,20 +214,15 @@ def _write(
         sha, size = recorder.write(target.key, record)
     except Exception:
         return None
-    with _lock:
-        _direct_writes += 1
     return StoredCheckpoint(sha, size, output, len(data))
 
 
-def direct_writes() -> int:
-    """How many checkpoints this worker process wrote into a bucket itself."""
-    return _direct_writes
-
-
-def run_stage_task(task: StageTask) -> StageReply:
-    """Run one module call; never raises but an interrupt (see the module docstring)."""
+def run_stage_task(task: StageTask, open_cache: OpenCache | None = None) -> StageReply:
+    """Run one module call; never raises but an interrupt (see the module docstring).
+    Without `open_cache` a task's `SharedCache` is ignored: the worker only computes."""
     _redirect_stdout()
     context = task.context
+    cache = task.cache if open_cache is not None else None
     try:
         module = _module(task.module)
         consumed = {
@@ -269,17 +257,17 @@ def run_stage_task(task: StageTask) -> StageReply:
             value = module.extract(task.chunk, ctx)
         elif task.stage is Stage.MERGE:
             raw = list(task.parts)
-            if task.part_refs and task.cache is not None:
+            if task.part_refs and cache is not None and open_cache is not None:
                 raw = [
-                    _read(task.cache, ref) if ref is not None else part
+                    _read(cache, open_cache, ref) if ref is not None else part
                     for part, ref in zip(task.parts, task.part_refs, strict=True)
                 ]
             parts = [msgspec.json.decode(p, type=module.chunk_type) for p in raw]
             value = module.merge(parts, ctx)
         else:
             merged_bytes = task.merged
-            if task.merged_ref is not None and task.cache is not None:
-                merged_bytes = _read(task.cache, task.merged_ref)
+            if task.merged_ref is not None and cache is not None and open_cache is not None:
+                merged_bytes = _read(cache, open_cache, task.merged_ref)
             merged = msgspec.json.decode(merged_bytes or b"null", type=module.merged_type)
             value = module.normalize(merged, ctx)
         data, warnings = encode_stage_value(task.stage, value)
@@ -288,9 +276,9 @@ def run_stage_task(task: StageTask) -> StageReply:
             raise
         return _failed(exc, trace)
     records = trace.records if trace else []
-    if task.cache is not None and task.checkpoint is not None:
+    if cache is not None and open_cache is not None and task.checkpoint is not None:
         tp = module.chunk_type if task.stage is Stage.EXTRACT else module.merged_type
-        stored = _write(task.cache, task.checkpoint, data, tp)
+        stored = _write(cache, open_cache, task.checkpoint, data, tp)
         if stored is not None:
             return StageReply(warnings=warnings, trace=records, stored=stored)
     return StageReply(data=data, warnings=warnings, trace=records)
