@@ -22,10 +22,14 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
+import secrets
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from runjournal.adapters.checkpoints import Workspace
 from runjournal.adapters.fsroot import FsError, FsRoot
@@ -315,3 +319,196 @@ class FileStageLeases:
         if ident not in _tables:  # the last run of this process that leased here
             with contextlib.suppress(FsError, OSError):
                 self._root.remove(holder_file(os.getpid()), missing_ok=True)
+
+
+# --- across machines: lease objects in the bucket ---------------------------------------
+
+# A stage lease object lives `BUCKET_LEASE_TTL_S` after its last write (the server's
+# Last-Modified) and is rewritten every third of that while held, so a killed run's
+# leases block other machines for at most that long.
+BUCKET_LEASE_TTL_S = 60.0
+BUCKET_LEASES = "leases/stages"
+# A wait for another machine's lease gives up after this long: the kernel cannot see a
+# cycle across machines, so a run never waits for good; it goes on without the lease
+# (outcome `deadlock`), at worst computing the stage twice, as runs did before.
+BUCKET_WAIT_MAX_S = 900.0
+_BUCKET_POLL = (0.1, 1.0)  # first and longest pause between two looks
+
+
+def bucket_lease_name(pipeline: str, key: CheckpointKey) -> str:
+    return f"{BUCKET_LEASES}/{lease_offset(pipeline, key):016x}"
+
+
+class _BucketHeld:
+    """A stage's lease on this machine (the lock file) and in the bucket (an object)."""
+
+    def __init__(self, leases: BucketStageLeases, local: Lease, name: str | None) -> None:
+        self._leases = leases
+        self._local = local
+        self._name = name
+        self._released = False
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        try:
+            if self._name is not None:
+                self._leases._drop(self._name)
+        finally:
+            self._local.release()
+
+
+class BucketStageLeases:
+    """Stage leases of an `s3://` cache root: this machine's (`FileStageLeases`, the
+    kernel's locks and deadlock detection between its runs), then the bucket's: an object
+    `meta/leases/stages/<offset>` created with `If-None-Match: *` holding the run id,
+    rewritten by a thread while held, deleted on release (docs/operations.md "Object-storage
+    cache"). A lease object not rewritten for `BUCKET_LEASE_TTL_S` is a dead run's: the
+    next taker deletes it. Twin stages of one run share the local lease, which is taken
+    first, so the bucket object is taken once per holder."""
+
+    def __init__(
+        self,
+        local: FileStageLeases,
+        store: Any,
+        pipeline: str,
+        run_id: str,
+        *,
+        wait: bool = True,
+        wait_max: float = BUCKET_WAIT_MAX_S,
+    ) -> None:
+        self._local = local
+        self._store = store
+        self._pipeline = pipeline
+        self.run_id = run_id
+        self._wait = wait
+        self._wait_max = wait_max
+        self._body = json.dumps({"run": run_id, "token": secrets.token_hex(8)}).encode()
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}  # lease object -> local holds that share it
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # the objects
+
+    def _holder(self, name: str) -> tuple[str, bool] | None:
+        """(run id, alive) of the lease object `name`; None when there is none."""
+        found = self._store.meta_get(name)
+        if found is None:
+            return None
+        data, written_ns = found
+        try:
+            run = str(json.loads(data)["run"])
+        except (ValueError, KeyError, TypeError):
+            run = "?"
+        if not _HOLDER_NAME.compiled().fullmatch(run):
+            run = "in another process"
+        return run, time.time_ns() - written_ns < BUCKET_LEASE_TTL_S * 1e9
+
+    def _take(self, name: str) -> str | None:
+        """Create the lease object; None when taken, else the run that holds it."""
+        with self._lock:
+            if name in self._held:
+                self._held[name] += 1
+                return None
+        for _ in range(3):
+            if self._store.meta_put(name, self._body, create=True):
+                with self._lock:
+                    self._held[name] = self._held.get(name, 0) + 1
+                    self._start()
+                return None
+            holder = self._holder(name)
+            if holder is None:
+                continue  # released between the two requests
+            run, alive = holder
+            if alive:
+                return run
+            self._store.meta_delete([name])  # a killed run's, expired
+        return "in another process"
+
+    def _drop(self, name: str) -> None:
+        with self._lock:
+            count = self._held.get(name, 0) - 1
+            if count > 0:
+                self._held[name] = count
+                return
+            self._held.pop(name, None)
+        with contextlib.suppress(FsError, OSError):
+            found = self._store.meta_get(name)
+            if found is not None and found[0] == self._body:  # never another run's
+                self._store.meta_delete([name])
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._refresh, name="stage-leases", daemon=True)
+            self._thread.start()
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(BUCKET_LEASE_TTL_S / 3):
+            with self._lock:
+                names = list(self._held)
+            for name in names:
+                with contextlib.suppress(FsError, OSError):
+                    self._store.meta_put(name, self._body)
+
+    # StageLeases
+
+    def try_acquire(self, key: CheckpointKey) -> Lease | None:
+        local = self._local.try_acquire(key)
+        if local is None:
+            return None
+        if isinstance(local, _Unleased):
+            return local
+        name = bucket_lease_name(self._pipeline, key)
+        try:
+            holder = self._take(name)
+        except BaseException:
+            local.release()
+            raise
+        if holder is not None:
+            local.release()
+            return None
+        return _BucketHeld(self, local, name)
+
+    def acquire(self, key: CheckpointKey) -> tuple[Lease, LeaseWait | None]:
+        local, waited = self._local.acquire(key)
+        if isinstance(local, _Unleased):
+            return local, waited
+        name = bucket_lease_name(self._pipeline, key)
+        deadline = time.monotonic() + self._wait_max
+        pause, longest = _BUCKET_POLL
+        held_by: str | None = None
+        try:
+            while True:
+                holder = self._take(name)
+                if holder is None:
+                    if held_by is not None:
+                        waited = LeaseWait(held_by, LeaseWaitOutcome.RELEASED)
+                    return _BucketHeld(self, local, name), waited
+                held_by = holder
+                if not self._wait:
+                    raise LeaseRefused(key, holder)
+                if time.monotonic() >= deadline:
+                    return _BucketHeld(self, local, None), LeaseWait(
+                        holder, LeaseWaitOutcome.DEADLOCK
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, longest)
+        except BaseException:
+            local.release()
+            raise
+
+    def close(self) -> None:
+        """Release every lease still held, here and in the bucket."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            names, self._held = list(self._held), {}
+        for name in names:
+            with contextlib.suppress(FsError, OSError):
+                found = self._store.meta_get(name)
+                if found is not None and found[0] == self._body:
+                    self._store.meta_delete([name])
+        self._local.close()

@@ -43,7 +43,7 @@ from runjournal.adapters.s3_store import (
     parse_s3_url,
     prepare_remote_cache,
 )
-from runjournal.adapters.stage_leases import FileStageLeases
+from runjournal.adapters.stage_leases import BucketStageLeases, FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
 from runjournal.cli.settings import EffectiveConfig
@@ -429,13 +429,19 @@ def _open_dirs(made: Factories) -> dict[str, int]:
     return {} if size is None else {"open_dirs": size}
 
 
-def stage_leases(collab: Collaborators, run_id: str, wait: bool) -> FileStageLeases | None:
+def stage_leases(
+    collab: Collaborators, run_id: str, wait: bool
+) -> FileStageLeases | BucketStageLeases | None:
     """The run's stage leases (docs/operations.md "Concurrent runs"): a run that writes
-    checkpoints leases the stages it executes (and waits for one only when it resumes)."""
+    checkpoints leases the stages it executes (and waits for one only when it resumes);
+    on an `s3://` cache root across machines too, through lease objects in the bucket."""
     workspace = collab.workspace
     if collab.cache_root is None or workspace is None or collab.recorder is None:
         return None
-    return FileStageLeases(collab.cache_root, workspace.pipeline, run_id, wait=wait)
+    local = FileStageLeases(collab.cache_root, workspace.pipeline, run_id, wait=wait)
+    if isinstance(collab.packed, S3PackedStore):
+        return BucketStageLeases(local, collab.packed, workspace.pipeline, run_id, wait=wait)
+    return local
 
 
 def output_objects(output_root: FsRoot) -> OutputObjects:

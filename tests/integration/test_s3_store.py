@@ -313,3 +313,54 @@ def test_the_credentials_are_known_secrets(tmp_path: Path, monkeypatch: pytest.M
 
     prepare_remote_cache(Config(), FsRoot.open)
     assert secret not in safe_error_text(f"object store said {secret}")
+
+
+def test_stage_leases_hold_across_machines_through_the_bucket(
+    url: S3Url, s3env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.adapters import stage_leases
+    from runjournal.adapters.stage_leases import BucketStageLeases, FileStageLeases
+    from runjournal.domain.decisions import Stage
+    from runjournal.domain.events import LeaseWaitOutcome
+    from runjournal.domain.leases import LeaseRefused
+    from runjournal.domain.ports import CheckpointKey
+
+    key = CheckpointKey("step", "lane", Stage.EXTRACT, "a" * 64)
+    one, two = _mirror(tmp_path, "a", url, s3env), _mirror(tmp_path, "b", url, s3env)
+    with one, two:
+
+        def leases(root: FsRoot, run: str, **kw: Any) -> BucketStageLeases:
+            local = FileStageLeases(root, "p", run, wait=kw.get("wait", True))
+            return BucketStageLeases(local, open_store(root), "p", run, **kw)
+
+        a, b = leases(one, "run-a"), leases(two, "run-b", wait=False)
+        held = a.try_acquire(key)
+        assert held is not None
+        twin = a.try_acquire(key)  # a twin stage of the same run shares it
+        assert twin is not None
+        assert b.try_acquire(key) is None  # another machine: its own lock file, same bucket
+        with pytest.raises(LeaseRefused, match="run-a"):
+            b.acquire(key)
+        twin.release()
+        assert b.try_acquire(key) is None  # still held once
+        # a waiting machine gives up after its bound, never waits for good
+        c = leases(two, "run-c", wait_max=0.2)
+        lease, waited = c.acquire(key)
+        assert waited is not None and waited.holder == "run-a"
+        assert waited.outcome is LeaseWaitOutcome.DEADLOCK
+        lease.release()
+        held.release()
+        lease, waited = c.acquire(key)  # free: taken at once
+        assert waited is None
+        lease.release()
+        # a killed run's lease object expires and is taken over
+        d = leases(one, "run-d")
+        assert d.try_acquire(key) is not None
+        d._stop.set()  # as if its process were gone: no refresh
+        monkeypatch.setattr(stage_leases, "BUCKET_LEASE_TTL_S", 0.0)
+        taken = leases(two, "run-e").try_acquire(key)
+        assert taken is not None
+        taken.release()
+        for each in (a, b, c):
+            each.close()
+        assert open_store(one).meta_list(stage_leases.BUCKET_LEASES) == []
