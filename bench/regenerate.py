@@ -57,7 +57,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("huge_file", ("bench/bench_huge_file.py", "--repeat", "3")),
     Script("cache_bytes", ("bench/bench_cache_bytes.py", "--docs", "300")),
     Script("input_check", ("bench/bench_input_check.py",)),
-    Script("s3", ("bench/bench_s3.py", "--docs", "40", "--paras", "20", "--repeat", "3")),
+    Script("s3", ("bench/bench_s3.py", "--docs", "40", "--paras", "20", "--repeat", "3", "--dask")),
 )
 
 
