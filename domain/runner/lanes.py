@@ -548,12 +548,12 @@ class LaneRun:
             self._reused(Stage.MERGE, "", merge_record)
             self._refresh_identity(Stage.MERGE, "", merge_record)
             return StageResult(merge_record.output_sha256, merge_record.payload)
-
-        def parts() -> list[Any]:
-            return [
-                self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
-                for c, r in zip(chunks, done, strict=True)
-            ]
+        # decoded here, as a local merge takes them (a result a worker left in the bucket
+        # is only ever merged by a worker, which reads it there)
+        parts = [
+            self._decode(Stage.EXTRACT, c.id, r, module.chunk_type) if r.stored is None else None
+            for c, r in zip(chunks, done, strict=True)
+        ]
 
         def inputs() -> dict[str, Any]:
             refs = [
@@ -567,7 +567,7 @@ class LaneRun:
             self._attempt(
                 Stage.MERGE,
                 "",
-                lambda ctx: module.merge(parts(), ctx),
+                lambda ctx: module.merge(parts, ctx),
                 module.merged_type,
                 inputs,
                 extract_digest,
@@ -595,8 +595,11 @@ class LaneRun:
             self._refresh_identity(Stage.NORMALIZE, "", norm_record)
             return Artifact.of(module, step_id, lane, out.data, value, warnings)
 
-        def normalize(ctx: StageContext) -> Any:
-            return module.normalize(self._decode(Stage.MERGE, "", merged, module.merged_type), ctx)
+        merged_value = (
+            self._decode(Stage.MERGE, "", merged, module.merged_type)
+            if merged.stored is None
+            else None
+        )
 
         def inputs() -> dict[str, Any]:
             ref = self._part_ref(Stage.MERGE, "", merged)
@@ -604,7 +607,12 @@ class LaneRun:
 
         out = yield from self._one(
             self._attempt(
-                Stage.NORMALIZE, "", normalize, module.artifact_type, inputs, merged.digest
+                Stage.NORMALIZE,
+                "",
+                lambda ctx: module.normalize(merged_value, ctx),
+                module.artifact_type,
+                inputs,
+                merged.digest,
             )
         )
         value = out.value
