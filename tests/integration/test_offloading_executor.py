@@ -9,6 +9,7 @@ import signal
 from concurrent.futures import Future
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import settings as hyp_settings
@@ -16,11 +17,21 @@ from hypothesis import strategies as st
 from runjournal.adapters.executors import offloading
 from runjournal.adapters.executors.offloading import OffloadingExecutor
 from runjournal.adapters.executors.processes import CHARGED_DEATHS, ProcessWorkers
-from runjournal.domain.decisions import Stage
+from runjournal.adapters.s3_store import S3Url
+from runjournal.domain.decisions import Stage, StageDigests
 from runjournal.domain.llm import FailureCause
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ModuleShipment
-from runjournal.domain.runner.tasks import StageCall, StageReply, StageTask, TaskContext
+from runjournal.domain.ports import CheckpointKey
+from runjournal.domain.runner.tasks import (
+    CheckpointTarget,
+    SharedCache,
+    StageCall,
+    StageReply,
+    StageTask,
+    StoredCheckpoint,
+    TaskContext,
+)
 
 
 class Lost(Exception):
@@ -242,3 +253,79 @@ def test_a_result_that_cannot_be_fetched_in_time_counts_as_a_lost_worker(monkeyp
     executor.close()
     assert (kind, reply.data, reply.error) == ("accepted", b"a", None)
     assert executor.resubmitted == 1
+
+
+class StoringWorkers(FakeWorkers):
+    """A Dask-like backend whose workers write checkpoints into the bucket themselves."""
+
+    direct_io = True
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.tasks: list[StageTask] = []
+
+    def submit(self, task: StageTask) -> Future[Any]:
+        self.tasks.append(task)
+        future: Future[Any] = Future()
+        stored = StoredCheckpoint("e" * 64, 120, "0" * 64, 7)
+        future.set_result(StageReply(stored=stored))
+        return future
+
+
+class Bucket:
+    """The coordinator's store as the executor sees it: its identity and refs."""
+
+    def __init__(self, ref: tuple[str, int] | None) -> None:
+        self.url = S3Url("bucket", "team")
+        self.endpoint = "http://127.0.0.1:1"
+        self.ref = ref
+        self.asked: list[str] = []
+
+    def ref_of(self, name: str) -> tuple[str, int] | None:
+        self.asked.append(name)
+        return self.ref
+
+
+def _stored_call(chunk: str) -> StageCall:
+    key = CheckpointKey("s", "l", Stage.EXTRACT, chunk)
+    target = CheckpointTarget(key, "codec", "", StageDigests("c", chunk, ""))
+
+    def task() -> StageTask:
+        return msgspec.structs.replace(_task(chunk), checkpoint=target)
+
+    return StageCall(lambda: ("local", chunk), task, lambda reply: ("accepted", reply))
+
+
+@pytest.mark.parametrize(
+    ("ref", "journaled"),
+    [(("e" * 64, 120), True), (("f" * 64, 120), False), (("e" * 64, 121), False), (None, False)],
+)
+def test_a_checkpoint_a_worker_wrote_is_journaled_only_as_the_bucket_holds_it(
+    ref: tuple[str, int] | None, journaled: bool
+) -> None:
+    workers = StoringWorkers()
+    executor = OffloadingExecutor(workers, 2)
+    bucket = Bucket(ref)
+    executor.share_cache(bucket, "pipe")
+    chunk = "a" * 64
+    executor.submit(0, _stored_call(chunk))
+    [(_key, (kind, reply))] = _drain(executor, 1).items()
+    executor.close()
+    assert kind == "accepted" and reply.data is None
+    [task] = workers.tasks
+    assert task.cache == SharedCache("s3://bucket/team", "http://127.0.0.1:1", "pipe")
+    [asked] = bucket.asked  # the checkpoint's ref, in the pipeline's workspace
+    assert asked.startswith("workspaces/pipe/") and asked.endswith(f"/extract/{chunk}.ckpt")
+    assert (reply.stored.error is None) is journaled
+    assert executor.written_by_workers == (1 if journaled else 0)
+
+
+def test_without_a_bucket_workers_only_compute() -> None:
+    workers = StoringWorkers()
+    executor = OffloadingExecutor(workers, 1)
+    executor.share_cache(object(), "pipe")  # a local cache root's store: ignored
+    executor.submit(0, _stored_call("b" * 64))
+    _drain(executor, 1)
+    executor.close()
+    [task] = workers.tasks
+    assert task.cache is None and task.checkpoint is None
