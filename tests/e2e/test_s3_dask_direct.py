@@ -139,6 +139,51 @@ def test_dask_workers_write_checkpoints_to_the_bucket_not_through_the_coordinato
     assert executor.written_by_workers == by_stage["extract"] + by_stage["merge"]
     assert len(_ckpt_refs(seaweedfs, bucket)) == len(written)
 
+    # One document edited, resumed on the workers: a merge now takes extract results
+    # the coordinator read (reused, shipped as bytes) and ones a worker left in the
+    # bucket (read there); the same outputs as the local cache root after the same edit.
+    edit = "\n\nA **Ledger** is a record. The **Ledger** is appended to, never rewritten.\n"
+    for project in (base_pipeline.parent, pipeline.parent):
+        doc_file = project / "docs" / "02-journal.md"
+        doc_file.write_text(doc_file.read_text() + edit)
+    proc = local(
+        "run",
+        str(base_pipeline),
+        "--output-root",
+        str(base_pipeline.parent / "runs"),
+        "--cache-root",
+        str(tmp_path / "cache"),
+        "--resume",
+        "--json",
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    edited_base = json.loads(proc.stdout)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            str(pipeline),
+            "--output-root",
+            str(out),
+            "--cache-root",
+            f"s3://{bucket}/team",
+            "--executor",
+            "dask",
+            "--jobs",
+            "2",
+            "--resume",
+            "--json",
+        ],
+        env=env,
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    edited = json.loads(result.stdout)
+    assert _outputs(edited) == _outputs(edited_base)
+    assert edited["decisions"] == edited_base["decisions"]
+    assert edited["decisions"].get("reused") and len(edited["decisions"]) > 1
+
     # A second machine resumes from the bucket: every stage reused.
     again = CLI(tmp_path / "homes" / "other")(
         "run",
