@@ -21,9 +21,13 @@ so the recompute can write it again. Objects are kept in a bounded read-through 
 the local mirror directory (`<user cache dir>/s3/<identity>/s3-cache/`), verified again
 when read, so a machine downloads an object once.
 
-Everything else the cache root holds as files (its lock, registry, stage leases, LLM call
-logs) stays in the local mirror directory, whose `remote.json` names the bucket: any code
-that opens a cache root's store through `open_store` gets this store for a mirror.
+Everything else the cache root holds as files (its lock file, stage leases' lock file,
+LLM call logs) stays in the local mirror directory, whose `remote.json` names the bucket:
+any code that opens a cache root's store through `open_store` gets this store for a
+mirror. What must hold across machines is a side object in the bucket (`meta/`): the
+journal registry, the cache lock's leases, stage leases (`stage_leases.BucketStageLeases`).
+A Dask worker opens its own store of the bucket and writes checkpoints itself; the
+coordinator checks each against its ref (`ref_of`) before journaling it.
 
 Credentials and the endpoint come from the client's standard places (`AWS_*` variables,
 instance metadata; an `AWS_PROFILE` through boto3 when it is installed); only the endpoint
