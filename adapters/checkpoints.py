@@ -159,6 +159,37 @@ def _pointer_text(scope: StoreScope) -> str:
     return f"{scope.step_identity}/{scope.dependencies or _NO_DEPENDENCIES}/{scope.lane_identity}"
 
 
+_BINARY_POINTER = b"\x00"
+
+
+def _pointer_bytes(scope: StoreScope) -> bytes:
+    """A pointer as written: `\\x00`, then the step identity (16 bytes), the lane identity
+    (32) and D (32, absent when empty): half the text form, which is still read, and
+    written for a scope that has no such form (docs/internals.md "Layout")."""
+    if _pointer_scope(_pointer_text(scope)) != scope:
+        return _pointer_text(scope).encode("ascii")  # not a scope the runner writes
+    return b"".join(
+        (
+            _BINARY_POINTER,
+            bytes.fromhex(scope.step_identity),
+            bytes.fromhex(scope.lane_identity),
+            bytes.fromhex(scope.dependencies),
+        )
+    )
+
+
+def _pointer_of(data: bytes) -> StoreScope | None:
+    """A `latest` pointer's scope, binary or text; None for anything that is not one."""
+    if data[:1] == _BINARY_POINTER:
+        if len(data) not in (49, 81):
+            return None
+        return StoreScope(data[1:17].hex(), data[49:].hex(), data[17:49].hex())
+    try:
+        return _pointer_scope(data.decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+
+
 def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
     """Whether an envelope is of `scope`: the step identity; for extract its own D (the
     scope's D); for merge and normalize the lane identity (their scope's D also covers the
@@ -285,10 +316,7 @@ class Workspace:
             data = self.read(self.pointer_name(step, lane, stage))
         except FsError:
             return None
-        try:
-            return _pointer_scope(data.decode("ascii"))
-        except UnicodeDecodeError:
-            return None
+        return _pointer_of(data)
 
     def listdir(self, name: str) -> list[str]:
         """Entry names of a workspace directory (packed and file entries together); empty
@@ -1159,14 +1187,15 @@ class CheckpointRecorder:
         with self._pointer_lock:
             if self._pointed.get(where) == scope:
                 return
-            text = _pointer_text(scope).encode("ascii")
             name = Workspace.pointer_name(step, lane, stage)
             try:
                 current: bytes | None = self._workspace.read(name)
             except FsNotFound:
                 current = None
-            if current != text:
-                self._workspace.write(name, text, durable=False)  # durable with the envelopes
+            # a pointer of either form naming `scope` stays as it is
+            if current is None or _pointer_of(current) != scope:
+                data = _pointer_bytes(scope)
+                self._workspace.write(name, data, durable=False)  # durable with the envelopes
             self._pointed[where] = scope
 
     def sync(self) -> None:

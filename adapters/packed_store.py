@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import sqlite3
 import struct
@@ -57,11 +58,18 @@ _RECORD = struct.Struct(">4sII")
 # (docs/internals.md "Packed store").
 _MAGIC_LEAF = b"RJPL"
 _LEAF_RECORD = struct.Struct(">4sIHI")
+# What `put` writes since index schema 2: as `RJPL`, with the leaf packed (`_pack_path`:
+# a chunk id's 64 hex characters as their 32 bytes).
+_MAGIC_PACKED = b"RJPC"
 # Payloads above this stay objects of their own: copying them through segments at every
 # compaction would cost more than the inode they take.
 LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
-_SCHEMA = 1
+_SCHEMA = 2
+# Path components of lowercase hex (a digest, a chunk id, a step identity; an optional
+# suffix such as `.ckpt` after it) are stored as their bytes (docs/internals.md "Packed
+# store": index schema 2).
+_HEX_PART = re.compile(r"((?:[0-9a-f]{2}){16,127})(\.[^/]*)?")
 _OBJECTS_LOCK = "objects.lock"
 _UPSERT = (
     "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written)"
@@ -127,6 +135,48 @@ def _split(name: str) -> tuple[str, str]:
     return directory, leaf
 
 
+def _pack_part(part: str) -> bytes:
+    found = _HEX_PART.fullmatch(part)
+    if found is not None:
+        raw = bytes.fromhex(found[1])
+        return b"\x01" + bytes((len(raw),)) + raw + (found[2] or "").encode("utf-8")
+    data = part.encode("utf-8")
+    return b"\x02" + data if data[:1] in (b"\x01", b"\x02") else data
+
+
+def _pack_path(path: str) -> bytes:
+    """`path` as index schema 2 keeps it: component by component, joined by `/`, a hex
+    component as `\\x01`, its byte count, its bytes and its suffix; any other as its UTF-8
+    (behind `\\x02` when it starts with `\\x01` or `\\x02`). A directory's entries are
+    the names whose packed form starts with its own and `/`, so name ranges still work."""
+    return b"/".join(_pack_part(part) for part in path.split("/"))
+
+
+def _unpack_path(data: bytes) -> str:
+    """The path `_pack_path` packed (ValueError for bytes it cannot have made)."""
+    parts: list[str] = []
+    at, size = 0, len(data)
+    while True:
+        lead = data[at : at + 1]
+        if lead == b"\x01":
+            if at + 2 > size:
+                raise ValueError("a packed path cut short")
+            count = data[at + 1]
+            start = at + 2 + count
+            if start > size:
+                raise ValueError("a packed path cut short")
+            end = data.find(b"/", start)
+            end = size if end < 0 else end
+            parts.append(data[at + 2 : start].hex() + data[start:end].decode("utf-8"))
+        else:
+            end = data.find(b"/", at)
+            end = size if end < 0 else end
+            parts.append(data[at + (lead == b"\x02") : end].decode("utf-8"))
+        if end >= size:
+            return "/".join(parts)
+        at = end + 1
+
+
 def _prefix_bounds(prefix: str) -> tuple[str, str]:
     """[low, high) of the names that start with `prefix`."""
     return prefix, prefix + "\U0010ffff"
@@ -163,6 +213,9 @@ class PackedStore:
         self._writer: _Writer | None = None
         self._write_db: sqlite3.Connection | None = None
         self._closed = False
+        # the index's schema: 1 (names as text; still read, migrated by the first writer)
+        # or 2 (`_pack_path`); None until a connection has read it
+        self._schema: int | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -220,12 +273,33 @@ class PackedStore:
         with self._lock:
             self._connections.append(db)
         self._local.db = db
+        if self._schema is None:
+            self._schema = _schema_of(db)
         return db
 
     def _writer_db(self, pack: FsRoot) -> sqlite3.Connection:
         if self._write_db is None:
-            self._write_db = self._connect(pack)
+            db = self._connect(pack)
+            if _schema_of(db) == 1:
+                _migrate_v1(db)
+            self._schema = _schema_of(db)
+            self._write_db = db
         return self._write_db
+
+    def _key(self, path: str) -> str | bytes:
+        """A directory's name or a leaf as the index keeps it (its schema's form)."""
+        return path if self._schema == 1 else _pack_path(path)
+
+    def _text(self, key: str | bytes) -> str:
+        return key if isinstance(key, str) else _unpack_path(key)
+
+    def _schema_moved(self, db: sqlite3.Connection) -> bool:
+        """Whether a writer migrated the index since this store read its schema (its
+        lookups with schema 1 keys then find nothing): the schema is read again."""
+        if self._schema != 1:
+            return False
+        self._schema = _schema_of(db)
+        return self._schema != 1
 
     @property
     def exists(self) -> bool:
@@ -238,7 +312,10 @@ class PackedStore:
         found = self._dir_ids.get(directory)
         if found is not None:
             return found
-        row = db.execute("SELECT id FROM dirs WHERE name = ?", (directory,)).fetchone()
+        row = db.execute("SELECT id FROM dirs WHERE name = ?", (self._key(directory),)).fetchone()
+        if row is None and self._schema_moved(db):
+            row = db.execute("SELECT id FROM dirs WHERE name = ?", (self._key(directory),))
+            row = row.fetchone()
         if row is None:
             return None
         self._dir_ids[directory] = row[0]
@@ -268,7 +345,7 @@ class PackedStore:
                 row = db.execute(
                     "SELECT segment, offset, length, object FROM entries "
                     "WHERE dir = ? AND leaf = ?",
-                    (dir_id, leaf),
+                    (dir_id, self._key(leaf)),
                 ).fetchone()
             if row is None:
                 return None
@@ -295,7 +372,10 @@ class PackedStore:
         rows = db.execute(
             "SELECT leaf, segment, offset, length, object FROM entries WHERE dir = ?", (dir_id,)
         ).fetchall()
-        held = {leaf: (segment, offset, length, obj) for leaf, segment, offset, length, obj in rows}
+        held = {
+            self._text(leaf): (segment, offset, length, obj)
+            for leaf, segment, offset, length, obj in rows
+        }
         self._hold(dir_id, held)
         return held
 
@@ -321,19 +401,26 @@ class PackedStore:
             db = self._reader()
             if db is None:
                 return
-            low, high = _prefix_bounds(prefix.rstrip("/") + "/")
+            top = prefix.rstrip("/")
             rows = db.execute(
                 "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
                 "FROM dirs d JOIN entries e ON e.dir = d.id "
                 "WHERE d.name = ? OR (d.name >= ? AND d.name < ?)",
-                (prefix.rstrip("/"), low, high),
+                (self._key(top), *self._below(top)),
             ).fetchall()
         grouped: dict[int, dict[str, Row]] = {}
         for dir_id, name, leaf, segment, offset, length, obj in rows:
-            self._dir_ids.setdefault(name, dir_id)
-            grouped.setdefault(dir_id, {})[leaf] = (segment, offset, length, obj)
+            self._dir_ids.setdefault(self._text(name), dir_id)
+            grouped.setdefault(dir_id, {})[self._text(leaf)] = (segment, offset, length, obj)
         for dir_id, entries in grouped.items():
             self._hold(dir_id, entries)
+
+    def _below(self, directory: str) -> tuple[str | bytes, str | bytes]:
+        """[low, high) of the index keys of the directories below `directory`."""
+        if self._schema == 1:
+            return _prefix_bounds(directory + "/")
+        key = _pack_path(directory)
+        return key + b"/", key + b"0"  # "0" follows "/"
 
     def _read_record(
         self, db: sqlite3.Connection, segment: int, offset: int, length: int, name: str
@@ -342,9 +429,9 @@ class PackedStore:
         data = os.pread(fd, length, offset)
         if len(data) != length:
             return b""
-        if data[:4] == _MAGIC_LEAF:
+        if data[:4] in (_MAGIC_LEAF, _MAGIC_PACKED):
             directory, leaf = _split(name)
-            encoded = leaf.encode("utf-8")
+            encoded = leaf.encode("utf-8") if data[:4] == _MAGIC_LEAF else _pack_path(leaf)
             head = _LEAF_RECORD.size + len(encoded)
             if length < head:
                 return b""
@@ -392,14 +479,32 @@ class PackedStore:
         db = self._reader()
         if db is None:
             return []
-        low, high = _prefix_bounds(prefix)
-        dir_low = prefix.rpartition("/")[0]
+        return sorted(name for name, *_ in self._under(db, prefix))
+
+    def _under(self, db: sqlite3.Connection, prefix: str) -> list[tuple[str, int, int]]:
+        """(name, length, written) of every entry whose name starts with `prefix`: the
+        entries of the directory `prefix` ends in and of those below it, filtered."""
+        top = prefix.rpartition("/")[0]
+        if self._schema == 1:
+            low, high = top, prefix + "\U0010ffff"
+            where = "d.name >= ? AND d.name < ?"
+            params: tuple[Any, ...] = (low, high)
+        elif top:
+            where = "d.name = ? OR (d.name >= ? AND d.name < ?)"
+            params = (self._key(top), *self._below(top))
+        else:
+            where, params = "1", ()
         rows = db.execute(
-            "SELECT d.name, e.leaf FROM entries e JOIN dirs d ON d.id = e.dir "
-            "WHERE d.name >= ? AND d.name < ?",
-            (dir_low, high),
+            "SELECT d.name, e.leaf, e.length, e.written FROM entries e "
+            f"JOIN dirs d ON d.id = e.dir WHERE {where}",
+            params,
         ).fetchall()
-        return sorted(n for n in (f"{d}/{leaf}" for d, leaf in rows) if low <= n < high)
+        out = []
+        for directory, leaf, length, written in rows:
+            name = f"{self._text(directory)}/{self._text(leaf)}"
+            if name.startswith(prefix):
+                out.append((name, length, written))
+        return out
 
     def children(self, directory: str) -> list[str]:
         """The entry names right below `directory` (files and directories), sorted: what
@@ -413,16 +518,8 @@ class PackedStore:
         db = self._reader()
         if db is None:
             return
-        low, high = _prefix_bounds(prefix)
-        rows = db.execute(
-            "SELECT d.name, e.leaf, e.length, e.object, e.written FROM entries e "
-            "JOIN dirs d ON d.id = e.dir WHERE d.name >= ? AND d.name < ?",
-            (prefix.rpartition("/")[0], high),
-        ).fetchall()
-        for directory, leaf, length, _object, written in sorted(rows):
-            name = f"{directory}/{leaf}"
-            if low <= name < high:
-                yield PackedEntry(name, length, written)
+        for name, length, written in sorted(self._under(db, prefix)):
+            yield PackedEntry(name, length, written)
 
     # ------------------------------------------------------------------ writing
 
@@ -446,12 +543,13 @@ class PackedStore:
             now = time.time_ns()
             if len(data) > self._large:
                 digest = hashlib.sha256(data).hexdigest()
-                self._put_object(pack, db, (dir_id, leaf, 0, 0, len(data), digest, now), data)
+                row = (dir_id, _pack_path(leaf), 0, 0, len(data), digest, now)
+                self._put_object(pack, db, row, data)
                 self._drop_held(dir_id)
                 return
             writer = self._segment(pack, db)
-            encoded = leaf.encode("utf-8")
-            record = _LEAF_RECORD.pack(_MAGIC_LEAF, dir_id, len(encoded), len(data))
+            encoded = _pack_path(leaf)
+            record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
             record += encoded + data
             offset = writer.size
             try:
@@ -460,7 +558,7 @@ class PackedStore:
                 writer.broken = True  # a torn tail: the next put starts a new segment
                 raise
             writer.size += len(record)
-            db.execute(_UPSERT, (dir_id, leaf, writer.id, offset, len(record), None, now))
+            db.execute(_UPSERT, (dir_id, encoded, writer.id, offset, len(record), None, now))
             self._drop_held(dir_id)
 
     def _put_object(
@@ -482,7 +580,15 @@ class PackedStore:
         found = self._dir_id(db, directory)
         if found is not None:
             return found
-        db.execute("INSERT OR IGNORE INTO dirs (name) VALUES (?)", (directory,))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            key = _pack_path(directory)
+            if db.execute("SELECT 1 FROM dirs WHERE name = ?", (key,)).fetchone() is None:
+                db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, _next(db, "dir")))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
         found = self._dir_id(db, directory)
         assert found is not None
         return found
@@ -491,7 +597,7 @@ class PackedStore:
         """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
         row = db.execute(
             "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
-            (dir_id, leaf),
+            (dir_id, _pack_path(leaf)),
         ).fetchone()
         if row is None:
             return False
@@ -499,6 +605,7 @@ class PackedStore:
         if obj is not None:
             return len(data) == length and hashlib.sha256(data).hexdigest() == obj
         if length not in (
+            _LEAF_RECORD.size + len(_pack_path(leaf)) + len(data),
             _LEAF_RECORD.size + len(leaf.encode("utf-8")) + len(data),
             _RECORD.size + len(name.encode("utf-8")) + len(data),
         ):
@@ -522,11 +629,17 @@ class PackedStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             pack.rename(f"{_SEGMENTS}/{name}.new", name)
-            seg_id = db.execute("INSERT INTO segments (name) VALUES (?)", (name,)).lastrowid
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                seg_id = _next(db, "segment")
+                db.execute("INSERT INTO segments (id, name) VALUES (?, ?)", (seg_id, name))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         except BaseException:
             os.close(fd)
             raise
-        assert seg_id is not None
         self._writer = _Writer(fd, seg_id, name)
         return self._writer
 
@@ -557,7 +670,7 @@ class PackedStore:
                     if dir_id is None:
                         continue
                     cursor = db.execute(
-                        "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, leaf)
+                        "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, _pack_path(leaf))
                     )
                     dropped += cursor.rowcount
                     self._drop_held(dir_id)
@@ -745,31 +858,92 @@ class PackedStore:
                 self._pack = None
 
 
+_V2_TABLES = """
+    CREATE TABLE dirs (name BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE segments (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+    CREATE TABLE entries (
+        dir INTEGER NOT NULL,
+        leaf BLOB NOT NULL,
+        segment INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        object TEXT,
+        written INTEGER NOT NULL,
+        PRIMARY KEY (dir, leaf)
+    ) WITHOUT ROWID;
+"""
+
+
 def _create_schema(db: sqlite3.Connection) -> None:
-    """Segment ids are never reused (AUTOINCREMENT): a process keeps the descriptors of the
-    segments it read by id, and a compacted segment's id must not name a new one."""
+    """Index schema 2 (docs/internals.md "Packed store"): names packed (`_pack_path`) and
+    kept once (`dirs` is keyed by its name; no second index); ids of directories and
+    segments from counters in `meta`, never reused: a process keeps the descriptors of
+    the segments it read by id, and `RJPL`/`RJPC` records name their directory by id."""
     db.executescript(
         f"""
         BEGIN IMMEDIATE;
-        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT OR IGNORE INTO meta VALUES ('schema', {_SCHEMA});
-        CREATE TABLE IF NOT EXISTS dirs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-        CREATE TABLE IF NOT EXISTS segments (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE
-        );
-        CREATE TABLE IF NOT EXISTS entries (
-            dir INTEGER NOT NULL,
-            leaf TEXT NOT NULL,
-            segment INTEGER NOT NULL,
-            offset INTEGER NOT NULL,
-            length INTEGER NOT NULL,
-            object TEXT,
-            written INTEGER NOT NULL,
-            PRIMARY KEY (dir, leaf)
-        ) WITHOUT ROWID;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('schema', {_SCHEMA}), ('dir', 0), ('segment', 0);
+        {_V2_TABLES}
         COMMIT;
         """
     )
+
+
+def _schema_of(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return int(row[0]) if row is not None else 1
+
+
+def _next(db: sqlite3.Connection, counter: str) -> int:
+    """The next id of `counter` (inside the caller's write transaction)."""
+    row = db.execute(
+        "UPDATE meta SET value = value + 1 WHERE key = ? RETURNING value", (counter,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Rewrite an index of schema 1 (names as text, `dirs` with a unique index, segment
+    ids by AUTOINCREMENT) as schema 2, in one transaction: ids of directories and
+    segments are kept (records and other processes name them), counters start past the
+    highest. A reader that read schema 1 before finds nothing with its text keys and
+    reads the schema again (`_schema_moved`)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _schema_of(db) != 1:
+            db.execute("COMMIT")
+            return
+        dirs = db.execute("SELECT name, id FROM dirs").fetchall()
+        entries = db.execute(
+            "SELECT dir, leaf, segment, offset, length, object, written FROM entries"
+        ).fetchall()
+        segments = db.execute("SELECT id, name FROM segments").fetchall()
+        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'segments'").fetchone()
+        for table in ("dirs", "entries", "segments"):
+            db.execute(f"DROP TABLE {table}")
+        for statement in _V2_TABLES.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany("INSERT INTO dirs VALUES (?, ?)", [(_pack_path(n), i) for n, i in dirs])
+        db.executemany(
+            "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(d, _pack_path(leaf), *rest) for d, leaf, *rest in entries],
+        )
+        db.executemany("INSERT INTO segments VALUES (?, ?)", segments)
+        last_segment = max([seq[0] if seq else 0, *(i for i, _ in segments)])
+        db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [
+                ("schema", _SCHEMA),
+                ("dir", max((i for _, i in dirs), default=0)),
+                ("segment", last_segment),
+            ],
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _publish_index(pack: FsRoot) -> None:
@@ -855,7 +1029,7 @@ def _idle_segment(pack: FsRoot, name: str) -> tuple[int, int] | None:
 def _record_span(head: bytes) -> tuple[int, int, int] | None:
     """(header size, name size, data size) of the record starting with `head` (at least
     `_LEAF_RECORD.size` bytes, or all that is left); None for anything else."""
-    if head[:4] == _MAGIC_LEAF and len(head) >= _LEAF_RECORD.size:
+    if head[:4] in (_MAGIC_LEAF, _MAGIC_PACKED) and len(head) >= _LEAF_RECORD.size:
         _magic, _dir, name_size, data_size = _LEAF_RECORD.unpack_from(head)
         return _LEAF_RECORD.size, name_size, data_size
     if head[:4] == _MAGIC and len(head) >= _RECORD.size:
@@ -875,8 +1049,12 @@ def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
         end = start + name_size + data_size
         if end > len(data):
             return
-        name = data[start : start + name_size].decode("utf-8", "replace")
-        yield name, data[start + name_size : end]
+        raw = data[start : start + name_size]
+        try:
+            name = _unpack_path(raw) if data[offset : offset + 4] == _MAGIC_PACKED else ""
+        except ValueError:
+            name = ""
+        yield name or raw.decode("utf-8", "replace"), data[start + name_size : end]
         offset = end
 
 

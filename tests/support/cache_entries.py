@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, _pack_path
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class CacheEntry:
             row = db.execute(
                 "SELECT s.name, e.offset, e.length FROM entries e JOIN dirs d ON d.id = e.dir"
                 " JOIN segments s ON s.id = e.segment WHERE d.name = ? AND e.leaf = ?",
-                (directory, leaf),
+                (_pack_path(directory), _pack_path(leaf)),  # index schema 2's keys
             ).fetchone()
         if row is None:
             raise FileNotFoundError(self.rel)

@@ -1,0 +1,238 @@
+"""Index schema 2 of the packed store (docs/internals.md "Packed store", issue 29: "cache
+bytes at most 3x the corpus"): names packed and kept once, bytes per entry bounded on a
+generated cache; an index of schema 1 (and its `RJPK`/`RJPL` records) still read, and
+migrated by the first writer."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from runjournal.adapters.fsroot import FsRoot
+from runjournal.adapters.packed_store import (
+    PackedStore,
+    _pack_path,
+    _unpack_path,
+    segment_records,
+)
+
+
+def _hex(seed: str, size: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:size]
+
+
+@pytest.fixture
+def root(tmp_path):
+    with FsRoot.open(tmp_path / "cache", create=True) as handle:
+        yield handle
+
+
+def _checkpoint_names(lanes: int, chunks: int) -> list[str]:
+    """Names as the runner makes them: a lane's pointer, its scope's extracts, a merge."""
+    names = []
+    for lane in range(lanes):
+        base = f"workspaces/glossary/steps/terms/docs__page{lane}.rst-{_hex(str(lane), 8)}"
+        scope = f"{base}/{_hex(f's{lane}', 32)}/{_hex(f'd{lane}', 64)}"
+        names.append(f"{base}/latest.extract")
+        names += [f"{scope}/extract/{_hex(f'{lane}/{c}', 64)}.ckpt" for c in range(chunks)]
+        names.append(f"{scope}/{_hex(f'l{lane}', 64)}/merge.ckpt")
+    return names
+
+
+def test_bytes_per_entry_stay_bounded(root, tmp_path):
+    """The index and the records' framing per entry, on 1,640 runner-shaped names. Schema
+    1 (names as text, the directory twice) took 150 index bytes per entry and 80 of
+    record framing; schema 2 92 and 52."""
+    names = _checkpoint_names(lanes=40, chunks=39)
+    payload = 100
+    store = PackedStore(root)
+    try:
+        for name in names:
+            store.put(name, b"p" * payload)
+    finally:
+        store.close()
+    pack = tmp_path / "cache" / "pack"
+    index = sum(p.stat().st_size for p in pack.glob("index.sqlite*"))
+    (segment,) = (pack / "segments").iterdir()
+    framing = segment.stat().st_size - payload * len(names)
+    assert index / len(names) < 110, index / len(names)
+    assert framing / len(names) < 56, framing / len(names)
+    again = PackedStore(root)
+    try:
+        assert all(again.get(n) == b"p" * payload for n in names[::97])
+        assert [n for n, _ in segment_records(segment.read_bytes())][:2] == [
+            "latest.extract",
+            names[1].rsplit("/", 1)[1],
+        ]
+    finally:
+        again.close()
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="ab\x01\x02.-_é/", max_size=6),
+            st.sampled_from(
+                [_hex("x", 64), _hex("y", 32) + ".ckpt", _hex("z", 34), _hex("w", 31), "0", ""]
+            ),
+        ),
+        max_size=6,
+    )
+)
+def test_packed_paths_round_trip_and_keep_directories_apart(parts):
+    path = "/".join(parts)
+    assert _unpack_path(_pack_path(path)) == path
+    if path:
+        child = _pack_path(f"{path}/{_hex('c', 64)}.ckpt")
+        key = _pack_path(path)
+        assert key + b"/" <= child < key + b"0"
+
+
+# Schema 1, as runjournal wrote it before schema 2 (the old `_create_schema`).
+_V1 = """
+BEGIN IMMEDIATE;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('schema', 1);
+CREATE TABLE IF NOT EXISTS dirs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS segments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS entries (
+    dir INTEGER NOT NULL,
+    leaf TEXT NOT NULL,
+    segment INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    object TEXT,
+    written INTEGER NOT NULL,
+    PRIMARY KEY (dir, leaf)
+) WITHOUT ROWID;
+COMMIT;
+"""
+
+
+def _old_cache(tmp_path, entries: dict[str, bytes]) -> None:
+    """A packed store as the code before schema 2 left it: a schema 1 index, one segment
+    of `RJPL` records (and one `RJPK`: the first format), a second segment id retired."""
+    pack = tmp_path / "cache" / "pack"
+    (pack / "segments").mkdir(parents=True)
+    seg_name = "18eee4d550a62eaa-a21353a9af4b.seg"
+    data = bytearray()
+    with contextlib.closing(sqlite3.connect(pack / "index.sqlite")) as db:
+        db.executescript(_V1)
+        db.execute("INSERT INTO segments (name) VALUES ('gone.seg')")
+        db.execute("DELETE FROM segments")  # id 1 retired: never to be reused
+        seg_id = db.execute("INSERT INTO segments (name) VALUES (?)", (seg_name,)).lastrowid
+        for i, (name, value) in enumerate(entries.items()):
+            directory, _, leaf = name.rpartition("/")
+            db.execute("INSERT OR IGNORE INTO dirs (name) VALUES (?)", (directory,))
+            (dir_id,) = db.execute("SELECT id FROM dirs WHERE name = ?", (directory,)).fetchone()
+            if i == 0:
+                encoded = name.encode()
+                record = struct.pack(">4sII", b"RJPK", len(encoded), len(value)) + encoded
+            else:
+                encoded = leaf.encode()
+                record = struct.pack(">4sIHI", b"RJPL", dir_id, len(encoded), len(value))
+                record += encoded
+            record += value
+            db.execute(
+                "INSERT INTO entries VALUES (?, ?, ?, ?, ?, NULL, ?)",
+                (dir_id, leaf, seg_id, len(data), len(record), 1_000 + i),
+            )
+            data += record
+        db.commit()
+    (pack / "segments" / seg_name).write_bytes(bytes(data))
+
+
+def _schema(tmp_path) -> int:
+    with contextlib.closing(sqlite3.connect(tmp_path / "cache" / "pack" / "index.sqlite")) as db:
+        return db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0]
+
+
+def test_an_index_of_schema_1_is_read_then_migrated_by_a_writer(root, tmp_path):
+    names = _checkpoint_names(lanes=3, chunks=4)
+    entries = {n: f"value of {n}".encode() for n in names}
+    _old_cache(tmp_path, entries)
+    lane = names[0].rsplit("/", 1)[0]
+
+    reader = PackedStore(root)
+    try:
+        assert all(reader.get(n) == v for n, v in entries.items())
+        assert reader.names("workspaces/") == sorted(names)
+        assert [e.name for e in reader.entries(lane + "/")] == sorted(
+            n for n in names if n.startswith(lane + "/")
+        )
+        assert reader.children(lane) == sorted(
+            {n[len(lane) + 1 :].split("/")[0] for n in names if n.startswith(lane + "/")}
+        )
+        reader.read_lane(lane)
+        assert reader.get(names[1]) == entries[names[1]]
+        assert reader.get(lane + "/missing.ckpt") is None
+    finally:
+        reader.close()
+    assert _schema(tmp_path) == 1  # reading changes nothing
+
+    writer = PackedStore(root)
+    watcher = PackedStore(root)
+    try:
+        assert watcher.get(names[2]) == entries[names[2]]  # read schema 1
+        writer.put("workspaces/glossary/steps/terms/new/latest.extract", b"new")
+        assert _schema(tmp_path) == 2
+        # a store that read schema 1 before the migration reads on
+        assert watcher.get(names[3]) == entries[names[3]]
+        assert watcher.get("workspaces/glossary/steps/terms/new/latest.extract") == b"new"
+        assert all(writer.get(n) == v for n, v in entries.items())
+        assert sorted(e.written_ns for e in writer.entries("workspaces/"))[0] == 1_000
+        writer.put(names[0], entries[names[0]])  # the same bytes: nothing written
+        seg = tmp_path / "cache" / "pack" / "segments"
+        assert len(list(seg.iterdir())) == 2  # the old one and the writer's
+        assert writer.remove([names[1]]) == 1
+        done = writer.compact(keep_ratio=1.0)
+        assert done.segments_removed >= 1 and done.torn_segments == 0
+    finally:
+        writer.close()
+        watcher.close()
+    again = PackedStore(root)
+    try:
+        assert again.get(names[1]) is None
+        assert all(again.get(n) == v for n, v in entries.items() if n != names[1])
+        with contextlib.closing(
+            sqlite3.connect(tmp_path / "cache" / "pack" / "index.sqlite")
+        ) as db:
+            ids = [i for (i,) in db.execute("SELECT id FROM segments")]
+        assert 1 not in ids and min(ids) > 2  # a retired id is never reused
+    finally:
+        again.close()
+    assert not any(p.name.endswith(".new") for p in (tmp_path / "cache" / "pack").iterdir())
+    assert os.listdir(tmp_path / "cache" / "pack" / "segments")
+
+
+def test_lane_pointers_are_binary_and_text_pointers_still_read(root):
+    """A `latest.<stage>` pointer is 49 or 81 bytes (was 99 or 131 of text); a text
+    pointer written before is read, and the recorder leaves it while it names the scope."""
+    from runjournal.adapters.checkpoints import Workspace, _pointer_bytes, _pointer_of
+    from runjournal.domain.ports import Stage, StoreScope
+
+    with_d = StoreScope(_hex("s", 32), _hex("d", 64), _hex("l", 64))
+    without = StoreScope(_hex("s", 32), "", _hex("l", 64))
+    assert [len(_pointer_bytes(s)) for s in (with_d, without)] == [81, 49]
+    assert _pointer_of(_pointer_bytes(with_d)) == with_d
+    assert _pointer_of(_pointer_bytes(without)) == without
+    assert _pointer_of(b"\x00" + b"x" * 10) is None
+    odd = StoreScope(_hex("s", 32), "", "")  # no lane identity: not a pointer, as before
+    assert _pointer_of(_pointer_bytes(odd)) is None
+    store = PackedStore(root)
+    try:
+        workspace = Workspace.in_cache(root, "p", packed=store)
+        name = Workspace.pointer_name("terms", "a.md", Stage.EXTRACT)
+        text = f"{with_d.step_identity}/{with_d.dependencies}/{with_d.lane_identity}"
+        workspace.write(name, text.encode(), durable=False)
+        assert workspace.latest_scope("terms", "a.md", Stage.EXTRACT) == with_d
+    finally:
+        store.close()
