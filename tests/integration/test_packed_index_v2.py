@@ -350,3 +350,44 @@ def test_sigkill_mid_seal_loses_nothing(root, tmp_path, seed):
         assert all(valid(n, store.get(n)) for n in names)
     finally:
         store.close()
+
+
+def test_payloads_are_left_to_the_blocks_of_a_sealing_store(root, tmp_path):
+    """With a store that seals its segments, the recorder stores payloads as they are
+    (they compress better together); a store that does not seal keeps zstd frames. Both
+    load back, before and after the sealing."""
+    from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
+    from runjournal.domain.decisions import CheckpointState, Stage
+    from runjournal.domain.identity import LaneComponents
+    from runjournal.domain.ports import CheckpointKey
+    from support.checkpoint_records import CODEC, record_maker
+
+    make_record = record_maker(LaneComponents(_hex("a", 64), _hex("b", 64), *[""] * 5))
+    big = b'{"terms":[' + b'"repeated term",' * 500 + b'"end"]}'
+    for seal_min, frame in ((0, False), (None, True)):
+        packed = PackedStore(root, seal_min=seal_min)
+        workspace = Workspace.in_cache(root, f"p{seal_min}", packed=packed)
+        keys = [
+            CheckpointKey("terms", "a.md", Stage.EXTRACT, _hex(f"{seal_min}{i}", 64))
+            for i in range(30)
+        ]
+        try:
+            recorder = CheckpointRecorder(workspace)
+            for key in keys:
+                recorder.write(key, make_record(big))
+            data = packed.get(f"workspaces/p{seal_min}/" + Workspace.checkpoint_name(keys[0]))
+            assert data is not None and bool(data[10] & 0x01) is frame  # flag: a zstd frame
+            assert (len(data) < len(big)) is frame
+            loader = CheckpointLoader(workspace)
+            assert all(loader.load(k, CODEC).record == make_record(big) for k in keys)
+        finally:
+            packed.close()
+        again = PackedStore(root)
+        try:
+            loader = CheckpointLoader(Workspace.in_cache(root, f"p{seal_min}", packed=again))
+            for key in keys:
+                loaded = loader.load(key, CODEC)
+                assert loaded.state is CheckpointState.PRESENT
+                assert loaded.record == make_record(big)
+        finally:
+            again.close()
