@@ -501,7 +501,7 @@ class PackedStore:
             if segment in self._segment_fds:
                 os.close(fd)
                 return self._segment_fds[segment]
-            if row[1]:
+            if row[1] == 1:  # 2: judged by its writer, left as appended
                 self._sealed.add(segment)
             self._segment_fds[segment] = fd
         return fd
@@ -728,44 +728,16 @@ class PackedStore:
         it is still locked. A crash before the switch leaves a segment nothing names
         (deleted by the next compaction) and the old one whole; readers that hold the
         old place read it until they look the entry up again."""
-        data = os.pread(writer.fd, writer.size, 0)
-        # (dir, leaf key, old offset, block number, offset in the block) of each record
-        pending: list[tuple[int, Any, int, int, int]] = []
-        blocks: list[bytes] = []
-        block = bytearray()
-        offset = 0
-        while (span := _record_span(data[offset : offset + _LEAF_RECORD.size])) is not None:
-            end = offset + sum(span)
-            if end > len(data) or data[offset : offset + 4] == _MAGIC_BLOCK:
-                break
-            if block and len(block) + end - offset > BLOCK_SIZE:
-                blocks.append(bytes(block))
-                block = bytearray()
-            key = self._record_key(db, data, offset, span)
-            if key is not None:
-                pending.append((*key, offset, len(blocks), len(block)))
-            block += data[offset:end]
-            offset = end
-        if offset != writer.size:
-            return  # not records only: left to compaction
-        if block:
-            blocks.append(bytes(block))
-        compressor = zstandard.ZstdCompressor(level=3)
-        out = bytearray()
-        starts = []
-        for raw in blocks:
-            frame = compressor.compress(raw)
-            starts.append(len(out))
-            out += _BLOCK.pack(_MAGIC_BLOCK, len(frame), len(raw)) + frame
-        if len(out) > 0.9 * writer.size:
-            return  # not worth it
-        places = [(d, leaf, old, starts[n], inner) for d, leaf, old, n, inner in pending]
         name = f"{time.time_ns():x}-{secrets.token_hex(6)}.seg"
         fd = pack.open_file(f"{_SEGMENTS}/{name}.new", create=True)
         seg_id = None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _write_all(fd, bytes(out))
+            places = self._write_blocks(db, writer, fd)
+            if places is None:  # not records only, or not worth it: left as appended
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("UPDATE segments SET sealed = 2 WHERE id = ?", (writer.id,))
+                return
             os.fsync(fd)
             pack.rename(f"{_SEGMENTS}/{name}.new", name)
             db.execute("BEGIN IMMEDIATE")
@@ -809,6 +781,45 @@ class PackedStore:
             os.close(fd)
             with contextlib.suppress(FsError):
                 pack.remove(f"{_SEGMENTS}/{name}.new", missing_ok=True)
+
+    def _write_blocks(
+        self, db: sqlite3.Connection, writer: _Writer, fd: int
+    ) -> list[tuple[int, Any, int, int, int]] | None:
+        """Write `writer`'s records to `fd` as blocks, one block in memory at a time; the
+        (dir, leaf key, old offset, block offset, offset in the block) of each indexed
+        record, or None when the segment is not records only or would not shrink by a
+        tenth."""
+        compressor = zstandard.ZstdCompressor(level=3)
+        places: list[tuple[int, Any, int, int, int]] = []
+        block = bytearray()
+        block_places: list[tuple[int, Any, int, int]] = []
+        written = offset = 0
+
+        def flush() -> None:
+            nonlocal written, block, block_places
+            frame = compressor.compress(bytes(block))
+            _write_all(fd, _BLOCK.pack(_MAGIC_BLOCK, len(frame), len(block)) + frame)
+            places.extend((d, leaf, old, written, inner) for d, leaf, old, inner in block_places)
+            written += _BLOCK.size + len(frame)
+            block, block_places = bytearray(), []
+
+        while offset < writer.size:
+            span = _record_span(os.pread(writer.fd, _LEAF_RECORD.size, offset))
+            if span is None or offset + sum(span) > writer.size:
+                return None
+            record = os.pread(writer.fd, sum(span), offset)
+            if len(record) != sum(span) or record[:4] == _MAGIC_BLOCK:
+                return None
+            if block and len(block) + len(record) > BLOCK_SIZE:
+                flush()
+            key = self._record_key(db, record, 0, span)
+            if key is not None:
+                block_places.append((*key, offset, len(block)))
+            block += record
+            offset += len(record)
+        if block:
+            flush()
+        return places if written <= 0.9 * writer.size else None
 
     def _record_key(
         self, db: sqlite3.Connection, data: bytes, offset: int, span: tuple[int, int, int]
@@ -883,14 +894,16 @@ class PackedStore:
             # be left pointing at a deleted segment).
             held: dict[int, tuple[str, int, int]] = {}
             try:
-                sealed = set()
+                sealed, judged = set(), set()
                 for seg_id, seg_name, is_sealed in db.execute(
                     "SELECT id, name, sealed FROM segments"
                 ).fetchall():
                     if seg_id != own and (idle := _idle_segment(pack, seg_name)) is not None:
                         held[seg_id] = (seg_name, *idle)
-                        if is_sealed:
+                        if is_sealed == 1:
                             sealed.add(seg_id)
+                        elif is_sealed == 2:
+                            judged.add(seg_id)
                 live: dict[int, list[tuple[int, str, int, int]]] = {}
                 for dir_id, leaf, seg, offset, length in db.execute(
                     "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
@@ -910,6 +923,7 @@ class PackedStore:
                     # before it retired it) is copied: the copy is sealed when it retires
                     unsealed = (
                         seg_id not in sealed
+                        and seg_id not in judged
                         and self._seal_min is not None
                         and size >= max(self._seal_min, SEAL_MIN)
                     )

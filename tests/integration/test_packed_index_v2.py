@@ -391,3 +391,40 @@ def test_payloads_are_left_to_the_blocks_of_a_sealing_store(root, tmp_path):
                 assert loaded.record == make_record(big)
         finally:
             again.close()
+
+
+def _sealed_flags(tmp_path) -> list[int]:
+    with contextlib.closing(sqlite3.connect(tmp_path / "cache" / "pack" / "index.sqlite")) as db:
+        return [s for (s,) in db.execute("SELECT sealed FROM segments ORDER BY id")]
+
+
+def test_compaction_seals_what_a_killed_writer_left_and_leaves_what_does_not_shrink(root, tmp_path):
+    """A segment its writer never sealed (killed: here a store that does not seal) is
+    copied by the next compaction and the copy sealed; a segment its writer judged not
+    worth sealing (random bytes) is marked so and left alone by compaction."""
+    names = _checkpoint_names(lanes=10, chunks=20)
+    expected = {n: _envelope_like(n) for n in names}
+    store = PackedStore(root, seal_min=None)
+    for name, data in expected.items():
+        store.put(name, data)
+    store.close()
+    assert _sealed_flags(tmp_path) == [0]
+    noise = {f"ws/noise/{i}.bin": os.urandom(1000) for i in range(100)}
+    store = PackedStore(root)
+    for name, data in noise.items():
+        store.put(name, data)
+    store.close()
+    assert _sealed_flags(tmp_path) == [0, 2]  # judged: random bytes do not shrink
+    store = PackedStore(root)
+    try:
+        done = store.compact()
+        assert done.segments_removed == 1 and done.records_moved == len(names)
+    finally:
+        store.close()
+    assert _sealed_flags(tmp_path) == [2, 1]
+    store = PackedStore(root)
+    try:
+        assert store.compact().segments_removed == 0  # nothing left to seal
+        assert all(store.get(n) == v for n, v in {**expected, **noise}.items())
+    finally:
+        store.close()
