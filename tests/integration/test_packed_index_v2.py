@@ -9,15 +9,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import signal
 import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.packed_store import (
     PackedStore,
@@ -428,3 +431,61 @@ def test_compaction_seals_what_a_killed_writer_left_and_leaves_what_does_not_shr
         assert all(store.get(n) == v for n, v in {**expected, **noise}.items())
     finally:
         store.close()
+
+
+class SealingModel(RuleBasedStateMachine):
+    """A store that seals every segment it retires (rotation every 4,000 bytes, every
+    reopen), against a dict, through puts, removes, compactions and reopenings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp()
+        self.root = FsRoot.open(self.dir)
+        self.store = self._open()
+        self.model: dict[str, bytes] = {}
+
+    def _open(self) -> PackedStore:
+        return PackedStore(self.root, large=3000, segment_limit=4000, seal_min=0)
+
+    names = st.sampled_from([f"ws/p/{d}/{n:064x}.ckpt" for d in "ab" for n in range(4)])
+
+    @rule(name=names, size=st.integers(0, 1200), version=st.integers(0, 3))
+    def put(self, name: str, size: int, version: int) -> None:
+        seed = hashlib.sha256(f"{name}/{version}".encode()).digest()
+        data = (seed * (size // 32 + 1))[:size]
+        self.store.put(name, data)
+        self.model[name] = data
+
+    @rule(name=names)
+    def remove(self, name: str) -> None:
+        self.store.remove([name])
+        self.model.pop(name, None)
+
+    @rule()
+    def compact(self) -> None:
+        self.store.compact()
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = self._open()
+
+    @invariant()
+    def agrees(self) -> None:
+        for name in [f"ws/p/{d}/{n:064x}.ckpt" for d in "ab" for n in range(4)]:
+            assert self.store.get(name) == self.model.get(name)
+        assert self.store.names("ws/p/") == sorted(self.model)
+
+    def teardown(self) -> None:
+        self.store.close()
+        self.root.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+SealingModel.TestCase.settings = settings(
+    max_examples=30,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestSealingModel = SealingModel.TestCase
