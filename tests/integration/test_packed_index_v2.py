@@ -489,3 +489,81 @@ SealingModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestSealingModel = SealingModel.TestCase
+
+
+def test_a_cache_written_before_schema_2_is_read_then_written(tmp_path):
+    """`tests/fixtures/packed-v1.tar.gz`: a cache the code before index schema 2 wrote
+    (`tests/fixtures/make_packed_v1.py`, run on that code): a schema 1 index, `RJPL`
+    records, envelope version 3 with zstd frames, text lane pointers. Every checkpoint
+    loads; a new one migrates the index; all load again, after a compaction too."""
+    import tarfile
+    from pathlib import Path
+
+    from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
+    from runjournal.domain.decisions import CheckpointState, Stage, StageDigests
+    from runjournal.domain.identity import LaneComponents, step_identity
+    from runjournal.domain.ports import CheckpointKey, CheckpointRecord, StoreScope
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "packed-v1.tar.gz"
+    with tarfile.open(fixture) as tar:
+        tar.extractall(tmp_path, filter="data")
+    components = LaneComponents(*(hashlib.sha256(c.encode()).hexdigest() for c in "ab"), *[""] * 5)
+    sid = step_identity(components)
+
+    def payload(i: int) -> bytes:
+        return ('{"terms":[' + ",".join(f'"term {i} {j}"' for j in range(i * 40)) + "]}").encode()
+
+    def record(p: bytes, lid: str, dep: str) -> CheckpointRecord:
+        return CheckpointRecord(
+            codec_id="terms:extract:v1",
+            lane_identity=lid,
+            digests=StageDigests(components, "", dep),
+            output_sha256=hashlib.sha256(p).hexdigest(),
+            payload=p,
+            warnings=[],
+            provenance=None,
+        )
+
+    expected = {}
+    for lane_no in range(3):
+        lane = f"docs/page{lane_no}.md"
+        lid = hashlib.sha256(lane.encode()).hexdigest()
+        dep = hashlib.sha256(b"d" + lane.encode()).hexdigest()
+        for i in range(6):
+            chunk = hashlib.sha256(f"{lane}/{i}".encode()).hexdigest()
+            key = CheckpointKey("terms", lane, Stage.EXTRACT, chunk, StoreScope(sid, dep, lid))
+            expected[key] = record(payload(i), lid, dep)
+
+    def check(root: FsRoot) -> None:
+        packed = PackedStore(root)
+        try:
+            workspace = Workspace.in_cache(root, "glossary", packed=packed)
+            loader = CheckpointLoader(workspace)
+            for key, want in expected.items():
+                loaded = loader.load(key, "terms:extract:v1")
+                assert loaded.state is CheckpointState.PRESENT, key
+                assert loaded.record == want
+                assert workspace.latest_scope(key.step, key.lane, Stage.EXTRACT) == key.scope
+        finally:
+            packed.close()
+
+    with FsRoot.open(tmp_path / "cache") as root:
+        check(root)
+        assert _schema(tmp_path) == 1
+        packed = PackedStore(root)
+        try:
+            recorder = CheckpointRecorder(Workspace.in_cache(root, "glossary", packed=packed))
+            key = next(iter(expected))
+            new_key = CheckpointKey(key.step, "docs/new.md", key.stage, key.chunk, key.scope)
+            recorder.write(new_key, expected[key])
+            recorder.sync()
+        finally:
+            packed.close()
+        assert _schema(tmp_path) == 2
+        check(root)
+        packed = PackedStore(root)
+        try:
+            packed.compact(keep_ratio=1.0)
+        finally:
+            packed.close()
+        check(root)
