@@ -375,6 +375,8 @@ class PackedStore:
                     "WHERE dir = ? AND leaf = ?",
                     (dir_id, self._key(leaf)),
                 ).fetchone()
+                if row is None and self._schema_moved(db):
+                    continue  # asked again with the keys of the schema now
             if row is None:
                 return None
             segment, offset, length, obj = row
@@ -487,11 +489,11 @@ class PackedStore:
         fd = self._segment_fds.get(segment)
         if fd is not None:
             return fd
-        if self._schema == 1:
-            row = db.execute("SELECT name, 0 FROM segments WHERE id = ?", (segment,)).fetchone()
-        else:
+        try:  # asked of the index itself: a writer may have migrated it since (`_schema`)
             row = db.execute("SELECT name, sealed FROM segments WHERE id = ?", (segment,))
             row = row.fetchone()
+        except sqlite3.OperationalError:  # schema 1: no segment is sealed
+            row = db.execute("SELECT name, 0 FROM segments WHERE id = ?", (segment,)).fetchone()
         if row is None:
             raise FsNotFound(f"segment {segment}", errno.ENOENT)
         pack = self._open_pack(create=False)

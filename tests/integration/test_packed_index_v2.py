@@ -187,24 +187,33 @@ def test_an_index_of_schema_1_is_read_then_migrated_by_a_writer(root, tmp_path):
 
     writer = PackedStore(root)
     watcher = PackedStore(root)
+    other = PackedStore(root)
     try:
         assert watcher.get(names[2]) == entries[names[2]]  # read schema 1
+        assert other.get(names[2]) == entries[names[2]]
         writer.put("workspaces/glossary/steps/terms/new/latest.extract", b"new")
         assert _schema(tmp_path) == 2
         # a store that read schema 1 before the migration reads on
         assert watcher.get(names[3]) == entries[names[3]]
         assert watcher.get("workspaces/glossary/steps/terms/new/latest.extract") == b"new"
+        # ... an entry of a directory it knows, in a segment sealed since, too
+        sealer = PackedStore(root, seal_min=0)
+        late = names[2].rsplit("/", 1)[0] + "/" + _hex("late", 64) + ".ckpt"
+        sealer.put(late, b"late " * 40)
+        sealer.close()
+        assert other.get(late) == b"late " * 40
         assert all(writer.get(n) == v for n, v in entries.items())
         assert sorted(e.written_ns for e in writer.entries("workspaces/"))[0] == 1_000
         writer.put(names[0], entries[names[0]])  # the same bytes: nothing written
         seg = tmp_path / "cache" / "pack" / "segments"
-        assert len(list(seg.iterdir())) == 2  # the old one and the writer's
+        assert len(list(seg.iterdir())) == 3  # the old one, the writer's, the sealed one
         assert writer.remove([names[1]]) == 1
         done = writer.compact(keep_ratio=1.0)
         assert done.segments_removed >= 1 and done.torn_segments == 0
     finally:
         writer.close()
         watcher.close()
+        other.close()
     again = PackedStore(root)
     try:
         assert again.get(names[1]) is None
