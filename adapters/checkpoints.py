@@ -85,6 +85,9 @@ RAW_PAYLOAD_MAX = 2048
 # quarter smaller: on the glossary example that halves the payloads' bytes for about
 # 1.5 us of decompression per such checkpoint (docs/internals.md "Envelope format").
 SMALL_FRAME_MIN = 128
+RAW_IN_BLOCKS_MAX = 256 << 10
+"""Payloads up to this are stored as they are when the packed store compresses its
+sealed segments' records together (docs/internals.md "Envelope format")."""
 WORKSPACE_SCHEMA_VERSION = 3  # a frozen wire field (docs/internals.md "`workspace.json`")
 WORKSPACE_MANIFEST = "workspace.json"
 ZSTD_LEVEL = 3
@@ -159,6 +162,37 @@ def _pointer_text(scope: StoreScope) -> str:
     return f"{scope.step_identity}/{scope.dependencies or _NO_DEPENDENCIES}/{scope.lane_identity}"
 
 
+_BINARY_POINTER = b"\x00"
+
+
+def _pointer_bytes(scope: StoreScope) -> bytes:
+    """A pointer as written: `\\x00`, then the step identity (16 bytes), the lane identity
+    (32) and D (32, absent when empty): half the text form, which is still read, and
+    written for a scope that has no such form (docs/internals.md "Layout")."""
+    if _pointer_scope(_pointer_text(scope)) != scope:
+        return _pointer_text(scope).encode("ascii")  # not a scope the runner writes
+    return b"".join(
+        (
+            _BINARY_POINTER,
+            bytes.fromhex(scope.step_identity),
+            bytes.fromhex(scope.lane_identity),
+            bytes.fromhex(scope.dependencies),
+        )
+    )
+
+
+def _pointer_of(data: bytes) -> StoreScope | None:
+    """A `latest` pointer's scope, binary or text; None for anything that is not one."""
+    if data[:1] == _BINARY_POINTER:
+        if len(data) not in (49, 81):
+            return None
+        return StoreScope(data[1:17].hex(), data[49:].hex(), data[17:49].hex())
+    try:
+        return _pointer_scope(data.decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+
+
 def _matches(header: EnvelopeHeader, scope: StoreScope, stage: Stage) -> bool:
     """Whether an envelope is of `scope`: the step identity; for extract its own D (the
     scope's D); for merge and normalize the lane identity (their scope's D also covers the
@@ -216,6 +250,9 @@ class Workspace:
         # An object-storage cache keeps `workspace.json` as an entry too (the bucket is
         # the cache: docs/internals.md "Object-storage cache").
         self._entries_only = bool(getattr(packed, "holds_manifests", False))
+        # A packed store that compresses records in blocks: payloads are left as they are
+        # (they compress better together: docs/internals.md "Packed store").
+        self.raw_payloads = bool(getattr(packed, "compresses_blocks", False))
         # Directory handles opened through the confined walk, reused for reads: a lane's
         # checkpoints live in one or two directories, so a resume walks each path once.
         self._dirs = DirectoryHandles(root, open_dirs)
@@ -285,10 +322,7 @@ class Workspace:
             data = self.read(self.pointer_name(step, lane, stage))
         except FsError:
             return None
-        try:
-            return _pointer_scope(data.decode("ascii"))
-        except UnicodeDecodeError:
-            return None
+        return _pointer_of(data)
 
     def listdir(self, name: str) -> list[str]:
         """Entry names of a workspace directory (packed and file entries together); empty
@@ -600,9 +634,13 @@ class EnvelopeCodec:
         body = b"".join((_PREFIX.pack(MAGIC, _SELF_CONTAINED, len(header)), header, stored))
         return body + hashlib.sha256(body).digest()
 
-    def seal(self, key: CheckpointKey, record: CheckpointRecord) -> Sealed:
+    def seal(
+        self, key: CheckpointKey, record: CheckpointRecord, *, compress: bool = True
+    ) -> Sealed:
         """What the recorder writes: a version 3 envelope and its shared components entry;
-        a version 2 envelope when a digest field has no fixed-size form."""
+        a version 2 envelope when a digest field has no fixed-size form. Without
+        `compress`, a payload up to `RAW_IN_BLOCKS_MAX` is stored as it is (the store
+        compresses it with its neighbours)."""
         digests = record.digests
         if not (
             _fits(record.lane_identity) and _fits(digests.input) and _fits(digests.dependencies)
@@ -613,7 +651,9 @@ class EnvelopeCodec:
         if output.hex() != record.output_sha256:
             raise ValueError("record.output_sha256 is not the sha256 of record.payload")
         flags, stored = 0, payload
-        if len(payload) > SMALL_FRAME_MIN:
+        if not compress and len(payload) <= RAW_IN_BLOCKS_MAX:
+            pass
+        elif len(payload) > SMALL_FRAME_MIN:
             frame = self._zstd.compressor.compress(payload)
             if len(payload) > RAW_PAYLOAD_MAX or 4 * len(frame) <= 3 * len(payload):
                 stored, flags = frame, _F_ZSTD
@@ -1123,7 +1163,7 @@ class CheckpointRecorder:
         if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
             raise ValueError("a checkpoint key's scope is not the record's own")
         name = Workspace.checkpoint_name(key)
-        sealed = self._codec.seal(key.position, record)
+        sealed = self._codec.seal(key.position, record, compress=not self._workspace.raw_payloads)
         data = sealed.data
         try:
             self._ensure_manifest()
@@ -1159,14 +1199,15 @@ class CheckpointRecorder:
         with self._pointer_lock:
             if self._pointed.get(where) == scope:
                 return
-            text = _pointer_text(scope).encode("ascii")
             name = Workspace.pointer_name(step, lane, stage)
             try:
                 current: bytes | None = self._workspace.read(name)
             except FsNotFound:
                 current = None
-            if current != text:
-                self._workspace.write(name, text, durable=False)  # durable with the envelopes
+            # a pointer of either form naming `scope` stays as it is
+            if current is None or _pointer_of(current) != scope:
+                data = _pointer_bytes(scope)
+                self._workspace.write(name, data, durable=False)  # durable with the envelopes
             self._pointed[where] = scope
 
     def sync(self) -> None:

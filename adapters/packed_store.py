@@ -22,15 +22,18 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import sqlite3
 import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import zstandard
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "Compaction",
     "PackedEntry",
     "PackedStore",
+    "segment_bytes",
     "segment_records",
 ]
 
@@ -57,11 +61,33 @@ _RECORD = struct.Struct(">4sII")
 # (docs/internals.md "Packed store").
 _MAGIC_LEAF = b"RJPL"
 _LEAF_RECORD = struct.Struct(">4sIHI")
+# What `put` writes since index schema 2: as `RJPL`, with the leaf packed (`_pack_path`:
+# a chunk id's 64 hex characters as their 32 bytes).
+_MAGIC_PACKED = b"RJPC"
+# A sealed segment (docs/internals.md "Packed store": sealing) is a run of blocks: magic,
+# the zstd frame's length, the records' raw length, then one frame of whole records.
+# A sealed record's `offset` is the block's offset in the file times `_BLOCK_SPAN` plus
+# the record's offset in the block's records.
+_MAGIC_BLOCK = b"RJPZ"
+_BLOCK = struct.Struct(">4sII")
+_BLOCK_SPAN = 1 << 24
+BLOCK_SIZE = 32 << 10
+"""Raw bytes of records per block. On the glossary example over `examples/real-docs`,
+with the payloads left to the blocks (`compresses_blocks`), 16 KiB blocks made the cache
+631 kB and 32 KiB 610 kB; a 32 KiB block decompresses in about 20 us, and the last
+`_HELD_BLOCKS` are held, so a lane read record by record decompresses each once."""
+SEAL_MIN = 64 << 10
+"""A segment smaller than this is left as it is when its writer retires it."""
+_HELD_BLOCKS = 32
 # Payloads above this stay objects of their own: copying them through segments at every
 # compaction would cost more than the inode they take.
 LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
-_SCHEMA = 1
+_SCHEMA = 2
+# Path components of lowercase hex (a digest, a chunk id, a step identity; an optional
+# suffix such as `.ckpt` after it) are stored as their bytes (docs/internals.md "Packed
+# store": index schema 2).
+_HEX_PART = re.compile(r"((?:[0-9a-f]{2}){16,127})(\.[^/]*)?")
 _OBJECTS_LOCK = "objects.lock"
 _UPSERT = (
     "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written)"
@@ -127,6 +153,48 @@ def _split(name: str) -> tuple[str, str]:
     return directory, leaf
 
 
+def _pack_part(part: str) -> bytes:
+    found = _HEX_PART.fullmatch(part)
+    if found is not None:
+        raw = bytes.fromhex(found[1])
+        return b"\x01" + bytes((len(raw),)) + raw + (found[2] or "").encode("utf-8")
+    data = part.encode("utf-8")
+    return b"\x02" + data if data[:1] in (b"\x01", b"\x02") else data
+
+
+def _pack_path(path: str) -> bytes:
+    """`path` as index schema 2 keeps it: component by component, joined by `/`, a hex
+    component as `\\x01`, its byte count, its bytes and its suffix; any other as its UTF-8
+    (behind `\\x02` when it starts with `\\x01` or `\\x02`). A directory's entries are
+    the names whose packed form starts with its own and `/`, so name ranges still work."""
+    return b"/".join(_pack_part(part) for part in path.split("/"))
+
+
+def _unpack_path(data: bytes) -> str:
+    """The path `_pack_path` packed (ValueError for bytes it cannot have made)."""
+    parts: list[str] = []
+    at, size = 0, len(data)
+    while True:
+        lead = data[at : at + 1]
+        if lead == b"\x01":
+            if at + 2 > size:
+                raise ValueError("a packed path cut short")
+            count = data[at + 1]
+            start = at + 2 + count
+            if start > size:
+                raise ValueError("a packed path cut short")
+            end = data.find(b"/", start)
+            end = size if end < 0 else end
+            parts.append(data[at + 2 : start].hex() + data[start:end].decode("utf-8"))
+        else:
+            end = data.find(b"/", at)
+            end = size if end < 0 else end
+            parts.append(data[at + (lead == b"\x02") : end].decode("utf-8"))
+        if end >= size:
+            return "/".join(parts)
+        at = end + 1
+
+
 def _prefix_bounds(prefix: str) -> tuple[str, str]:
     """[low, high) of the names that start with `prefix`."""
     return prefix, prefix + "\U0010ffff"
@@ -146,10 +214,14 @@ class PackedStore:
         *,
         large: int = LARGE,
         segment_limit: int = SEGMENT_LIMIT,
+        seal_min: int | None = SEAL_MIN,
     ) -> None:
         self._root = root
         self._large = large
         self._segment_limit = segment_limit
+        self._seal_min = seal_min  # None: never seal
+        self._sealed: set[int] = set()  # ids of sealed segments this store has opened
+        self._blocks: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._lock = threading.Lock()  # the fields below but the writer's
         self._write_lock = threading.Lock()
         self._pack: FsRoot | None = None
@@ -163,6 +235,9 @@ class PackedStore:
         self._writer: _Writer | None = None
         self._write_db: sqlite3.Connection | None = None
         self._closed = False
+        # the index's schema: 1 (names as text; still read, migrated by the first writer)
+        # or 2 (`_pack_path`); None until a connection has read it
+        self._schema: int | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -220,12 +295,39 @@ class PackedStore:
         with self._lock:
             self._connections.append(db)
         self._local.db = db
+        if self._schema is None:
+            self._schema = _schema_of(db)
         return db
 
     def _writer_db(self, pack: FsRoot) -> sqlite3.Connection:
         if self._write_db is None:
-            self._write_db = self._connect(pack)
+            db = self._connect(pack)
+            if _schema_of(db) == 1:
+                _migrate_v1(db)
+            self._schema = _schema_of(db)
+            self._write_db = db
         return self._write_db
+
+    def _key(self, path: str) -> str | bytes:
+        """A directory's name or a leaf as the index keeps it (its schema's form)."""
+        return path if self._schema == 1 else _pack_path(path)
+
+    def _text(self, key: str | bytes) -> str:
+        return key if isinstance(key, str) else _unpack_path(key)
+
+    def _schema_moved(self, db: sqlite3.Connection) -> bool:
+        """Whether a writer migrated the index since this store read its schema (its
+        lookups with schema 1 keys then find nothing): the schema is read again."""
+        if self._schema != 1:
+            return False
+        self._schema = _schema_of(db)
+        return self._schema != 1
+
+    @property
+    def compresses_blocks(self) -> bool:
+        """Whether this store seals its segments (zstd blocks of records): a caller may
+        then store payloads uncompressed, which compress better together."""
+        return self._seal_min is not None
 
     @property
     def exists(self) -> bool:
@@ -238,7 +340,10 @@ class PackedStore:
         found = self._dir_ids.get(directory)
         if found is not None:
             return found
-        row = db.execute("SELECT id FROM dirs WHERE name = ?", (directory,)).fetchone()
+        row = db.execute("SELECT id FROM dirs WHERE name = ?", (self._key(directory),)).fetchone()
+        if row is None and self._schema_moved(db):
+            row = db.execute("SELECT id FROM dirs WHERE name = ?", (self._key(directory),))
+            row = row.fetchone()
         if row is None:
             return None
         self._dir_ids[directory] = row[0]
@@ -268,8 +373,10 @@ class PackedStore:
                 row = db.execute(
                     "SELECT segment, offset, length, object FROM entries "
                     "WHERE dir = ? AND leaf = ?",
-                    (dir_id, leaf),
+                    (dir_id, self._key(leaf)),
                 ).fetchone()
+                if row is None and self._schema_moved(db):
+                    continue  # asked again with the keys of the schema now
             if row is None:
                 return None
             segment, offset, length, obj = row
@@ -295,7 +402,10 @@ class PackedStore:
         rows = db.execute(
             "SELECT leaf, segment, offset, length, object FROM entries WHERE dir = ?", (dir_id,)
         ).fetchall()
-        held = {leaf: (segment, offset, length, obj) for leaf, segment, offset, length, obj in rows}
+        held = {
+            self._text(leaf): (segment, offset, length, obj)
+            for leaf, segment, offset, length, obj in rows
+        }
         self._hold(dir_id, held)
         return held
 
@@ -321,30 +431,40 @@ class PackedStore:
             db = self._reader()
             if db is None:
                 return
-            low, high = _prefix_bounds(prefix.rstrip("/") + "/")
+            top = prefix.rstrip("/")
             rows = db.execute(
                 "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
                 "FROM dirs d JOIN entries e ON e.dir = d.id "
                 "WHERE d.name = ? OR (d.name >= ? AND d.name < ?)",
-                (prefix.rstrip("/"), low, high),
+                (self._key(top), *self._below(top)),
             ).fetchall()
         grouped: dict[int, dict[str, Row]] = {}
         for dir_id, name, leaf, segment, offset, length, obj in rows:
-            self._dir_ids.setdefault(name, dir_id)
-            grouped.setdefault(dir_id, {})[leaf] = (segment, offset, length, obj)
+            self._dir_ids.setdefault(self._text(name), dir_id)
+            grouped.setdefault(dir_id, {})[self._text(leaf)] = (segment, offset, length, obj)
         for dir_id, entries in grouped.items():
             self._hold(dir_id, entries)
+
+    def _below(self, directory: str) -> tuple[str | bytes, str | bytes]:
+        """[low, high) of the index keys of the directories below `directory`."""
+        if self._schema == 1:
+            return _prefix_bounds(directory + "/")
+        key = _pack_path(directory)
+        return key + b"/", key + b"0"  # "0" follows "/"
 
     def _read_record(
         self, db: sqlite3.Connection, segment: int, offset: int, length: int, name: str
     ) -> bytes:
         fd = self._segment_fd(db, segment)
-        data = os.pread(fd, length, offset)
+        if segment in self._sealed:
+            data = self._sealed_record(fd, segment, offset, length)
+        else:
+            data = os.pread(fd, length, offset)
         if len(data) != length:
             return b""
-        if data[:4] == _MAGIC_LEAF:
+        if data[:4] in (_MAGIC_LEAF, _MAGIC_PACKED):
             directory, leaf = _split(name)
-            encoded = leaf.encode("utf-8")
+            encoded = leaf.encode("utf-8") if data[:4] == _MAGIC_LEAF else _pack_path(leaf)
             head = _LEAF_RECORD.size + len(encoded)
             if length < head:
                 return b""
@@ -369,7 +489,11 @@ class PackedStore:
         fd = self._segment_fds.get(segment)
         if fd is not None:
             return fd
-        row = db.execute("SELECT name FROM segments WHERE id = ?", (segment,)).fetchone()
+        try:  # asked of the index itself: a writer may have migrated it since (`_schema`)
+            row = db.execute("SELECT name, sealed FROM segments WHERE id = ?", (segment,))
+            row = row.fetchone()
+        except sqlite3.OperationalError:  # schema 1: no segment is sealed
+            row = db.execute("SELECT name, 0 FROM segments WHERE id = ?", (segment,)).fetchone()
         if row is None:
             raise FsNotFound(f"segment {segment}", errno.ENOENT)
         pack = self._open_pack(create=False)
@@ -379,8 +503,29 @@ class PackedStore:
             if segment in self._segment_fds:
                 os.close(fd)
                 return self._segment_fds[segment]
+            if row[1] == 1:  # 2: judged by its writer, left as appended
+                self._sealed.add(segment)
             self._segment_fds[segment] = fd
         return fd
+
+    def _sealed_record(self, fd: int, segment: int, offset: int, length: int) -> bytes:
+        """A record of a sealed segment: its block read and decompressed (the last
+        `_HELD_BLOCKS` blocks are held: a lane's records are read together), then sliced;
+        b"" for a block that cannot be read (the content's digest then rejects it)."""
+        at, inner = divmod(offset, _BLOCK_SPAN)
+        with self._lock:
+            raw = self._blocks.get((segment, at))
+            if raw is not None:
+                self._blocks.move_to_end((segment, at))
+        if raw is None:
+            raw = _read_block(fd, at)
+            if raw is None:
+                return b""
+            with self._lock:
+                self._blocks[(segment, at)] = raw
+                while len(self._blocks) > _HELD_BLOCKS:
+                    self._blocks.popitem(last=False)
+        return raw[inner : inner + length]
 
     def _read_object(self, digest: str) -> bytes:
         pack = self._open_pack(create=False)
@@ -392,14 +537,32 @@ class PackedStore:
         db = self._reader()
         if db is None:
             return []
-        low, high = _prefix_bounds(prefix)
-        dir_low = prefix.rpartition("/")[0]
+        return sorted(name for name, *_ in self._under(db, prefix))
+
+    def _under(self, db: sqlite3.Connection, prefix: str) -> list[tuple[str, int, int]]:
+        """(name, length, written) of every entry whose name starts with `prefix`: the
+        entries of the directory `prefix` ends in and of those below it, filtered."""
+        top = prefix.rpartition("/")[0]
+        if self._schema == 1:
+            low, high = top, prefix + "\U0010ffff"
+            where = "d.name >= ? AND d.name < ?"
+            params: tuple[Any, ...] = (low, high)
+        elif top:
+            where = "d.name = ? OR (d.name >= ? AND d.name < ?)"
+            params = (self._key(top), *self._below(top))
+        else:
+            where, params = "1", ()
         rows = db.execute(
-            "SELECT d.name, e.leaf FROM entries e JOIN dirs d ON d.id = e.dir "
-            "WHERE d.name >= ? AND d.name < ?",
-            (dir_low, high),
+            "SELECT d.name, e.leaf, e.length, e.written FROM entries e "
+            f"JOIN dirs d ON d.id = e.dir WHERE {where}",
+            params,
         ).fetchall()
-        return sorted(n for n in (f"{d}/{leaf}" for d, leaf in rows) if low <= n < high)
+        out = []
+        for directory, leaf, length, written in rows:
+            name = f"{self._text(directory)}/{self._text(leaf)}"
+            if name.startswith(prefix):
+                out.append((name, length, written))
+        return out
 
     def children(self, directory: str) -> list[str]:
         """The entry names right below `directory` (files and directories), sorted: what
@@ -413,16 +576,8 @@ class PackedStore:
         db = self._reader()
         if db is None:
             return
-        low, high = _prefix_bounds(prefix)
-        rows = db.execute(
-            "SELECT d.name, e.leaf, e.length, e.object, e.written FROM entries e "
-            "JOIN dirs d ON d.id = e.dir WHERE d.name >= ? AND d.name < ?",
-            (prefix.rpartition("/")[0], high),
-        ).fetchall()
-        for directory, leaf, length, _object, written in sorted(rows):
-            name = f"{directory}/{leaf}"
-            if low <= name < high:
-                yield PackedEntry(name, length, written)
+        for name, length, written in sorted(self._under(db, prefix)):
+            yield PackedEntry(name, length, written)
 
     # ------------------------------------------------------------------ writing
 
@@ -446,12 +601,13 @@ class PackedStore:
             now = time.time_ns()
             if len(data) > self._large:
                 digest = hashlib.sha256(data).hexdigest()
-                self._put_object(pack, db, (dir_id, leaf, 0, 0, len(data), digest, now), data)
+                row = (dir_id, _pack_path(leaf), 0, 0, len(data), digest, now)
+                self._put_object(pack, db, row, data)
                 self._drop_held(dir_id)
                 return
             writer = self._segment(pack, db)
-            encoded = leaf.encode("utf-8")
-            record = _LEAF_RECORD.pack(_MAGIC_LEAF, dir_id, len(encoded), len(data))
+            encoded = _pack_path(leaf)
+            record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
             record += encoded + data
             offset = writer.size
             try:
@@ -460,7 +616,7 @@ class PackedStore:
                 writer.broken = True  # a torn tail: the next put starts a new segment
                 raise
             writer.size += len(record)
-            db.execute(_UPSERT, (dir_id, leaf, writer.id, offset, len(record), None, now))
+            db.execute(_UPSERT, (dir_id, encoded, writer.id, offset, len(record), None, now))
             self._drop_held(dir_id)
 
     def _put_object(
@@ -482,7 +638,15 @@ class PackedStore:
         found = self._dir_id(db, directory)
         if found is not None:
             return found
-        db.execute("INSERT OR IGNORE INTO dirs (name) VALUES (?)", (directory,))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            key = _pack_path(directory)
+            if db.execute("SELECT 1 FROM dirs WHERE name = ?", (key,)).fetchone() is None:
+                db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, _next(db, "dir")))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
         found = self._dir_id(db, directory)
         assert found is not None
         return found
@@ -491,7 +655,7 @@ class PackedStore:
         """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
         row = db.execute(
             "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
-            (dir_id, leaf),
+            (dir_id, _pack_path(leaf)),
         ).fetchone()
         if row is None:
             return False
@@ -499,6 +663,7 @@ class PackedStore:
         if obj is not None:
             return len(data) == length and hashlib.sha256(data).hexdigest() == obj
         if length not in (
+            _LEAF_RECORD.size + len(_pack_path(leaf)) + len(data),
             _LEAF_RECORD.size + len(leaf.encode("utf-8")) + len(data),
             _RECORD.size + len(name.encode("utf-8")) + len(data),
         ):
@@ -522,11 +687,17 @@ class PackedStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             pack.rename(f"{_SEGMENTS}/{name}.new", name)
-            seg_id = db.execute("INSERT INTO segments (name) VALUES (?)", (name,)).lastrowid
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                seg_id = _next(db, "segment")
+                db.execute("INSERT INTO segments (id, name) VALUES (?, ?)", (seg_id, name))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
         except BaseException:
             os.close(fd)
             raise
-        assert seg_id is not None
         self._writer = _Writer(fd, seg_id, name)
         return self._writer
 
@@ -537,9 +708,140 @@ class PackedStore:
         self._writer = None
         with contextlib.suppress(OSError):
             os.fsync(writer.fd)
+        if (
+            not writer.broken
+            and self._seal_min is not None
+            and writer.size >= self._seal_min
+            and self._pack is not None
+            and self._write_db is not None
+        ):
+            with contextlib.suppress(OSError, FsError, sqlite3.Error):
+                self._seal(self._pack, self._write_db, writer)
         with contextlib.suppress(OSError):
             fcntl.flock(writer.fd, fcntl.LOCK_UN)
         os.close(writer.fd)
+
+    def _seal(self, pack: FsRoot, db: sqlite3.Connection, writer: _Writer) -> None:
+        """Rewrite the segment this store retires as blocks of zstd-compressed records
+        (issue 29: the records of a lane share digests the envelopes cannot share), as
+        compaction rewrites: a new segment written under a `.new` name, locked, fsynced,
+        renamed and registered; the rows switched in one transaction made durable at
+        once, each only if it still names the old place; the old segment deleted while
+        it is still locked. A crash before the switch leaves a segment nothing names
+        (deleted by the next compaction) and the old one whole; readers that hold the
+        old place read it until they look the entry up again."""
+        name = f"{time.time_ns():x}-{secrets.token_hex(6)}.seg"
+        fd = pack.open_file(f"{_SEGMENTS}/{name}.new", create=True)
+        seg_id = None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            places = self._write_blocks(db, writer, fd)
+            if places is None:  # not records only, or not worth it: left as appended
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("UPDATE segments SET sealed = 2 WHERE id = ?", (writer.id,))
+                return
+            os.fsync(fd)
+            pack.rename(f"{_SEGMENTS}/{name}.new", name)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                seg_id = _next(db, "segment")
+                db.execute(
+                    "INSERT INTO segments (id, name, sealed) VALUES (?, ?, 1)", (seg_id, name)
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                seg_id = None
+                raise
+            db.execute("PRAGMA synchronous=FULL")  # the switch durable before the delete
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
+                        " leaf = ? AND segment = ? AND offset = ?",
+                        [
+                            (seg_id, at * _BLOCK_SPAN + inner, dir_id, leaf, writer.id, old)
+                            for dir_id, leaf, old, at, inner in places
+                        ],
+                    )
+                    db.execute("DELETE FROM segments WHERE id = ?", (writer.id,))
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            finally:
+                db.execute("PRAGMA synchronous=NORMAL")
+            seg_id = None  # switched: the new segment is the entries' now
+            self._drop_held()
+            with contextlib.suppress(FsNotFound):
+                pack.remove(f"{_SEGMENTS}/{writer.name}")
+        finally:
+            if seg_id is not None:  # registered, never switched: nothing names it
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("DELETE FROM segments WHERE id = ?", (seg_id,))
+            os.close(fd)
+            with contextlib.suppress(FsError):
+                pack.remove(f"{_SEGMENTS}/{name}.new", missing_ok=True)
+
+    def _write_blocks(
+        self, db: sqlite3.Connection, writer: _Writer, fd: int
+    ) -> list[tuple[int, Any, int, int, int]] | None:
+        """Write `writer`'s records to `fd` as blocks, one block in memory at a time; the
+        (dir, leaf key, old offset, block offset, offset in the block) of each indexed
+        record, or None when the segment is not records only or would not shrink by a
+        tenth."""
+        compressor = zstandard.ZstdCompressor(level=3)
+        places: list[tuple[int, Any, int, int, int]] = []
+        block = bytearray()
+        block_places: list[tuple[int, Any, int, int]] = []
+        written = offset = 0
+
+        def flush() -> None:
+            nonlocal written, block, block_places
+            frame = compressor.compress(bytes(block))
+            _write_all(fd, _BLOCK.pack(_MAGIC_BLOCK, len(frame), len(block)) + frame)
+            places.extend((d, leaf, old, written, inner) for d, leaf, old, inner in block_places)
+            written += _BLOCK.size + len(frame)
+            block, block_places = bytearray(), []
+
+        while offset < writer.size:
+            span = _record_span(os.pread(writer.fd, _LEAF_RECORD.size, offset))
+            if span is None or offset + sum(span) > writer.size:
+                return None
+            record = os.pread(writer.fd, sum(span), offset)
+            if len(record) != sum(span) or record[:4] == _MAGIC_BLOCK:
+                return None
+            if block and len(block) + len(record) > BLOCK_SIZE:
+                flush()
+            key = self._record_key(db, record, 0, span)
+            if key is not None:
+                block_places.append((*key, offset, len(block)))
+            block += record
+            offset += len(record)
+        if block:
+            flush()
+        return places if written <= 0.9 * writer.size else None
+
+    def _record_key(
+        self, db: sqlite3.Connection, data: bytes, offset: int, span: tuple[int, int, int]
+    ) -> tuple[int, Any] | None:
+        """(directory id, index leaf key) of the record at `offset`; None when its
+        directory is not in the index."""
+        head, name_size, _size = span
+        raw = data[offset + head : offset + head + name_size]
+        magic = data[offset : offset + 4]
+        if magic == _MAGIC_PACKED:
+            return _LEAF_RECORD.unpack_from(data, offset)[1], raw
+        try:
+            if magic == _MAGIC_LEAF:
+                leaf = raw.decode("utf-8")
+                return _LEAF_RECORD.unpack_from(data, offset)[1], _pack_path(leaf)
+            directory, leaf = _split(raw.decode("utf-8"))
+        except ValueError:
+            return None
+        dir_id = self._dir_id(db, directory)
+        return None if dir_id is None else (dir_id, _pack_path(leaf))
 
     def remove(self, names: Iterable[str]) -> int:
         """Drop the entries `names` (their bytes go at the next `compact`); the count dropped."""
@@ -557,7 +859,7 @@ class PackedStore:
                     if dir_id is None:
                         continue
                     cursor = db.execute(
-                        "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, leaf)
+                        "DELETE FROM entries WHERE dir = ? AND leaf = ?", (dir_id, _pack_path(leaf))
                     )
                     dropped += cursor.rowcount
                     self._drop_held(dir_id)
@@ -594,9 +896,16 @@ class PackedStore:
             # be left pointing at a deleted segment).
             held: dict[int, tuple[str, int, int]] = {}
             try:
-                for seg_id, seg_name in db.execute("SELECT id, name FROM segments").fetchall():
+                sealed, judged = set(), set()
+                for seg_id, seg_name, is_sealed in db.execute(
+                    "SELECT id, name, sealed FROM segments"
+                ).fetchall():
                     if seg_id != own and (idle := _idle_segment(pack, seg_name)) is not None:
                         held[seg_id] = (seg_name, *idle)
+                        if is_sealed == 1:
+                            sealed.add(seg_id)
+                        elif is_sealed == 2:
+                            judged.add(seg_id)
                 live: dict[int, list[tuple[int, str, int, int]]] = {}
                 for dir_id, leaf, seg, offset, length in db.execute(
                     "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
@@ -610,12 +919,24 @@ class PackedStore:
                         torn_segments += 1
                         torn_bytes += torn
                     used = sum(r[3] for r in records)
-                    if records and not torn and used >= keep_ratio * size:
+                    # a sealed segment's live share is of its records' raw bytes
+                    raw = _sealed_raw_size(fd, size) if seg_id in sealed else size
+                    # an unsealed segment that sealing would take (its writer was killed
+                    # before it retired it) is copied: the copy is sealed when it retires
+                    unsealed = (
+                        seg_id not in sealed
+                        and seg_id not in judged
+                        and self._seal_min is not None
+                        and size >= max(self._seal_min, SEAL_MIN)
+                    )
+                    if records and not torn and not unsealed and used >= keep_ratio * raw:
                         continue  # mostly live and whole: not worth a copy
                     removed += 1
-                    freed += size - used
+                    freed += size - (used * size // raw if raw else 0)
                     if not dry_run:
-                        moved += self._rewrite(pack, db, seg_id, seg_name, fd, records)
+                        moved += self._rewrite(
+                            pack, db, seg_id, seg_name, fd, records, seg_id in sealed
+                        )
                 removed += self._collect_orphans(pack, db, dry_run)
             finally:
                 for _name, fd, _size in held.values():
@@ -633,12 +954,21 @@ class PackedStore:
         seg_name: str,
         fd: int,
         records: list[tuple[int, str, int, int]],
+        sealed: bool = False,
     ) -> int:
         """Copy a locked segment's live records into this store's segment, switch their
         rows in one transaction, delete the segment; the records moved."""
         moves = []
+        blocks: dict[int, bytes | None] = {}
         for dir_id, leaf, offset, length in records:
-            record = os.pread(fd, length, offset)
+            if sealed:
+                at, inner = divmod(offset, _BLOCK_SPAN)
+                if at not in blocks:
+                    blocks[at] = _read_block(fd, at)
+                raw = blocks[at]
+                record = b"" if raw is None else raw[inner : inner + length]
+            else:
+                record = os.pread(fd, length, offset)
             if len(record) != length:
                 continue
             writer = self._segment(pack, db)
@@ -745,31 +1075,94 @@ class PackedStore:
                 self._pack = None
 
 
+_V2_TABLES = """
+    CREATE TABLE dirs (name BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE segments (
+        id INTEGER PRIMARY KEY, name TEXT NOT NULL, sealed INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE entries (
+        dir INTEGER NOT NULL,
+        leaf BLOB NOT NULL,
+        segment INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        length INTEGER NOT NULL,
+        object TEXT,
+        written INTEGER NOT NULL,
+        PRIMARY KEY (dir, leaf)
+    ) WITHOUT ROWID;
+"""
+
+
 def _create_schema(db: sqlite3.Connection) -> None:
-    """Segment ids are never reused (AUTOINCREMENT): a process keeps the descriptors of the
-    segments it read by id, and a compacted segment's id must not name a new one."""
+    """Index schema 2 (docs/internals.md "Packed store"): names packed (`_pack_path`) and
+    kept once (`dirs` is keyed by its name; no second index); ids of directories and
+    segments from counters in `meta`, never reused: a process keeps the descriptors of
+    the segments it read by id, and `RJPL`/`RJPC` records name their directory by id."""
     db.executescript(
         f"""
         BEGIN IMMEDIATE;
-        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT OR IGNORE INTO meta VALUES ('schema', {_SCHEMA});
-        CREATE TABLE IF NOT EXISTS dirs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
-        CREATE TABLE IF NOT EXISTS segments (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE
-        );
-        CREATE TABLE IF NOT EXISTS entries (
-            dir INTEGER NOT NULL,
-            leaf TEXT NOT NULL,
-            segment INTEGER NOT NULL,
-            offset INTEGER NOT NULL,
-            length INTEGER NOT NULL,
-            object TEXT,
-            written INTEGER NOT NULL,
-            PRIMARY KEY (dir, leaf)
-        ) WITHOUT ROWID;
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('schema', {_SCHEMA}), ('dir', 0), ('segment', 0);
+        {_V2_TABLES}
         COMMIT;
         """
     )
+
+
+def _schema_of(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return int(row[0]) if row is not None else 1
+
+
+def _next(db: sqlite3.Connection, counter: str) -> int:
+    """The next id of `counter` (inside the caller's write transaction)."""
+    row = db.execute(
+        "UPDATE meta SET value = value + 1 WHERE key = ? RETURNING value", (counter,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Rewrite an index of schema 1 (names as text, `dirs` with a unique index, segment
+    ids by AUTOINCREMENT) as schema 2, in one transaction: ids of directories and
+    segments are kept (records and other processes name them), counters start past the
+    highest. A reader that read schema 1 before finds nothing with its text keys and
+    reads the schema again (`_schema_moved`)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _schema_of(db) != 1:
+            db.execute("COMMIT")
+            return
+        dirs = db.execute("SELECT name, id FROM dirs").fetchall()
+        entries = db.execute(
+            "SELECT dir, leaf, segment, offset, length, object, written FROM entries"
+        ).fetchall()
+        segments = db.execute("SELECT id, name FROM segments").fetchall()
+        seq = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'segments'").fetchone()
+        for table in ("dirs", "entries", "segments"):
+            db.execute(f"DROP TABLE {table}")
+        for statement in _V2_TABLES.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany("INSERT INTO dirs VALUES (?, ?)", [(_pack_path(n), i) for n, i in dirs])
+        db.executemany(
+            "INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(d, _pack_path(leaf), *rest) for d, leaf, *rest in entries],
+        )
+        db.executemany("INSERT INTO segments (id, name) VALUES (?, ?)", segments)
+        last_segment = max([seq[0] if seq else 0, *(i for i, _ in segments)])
+        db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [
+                ("schema", _SCHEMA),
+                ("dir", max((i for _, i in dirs), default=0)),
+                ("segment", last_segment),
+            ],
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _publish_index(pack: FsRoot) -> None:
@@ -855,13 +1248,32 @@ def _idle_segment(pack: FsRoot, name: str) -> tuple[int, int] | None:
 def _record_span(head: bytes) -> tuple[int, int, int] | None:
     """(header size, name size, data size) of the record starting with `head` (at least
     `_LEAF_RECORD.size` bytes, or all that is left); None for anything else."""
-    if head[:4] == _MAGIC_LEAF and len(head) >= _LEAF_RECORD.size:
+    if head[:4] in (_MAGIC_LEAF, _MAGIC_PACKED) and len(head) >= _LEAF_RECORD.size:
         _magic, _dir, name_size, data_size = _LEAF_RECORD.unpack_from(head)
         return _LEAF_RECORD.size, name_size, data_size
     if head[:4] == _MAGIC and len(head) >= _RECORD.size:
         _magic, name_size, data_size = _RECORD.unpack_from(head)
         return _RECORD.size, name_size, data_size
+    if head[:4] == _MAGIC_BLOCK and len(head) >= _BLOCK.size:
+        _magic, frame_size, _raw_size = _BLOCK.unpack_from(head)
+        return _BLOCK.size, 0, frame_size
     return None
+
+
+def _read_block(fd: int, at: int) -> bytes | None:
+    """The records of the block at `at` of a sealed segment; None if it cannot be read."""
+    head = os.pread(fd, _BLOCK.size, at)
+    if len(head) != _BLOCK.size:
+        return None
+    magic, frame_size, raw_size = _BLOCK.unpack(head)
+    frame = os.pread(fd, frame_size, at + _BLOCK.size)
+    if magic != _MAGIC_BLOCK or len(frame) != frame_size:
+        return None
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(frame, max_output_size=raw_size)
+    except zstandard.ZstdError:
+        return None
+    return raw if len(raw) == raw_size else None
 
 
 def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
@@ -875,9 +1287,61 @@ def segment_records(data: bytes) -> Iterator[tuple[str, bytes]]:
         end = start + name_size + data_size
         if end > len(data):
             return
-        name = data[start : start + name_size].decode("utf-8", "replace")
-        yield name, data[start + name_size : end]
+        if data[offset : offset + 4] == _MAGIC_BLOCK:  # a sealed segment's block
+            raw = _read_block_bytes(data[offset:end])
+            if raw is None:
+                return
+            yield from segment_records(raw)
+            offset = end
+            continue
+        raw = data[start : start + name_size]
+        try:
+            name = _unpack_path(raw) if data[offset : offset + 4] == _MAGIC_PACKED else ""
+        except ValueError:
+            name = ""
+        yield name or raw.decode("utf-8", "replace"), data[start + name_size : end]
         offset = end
+
+
+def _sealed_raw_size(fd: int, size: int) -> int:
+    """The records' raw bytes in a sealed segment's blocks (their headers read)."""
+    offset = total = 0
+    while offset + _BLOCK.size <= size:
+        magic, frame_size, raw_size = _BLOCK.unpack(os.pread(fd, _BLOCK.size, offset))
+        if magic != _MAGIC_BLOCK:
+            break
+        total += raw_size
+        offset += _BLOCK.size + frame_size
+    return total
+
+
+def _read_block_bytes(block: bytes) -> bytes | None:
+    _magic, frame_size, raw_size = _BLOCK.unpack_from(block)
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(
+            block[_BLOCK.size : _BLOCK.size + frame_size], max_output_size=raw_size
+        )
+    except zstandard.ZstdError:
+        return None
+    return raw if len(raw) == raw_size else None
+
+
+def segment_bytes(data: bytes) -> bytes:
+    """A segment's records as appended: a sealed segment's blocks decompressed (up to the
+    first that cannot be), any other segment as it is (for tools that measure it)."""
+    if data[:4] != _MAGIC_BLOCK:
+        return data
+    out = bytearray()
+    offset = 0
+    while data[offset : offset + 4] == _MAGIC_BLOCK and offset + _BLOCK.size <= len(data):
+        _magic, frame_size, _raw_size = _BLOCK.unpack_from(data, offset)
+        end = offset + _BLOCK.size + frame_size
+        raw = _read_block_bytes(data[offset:end]) if end <= len(data) else None
+        if raw is None:
+            break
+        out += raw
+        offset = end
+    return bytes(out)
 
 
 def _torn_tail(fd: int, size: int) -> int:

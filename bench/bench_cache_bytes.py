@@ -13,8 +13,9 @@ Runs `examples/glossary/pipeline.toml` (its plugin included) cold, in a temp dir
 For each: the corpus's bytes, the cache's bytes on disk (blocks allocated, every file
 under the cache root) and their ratio, then where the packed store's bytes go: checkpoint
 envelopes (header, payload, and the envelope's own framing), the shared components
-entries, lane pointers and chunk plans, the segment records' names and framing, and the
-SQLite index. A fully cached `--resume` follows each cold run and must reuse every decision.
+entries, lane pointers and chunk plans, the segment records' names and framing, what
+sealing the segments into zstd blocks took off (negative), and the SQLite index. A fully
+cached `--resume` follows each cold run and must reuse every decision.
 
     python bench/bench_cache_bytes.py [--docs 500] [--paras 8]
 """
@@ -33,7 +34,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from runjournal.adapters.packed_store import segment_records
+from runjournal.adapters.packed_store import segment_bytes, segment_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "runjournal"
@@ -105,7 +106,9 @@ def breakdown(cache: Path) -> Counter[str]:
     """Bytes of the packed store by what they hold."""
     out: Counter[str] = Counter()
     for segment in (cache / "pack" / "segments").glob("*.seg"):
-        data = segment.read_bytes()
+        stored = segment.read_bytes()
+        data = segment_bytes(stored)  # a sealed segment's records, decompressed
+        out["sealed blocks (zstd)"] += len(stored) - len(data)
         held = 0
         for name, record in segment_records(data):
             held += len(record)
@@ -140,7 +143,12 @@ def measure(label: str, where: Path, docs: Path) -> None:
         f"{cache / 1e3:,.0f} kB on disk = {cache / corpus:.1f}x the corpus (target <= 3x)"
     )
     shown = [(k, v) for k, v in parts.items() if v]
-    print("  " + ", ".join(f"{k} {v / 1e3:,.0f} kB" for k, v in shown))
+    print(
+        "  "
+        + ", ".join(
+            f"{k} {v / 1e3:+,.0f} kB" if v < 0 else f"{k} {v / 1e3:,.0f} kB" for k, v in shown
+        )
+    )
 
 
 def main() -> int:

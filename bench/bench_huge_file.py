@@ -60,6 +60,12 @@ def make_file(root: Path, mb: float) -> int:
     return len(data)
 
 
+# names are BLOBs since index schema 2 (docs/internals.md "Packed store"), which LIKE
+# does not match
+_CHUNKPLANS = "instr(dirs.name, CAST('chunkplans' AS BLOB)) = 1"
+_CHECKPOINT = "substr(entries.leaf, -5) = CAST('.ckpt' AS BLOB)"
+
+
 def _entries(index: Path, where: str) -> bool:
     """Whether the packed index names an entry matching `where` (never blocks a writer)."""
     try:
@@ -89,9 +95,9 @@ def one_run(root: Path) -> dict[str, float]:
 
     def poll() -> None:
         while not stop.is_set() and len(seen) < 2:
-            if "chunked" not in seen and _entries(index, "dirs.name LIKE 'chunkplans%'"):
+            if "chunked" not in seen and _entries(index, _CHUNKPLANS):
                 seen["chunked"] = time.perf_counter() - start
-            if "first" not in seen and _entries(index, "entries.leaf LIKE '%.ckpt'"):
+            if "first" not in seen and _entries(index, _CHECKPOINT):
                 seen["first"] = time.perf_counter() - start
             stop.wait(0.02)
 

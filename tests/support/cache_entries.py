@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runjournal.adapters.fsroot import FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import PackedStore, _pack_path
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,20 @@ class CacheEntry:
         index = self.cache / "pack" / "index.sqlite"
         with contextlib.closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True)) as db:
             row = db.execute(
-                "SELECT s.name, e.offset, e.length FROM entries e JOIN dirs d ON d.id = e.dir"
-                " JOIN segments s ON s.id = e.segment WHERE d.name = ? AND e.leaf = ?",
-                (directory, leaf),
+                "SELECT s.name, e.offset, e.length, s.sealed FROM entries e JOIN dirs d"
+                " ON d.id = e.dir JOIN segments s ON s.id = e.segment"
+                " WHERE d.name = ? AND e.leaf = ?",
+                (_pack_path(directory), _pack_path(leaf)),  # index schema 2's keys
             ).fetchone()
         if row is None:
             raise FileNotFoundError(self.rel)
-        segment, offset, length = row
+        segment, offset, length, sealed = row
+        if sealed:
+            # A sealed segment's blocks were durable before any row named them (no power
+            # loss tears them), and zeros in a block would damage its neighbours too: the
+            # entry's bytes read as zeros instead, which is what a reader would find.
+            self.write_bytes(b"\0" * len(self.read_bytes()))
+            return
         with open(self.cache / "pack" / "segments" / segment, "r+b") as handle:
             handle.seek(offset)
             handle.write(b"\0" * length)
