@@ -2,9 +2,15 @@
 
 The client is created once per endpoint and reused by every call (its HTTP connection
 pool is thread-safe), with the client's own retries off: the runtime retries, so every
-attempt is journaled. `openai` is imported only when the first request is sent (start-up
-time is measured). Every failure becomes a `TransportError` with a typed status; its
-message names the endpoint and the HTTP status, never the key, a header or the request.
+attempt is journaled. Past `THREADS_PER_CLIENT` calling threads, each further group of
+that many threads gets a client of its own (the same key, URL and timeouts, the first
+client's TLS context): the client's connection pool walks all its connections on every
+request and again when the reply is closed, so one pool of 64 connections costs each
+request about 1,800 Python function calls more than a pool of one (docs/performance.md
+"Concurrency: `--jobs N` against an LLM endpoint"). `openai` is imported only when the
+first request is sent (start-up time is measured). Every failure becomes a
+`TransportError` with a typed status; its message names the endpoint and the HTTP status,
+never the key, a header or the request.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ from runjournal.adapters.llm.retry import parse_retry_after
 from runjournal.domain.llm import AttemptStatus
 
 _SERVER_MESSAGE_LIMIT = 200
+# Calling threads per client (each thread keeps its client; see the module docstring), and
+# how many clients one endpoint has at most (threads past that share them again).
+THREADS_PER_CLIENT = 8
+MAX_CLIENTS = 16
 
 
 class TransportError(Exception):
@@ -102,10 +112,33 @@ class OpenAITransport:
         self._client: Any = None
         self._httpx_response: Any = None
         self._lock = threading.Lock()
+        self._clients: list[Any] = []  # the calling threads' clients; [0] is `_client`
+        self._threads = 0  # calling threads seen (each one's client is chosen once)
+        self._generation = 0  # bumped by `close`: threads then choose again
+        self._local = threading.local()
+        self._headers: dict[str, Any] = {"X-Stainless-Raw-Response": "stream"}
+        self.clients_built = 0  # clients this transport created (tests count them)
 
     def connect(self) -> None:
         """Build the client now (the import is not part of any attempt's latency)."""
         self._get_client()
+
+    def _thread_client(self) -> Any:
+        """The calling thread's client: chosen on its first request, kept after."""
+        local = self._local
+        if getattr(local, "generation", -1) == self._generation and local.client is not None:
+            return local.client
+        first = self._get_client()
+        with self._lock:
+            slot = (self._threads // THREADS_PER_CLIENT) % MAX_CLIENTS
+            self._threads += 1
+            if self._client is None:  # closed meanwhile
+                return first
+            while len(self._clients) <= slot:
+                self._clients.append(self._build(share_tls_of=first))
+            client = self._clients[slot]
+            local.generation, local.client = self._generation, client
+        return client
 
     def _get_client(self) -> Any:
         client = self._client  # built once: the lock only while it is not (or closed)
@@ -121,13 +154,47 @@ class OpenAITransport:
                     sdk.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
                 )
                 self._httpx_response = http_lib.Response
-                self._client = client_class(
-                    api_key=self._api_key,
-                    base_url=self._base_url,
-                    max_retries=0,
-                    timeout=sdk.Timeout(self._read, connect=self._connect),
-                )
+                self._client_class = client_class
+                self._client = self._build(share_tls_of=None)
+                self._clients = [self._client]
+                self._headers = self._request_headers(self._client)
             return self._client
+
+    def _request_headers(self, client: Any) -> dict[str, Any]:
+        """Each request's own headers: the raw-response header (the body stays streamed)
+        and, where the client lets a header be omitted, none of its `X-Stainless-*`
+        telemetry (platform, runtime, retry count, read timeout): about 350 fewer Python
+        function calls a request (docs/performance.md "Concurrency: `--jobs N` against an
+        LLM endpoint"). What the endpoint needs (key, content type, version) is kept."""
+        omit_class = getattr(self._openai, "Omit", None)
+        headers: dict[str, Any] = {}
+        if omit_class is not None:
+            names = [*client.default_headers, "X-Stainless-Retry-Count", "X-Stainless-Read-Timeout"]
+            for name in names:
+                if name.lower().startswith("x-stainless-"):
+                    headers[name] = omit_class()
+        headers["X-Stainless-Raw-Response"] = "stream"
+        return headers
+
+    def _build(self, *, share_tls_of: Any) -> Any:
+        """One client of this endpoint; a further one reuses the first's TLS context
+        (building one loads the CA bundle: about 18 ms of CPU)."""
+        sdk = self._openai
+        extra: dict[str, Any] = {}
+        pool = getattr(
+            getattr(getattr(share_tls_of, "_client", None), "_transport", None), "_pool", None
+        )
+        tls = getattr(pool, "_ssl_context", None)
+        if tls is not None:
+            extra["http_client"] = sdk.DefaultHttpxClient(verify=tls)
+        self.clients_built += 1
+        return self._client_class(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=sdk.Timeout(self._read, connect=self._connect),
+            **extra,
+        )
 
     def _sdk(self) -> tuple[Any, Any]:
         """The official client's module and class (imported on first use)."""
@@ -144,8 +211,10 @@ class OpenAITransport:
 
     def close(self) -> None:
         with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
+            clients, self._clients, self._client = self._clients, [], None
+            self._generation += 1
+            self._threads = 0
+        for client in clients:
             client.close()
 
     def send(
@@ -161,7 +230,7 @@ class OpenAITransport:
         The body is read in chunks under the attempt's total deadline and size cap
         (adapters/llm/replies.py), never all at once.
         """
-        client = self._get_client()
+        client = self._thread_client()
         openai = self._openai
         http_status: int | None = None
         deadline = clock() + attempt_timeout
@@ -176,7 +245,7 @@ class OpenAITransport:
                 self.PATH,
                 body=self._payload(request),
                 cast_to=self._httpx_response,
-                options={"headers": {"X-Stainless-Raw-Response": "stream"}},
+                options={"headers": dict(self._headers)},
             )
             try:
                 http_status = int(response.status_code)
