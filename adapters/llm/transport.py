@@ -1,12 +1,12 @@
 """One chat-completion request to an OpenAI-compatible endpoint, through the `openai` client.
 
-The client is created once per endpoint and reused by every call (its HTTP connection
-pool is thread-safe), with the client's own retries off: the runtime retries, so every
-attempt is journaled. Past `THREADS_PER_CLIENT` calling threads, each further group of
-that many threads gets a client of its own (the same key, URL and timeouts, the first
-client's TLS context): the client's connection pool walks all its connections on every
-request and again when the reply is closed, so one pool of 64 connections costs each
-request about 1,800 Python function calls more than a pool of one (docs/performance.md
+The endpoint's clients are built on first use and reused by every call after, with the
+client's own retries off: the runtime retries, so every attempt is journaled. Each
+calling thread gets a client of its own (the same key, URL and timeouts, the first
+client's TLS context; past `MAX_CLIENTS` threads they are shared again): a client's
+connection pool walks all its connections on every request and again when the reply is
+closed, so one client shared by 64 threads cost each request about 1,600 Python function
+calls more than a client per thread (docs/performance.md
 "Concurrency: `--jobs N` against an LLM endpoint"). `openai` is imported only when the
 first request is sent (start-up time is measured). Every failure becomes a
 `TransportError` with a typed status; its message names the endpoint and the HTTP status,
@@ -36,8 +36,8 @@ from runjournal.domain.llm import AttemptStatus
 _SERVER_MESSAGE_LIMIT = 200
 # Calling threads per client (each thread keeps its client; see the module docstring), and
 # how many clients one endpoint has at most (threads past that share them again).
-THREADS_PER_CLIENT = 8
-MAX_CLIENTS = 16
+THREADS_PER_CLIENT = 1
+MAX_CLIENTS = 64
 
 
 class TransportError(Exception):
