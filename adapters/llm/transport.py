@@ -87,6 +87,13 @@ def _status_of_http(code: int) -> AttemptStatus:
     return AttemptStatus.REQUEST_REFUSED
 
 
+def _tls_context(client: Any) -> Any:
+    """The TLS context the client's HTTP library built (None where it cannot be found:
+    each further client would load the CA bundle again, so the threads share one)."""
+    pool = getattr(getattr(getattr(client, "_client", None), "_transport", None), "_pool", None)
+    return getattr(pool, "_ssl_context", None)
+
+
 class OpenAITransport:
     """Sends requests to one endpoint; `scrub` removes every secret the process holds
     from any text the endpoint sent, as it arrives (reply content, error text)."""
@@ -117,6 +124,7 @@ class OpenAITransport:
         self._generation = 0  # bumped by `close`: threads then choose again
         self._local = threading.local()
         self._headers: dict[str, Any] = {"X-Stainless-Raw-Response": "stream"}
+        self._tls: Any = None  # the first client's TLS context, which the others share
         self.clients_built = 0  # clients this transport created (tests count them)
 
     def connect(self) -> None:
@@ -134,8 +142,10 @@ class OpenAITransport:
             self._threads += 1
             if self._client is None:  # closed meanwhile
                 return first
+            if self._tls is None:  # no TLS context to share: one client for all threads
+                slot = 0
             while len(self._clients) <= slot:
-                self._clients.append(self._build(share_tls_of=first))
+                self._clients.append(self._build(tls=self._tls))
             client = self._clients[slot]
             local.generation, local.client = self._generation, client
         return client
@@ -155,8 +165,9 @@ class OpenAITransport:
                 )
                 self._httpx_response = http_lib.Response
                 self._client_class = client_class
-                self._client = self._build(share_tls_of=None)
+                self._client = self._build(tls=None)
                 self._clients = [self._client]
+                self._tls = _tls_context(self._client)
                 self._headers = self._request_headers(self._client)
             return self._client
 
@@ -176,15 +187,11 @@ class OpenAITransport:
         headers["X-Stainless-Raw-Response"] = "stream"
         return headers
 
-    def _build(self, *, share_tls_of: Any) -> Any:
+    def _build(self, *, tls: Any) -> Any:
         """One client of this endpoint; a further one reuses the first's TLS context
         (building one loads the CA bundle: about 18 ms of CPU)."""
         sdk = self._openai
         extra: dict[str, Any] = {}
-        pool = getattr(
-            getattr(getattr(share_tls_of, "_client", None), "_transport", None), "_pool", None
-        )
-        tls = getattr(pool, "_ssl_context", None)
         if tls is not None:
             extra["http_client"] = sdk.DefaultHttpxClient(verify=tls)
         self.clients_built += 1

@@ -179,3 +179,23 @@ def test_closed_transport_builds_again(fake: ServerProcess) -> None:
         assert sender.clients_built == 2
     finally:
         sender.close()
+
+
+def test_without_a_tls_context_to_share_threads_share_one_client(
+    fake: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another HTTP library layout: building a client per thread would load the CA bundle
+    # each time (about 18 ms of CPU), so the threads keep one client
+    from runjournal.adapters.llm import transport as transport_module
+
+    monkeypatch.setattr(transport_module, "_tls_context", lambda client: None)
+    sender = transport(fake.url)
+    try:
+        threads = [threading.Thread(target=sender.send, args=(request(k),)) for k in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert sender.clients_built == 1
+    finally:
+        sender.close()
