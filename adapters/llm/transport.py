@@ -125,6 +125,7 @@ class OpenAITransport:
         self._local = threading.local()
         self._headers: dict[str, Any] = {"X-Stainless-Raw-Response": "stream"}
         self._tls: Any = None  # the first client's TLS context, which the others share
+        self._template: Any = None  # the request options each send copies
         self.clients_built = 0  # clients this transport created (tests count them)
 
     def connect(self) -> None:
@@ -169,6 +170,7 @@ class OpenAITransport:
                 self._clients = [self._client]
                 self._tls = _tls_context(self._client)
                 self._headers = self._request_headers(self._client)
+                self._template = self._options_template(sdk)
             return self._client
 
     def _request_headers(self, client: Any) -> dict[str, Any]:
@@ -186,6 +188,18 @@ class OpenAITransport:
                     headers[name] = omit_class()
         headers["X-Stainless-Raw-Response"] = "stream"
         return headers
+
+    def _options_template(self, sdk: Any) -> Any:
+        """The request options every send copies with its body (a shallow copy is about
+        18 Python calls; building them anew, what the client's `post` does, about 220);
+        None where the client's options class is not found (then `post` is used)."""
+        models = getattr(sdk, "_models", None)
+        options_class = getattr(models, "FinalRequestOptions", None)
+        if options_class is None or not hasattr(options_class, "model_copy"):
+            return None
+        return options_class.construct(
+            method="post", url=self.PATH, headers=self._headers, json_data=None
+        )
 
     def _build(self, *, tls: Any) -> Any:
         """One client of this endpoint; a further one reuses the first's TLS context
@@ -248,12 +262,17 @@ class OpenAITransport:
             # of CPU a call, docs/performance.md
             # "Concurrency: `--jobs N` against an LLM endpoint"). The raw-response header
             # keeps the body streamed, so it is read under the size cap and deadline.
-            response = client.post(
-                self.PATH,
-                body=self._payload(request),
-                cast_to=self._httpx_response,
-                options={"headers": dict(self._headers)},
-            )
+            template = self._template
+            if template is not None:  # what `post` does, from a copy of built options
+                options = template.model_copy(update={"json_data": self._payload(request)})
+                response = client.request(self._httpx_response, options)
+            else:
+                response = client.post(
+                    self.PATH,
+                    body=self._payload(request),
+                    cast_to=self._httpx_response,
+                    options={"headers": dict(self._headers)},
+                )
             try:
                 http_status = int(response.status_code)
                 data = self._body(response, max_reply_bytes, deadline, clock)
