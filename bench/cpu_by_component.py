@@ -37,7 +37,7 @@ _RJ = "runjournal."
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("one LLM call (all below, on its job thread)", _RJ + "adapters.llm.runtime:Call._exchange"),
     ("  the transport's send", _RJ + "adapters.llm.transport:OpenAITransport.send"),
-    ("    official client's post (HTTP, headers)", "openai._base_client:SyncAPIClient.post"),
+    ("    official client's request (HTTP, headers)", "openai._base_client:SyncAPIClient.request"),
     ("    reply body read under its cap", _RJ + "adapters.llm.transport:OpenAITransport._body"),
     ("  intent logged, group fsync waited", _RJ + "adapters.llm.calllog:WriteAhead.begin"),
     ("  reply stored, outcome logged", _RJ + "adapters.llm.calllog:WriteAhead.end"),

@@ -1,11 +1,11 @@
 """The LLM runtime of one run invocation: metered calls to OpenAI-compatible endpoints.
 
-`LLMServices` is built once per `run` by the CLI and owns what calls share: one client
-per endpoint (connection reuse), one limiter per endpoint (requests and tokens per
-minute, concurrency), the budget, the cassettes and the trace. Each step with a profile
-gets a `ProfileRuntime`; the runner asks it for one `Call` per stage execution and
-journals the attempts that call collected, in the stage's order (docs/internals.md
-"The LLM runtime").
+`LLMServices` is built once per `run` by the CLI and owns what calls share: one transport
+per endpoint (a client per calling thread, connection reuse), one limiter per endpoint
+(requests and tokens per minute, concurrency), the budget, the cassettes and the trace.
+Each step with a profile gets a `ProfileRuntime`; the runner asks it for one `Call` per
+stage execution and journals the attempts that call collected, in the stage's order
+(docs/internals.md "The LLM runtime").
 
 A call: budget check, limiter slot, one request (or a cassette answer), an attempt
 record; transient failures (429, 5xx, timeouts, connection errors, malformed

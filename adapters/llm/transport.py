@@ -1,10 +1,16 @@
 """One chat-completion request to an OpenAI-compatible endpoint, through the `openai` client.
 
-The client is created once per endpoint and reused by every call (its HTTP connection
-pool is thread-safe), with the client's own retries off: the runtime retries, so every
-attempt is journaled. `openai` is imported only when the first request is sent (start-up
-time is measured). Every failure becomes a `TransportError` with a typed status; its
-message names the endpoint and the HTTP status, never the key, a header or the request.
+The endpoint's clients are built on first use and reused by every call after, with the
+client's own retries off: the runtime retries, so every attempt is journaled. Each
+calling thread gets a client of its own (the same key, URL and timeouts, the first
+client's TLS context; past `MAX_CLIENTS` threads they are shared again): a client's
+connection pool walks all its connections on every request and again when the reply is
+closed, so one client shared by 64 threads cost each request about 1,600 Python function
+calls more than a client per thread (docs/performance.md
+"Concurrency: `--jobs N` against an LLM endpoint"). `openai` is imported only when the
+first request is sent (start-up time is measured). Every failure becomes a
+`TransportError` with a typed status; its message names the endpoint and the HTTP status,
+never the key, a header or the request.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ from runjournal.adapters.llm.retry import parse_retry_after
 from runjournal.domain.llm import AttemptStatus
 
 _SERVER_MESSAGE_LIMIT = 200
+# Calling threads per client (each thread keeps its client; see the module docstring), and
+# how many clients one endpoint has at most (threads past that share them again).
+THREADS_PER_CLIENT = 1
+MAX_CLIENTS = 64
 
 
 class TransportError(Exception):
@@ -77,6 +87,13 @@ def _status_of_http(code: int) -> AttemptStatus:
     return AttemptStatus.REQUEST_REFUSED
 
 
+def _tls_context(client: Any) -> Any:
+    """The TLS context the client's HTTP library built (None where it cannot be found:
+    each further client would load the CA bundle again, so the threads share one)."""
+    pool = getattr(getattr(getattr(client, "_client", None), "_transport", None), "_pool", None)
+    return getattr(pool, "_ssl_context", None)
+
+
 class OpenAITransport:
     """Sends requests to one endpoint; `scrub` removes every secret the process holds
     from any text the endpoint sent, as it arrives (reply content, error text)."""
@@ -102,10 +119,37 @@ class OpenAITransport:
         self._client: Any = None
         self._httpx_response: Any = None
         self._lock = threading.Lock()
+        self._clients: list[Any] = []  # the calling threads' clients; [0] is `_client`
+        self._threads = 0  # calling threads seen (each one's client is chosen once)
+        self._generation = 0  # bumped by `close`: threads then choose again
+        self._local = threading.local()
+        self._headers: dict[str, Any] = {"X-Stainless-Raw-Response": "stream"}
+        self._tls: Any = None  # the first client's TLS context, which the others share
+        self._template: Any = None  # the request options each send copies
+        self.clients_built = 0  # clients this transport created (tests count them)
 
     def connect(self) -> None:
         """Build the client now (the import is not part of any attempt's latency)."""
         self._get_client()
+
+    def _thread_client(self) -> Any:
+        """The calling thread's client: chosen on its first request, kept after."""
+        local = self._local
+        if getattr(local, "generation", -1) == self._generation and local.client is not None:
+            return local.client
+        first = self._get_client()
+        with self._lock:
+            slot = (self._threads // THREADS_PER_CLIENT) % MAX_CLIENTS
+            self._threads += 1
+            if self._client is None:  # closed meanwhile
+                return first
+            if self._tls is None:  # no TLS context to share: one client for all threads
+                slot = 0
+            while len(self._clients) <= slot:
+                self._clients.append(self._build(tls=self._tls))
+            client = self._clients[slot]
+            local.generation, local.client = self._generation, client
+        return client
 
     def _get_client(self) -> Any:
         client = self._client  # built once: the lock only while it is not (or closed)
@@ -121,13 +165,62 @@ class OpenAITransport:
                     sdk.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]
                 )
                 self._httpx_response = http_lib.Response
-                self._client = client_class(
-                    api_key=self._api_key,
-                    base_url=self._base_url,
-                    max_retries=0,
-                    timeout=sdk.Timeout(self._read, connect=self._connect),
-                )
+                self._client_class = client_class
+                self._client = self._build(tls=None)
+                self._clients = [self._client]
+                self._tls = _tls_context(self._client)
+                self._headers = self._request_headers(self._client)
+                self._template = self._options_template(sdk)
             return self._client
+
+    def _request_headers(self, client: Any) -> dict[str, Any]:
+        """Each request's own headers: the raw-response header (the body stays streamed)
+        and, where the client lets a header be omitted, none of its `X-Stainless-*`
+        telemetry (platform, runtime, retry count, read timeout): about 350 fewer Python
+        function calls a request (docs/performance.md "Concurrency: `--jobs N` against an
+        LLM endpoint"). What the endpoint needs (key, content type, version) is kept."""
+        omit_class = getattr(self._openai, "Omit", None)
+        headers: dict[str, Any] = {}
+        if omit_class is not None:
+            names = [*client.default_headers, "X-Stainless-Retry-Count", "X-Stainless-Read-Timeout"]
+            for name in names:
+                if name.lower().startswith("x-stainless-"):
+                    headers[name] = omit_class()
+        headers["X-Stainless-Raw-Response"] = "stream"
+        return headers
+
+    def _options_template(self, sdk: Any) -> Any:
+        """The request options every send copies with its body (a shallow copy is about
+        18 Python calls; building them anew, what the client's `post` does, about 220);
+        None where the client's options class is not found (then `post` is used)."""
+        models = getattr(sdk, "_models", None)
+        options_class = getattr(models, "FinalRequestOptions", None)
+        if options_class is None or not hasattr(options_class, "model_copy"):
+            return None
+        # the endpoint's full URL, as the client would join it to its base URL: joining
+        # and parsing it again cost about 220 calls a request (kept relative when the base
+        # URL carries a query, which the client's join keeps in its own way)
+        base = self._client.base_url
+        url = self.PATH if base.query else str(base).rstrip("/") + self.PATH
+        return options_class.construct(
+            method="post", url=url, headers=self._headers, json_data=None
+        )
+
+    def _build(self, *, tls: Any) -> Any:
+        """One client of this endpoint; a further one reuses the first's TLS context
+        (building one loads the CA bundle: about 18 ms of CPU)."""
+        sdk = self._openai
+        extra: dict[str, Any] = {}
+        if tls is not None:
+            extra["http_client"] = sdk.DefaultHttpxClient(verify=tls)
+        self.clients_built += 1
+        return self._client_class(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=sdk.Timeout(self._read, connect=self._connect),
+            **extra,
+        )
 
     def _sdk(self) -> tuple[Any, Any]:
         """The official client's module and class (imported on first use)."""
@@ -144,8 +237,10 @@ class OpenAITransport:
 
     def close(self) -> None:
         with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
+            clients, self._clients, self._client = self._clients, [], None
+            self._generation += 1
+            self._threads = 0
+        for client in clients:
             client.close()
 
     def send(
@@ -161,7 +256,7 @@ class OpenAITransport:
         The body is read in chunks under the attempt's total deadline and size cap
         (adapters/llm/replies.py), never all at once.
         """
-        client = self._get_client()
+        client = self._thread_client()
         openai = self._openai
         http_status: int | None = None
         deadline = clock() + attempt_timeout
@@ -172,12 +267,17 @@ class OpenAITransport:
             # of CPU a call, docs/performance.md
             # "Concurrency: `--jobs N` against an LLM endpoint"). The raw-response header
             # keeps the body streamed, so it is read under the size cap and deadline.
-            response = client.post(
-                self.PATH,
-                body=self._payload(request),
-                cast_to=self._httpx_response,
-                options={"headers": {"X-Stainless-Raw-Response": "stream"}},
-            )
+            template = self._template
+            if template is not None:  # what `post` does, from a copy of built options
+                options = template.model_copy(update={"json_data": self._payload(request)})
+                response = client.request(self._httpx_response, options)
+            else:
+                response = client.post(
+                    self.PATH,
+                    body=self._payload(request),
+                    cast_to=self._httpx_response,
+                    options={"headers": dict(self._headers)},
+                )
             try:
                 http_status = int(response.status_code)
                 data = self._body(response, max_reply_bytes, deadline, clock)
