@@ -533,6 +533,9 @@ def _resolve(
         mode=None if config.llm_mode.value == "profile" else config.llm_mode.value,
         parking=getattr(executor, "allow_parking", None),
         journal=session,
+        # a resume imports the LLM client only when a stage executes (a no-op resume
+        # never does; docs/performance.md "Start-up")
+        prefetch_client=not config.resume,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     # The input stat cache (docs/configuration.md `input_check`): with `stat`, an input
@@ -645,6 +648,7 @@ def _execute_and_terminalize(
         executor=progress.track(executor),
         keep_going=config.keep_going,
         checkpoint_writes=writes,
+        on_execute=inv.llm.client_needed,
         **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None

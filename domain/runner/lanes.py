@@ -68,6 +68,8 @@ class LaneServices:
     loader: CheckpointLoaderPort | None
     progress: Progress | None = None
     leases: StageLeases | None = None  # docs/operations.md "Concurrent runs"
+    # told before an LLM step's stage executes (the run may then load its LLM client)
+    on_execute: Callable[[], None] | None = None
 
 
 @dataclass
@@ -186,6 +188,9 @@ class LaneRun:
                     state, record = relook()
                     facts = self._facts(stage, stage_input, state, record)
         code = self.ledger.decide(self.step.id, self.lane, chunk, facts)
+        on_execute = self.services.on_execute
+        if on_execute is not None and code not in REUSE_CODES and self.step.llm is not None:
+            on_execute()
         if lease is not None and code in REUSE_CODES:
             lease.release()
             lease = None

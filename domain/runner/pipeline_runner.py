@@ -7,6 +7,8 @@ path. Every stage is decided by `decide_stage` from facts that go into the `Stag
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint
 from runjournal.domain.identity import lane_identity
@@ -71,8 +73,10 @@ class PipelineRunner:
         keep_going: bool = False,
         checkpoint_writes: CheckpointWrites | None = None,
         leases: StageLeases | None = None,
+        on_execute: Callable[[], None] | None = None,
     ) -> None:
         self._loader = loader
+        self._on_execute = on_execute
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
@@ -353,7 +357,11 @@ class PipelineRunner:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
         services = LaneServices(
-            ledger=ledger, loader=loader, progress=progress, leases=self._leases
+            ledger=ledger,
+            loader=loader,
+            progress=progress,
+            leases=self._leases,
+            on_execute=self._on_execute,
         )
         shipped = self._shipped(step, lane, pipeline, consumed)
         lane_run = LaneRun(services, step, lane, lid, reads, forced, ctx, shipped)
