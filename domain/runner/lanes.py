@@ -82,6 +82,8 @@ class StageResult:
     decoded: bool = False
     attempts: list[LLMAttempt] = field(default_factory=list)  # LLM attempts that produced it
     warnings: list[str] = field(default_factory=list)  # normalize's, made safe
+    # a reused checkpoint's payload, loaded and verified when first used (`LaneRun._bytes`)
+    fetch: Callable[[], bytes] | None = None
 
 
 class ModuleTrace:
@@ -124,6 +126,10 @@ class LaneRun:
             for stage, r in reads.items()
         }
         self.resumed = services.loader is not None
+        # extract and merge payloads are used only when a later stage executes: a loader
+        # that can leaves them unread until then (docs/internals.md "Payloads a resume does
+        # not use")
+        self.defers = bool(getattr(services.loader, "defers_payloads", False))
         self.lane_chunks = 0  # set by `run`: how extracts are leased (`lease_key`)
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
@@ -141,8 +147,39 @@ class LaneRun:
         loader = self.services.loader
         if self.forced or loader is None:
             return CheckpointState.NOT_LOOKED_UP, None
-        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        if self.defers and stage is not Stage.NORMALIZE:
+            loaded = loader.load(
+                self._key(stage, chunk), codec_id(self.module, stage), payload=False
+            )  # type: ignore[call-arg]
+        else:
+            loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
         return loaded.state, loaded.record
+
+    def _reused_result(self, stage: Stage, chunk: str, record: CheckpointRecord) -> StageResult:
+        """A reused extract's or merge's result; its payload read when first used."""
+        if not self.defers:
+            return StageResult(record.output_sha256, record.payload)
+        digest = record.output_sha256
+        return StageResult(digest, b"", fetch=lambda: self._payload(stage, chunk, digest))
+
+    def _payload(self, stage: Stage, chunk: str, digest: str) -> bytes:
+        """The verified payload of a reused checkpoint whose header was read without it."""
+        loader = self.services.loader
+        assert loader is not None
+        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        record = loaded.record
+        if record is None or record.output_sha256 != digest:
+            why = f"its checkpoint is {loaded.state.value} now" if record is None else "changed"
+            raise StageError(
+                stage, chunk, RuntimeError(f"a reused {stage.value} result {why} while in use")
+            )
+        return record.payload
+
+    @staticmethod
+    def _bytes(result: StageResult) -> bytes:
+        if result.fetch is not None:
+            result.data, result.fetch = result.fetch(), None
+        return result.data
 
     def _facts(
         self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
@@ -257,12 +294,17 @@ class LaneRun:
                 usage=record.usage,
             )
 
-    def _refresh_identity(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
+    def _refresh_identity(
+        self, stage: Stage, chunk: str, record: CheckpointRecord, result: StageResult | None = None
+    ) -> None:
         """A reused envelope gets the current lane identity so --recompute finds it (its
-        key is built only then: most reused envelopes already have it)."""
+        key is built only then: most reused envelopes already have it). `result`: the
+        reused result, whose payload is read now if it was left unread."""
         if self.ledger.recording and record.lane_identity != self.lid:
+            payload = self._bytes(result) if result is not None else record.payload
             self.ledger.write_checkpoint(
-                self._key(stage, chunk), msgspec.structs.replace(record, lane_identity=self.lid)
+                self._key(stage, chunk),
+                msgspec.structs.replace(record, lane_identity=self.lid, payload=payload),
             )
 
     def _call(
@@ -298,8 +340,9 @@ class LaneRun:
 
     def _decode(self, stage: Stage, chunk: str, result: StageResult, tp: Any) -> Any:
         if not result.decoded:
+            data = self._bytes(result)
             try:
-                result.value = msgspec.json.decode(result.data, type=tp)
+                result.value = msgspec.json.decode(data, type=tp)
             except BaseException as exc:  # the codec refused it, or the module's type raised
                 if is_interrupt(exc):
                     raise
@@ -428,9 +471,10 @@ class LaneRun:
         if lease is not None:
             held[Stage.EXTRACT, i] = lease
         if code is ReasonCode.REUSED:
-            results.append(StageResult(record.output_sha256, record.payload))
+            result = self._reused_result(Stage.EXTRACT, chunk, record)
+            results.append(result)
             self._reused(Stage.EXTRACT, chunk, record)
-            self._refresh_identity(Stage.EXTRACT, chunk, record)
+            self._refresh_identity(Stage.EXTRACT, chunk, record, result)
             return record.output_sha256
         results.append(None)
         return None
@@ -506,9 +550,10 @@ class LaneRun:
         if lease is not None:
             held[Stage.MERGE, 0] = lease
         if code is ReasonCode.REUSED:
+            result = self._reused_result(Stage.MERGE, "", merge_record)
             self._reused(Stage.MERGE, "", merge_record)
-            self._refresh_identity(Stage.MERGE, "", merge_record)
-            return StageResult(merge_record.output_sha256, merge_record.payload)
+            self._refresh_identity(Stage.MERGE, "", merge_record, result)
+            return result
         parts = [
             self._decode(Stage.EXTRACT, c.id, r, module.chunk_type)
             for c, r in zip(chunks, done, strict=True)
@@ -519,7 +564,7 @@ class LaneRun:
                 "",
                 lambda ctx: module.merge(parts, ctx),
                 module.merged_type,
-                lambda: {"parts": [r.data for r in done]},
+                lambda: {"parts": [self._bytes(r) for r in done]},
             )
         )
         lease = held.pop((Stage.MERGE, 0), None)
@@ -550,7 +595,7 @@ class LaneRun:
                 "",
                 lambda ctx: module.normalize(merged_value, ctx),
                 module.artifact_type,
-                lambda: {"merged": merged.data},
+                lambda: {"merged": self._bytes(merged)},
             )
         )
         value = out.value

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -98,3 +99,145 @@ def test_a_resume_whose_llm_stage_executes_imports_the_client(
     assert proc.returncode == 0, proc.stderr
     (tmp_path / "docs" / "b.md").write_text("Beta now has another paragraph, about berries.\n")
     assert _probe(cli, [*args, "--resume"])["openai"] is True
+
+
+# --- payloads a resume does not use (docs/internals.md "Payloads a resume does not use")
+
+TERMS = """name = "floor"
+inputs = ["docs/*.md"]
+[chunking]
+strategy = "paragraphs"
+max_chars = 80
+[[steps]]
+id = "terms"
+module = "builtin.terms"
+"""
+PARAGRAPHS = [
+    "**Journal entries** record each stage decision of the pipeline run.",
+    "A **checkpoint** holds the payload of one stage for the next resume.",
+    "The **lane walk** looks up every chunk before it decides the merge.",
+    "An **envelope** carries the digests that a reuse decision compares.",
+]
+
+
+def _terms_project(root: Path, docs: int = 3) -> list[str]:
+    (root / "docs").mkdir(parents=True)
+    for d in range(docs):
+        text = "\n\n".join(p.replace("stage", f"stage {d}") for p in PARAGRAPHS)
+        (root / "docs" / f"d{d}.md").write_text(f"# Doc {d}\n\n{text}\n")
+    (root / "pipeline.toml").write_text(TERMS)
+    return [
+        "run",
+        str(root / "pipeline.toml"),
+        "--output-root",
+        str(root / "out"),
+        "--cache-root",
+        str(root / "cache"),
+        "--no-progress",
+        "--json",
+    ]
+
+
+def _artifacts(doc: dict) -> dict[str, bytes]:
+    return {
+        o["name"]: Path(o["path"]).read_bytes()
+        for o in doc["outputs"]
+        if o["name"].startswith("artifacts/")
+    }
+
+
+def test_a_no_op_resume_reads_payloads_per_lane_not_per_decision(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.adapters.checkpoints import EnvelopeCodec
+
+    args = _terms_project(tmp_path, docs=3)
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    opened = {"payload": 0, "header": 0}
+    real_open = EnvelopeCodec.open
+
+    def counting(self, data, key, shared=None, **kwargs):  # type: ignore[no-untyped-def]
+        opened["payload" if kwargs.get("payload", True) else "header"] += 1
+        return real_open(self, data, key, shared, **kwargs)
+
+    monkeypatch.setattr(EnvelopeCodec, "open", counting)
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    decisions = sum(doc["decisions"].values())
+    assert set(doc["decisions"]) == {"reused"} and decisions > 3 * 3
+    # one verified payload per lane (its normalize: the artifact written), the other
+    # decisions from their envelope's header and trailing digest
+    assert opened["payload"] <= 3, opened
+    assert opened["payload"] + opened["header"] == decisions
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+def test_a_deleted_merge_checkpoint_reads_the_reused_extracts_payloads(
+    invoke, tmp_path: Path
+) -> None:
+    from support.cache_entries import checkpoints
+
+    args = _terms_project(tmp_path, docs=2)
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    [victim] = checkpoints(
+        tmp_path / "cache", "workspaces/floor/steps/terms/*docs__d1.md*/merge.ckpt"
+    )
+    victim.unlink()
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["decisions"]["checkpoint_missing"] == 1
+    assert sum(doc["decisions"].values()) == sum(json.loads(cold.stdout)["decisions"].values())
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+def test_a_deleted_extract_checkpoint_in_the_middle_recomputes_only_it(
+    invoke, tmp_path: Path
+) -> None:
+    from support.cache_entries import checkpoints
+
+    args = _terms_project(tmp_path, docs=2)
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    extracts = checkpoints(
+        tmp_path / "cache", "workspaces/floor/steps/terms/*docs__d0.md*/extract/*.ckpt"
+    )
+    assert len(extracts) >= 3
+    extracts[len(extracts) // 2].unlink()
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    # the one extract runs again; its result is the same, so the merge and normalize
+    # after it are reused (early cutoff)
+    assert doc["decisions"] == {
+        "reused": sum(json.loads(cold.stdout)["decisions"].values()) - 1,
+        "checkpoint_missing": 1,
+    }
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+def test_a_same_size_edit_with_its_mtime_restored_is_seen_under_verify(
+    invoke, tmp_path: Path
+) -> None:
+    args = _terms_project(tmp_path, docs=2)
+    stat_args = [*args, "--input-check", "stat"]
+    cold = invoke(*stat_args)
+    assert cold.exit_code == 0, cold.output
+    path = tmp_path / "docs" / "d1.md"
+    before = os.stat(path)
+    data = path.read_bytes()
+    edited = data.replace(b"Journal entries", b"Journal entrieS", 1)
+    assert len(edited) == len(data) and edited != data
+    path.write_bytes(edited)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = invoke(*stat_args, "--resume", "--verify")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["decisions"].get("reused", 0) < sum(doc["decisions"].values())
+    # the digest recorded anew: the next stat-mode resume trusts it and reuses everything
+    last = invoke(*stat_args, "--resume")
+    assert last.exit_code == 0, last.output
+    assert set(json.loads(last.stdout)["decisions"]) == {"reused"}
