@@ -194,6 +194,7 @@ class _Invocation:
     release_collab: Callable[[], None]
     llm: Any = None  # the run's RunLLM, from P3 on
     committed: CommittedFold | None = None  # the journal's fold, batch by batch
+    input_stats: Any = None  # the input stat cache, with `input_check = "stat"`
 
 
 def _now() -> datetime:
@@ -543,8 +544,13 @@ def _resolve(
     # reads and hashes every one and records them anew.
     input_stats = None
     if config.input_check.value == "stat" and cache_root is not None:
-        input_stats = ports.made.input_stats(cache_root, trust=not settings.verify_inputs)
+        # a trusted input is not even opened until an extract of it executes
+        # (docs/internals.md "Inputs a resume does not read")
+        input_stats = ports.made.input_stats(
+            cache_root, trust=not settings.verify_inputs, defer_reads=True
+        )
         stack.callback(input_stats.close)
+        inv.input_stats = input_stats
     try:
         profiles = ports.made.load_profiles(
             config.profiles_file, user_profiles=settings.user_profiles
@@ -649,6 +655,7 @@ def _execute_and_terminalize(
         keep_going=config.keep_going,
         checkpoint_writes=writes,
         on_execute=inv.llm.client_needed,
+        known_chunks=inv.input_stats,
         **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None

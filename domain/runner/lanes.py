@@ -110,6 +110,8 @@ class LaneRun:
         forced: bool,
         ctx: StageContext,
         shipped: TaskContext | None = None,
+        *,
+        materialize: Callable[[], list[Chunk]] | None = None,
     ) -> None:
         self.services = services
         self.ledger = services.ledger
@@ -126,9 +128,13 @@ class LaneRun:
             for stage, r in reads.items()
         }
         self.resumed = services.loader is not None
+        # the lane's chunks with their text, when some are of a source not read (their
+        # text is then "" until an extract executes)
+        # (docs/internals.md "Inputs a resume does not read")
+        self.materialize = materialize
         # extract and merge payloads are used only when a later stage executes: a loader
-        # that can leaves them unread until then (docs/internals.md "Payloads a resume does
-        # not use")
+        # that can leaves them unread until then
+        # (docs/internals.md "Payloads a resume does not use")
         self.defers = bool(getattr(services.loader, "defers_payloads", False))
         self.lane_chunks = 0  # set by `run`: how extracts are leased (`lease_key`)
         # the context's data for a worker; None: every call of the lane runs here
@@ -442,6 +448,8 @@ class LaneRun:
             if isinstance(turn, Look):
                 walk.answer(self._lookup(turn.stage, turn.chunk))
             elif isinstance(turn, Settle):
+                if turn.misses and self.materialize is not None:
+                    chunks = self._materialized(chunks[turn.misses[0]].id)
                 walk.answer((yield from self._extract(chunks, turn.misses, results, held)))
             elif turn.stage is Stage.EXTRACT:
                 walk.answer(self._decide_extract(turn, results, held))
@@ -454,6 +462,19 @@ class LaneRun:
         assert artifact is not None  # the walk always ends with normalize
         self.ledger.artifact(artifact)
         return artifact
+
+    def _materialized(self, first: str) -> list[Chunk]:
+        """The lane's chunks with their text (an input read after all); a source that
+        changed since its digest was trusted fails the first extract to execute."""
+        assert self.materialize is not None
+        try:
+            chunks = self.materialize()
+        except BaseException as exc:
+            if is_interrupt(exc):
+                raise
+            raise StageError(Stage.EXTRACT, first, exc) from exc
+        self.materialize = None
+        return chunks
 
     def _decide_extract(
         self,

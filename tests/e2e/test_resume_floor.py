@@ -241,3 +241,76 @@ def test_a_same_size_edit_with_its_mtime_restored_is_seen_under_verify(
     last = invoke(*stat_args, "--resume")
     assert last.exit_code == 0, last.output
     assert set(json.loads(last.stdout)["decisions"]) == {"reused"}
+
+
+# --- inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
+
+
+def _spy_opens(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[str]:
+    """Paths under `under` opened in this process (builtins.open and os.open)."""
+    import builtins
+
+    opened: list[str] = []
+    real_open, real_os_open = builtins.open, os.open
+    prefix = str(under.resolve())
+
+    def spy_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(file, (str, os.PathLike)) and os.fspath(file).startswith(prefix):
+            opened.append(os.fspath(file))
+        return real_open(file, *args, **kwargs)
+
+    def spy_os_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(path, (str, os.PathLike)) and os.fspath(path).startswith(prefix):
+            opened.append(os.fspath(path))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    return opened
+
+
+def _trust_recorded_stats(cache: Path) -> None:
+    """As if the stat rows were recorded long after the files' last change (not racy)."""
+    import sqlite3
+    import time
+
+    with sqlite3.connect(cache / "inputs.sqlite") as db:
+        db.execute("UPDATE inputs SET recorded_ns = ?", (time.time_ns() + 10**11,))
+
+
+def test_a_stat_mode_no_op_resume_opens_no_input_file(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = [*_terms_project(tmp_path, docs=3), "--input-check", "stat"]
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    _trust_recorded_stats(tmp_path / "cache")
+    opened = _spy_opens(monkeypatch, tmp_path / "docs")
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert set(doc["decisions"]) == {"reused"}
+    assert opened == []
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+def test_a_stat_mode_resume_reads_only_the_input_whose_extract_executes(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.cache_entries import checkpoints
+
+    args = [*_terms_project(tmp_path, docs=3), "--input-check", "stat"]
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    _trust_recorded_stats(tmp_path / "cache")
+    extracts = checkpoints(
+        tmp_path / "cache", "workspaces/floor/steps/terms/*docs__d2.md*/extract/*"
+    )
+    extracts[len(extracts) // 2].unlink()
+    opened = _spy_opens(monkeypatch, tmp_path / "docs")
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["decisions"]["checkpoint_missing"] == 1
+    assert [Path(p).name for p in opened] == ["d2.md"]
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
