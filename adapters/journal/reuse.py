@@ -214,11 +214,16 @@ class _BlockSource:
             self._passed = {}
         held = self._held.setdefault(stream, {})
         wanted = range(first, first + n)
-        while any(p not in held for p in wanted):
+        # the positions still to read (counted down, not searched again per unit read:
+        # that was quadratic in a block's units)
+        missing = {p for p in wanted if p not in held}
+        while missing:
             unit = next(self._units, None)
             if unit is None:
                 break
             self._held.setdefault(unit.stream, {})[unit.position] = unit
+            if unit.stream == stream:
+                missing.discard(unit.position)
         out = [held.pop(p) for p in wanted if p in held]
         for p in [p for p in held if p < first]:
             del held[p]
