@@ -314,3 +314,68 @@ def test_a_stat_mode_resume_reads_only_the_input_whose_extract_executes(
     assert doc["decisions"]["checkpoint_missing"] == 1
     assert [Path(p).name for p in opened] == ["d2.md"]
     assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+# --- block summaries repeated without reading their source run ("Block summaries")
+
+
+def _blocks(invoke, out: Path, run_id: str) -> list[dict]:
+    shown = invoke("journal", "show", run_id, "--output-root", str(out), "--json")
+    assert shown.exit_code == 0, shown.output
+    return [e["data"] for e in json.loads(shown.stdout)["events"] if e["type"] == "EventsReused"]
+
+
+def test_a_no_op_resume_after_a_no_op_resume_repeats_its_blocks_without_reading_their_source(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.adapters.journal.reuse import BlockIndex
+
+    args = _terms_project(tmp_path, docs=4)
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    first = invoke(*args, "--resume")  # blocks naming the cold run (its plans: its own)
+    assert first.exit_code == 0, first.output
+    loads: list[str] = []
+    real_load = BlockIndex._load
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        loads.append("source runs read")
+        return real_load(self)
+
+    monkeypatch.setattr(BlockIndex, "_load", counting)
+    runs = [json.loads(first.stdout)["run_id"]]
+    for _ in range(2):
+        again = invoke(*args, "--resume")
+        assert again.exit_code == 0, again.output
+        doc = json.loads(again.stdout)
+        assert set(doc["decisions"]) == {"reused"} and doc["internal_error"] is None
+        runs.append(doc["run_id"])
+    # the units found among the earlier run's own, or as its blocks: no source run read
+    assert loads == []
+    out = tmp_path / "out"
+    keys = ("kind", "step", "first", "units", "count", "digest", "source_run")
+    second, third = ([{k: b[k] for k in keys} for b in _blocks(invoke, out, r)] for r in runs[1:])
+    assert second and third == second
+    assert {b["kind"] for b in third} == {"inputs", "plans", "lanes", "outputs"}
+    for run in runs:
+        audit = invoke("journal", "audit", run, "--output-root", str(out))
+        assert audit.exit_code == 0, audit.output
+
+
+def test_a_resume_after_an_edit_still_finds_the_units_one_by_one(invoke, tmp_path: Path) -> None:
+    args = _terms_project(tmp_path, docs=4)
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    assert invoke(*args, "--resume").exit_code == 0
+    path = tmp_path / "docs" / "d1.md"
+    path.write_text(path.read_text() + "\nA **new term** appears in one more paragraph.\n")
+    edited = invoke(*args, "--resume")
+    assert edited.exit_code == 0, edited.output
+    doc = json.loads(edited.stdout)
+    assert doc["internal_error"] is None and set(doc["decisions"]) != {"reused"}
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    assert set(json.loads(again.stdout)["decisions"]) == {"reused"}
+    for run in (doc["run_id"], json.loads(again.stdout)["run_id"]):
+        audit = invoke("journal", "audit", run, "--output-root", str(tmp_path / "out"))
+        assert audit.exit_code == 0, audit.output
