@@ -700,7 +700,12 @@ class EnvelopeCodec:
         return Sealed(body + _scope_digest(key, body), shared_name(ref), shared)
 
     def open(
-        self, data: bytes, key: CheckpointKey, shared: SharedLookup | None = None
+        self,
+        data: bytes,
+        key: CheckpointKey,
+        shared: SharedLookup | None = None,
+        *,
+        payload: bool = True,
     ) -> tuple[EnvelopeHeader, bytes]:
         """Verify `data` as the envelope of `key`; return its header and payload.
 
@@ -712,6 +717,11 @@ class EnvelopeCodec:
         components (found through `shared`; none found is CORRUPT) and the payload digest
         are checked, and any failure is CORRUPT. The codec id is left to the caller (its
         verdict differs between the loader's two lookups).
+
+        `payload=False` (version 3 only): the payload is neither decompressed nor hashed
+        and `b""` is returned for it; the trailing digest still covers its stored bytes. For
+        a reuse decision that never uses the payload (docs/internals.md "Payloads a
+        resume does not use").
         """
         size = len(data)
         if size < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
@@ -734,7 +744,7 @@ class EnvelopeCodec:
         if payload_start > body_end:
             raise _corrupt("header length out of range")
         if version == ENVELOPE_VERSION:
-            return self._open_v3(data, view, key, payload_start, body_end, shared)
+            return self._open_v3(data, view, key, payload_start, body_end, shared, payload)
         try:
             header = self._decoder.decode(view[_PREFIX.size : payload_start])
         except msgspec.DecodeError as exc:
@@ -768,6 +778,7 @@ class EnvelopeCodec:
         payload_start: int,
         body_end: int,
         shared: SharedLookup | None,
+        want_payload: bool = True,
     ) -> tuple[EnvelopeHeader, bytes]:
         """The fixed header of a version 3 envelope whose digest (and position) held."""
         header_size = payload_start - _PREFIX.size
@@ -827,13 +838,15 @@ class EnvelopeCodec:
             )
         if flags & _F_ZSTD:
             compression = Compression.ZSTD
-            payload = self._decompress(view[payload_start:body_end], raw_size)
+            payload = (
+                self._decompress(view[payload_start:body_end], raw_size) if want_payload else b""
+            )
         else:
             compression = Compression.NONE
             if raw_size != payload_size:
                 raise _corrupt("raw size mismatch")
-            payload = data[payload_start:body_end]
-        if hashlib.sha256(payload).digest() != output:
+            payload = data[payload_start:body_end] if want_payload else b""
+        if want_payload and hashlib.sha256(payload).digest() != output:
             raise _corrupt("payload digest mismatch")
         usage = None if tail.usage is None else LLMUsage(**msgspec.structs.asdict(tail.usage))
         header = EnvelopeHeader(
@@ -942,8 +955,15 @@ class CheckpointLoader:
         except FsError as exc:  # EACCES, EIO, a symlink or FIFO planted on the path...
             raise _corrupt("unreadable") from exc
 
-    def load(self, key: CheckpointKey, codec_id: str) -> LoadedCheckpoint:
+    # `load(..., payload=False)` is understood (the runner asks it of this loader only)
+    defers_payloads = True
+
+    def load(self, key: CheckpointKey, codec_id: str, *, payload: bool = True) -> LoadedCheckpoint:
         """MISSING, PRESENT (with the record), CORRUPT, SCHEMA_UNSUPPORTED or CODEC_MISMATCH.
+
+        `payload=False`: a version 3 record's payload is not decompressed nor hashed, and
+        the record holds `b""` for it; whoever uses it loads it again with `payload=True`
+        (docs/internals.md "Payloads a resume does not use").
 
         A scoped key is found by what it is: its own file, else a file of the old layout
         of the same scope. When neither exists, the verdict on the lane's most recently
@@ -964,13 +984,17 @@ class CheckpointLoader:
             self._workspace.read_lane(*lane)
         scope = key.scope
         if scope is None:
-            found = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest)
+            found = self._load_at(
+                Workspace.checkpoint_name(key), key, codec_id, manifest, None, payload
+            )
             return found[0] if found else LoadedCheckpoint(state=CheckpointState.MISSING)
-        own = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest, scope)
+        own = self._load_at(Workspace.checkpoint_name(key), key, codec_id, manifest, scope, payload)
         if own is not None:
             return own[0]
         position = key.position
-        legacy = self._load_at(Workspace.checkpoint_name(position), position, codec_id, manifest)
+        legacy = self._load_at(
+            Workspace.checkpoint_name(position), position, codec_id, manifest, None, payload
+        )
         if legacy is not None and legacy[1] is not None and _matches(legacy[1], scope, key.stage):
             return legacy[0]
         latest = self._latest(key.step, key.lane, Stage(key.stage))
@@ -980,7 +1004,9 @@ class CheckpointLoader:
                 name = Workspace.checkpoint_name(other)
             except ValueError:
                 name = None
-            found = self._load_at(name, other, codec_id, manifest, latest) if name else None
+            found = (
+                self._load_at(name, other, codec_id, manifest, latest, payload) if name else None
+            )
             if found is not None:
                 return found[0]
         return legacy[0] if legacy is not None else LoadedCheckpoint(state=CheckpointState.MISSING)
@@ -1001,6 +1027,7 @@ class CheckpointLoader:
         codec_id: str,
         manifest: WorkspaceState,
         scope: StoreScope | None = None,
+        payload: bool = True,
     ) -> tuple[LoadedCheckpoint, EnvelopeHeader | None] | None:
         """The verdict on one file and its header; None when there is no file.
 
@@ -1014,14 +1041,14 @@ class CheckpointLoader:
             if manifest is WorkspaceState.ABSENT:
                 raise _corrupt("checkpoint without a workspace manifest")
             # compares the position only
-            header, payload = self._codec.open(data, key, self._shared_components)
+            header, body = self._codec.open(data, key, self._shared_components, payload=payload)
             if scope is not None and not _matches(header, scope, key.stage):
                 raise _corrupt("scope mismatch")
         except EnvelopeRejected as rejected:
             return LoadedCheckpoint(state=rejected.state), None
         if header.codec_id != codec_id:
             return LoadedCheckpoint(state=CheckpointState.CODEC_MISMATCH), header
-        record = _record(header, payload)
+        record = _record(header, body)
         return LoadedCheckpoint(state=CheckpointState.PRESENT, record=record), header
 
     def load_accepted_artifact(

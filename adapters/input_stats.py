@@ -11,6 +11,12 @@ every stat fact is the same now and the file was last changed (mtime and ctime) 
 as its recording could change again without changing its stat facts (git's "racily
 clean" entries), so it is read and hashed again, and recorded anew.
 
+With `defer_reads` (`run`), an input whose digest is trusted is not even opened: it is a
+`Source` with its size only, and the chunks of each input chunked by a run (id, span,
+digest) are kept in the table `chunks` under its plan key and logical name, so the next
+run plans it without reading it; the runner reads it (`read`, the digest checked) only
+when one of its extracts executes (docs/internals.md "Inputs a resume does not read").
+
 The cache is an optimisation only: a database that cannot be opened, read or written
 (locked past the wait, damaged, a read-only file system) makes every lookup a miss and
 drops the records, never fails the run.
@@ -19,13 +25,21 @@ drops the records, never fails the run.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+import msgspec
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsRoot
+from runjournal.domain.ports import SourceChanged
+
+if TYPE_CHECKING:
+    from runjournal.domain.modules import Chunk
+    from runjournal.domain.pipeline import Source
 
 __all__ = ["INPUT_STATS", "RACY_NS", "InputStats"]
 
@@ -47,6 +61,16 @@ CREATE TABLE IF NOT EXISTS inputs (
     recorded_ns INTEGER NOT NULL
 ) WITHOUT ROWID
 """
+_CHUNKS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    plan_key TEXT NOT NULL,
+    source TEXT NOT NULL,
+    chunks BLOB NOT NULL,
+    PRIMARY KEY (plan_key, source)
+) WITHOUT ROWID
+"""
+_chunk_rows = msgspec.msgpack.Decoder(list[tuple[str, int, int, str]])
+_encoder = msgspec.msgpack.Encoder()
 
 
 def _facts(st: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -67,9 +91,16 @@ class InputStats:
         trust: bool = True,
         racy_ns: int = RACY_NS,
         clock: Callable[[], int] = time.time_ns,
+        defer_reads: bool = False,
     ) -> None:
         self._root = root
         self._trust = trust
+        self.defer_reads = defer_reads and trust
+        self._keep_chunks = defer_reads  # `--verify` records them too
+        self.paths: dict[str, str] = {}  # logical name -> path of each input not read
+        self._chunks_pending: list[tuple[str, str, bytes]] = []
+        self.reads = 0  # inputs not read at first, read after all
+        self._dropped: list[str] = []  # rows found stale by `read`
         self._racy_ns = racy_ns
         self.clock = clock
         self._db: sqlite3.Connection | None = None
@@ -95,6 +126,7 @@ class InputStats:
             )
             db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
             db.execute(_SCHEMA)
+            db.execute(_CHUNKS_SCHEMA)
         except (sqlite3.Error, FsError, OSError):
             self._broken = True
             return None
@@ -158,11 +190,58 @@ class InputStats:
         with self._lock:
             self._pending.append((path, *_facts(st), sha256, recorded_ns))
 
+    # --- the chunks of inputs not read (`KnownChunks`, domain/ports.py) ----------------
+
+    def chunks(self, source: str, plan_key: str) -> list[tuple[str, int, int, str]] | None:
+        """The chunks recorded for `source` under `plan_key`, None when none (or unreadable)."""
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return None
+            try:
+                row = db.execute(
+                    "SELECT chunks FROM chunks WHERE plan_key = ? AND source = ?",
+                    (plan_key, source),
+                ).fetchone()
+                return _chunk_rows.decode(row[0]) if row is not None else None
+            except (sqlite3.Error, msgspec.DecodeError):
+                return None
+
+    def remember(self, source: str, plan_key: str, chunks: list[Chunk]) -> None:
+        """Keep the chunks of `source` planned from its bytes (written by `flush`)."""
+        if not self._keep_chunks:
+            return
+        rows = [(c.id, c.start, c.end, c.sha256) for c in chunks]
+        with self._lock:
+            self._chunks_pending.append((plan_key, source, _encoder.encode(rows)))
+
+    def read(self, source: Source) -> bytes:
+        """The bytes of an input not read so far (`SourceChanged` when it cannot be read).
+
+        Bytes whose digest is not the one its stat facts vouched for (a change that kept
+        every stat fact) are returned as a read in the stat fast path returns them, and
+        the input's row is dropped, so the next run reads and hashes it."""
+        path = self.paths.get(source.name)
+        if path is None:
+            raise SourceChanged(f"input '{source.name}' was not read and is not known here")
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise SourceChanged(f"input '{source.name}' cannot be read: {exc.strerror}") from None
+        if hashlib.sha256(data).hexdigest() != source.sha256:
+            with self._lock:
+                self._dropped.append(path)
+        self.reads += 1
+        return data
+
     def flush(self) -> None:
         """Write the records of this invocation in one transaction (errors dropped)."""
         with self._lock:
             pending, self._pending = self._pending, []
-            if not pending:
+            chunks, self._chunks_pending = self._chunks_pending, []
+            dropped, self._dropped = self._dropped, []
+            if not pending and not chunks and not dropped:
                 return
             db = self._connection()
             if db is None:
@@ -174,6 +253,11 @@ class InputStats:
                     " sha256, recorded_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     pending,
                 )
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks (plan_key, source, chunks) VALUES (?, ?, ?)",
+                    chunks,
+                )
+                db.executemany("DELETE FROM inputs WHERE path = ?", [(p,) for p in dropped])
                 db.execute("COMMIT")
                 self.recorded += len(pending)
             except sqlite3.Error:

@@ -58,9 +58,20 @@ def digest(data: bytes) -> str:
 
 
 def read_text_file(
-    path: str, *, base_dir: str, key: str, stats: InputStats | None = None
+    path: str, *, base_dir: str, key: str, stats: InputStats | None = None, defer: bool = False
 ) -> Source:
+    """`defer`: a file whose stat facts `stats` trusts is not opened; its `Source` has
+    its size and digest and no bytes (docs/internals.md "Inputs a resume does not read")."""
     name = source_logical_name(base_dir, path)
+    if defer and stats is not None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise SourceResolutionError(key, f"cannot read '{name}': {exc.strerror}") from None
+        known = stats.lookup(path, st)
+        if known is not None:
+            stats.paths[name] = path
+            return Source(name=name, data=b"", sha256=known, unread_size=st.st_size)
     try:
         with open(path, "rb") as fh:
             if stats is not None:
@@ -113,7 +124,11 @@ def load_sources(
     paths = expand_patterns(patterns, base_dir=base, key=key)
     if stats is not None:
         stats.prefetch(paths)
-    sources = [read_text_file(p, base_dir=names_base, key=key, stats=stats) for p in paths]
+    # inputs only: a reference's text is every stage's context
+    defer = stats is not None and stats.defer_reads and key != "references"
+    sources = [
+        read_text_file(p, base_dir=names_base, key=key, stats=stats, defer=defer) for p in paths
+    ]
     sources.sort(key=lambda s: s.name.encode("utf-8"))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):

@@ -52,6 +52,11 @@ class RunLLM:
             self._services = self._make()
         return self._services.runtime_for(profile)
 
+    def client_needed(self) -> None:
+        """A stage executes: the client's import may start (`LLMServices.client_needed`)."""
+        if self._services is not None:
+            self._services.client_needed()
+
     def stop(self) -> None:
         if self._services is not None:
             self._services.stop()
@@ -97,6 +102,7 @@ def build_services(
     mode: str | None = None,
     parking: Callable[[int], None] | None = None,
     journal: Any = None,
+    prefetch_client: bool = True,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (`made.llm_services`, cli/compose.py) when first
@@ -104,6 +110,7 @@ def build_services(
     eager = plan.record is not None or plan.replay is not None or plan.budget.limited
     batch = {"mode": mode, "no_wait": plan.no_wait, "parking": parking, "journal": journal}
     batch["packed"] = packed
+    batch["prefetch_client"] = prefetch_client
     return RunLLM(
         lambda: made.llm_services(
             plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, **batch

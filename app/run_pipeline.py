@@ -194,6 +194,7 @@ class _Invocation:
     release_collab: Callable[[], None]
     llm: Any = None  # the run's RunLLM, from P3 on
     committed: CommittedFold | None = None  # the journal's fold, batch by batch
+    input_stats: Any = None  # the input stat cache, with `input_check = "stat"`
 
 
 def _now() -> datetime:
@@ -533,6 +534,9 @@ def _resolve(
         mode=None if config.llm_mode.value == "profile" else config.llm_mode.value,
         parking=getattr(executor, "allow_parking", None),
         journal=session,
+        # a resume imports the LLM client only when a stage executes (a no-op resume
+        # never does; docs/performance.md "Start-up")
+        prefetch_client=not config.resume,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     # The input stat cache (docs/configuration.md `input_check`): with `stat`, an input
@@ -540,8 +544,13 @@ def _resolve(
     # reads and hashes every one and records them anew.
     input_stats = None
     if config.input_check.value == "stat" and cache_root is not None:
-        input_stats = ports.made.input_stats(cache_root, trust=not settings.verify_inputs)
+        # a trusted input is not even opened until an extract of it executes
+        # (docs/internals.md "Inputs a resume does not read")
+        input_stats = ports.made.input_stats(
+            cache_root, trust=not settings.verify_inputs, defer_reads=True
+        )
         stack.callback(input_stats.close)
+        inv.input_stats = input_stats
     try:
         profiles = ports.made.load_profiles(
             config.profiles_file, user_profiles=settings.user_profiles
@@ -650,6 +659,8 @@ def _execute_and_terminalize(
         executor=progress.track(executor),
         keep_going=config.keep_going,
         checkpoint_writes=writes,
+        on_execute=inv.llm.client_needed,
+        known_chunks=inv.input_stats,
         **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None

@@ -18,6 +18,10 @@ per 1,000 checkpoints, journal bytes and what one no-op resume adds to the journ
 cache: reading every segment once and hashing each checkpoint record.
 
     python bench/bench_million.py [--docs 2000] [--paras 6] [--repeat 3]
+        [--input-check verify|stat|both]
+
+The no-op resumes run with `input_check = "verify"`, then (after one unmeasured resume that
+records the stat cache) with `"stat"`, unless `--input-check` names one.
 
 Targets (issue 29, stated for 100k documents / 1M decisions): cache files at most 1 per
 1,000 checkpoints plus large objects; a no-op resume adds at most 2 KiB per 1,000
@@ -215,7 +219,14 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--paras", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--input-check",
+        choices=("verify", "stat", "both"),
+        default="both",
+        help="the no-op resumes' input_check (both: a series of each, verify's first)",
+    )
     args = parser.parse_args()
+    modes = ("verify", "stat") if args.input_check == "both" else (args.input_check,)
     server, url = start_fake(0.0)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -227,14 +238,19 @@ def main() -> None:
             cold_doc = json.loads(out)
             decisions = sum(cold_doc["decisions"].values())
             checkpoints = decisions  # every stage of a cold run writes one
-            resumes, added = [], []
-            for _ in range(args.repeat):
-                before = journal_bytes(root)
-                cpu, wall, rss, out = command(root, *run_args(root, "--resume"))
-                doc = json.loads(out)
-                assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
-                resumes.append((cpu, wall, rss))
-                added.append(journal_bytes(root) - before)
+            resumes: dict[str, list[tuple[float, float, int]]] = {m: [] for m in modes}
+            added = []
+            for mode in modes:
+                if mode == "stat":  # records the stat cache: not measured
+                    command(root, *run_args(root, "--resume", "--input-check", mode))
+                for _ in range(args.repeat):
+                    before = journal_bytes(root)
+                    extra = ("--resume", "--input-check", mode)
+                    cpu, wall, rss, out = command(root, *run_args(root, *extra))
+                    doc = json.loads(out)
+                    assert set(doc["decisions"]) == {"reused"}, doc["decisions"]
+                    resumes[mode].append((cpu, wall, rss))
+                    added.append(journal_bytes(root) - before)
             noop_run = doc["run_id"]
             floors = [floor(root / "cache") for _ in range(args.repeat)]
             outs = ("--output-root", str(root / "out"))
@@ -258,8 +274,7 @@ def main() -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
-    resume = med(resumes)
-    per_decision_us = resume[0] / decisions * 1e6
+    per_decision_us = {m: med(rows)[0] / decisions * 1e6 for m, rows in resumes.items()}
     floor_us = statistics.median(floors) / decisions * 1e6
     print(
         f"corpus: {args.docs:,} documents, {corpus / 1e6:.1f} MB, {decisions:,} decisions "
@@ -268,7 +283,7 @@ def main() -> None:
     )
     rows = [
         ("cold run", cold),
-        ("no-op resume", resume),
+        *((f"no-op resume, {m}", med(rows)) for m, rows in resumes.items()),
         ("1% edit, resume", edited),
         ("journal audit", med(audits)),
         ("explain", med(explains)),
@@ -276,22 +291,24 @@ def main() -> None:
     ]
     for name, (cpu, wall, rss) in rows:
         print(
-            f"{name:<16} cpu {cpu:7.2f} s  wall {wall:7.2f} s  "
+            f"{name:<20} cpu {cpu:7.2f} s  wall {wall:7.2f} s  "
             f"cpu per decision {cpu / decisions * 1e6:7.1f} us  peak RSS {rss / 2**20:6.0f} MiB"
             + ("  (target <= 300 MiB)" if rss > 0 else "")
         )
-    print(
-        f"no-op resume per decision {per_decision_us:.1f} us cpu (start-up included); "
-        f"read+hash floor {floor_us:.2f} us; ratio {per_decision_us / floor_us:.0f}x"
-    )
+    for mode, us in per_decision_us.items():
+        print(
+            f"no-op resume ({mode}) per decision {us:.1f} us cpu (start-up included); "
+            f"read+hash floor {floor_us:.2f} us; ratio {us / floor_us:.0f}x"
+        )
     print(
         f"cache: {files:,} files for {checkpoints:,} checkpoints "
         f"({files / checkpoints * 1000:.2f} per 1,000; target <= 1 plus large objects), "
         f"{size / 1e6:.1f} MB on disk = {size / corpus:.1f}x the corpus"
     )
     per_k = statistics.median(added) / decisions * 1000
+    runs = len(resumes) * args.repeat + 2 + ("stat" in resumes)
     print(
-        f"journal: {jbytes / 1e6:.1f} MB after {args.repeat + 2} runs; a no-op resume adds "
+        f"journal: {jbytes / 1e6:.1f} MB after {runs} runs; a no-op resume adds "
         f"{statistics.median(added):,.0f} bytes = {per_k:,.0f} B per 1,000 decisions "
         f"(target <= 2,048)"
     )

@@ -13,6 +13,9 @@ PYTHONDONTWRITEBYTECODE says in the calling shell.
 
 Targets (issue 15): `runjournal --version` <= 3x `python -c pass` by cpu; a fully cached
 `run --resume` of a one-document pipeline (built in a temp dir, run cold once) <= 5x.
+The last line is the same resume of a one-document `llm.json` step (its one call answered
+by the loopback fake server in the cold run): what an LLM step adds to a no-op resume
+(issue 29: the `openai` client is imported only when a stage executes).
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ module = \"builtin.terms\"
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ONE_LLM = """name = "one-llm"
+inputs = ["doc.md"]
+[[steps]]
+id = "ask"
+module = "llm.json"
+params = { prompt = "Terms in: {text}", temperature = 0, seed = 7, max_tokens = 20 }
+"""
 LIBRARIES = "import eventsourcing.application, msgspec, click, zstandard, sqlite3"
 
 
@@ -72,6 +82,22 @@ def main() -> None:
         where = ["--output-root", str(root / "out"), "--cache-root", str(root / "cache")]
         resume = [script, "run", str(root / "one.toml"), *where, "-q"]
         subprocess.run(resume, capture_output=True, check=True, env=ENV)  # the cold run
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_concurrency import KEY_VAR, PROFILE, start_fake
+
+        (root / "one-llm.toml").write_text(ONE_LLM)
+        server, url = start_fake(0.0)
+        try:
+            (root / "profiles.toml").write_text(
+                PROFILE.replace("{retries}", "0").replace("{url}", url)
+            )
+            llm = [script, "run", str(root / "one-llm.toml"), *where, "-q", "--profile", "fake"]
+            llm += ["--profiles-file", str(root / "profiles.toml")]
+            env = dict(ENV, **{KEY_VAR: "bench-key"})
+            subprocess.run(llm, capture_output=True, check=True, env=env)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
         floor_cpu, floor_wall = measure([sys.executable, "-c", "pass"], args.repeat)
         rows = [
             ("python -c 'import click'", [sys.executable, "-c", "import click"], ""),
@@ -80,7 +106,9 @@ def main() -> None:
             ("runjournal --help", [script, "--help"], ""),
             ("runjournal reasons", [script, "reasons"], ""),
             ("run --resume (one document)", [*resume, "--resume"], "5x"),
+            ("  the same, an llm.json step", [*llm, "--resume"], ""),
         ]
+        ENV[KEY_VAR] = "bench-key"  # the llm.json resume's profile names it (no call is made)
         measured = [(label, measure(argv, args.repeat), target) for label, argv, target in rows]
         print(
             f"median of {args.repeat} runs; cpu = user+sys of the child; "

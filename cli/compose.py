@@ -82,6 +82,7 @@ def _llm_services(
     no_wait: bool = False,
     parking: Callable[[int], None] | None = None,
     journal: Any = None,
+    prefetch_client: bool = True,
 ) -> Any:
     """The run's LLM runtime; imported here, when a step first needs it (not at start-up).
     With a cache root, its write-ahead replies (in the root's packed store) and intent
@@ -102,6 +103,7 @@ def _llm_services(
         batches=BatchRecords(os.path.join(cache_dir, "llm", "batches") if cache_dir else None),
         batch_journal=journal,
         allow_parking=parking,
+        prefetch_client=prefetch_client,
     )
 
 

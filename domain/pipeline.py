@@ -28,6 +28,14 @@ class Source(msgspec.Struct, frozen=True):
     name: str
     data: bytes
     sha256: str
+    # An input not read yet (`input_check = "stat"`, its digest known from its stat facts):
+    # its size, with `data` empty until the runner reads it through its `KnownChunks`
+    # port (docs/internals.md "Inputs a resume does not read").
+    unread_size: int | None = None
+
+    @property
+    def size(self) -> int:
+        return self.unread_size if self.unread_size is not None else len(self.data)
 
 
 class ModuleShipment(msgspec.Struct, frozen=True):

@@ -285,7 +285,7 @@ class Planner:
         spans: list[Span] | None = None
         if self._plans is not None:
             facts = PlanFacts(
-                source_sha256=source.sha256, source_size=len(source.data), settings=settings
+                source_sha256=source.sha256, source_size=source.size, settings=settings
             )
             lookup = self._plans.get(facts.key())
             if lookup.outcome is PlanOutcome.REUSED and lookup.spans is not None:

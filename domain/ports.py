@@ -8,7 +8,7 @@ goes through `RunRecorder`, typed methods named after what happened.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 from runjournal.domain.chunking import Span
@@ -25,6 +25,10 @@ from runjournal.domain.lane_reuse import Reused
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.plan_keys import PlanFacts
 from runjournal.domain.reasons import ReasonCode
+
+if TYPE_CHECKING:
+    from runjournal.domain.modules import Chunk
+    from runjournal.domain.pipeline import Source
 
 
 class RunRecorder(Protocol):
@@ -243,6 +247,26 @@ class CheckpointRecorderPort(Protocol):
     def write(self, key: CheckpointKey, record: CheckpointRecord) -> tuple[str, int]:
         """Persist atomically; returns (sha256, size) of the file written."""
         ...
+
+
+class KnownChunks(Protocol):
+    """The chunks of an input not read (docs/internals.md "Inputs a resume does not
+    read"): each chunk's (id, start, end, sha256) recorded under its plan key when the
+    input was last chunked, and the input's bytes when they are needed after all."""
+
+    def chunks(self, source: str, plan_key: str) -> list[tuple[str, int, int, str]] | None:
+        """The recorded chunks of `source` under `plan_key`; None when not recorded."""
+        ...
+
+    def remember(self, source: str, plan_key: str, chunks: list[Chunk]) -> None: ...
+
+    def read(self, source: Source) -> bytes:
+        """`source`'s bytes, checked against its digest (`SourceChanged` otherwise)."""
+        ...
+
+
+class SourceChanged(Exception):
+    """An input trusted by its stat facts holds other bytes when it is read after all."""
 
 
 class PlanLookup(msgspec.Struct, frozen=True):

@@ -104,7 +104,7 @@ def resolution_payload(
             "name": pipeline.name,
             "chunking": msgspec.to_builtins(pipeline.chunking),
             "sources": [
-                {"name": s.name, "sha256": s.sha256, "size": len(s.data)} for s in pipeline.sources
+                {"name": s.name, "sha256": s.sha256, "size": s.size} for s in pipeline.sources
             ],
             "references": [
                 {

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from runjournal.adapters.journal.journal_errors import JournalCorrupt, JournalError, one_line
-from runjournal.domain.block_reuse import BlockMismatch, Stream, Unit
+from runjournal.domain.block_reuse import BlockMismatch, Stream, Unit, block_digest
 from runjournal.domain.block_reuse import expand as block_expand
 from runjournal.domain.block_reuse import units as block_units
 from runjournal.domain.events import EventsReused, LaneReused, RunEvent
@@ -134,13 +134,61 @@ class BlockIndex:
         self._candidate = candidate
         self._runs: list[str] = []
         self._units: dict[Stream, dict[str, bytes]] | None = None
+        # the candidate's own units and its blocks by source run (read once), and the
+        # candidate's blocks of each stream in journal order with how many were repeated
+        self._own: dict[Stream, dict[str, bytes]] | None = None
+        self._blocks: dict[str, list[EventsReused]] = {}
+        self._in_order: dict[Stream, list[EventsReused]] = {}
+        self._next: dict[Stream, int | None] = {}
+        self._present: dict[str, bool] = {}
+        self.sources_read = 0  # source runs read in full (for tests)
+
+    def same_block(self, stream: Stream, digests: Sequence[str]) -> tuple[str, int] | None:
+        """(source run, first) when `digests`, the digests of consecutive units of
+        `stream`, are those the candidate's next block of that stream stands for: the
+        block is repeated as it is, and no source run is read (a no-op resume after a
+        no-op resume). The candidate's blocks of a stream are tried in order, and after
+        one that does not match, none of that stream again (`find` then decides unit by
+        unit)."""
+        if self._own is None:
+            self._load_candidate()
+        at = self._next.get(stream, 0)
+        blocks = self._in_order.get(stream, [])
+        if at is None or at >= len(blocks):
+            return None
+        block = blocks[at]
+        if (
+            block.units != len(digests)
+            or block_digest(digests) != block.digest
+            or not self._exists(block.source_run)
+        ):
+            self._next[stream] = None
+            return None
+        self._next[stream] = at + 1
+        return block.source_run, block.first
+
+    def _exists(self, run_id: str) -> bool:
+        """Whether the journal holds run `run_id` (its first events read, once)."""
+        known = self._present.get(run_id)
+        if known is None:
+            try:
+                known = next(iter(self._read(run_id)), None) is not None
+            except JournalError:
+                known = False
+            self._present[run_id] = known
+        return known
 
     def find(self, stream: Stream, key: str) -> tuple[str, int, bytes] | None:
         """(source run, position, first 16 bytes of its digest) of the unit `key` of
-        `stream`, or None."""
-        if self._units is None:
+        `stream`, or None. The candidate's own units first: the source runs its blocks
+        name are read only for a unit not among them."""
+        if self._own is None:
+            self._load_candidate()
+        assert self._own is not None
+        own = self._own.get(stream)
+        if self._units is None and (own is None or key not in own):
             self._units = self._load()
-        entries = self._units.get(stream)
+        entries = self._units.get(stream) if self._units is not None else own
         entry = entries.get(key) if entries is not None else None
         if entry is None:
             return None
@@ -150,18 +198,39 @@ class BlockIndex:
     def _entry(self, run: int, position: int, digest: str) -> bytes:
         return short(digest) + ((position << 16) | run).to_bytes(8, "big")
 
-    def _load(self) -> dict[Stream, dict[str, bytes]]:
-        out: dict[Stream, dict[str, bytes]] = {}
+    def _load_candidate(self) -> None:
+        """The candidate's own units and its blocks (one read of the candidate)."""
+        own: dict[Stream, dict[str, bytes]] = {}
+        self._own = own
         run_id = self._candidate
         if run_id is None:
-            return out
-        blocks: dict[str, list[EventsReused]] = {}
+            return
         self._runs = [run_id]
+        blocks: dict[str, list[EventsReused]] = {}
         try:
             for unit in block_units(_blocks_seen(self._read(run_id), blocks)):
                 if unit.digest is not None:
                     entry = self._entry(0, unit.position, unit.digest)
-                    out.setdefault(unit.stream, {})[unit.key] = entry
+                    own.setdefault(unit.stream, {})[unit.key] = entry
+        except JournalError:
+            own.clear()
+            blocks = {}
+        self._blocks = blocks
+        for summaries in blocks.values():
+            for s in summaries:
+                self._in_order.setdefault((s.kind, s.step), []).append(s)
+        for stream_blocks in self._in_order.values():
+            stream_blocks.sort(key=lambda s: s.originator_version)
+
+    def _load(self) -> dict[Stream, dict[str, bytes]]:
+        if self._own is None:
+            self._load_candidate()
+        assert self._own is not None
+        out: dict[Stream, dict[str, bytes]] = {s: dict(u) for s, u in self._own.items()}
+        if self._candidate is None:
+            return out
+        blocks = self._blocks
+        try:
             for source, summaries in list(blocks.items())[:0xFFFF]:
                 index = len(self._runs)
                 self._runs.append(source)
@@ -170,6 +239,7 @@ class BlockIndex:
                     wanted.setdefault((s.kind, s.step), []).append(
                         range(s.first, s.first + s.units)
                     )
+                self.sources_read += 1
                 for unit in block_units(self._read(source)):
                     ranges = wanted.get(unit.stream)
                     if unit.digest is None or not ranges:
@@ -214,11 +284,16 @@ class _BlockSource:
             self._passed = {}
         held = self._held.setdefault(stream, {})
         wanted = range(first, first + n)
-        while any(p not in held for p in wanted):
+        # the positions still to read (counted down, not searched again per unit read:
+        # that was quadratic in a block's units)
+        missing = {p for p in wanted if p not in held}
+        while missing:
             unit = next(self._units, None)
             if unit is None:
                 break
             self._held.setdefault(unit.stream, {})[unit.position] = unit
+            if unit.stream == stream:
+                missing.discard(unit.position)
         out = [held.pop(p) for p in wanted if p in held]
         for p in [p for p in held if p < first]:
             del held[p]

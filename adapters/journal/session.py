@@ -735,6 +735,13 @@ class RunSession:
             blocks = self._blocks
             assert blocks is not None
             i = 0
+            # `held` is of one stream: repeated as the earlier run's next block of it when
+            # their digests are that block's (no source run read; "Block summaries")
+            if held and len(held) >= MIN_UNITS[held[0].stream[0]]:
+                same = blocks.same_block(held[0].stream, [u.digest for u in held])
+                if same is not None:
+                    self._record_block(held, *same)
+                    i = len(held)
             while i < len(held):
                 unit = held[i]
                 found = blocks.find(unit.stream, unit.key)

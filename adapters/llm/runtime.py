@@ -200,7 +200,13 @@ class LLMServices:
         batches: BatchRecords | None = None,
         batch_journal: Any = None,
         allow_parking: Callable[[int], None] | None = None,
+        prefetch_client: bool = True,
     ) -> None:
+        # Start importing the client as soon as a runtime is made (a cold run), or only
+        # when a stage of this run first executes (`client_needed`: a `--resume` that
+        # reuses every stage never imports it; docs/performance.md "Start-up").
+        self._prefetch = prefetch_client
+        self._client_wanted = False
         # write-ahead replies and intents (docs/operations.md "LLM call log")
         self.wal = wal or WriteAhead(None, None)
         # batch runs (docs/operations.md "Batch runs"): `--llm-mode` over the profiles'
@@ -235,7 +241,9 @@ class LLMServices:
         if replay is None and profile.replay is not None:
             replay = self._profile_cassette(profile.replay)
         if replay is None:
-            _import_client_meanwhile()
+            self._client_wanted = True
+            if self._prefetch:
+                _import_client_meanwhile()
         endpoint = self._endpoint(profile)
         mode = self.mode or profile.client.mode
         batch = None
@@ -243,6 +251,12 @@ class LLMServices:
         if mode is LLMMode.BATCH and replay is None and profile.provider in _BATCHED:
             batch = self._collector(profile, endpoint)
         return ProfileRuntime(self, profile, endpoint, replay, batch)
+
+    def client_needed(self) -> None:
+        """A stage is about to execute: start importing the client if a runtime that
+        sends requests was made (once per process)."""
+        if self._client_wanted:
+            _import_client_meanwhile()
 
     def _collector(self, profile: Profile, endpoint: _Endpoint) -> BatchCollector:
         """The batch collector of the profile's endpoint and model (one per run)."""

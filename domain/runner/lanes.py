@@ -71,6 +71,8 @@ class LaneServices:
     loader: CheckpointLoaderPort | None
     progress: Progress | None = None
     leases: StageLeases | None = None  # docs/operations.md "Concurrent runs"
+    # told before an LLM step's stage executes (the run may then load its LLM client)
+    on_execute: Callable[[], None] | None = None
 
 
 @dataclass
@@ -85,6 +87,8 @@ class StageResult:
     warnings: list[str] = field(default_factory=list)  # normalize's, made safe
     # A worker wrote its checkpoint (a bucket cache root): `data` stayed there (b"").
     stored: StoredCheckpoint | None = None
+    # a reused checkpoint's payload, loaded and verified when first used (`LaneRun._bytes`)
+    fetch: Callable[[], bytes] | None = None
 
 
 class ModuleTrace:
@@ -111,6 +115,8 @@ class LaneRun:
         forced: bool,
         ctx: StageContext,
         shipped: TaskContext | None = None,
+        *,
+        materialize: Callable[[], list[Chunk]] | None = None,
     ) -> None:
         self.services = services
         self.ledger = services.ledger
@@ -127,6 +133,14 @@ class LaneRun:
             for stage, r in reads.items()
         }
         self.resumed = services.loader is not None
+        # the lane's chunks with their text, when some are of a source not read (their
+        # text is then "" until an extract executes)
+        # (docs/internals.md "Inputs a resume does not read")
+        self.materialize = materialize
+        # extract and merge payloads are used only when a later stage executes: a loader
+        # that can leaves them unread until then
+        # (docs/internals.md "Payloads a resume does not use")
+        self.defers = bool(getattr(services.loader, "defers_payloads", False))
         self.lane_chunks = 0  # set by `run`: how extracts are leased (`lease_key`)
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
@@ -144,8 +158,39 @@ class LaneRun:
         loader = self.services.loader
         if self.forced or loader is None:
             return CheckpointState.NOT_LOOKED_UP, None
-        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        if self.defers and stage is not Stage.NORMALIZE:
+            loaded = loader.load(
+                self._key(stage, chunk), codec_id(self.module, stage), payload=False
+            )  # type: ignore[call-arg]
+        else:
+            loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
         return loaded.state, loaded.record
+
+    def _reused_result(self, stage: Stage, chunk: str, record: CheckpointRecord) -> StageResult:
+        """A reused extract's or merge's result; its payload read when first used."""
+        if not self.defers:
+            return StageResult(record.output_sha256, record.payload)
+        digest = record.output_sha256
+        return StageResult(digest, b"", fetch=lambda: self._payload(stage, chunk, digest))
+
+    def _payload(self, stage: Stage, chunk: str, digest: str) -> bytes:
+        """The verified payload of a reused checkpoint whose header was read without it."""
+        loader = self.services.loader
+        assert loader is not None
+        loaded = loader.load(self._key(stage, chunk), codec_id(self.module, stage))
+        record = loaded.record
+        if record is None or record.output_sha256 != digest:
+            why = f"its checkpoint is {loaded.state.value} now" if record is None else "changed"
+            raise StageError(
+                stage, chunk, RuntimeError(f"a reused {stage.value} result {why} while in use")
+            )
+        return record.payload
+
+    @staticmethod
+    def _bytes(result: StageResult) -> bytes:
+        if result.fetch is not None:
+            result.data, result.fetch = result.fetch(), None
+        return result.data
 
     def _facts(
         self, stage: Stage, stage_input: str, state: CheckpointState, record: Any
@@ -191,6 +236,9 @@ class LaneRun:
                     state, record = relook()
                     facts = self._facts(stage, stage_input, state, record)
         code = self.ledger.decide(self.step.id, self.lane, chunk, facts)
+        on_execute = self.services.on_execute
+        if on_execute is not None and code not in REUSE_CODES and self.step.llm is not None:
+            on_execute()
         if lease is not None and code in REUSE_CODES:
             lease.release()
             lease = None
@@ -257,12 +305,17 @@ class LaneRun:
                 usage=record.usage,
             )
 
-    def _refresh_identity(self, stage: Stage, chunk: str, record: CheckpointRecord) -> None:
+    def _refresh_identity(
+        self, stage: Stage, chunk: str, record: CheckpointRecord, result: StageResult | None = None
+    ) -> None:
         """A reused envelope gets the current lane identity so --recompute finds it (its
-        key is built only then: most reused envelopes already have it)."""
+        key is built only then: most reused envelopes already have it). `result`: the
+        reused result, whose payload is read now if it was left unread."""
         if self.ledger.recording and record.lane_identity != self.lid:
+            payload = self._bytes(result) if result is not None else record.payload
             self.ledger.write_checkpoint(
-                self._key(stage, chunk), msgspec.structs.replace(record, lane_identity=self.lid)
+                self._key(stage, chunk),
+                msgspec.structs.replace(record, lane_identity=self.lid, payload=payload),
             )
 
     def _call(
@@ -315,8 +368,9 @@ class LaneRun:
 
     def _decode(self, stage: Stage, chunk: str, result: StageResult, tp: Any) -> Any:
         if not result.decoded:
+            data = self._bytes(result)
             try:
-                result.value = msgspec.json.decode(result.data, type=tp)
+                result.value = msgspec.json.decode(data, type=tp)
             except BaseException as exc:  # the codec refused it, or the module's type raised
                 if is_interrupt(exc):
                     raise
@@ -437,6 +491,8 @@ class LaneRun:
             if isinstance(turn, Look):
                 walk.answer(self._lookup(turn.stage, turn.chunk))
             elif isinstance(turn, Settle):
+                if turn.misses and self.materialize is not None:
+                    chunks = self._materialized(chunks[turn.misses[0]].id)
                 walk.answer((yield from self._extract(chunks, turn.misses, results, held)))
             elif turn.stage is Stage.EXTRACT:
                 walk.answer(self._decide_extract(turn, results, held))
@@ -449,6 +505,19 @@ class LaneRun:
         assert artifact is not None  # the walk always ends with normalize
         self.ledger.artifact(artifact)
         return artifact
+
+    def _materialized(self, first: str) -> list[Chunk]:
+        """The lane's chunks with their text (an input read after all); a source that
+        changed since its digest was trusted fails the first extract to execute."""
+        assert self.materialize is not None
+        try:
+            chunks = self.materialize()
+        except BaseException as exc:
+            if is_interrupt(exc):
+                raise
+            raise StageError(Stage.EXTRACT, first, exc) from exc
+        self.materialize = None
+        return chunks
 
     def _decide_extract(
         self,
@@ -466,9 +535,10 @@ class LaneRun:
         if lease is not None:
             held[Stage.EXTRACT, i] = lease
         if code is ReasonCode.REUSED:
-            results.append(StageResult(record.output_sha256, record.payload))
+            result = self._reused_result(Stage.EXTRACT, chunk, record)
+            results.append(result)
             self._reused(Stage.EXTRACT, chunk, record)
-            self._refresh_identity(Stage.EXTRACT, chunk, record)
+            self._refresh_identity(Stage.EXTRACT, chunk, record, result)
             return record.output_sha256
         results.append(None)
         return None
@@ -545,9 +615,10 @@ class LaneRun:
         if lease is not None:
             held[Stage.MERGE, 0] = lease
         if code is ReasonCode.REUSED:
+            result = self._reused_result(Stage.MERGE, "", merge_record)
             self._reused(Stage.MERGE, "", merge_record)
-            self._refresh_identity(Stage.MERGE, "", merge_record)
-            return StageResult(merge_record.output_sha256, merge_record.payload)
+            self._refresh_identity(Stage.MERGE, "", merge_record, result)
+            return result
         # decoded here, as a local merge takes them (a result a worker left in the bucket
         # is only ever merged by a worker, which reads it there)
         parts = [
@@ -560,8 +631,8 @@ class LaneRun:
                 self._part_ref(Stage.EXTRACT, c.id, r) for c, r in zip(chunks, done, strict=True)
             ]
             if not any(refs):
-                return {"parts": [r.data for r in done]}
-            return {"parts": [r.data for r in done], "part_refs": refs}
+                return {"parts": [self._bytes(r) for r in done]}
+            return {"parts": [self._bytes(r) for r in done], "part_refs": refs}
 
         merged = yield from self._one(
             self._attempt(
@@ -603,7 +674,7 @@ class LaneRun:
 
         def inputs() -> dict[str, Any]:
             ref = self._part_ref(Stage.MERGE, "", merged)
-            return {"merged": merged.data} if ref is None else {"merged_ref": ref}
+            return {"merged": self._bytes(merged)} if ref is None else {"merged_ref": ref}
 
         out = yield from self._one(
             self._attempt(

@@ -7,6 +7,8 @@ path. Every stage is decided by `decide_stage` from facts that go into the `Stag
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint
 from runjournal.domain.identity import lane_identity
@@ -20,6 +22,7 @@ from runjournal.domain.ports import (
     CheckpointLoaderPort,
     CheckpointRecorderPort,
     ChunkPlanStore,
+    KnownChunks,
     RunRecorder,
     TraceRecorder,
 )
@@ -32,7 +35,12 @@ from runjournal.domain.runner.lanes import LaneRun, LaneServices, ModuleTrace, P
 from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
-from runjournal.domain.runner.plans import resolve_plans, settle_plans
+from runjournal.domain.runner.plans import (
+    PlannedSource,
+    read_chunks,
+    resolve_plans,
+    settle_plans,
+)
 from runjournal.domain.runner.reads import declares_reads, recorded_reads, stage_reads, whole
 from runjournal.domain.runner.restore import restore_lane
 from runjournal.domain.runner.scheduler import (
@@ -71,8 +79,15 @@ class PipelineRunner:
         keep_going: bool = False,
         checkpoint_writes: CheckpointWrites | None = None,
         leases: StageLeases | None = None,
+        on_execute: Callable[[], None] | None = None,
+        known_chunks: KnownChunks | None = None,
     ) -> None:
         self._loader = loader
+        # inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
+        self._known = known_chunks
+        self._unread: dict[str, PlannedSource] = {}
+        self._read_chunks: dict[str, dict[str, Chunk]] = {}
+        self._on_execute = on_execute
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
@@ -91,7 +106,8 @@ class PipelineRunner:
 
     def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
         self._record_inputs(pipeline)
-        planned = resolve_plans(pipeline, self._plan_store)
+        planned = resolve_plans(pipeline, self._plan_store, self._known)
+        self._unread = {p.source.name: p for p in planned if p.unread}
         chunks_by_source = {p.source.name: p.chunks for p in planned}
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
         lane_ids: list[str] = []
@@ -235,7 +251,7 @@ class PipelineRunner:
 
     def _record_inputs(self, pipeline: ResolvedPipeline) -> None:
         self._ledger.journal.inputs_fingerprinted(
-            sources=[FileFingerprint(s.name, s.sha256, len(s.data)) for s in pipeline.sources],
+            sources=[FileFingerprint(s.name, s.sha256, s.size) for s in pipeline.sources],
             references=[
                 FileFingerprint(name, digest, len(pipeline.references[name].encode("utf-8")))
                 for name, digest in sorted(pipeline.reference_digests.items())
@@ -301,6 +317,29 @@ class PipelineRunner:
             trace=self._trace is not None,
         )
 
+    def _materializer(self, chunks: list[Chunk]) -> Callable[[], list[Chunk]] | None:
+        """For a lane with chunks of sources not read: what gives them their text (each
+        source read once per run, when a lane first executes an extract of it)."""
+        if not self._unread or not any(c.source in self._unread for c in chunks):
+            return None
+
+        def materialize() -> list[Chunk]:
+            out = []
+            for c in chunks:
+                planned = self._unread.get(c.source)
+                if planned is None:
+                    out.append(c)
+                    continue
+                read = self._read_chunks.get(c.source)
+                if read is None:
+                    assert self._known is not None
+                    got = read_chunks(planned, self._known)
+                    read = self._read_chunks[c.source] = {r.id: r for r in got}
+                out.append(read[c.id])
+            return out
+
+        return materialize
+
     def _run_lane(
         self,
         ledger: RunLedger,
@@ -353,10 +392,24 @@ class PipelineRunner:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
         services = LaneServices(
-            ledger=ledger, loader=loader, progress=progress, leases=self._leases
+            ledger=ledger,
+            loader=loader,
+            progress=progress,
+            leases=self._leases,
+            on_execute=self._on_execute,
         )
         shipped = self._shipped(step, lane, pipeline, consumed)
-        lane_run = LaneRun(services, step, lane, lid, reads, forced, ctx, shipped)
+        lane_run = LaneRun(
+            services,
+            step,
+            lane,
+            lid,
+            reads,
+            forced,
+            ctx,
+            shipped,
+            materialize=self._materializer(chunks),
+        )
         try:
             if reads_error is not None:
                 raise reads_error

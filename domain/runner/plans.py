@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import msgspec
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
 from runjournal.domain.events import PlanOutcome
 from runjournal.domain.identity import chunk_ids
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ResolvedPipeline, Source
 from runjournal.domain.plan_keys import PlanFacts
-from runjournal.domain.ports import ChunkPlanStore, PlanPublishError
+from runjournal.domain.ports import ChunkPlanStore, KnownChunks, PlanPublishError, SourceChanged
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.ledger import RunLedger
 
@@ -31,19 +32,55 @@ class PlannedSource:
     outcomes: list[PlanOutcome]
     chunks: list[Chunk]
     publish: bool
+    # chunks known without reading the source: their text is "" until `read_chunks`
+    unread: bool = False
+
+
+def _known(source: Source, key: str, known: KnownChunks | None) -> list[Chunk] | None:
+    """An unread source's chunks as recorded under its plan key (texts empty), or None."""
+    rows = known.chunks(source.name, key) if known is not None else None
+    if not rows:
+        return None
+    end = 0
+    for _id, start, stop, _sha in rows:  # contiguous spans over the whole source
+        if start != end or stop <= start:
+            return None
+        end = stop
+    if end != source.size:
+        return None
+    return [
+        Chunk(id=i, source=source.name, start=a, end=b, text="", sha256=h) for i, a, b, h in rows
+    ]
 
 
 def resolve_plans(
-    pipeline: ResolvedPipeline, plan_store: ChunkPlanStore | None
+    pipeline: ResolvedPipeline,
+    plan_store: ChunkPlanStore | None,
+    known: KnownChunks | None = None,
 ) -> list[PlannedSource]:
-    """Look up or compute every source's plan; publishing waits for `settle_plans`."""
+    """Look up or compute every source's plan; publishing waits for `settle_plans`.
+
+    A source not read yet (`Source.unread_size`) whose chunks `known` recorded under its
+    plan key is planned from them without reading it (outcome REUSED: the chunks are the
+    plan's, keyed by the source's digest); otherwise it is read now (docs/internals.md
+    "Inputs a resume does not read"). `known` records the chunks of every source planned
+    here from its bytes."""
     out: list[PlannedSource] = []
     settings = pipeline.chunking
     for source in pipeline.sources:
-        facts = PlanFacts(
-            source_sha256=source.sha256, source_size=len(source.data), settings=settings
-        )
+        facts = PlanFacts(source_sha256=source.sha256, source_size=source.size, settings=settings)
         key = facts.key()
+        if source.unread_size is not None:
+            # not in bypass mode (no plan store), whose outcome is BYPASSED
+            chunks = _known(source, key, known) if plan_store is not None else None
+            if chunks is not None:
+                spans = [Span(c.start, c.end) for c in chunks]
+                outcomes = [PlanOutcome.REUSED]
+                out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                continue
+            if known is None:
+                raise SourceChanged(f"input '{source.name}' was not read")
+            source = msgspec.structs.replace(source, data=known.read(source), unread_size=None)
         outcomes: list[PlanOutcome] = []
         spans: list[Span] | None = None
         if plan_store is None:
@@ -65,8 +102,23 @@ def resolve_plans(
             validate_plan(source.data, spans, settings.max_chars)
             outcomes.append(PlanOutcome.COMPUTED)
         chunks = make_chunks(source, spans)
+        if known is not None:
+            known.remember(source.name, key, chunks)
         out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
     return out
+
+
+def read_chunks(planned: PlannedSource, known: KnownChunks) -> list[Chunk]:
+    """The chunks of a source planned unread, with their text: the source is read (its
+    digest checked by `known.read`) and chunked along the plan's spans; chunks other
+    than the planned ones (ids) are `SourceChanged`."""
+    source = msgspec.structs.replace(
+        planned.source, data=known.read(planned.source), unread_size=None
+    )
+    chunks = make_chunks(source, planned.spans)
+    if [c.id for c in chunks] != [c.id for c in planned.chunks]:
+        raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")
+    return chunks
 
 
 def settle_plans(

@@ -88,8 +88,8 @@ class Spy:
             spy.used.add(WORKSPACE + Workspace.checkpoint_name(key))
             return write(self, key, record)
 
-        def loaded(self, key, codec_id):
-            found = load(self, key, codec_id)
+        def loaded(self, key, codec_id, **kwargs):  # payload=False: a header-only read
+            found = load(self, key, codec_id, **kwargs)
             record = found.record
             if found.state is CheckpointState.PRESENT and record is not None:
                 own = scope_of(record)
