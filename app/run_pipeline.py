@@ -645,6 +645,7 @@ def _execute_and_terminalize(
         executor=progress.track(executor),
         keep_going=config.keep_going,
         checkpoint_writes=writes,
+        **({"parts": inv.collab.parts} if inv.collab.parts is not None else {}),
         **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None

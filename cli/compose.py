@@ -307,6 +307,9 @@ class Collaborators:
     lock: CacheLock | None = None  # the run's share of the cache root's lock
     # the cache root's packed store (or its bucket's, for s3://), which both use
     packed: PackedStore | S3PackedStore | None = None
+    # reads back the run's own extract checkpoints for a streaming merge (docs/modules.md
+    # "Streaming merge"): a loader of its own, whatever the run's lookups found
+    parts: CheckpointLoader | None = None
 
     def close(self) -> None:
         if self.plan_store is not None:
@@ -378,6 +381,7 @@ def build_collaborators(
         roots=roots if owned else None,
         lock=lock,
         packed=packed,
+        parts=CheckpointLoader(workspace) if recorder is not None and workspace else None,
     )
 
 

@@ -12,7 +12,7 @@ document's terms and counts alone leaves its artifact byte-identical (docs/modul
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -212,6 +212,7 @@ class TermsModule(Module):
     llm_stages = ()  # never calls a model
     known_params = _PARAMS
     strict_params = True  # an unknown param is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -238,7 +239,7 @@ class TermsModule(Module):
                 _scan_sentence(sentence, tally)
         return TermsChunk(forms=tally.forms(), ngrams=ngram_counts(counted))
 
-    def merge(self, parts: list[TermsChunk], ctx: StageContext) -> list[Term]:
+    def merge(self, parts: Iterable[TermsChunk], ctx: StageContext) -> list[Term]:
         totals: dict[str, int] = {}
         forms: dict[str, list[TermForm]] = {}
         for part in parts:

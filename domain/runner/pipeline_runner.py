@@ -71,8 +71,10 @@ class PipelineRunner:
         keep_going: bool = False,
         checkpoint_writes: CheckpointWrites | None = None,
         leases: StageLeases | None = None,
+        parts: CheckpointLoaderPort | None = None,
     ) -> None:
         self._loader = loader
+        self._parts = parts  # a streaming merge's reader of this run's own extracts
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
@@ -353,7 +355,7 @@ class PipelineRunner:
             return restore_lane(ledger, self._loader, step, lane, lid)
         loader, progress = self._loader_progress
         services = LaneServices(
-            ledger=ledger, loader=loader, progress=progress, leases=self._leases
+            ledger=ledger, loader=loader, progress=progress, leases=self._leases, parts=self._parts
         )
         shipped = self._shipped(step, lane, pipeline, consumed)
         lane_run = LaneRun(services, step, lane, lid, reads, forced, ctx, shipped)
