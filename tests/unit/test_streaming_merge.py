@@ -17,7 +17,17 @@ from runjournal.adapters.builtin_modules.definitions import DefinitionsModule
 from runjournal.adapters.builtin_modules.glossary import GlossaryModule
 from runjournal.adapters.builtin_modules.headings import HeadingsModule
 from runjournal.adapters.builtin_modules.llm_json import ChunkAnswer, LLMJsonModule
-from runjournal.adapters.builtin_modules.terms import TermsModule
+from runjournal.adapters.builtin_modules.terms import (
+    _ALPHA_WORD,
+    _KIND_RANK,
+    Term,
+    TermForm,
+    TermKind,
+    TermsChunk,
+    TermsModule,
+    _noun_ish_bigram,
+)
+from runjournal.adapters.builtin_modules.text import clean_inline, usable_term_key
 from runjournal.domain.modules import (
     Chunk,
     Module,
@@ -114,6 +124,86 @@ def lane_artifact(module: Module, parts: list[Any], ctx: StageContext) -> Any:
     return msgspec.json.decode(canonical(value), type=module.artifact_type)
 
 
+def _display_before(key: str, forms: list[TermForm]) -> tuple[str, TermKind]:
+    """`builtin.terms`'s spelling choice before its merge folded forms (issue 29)."""
+    kind = min((f.kind for f in forms), key=_KIND_RANK.__getitem__)
+    totals: dict[str, list[int]] = {}
+    for form in forms:
+        slot = totals.setdefault(form.text, [0, 0])
+        slot[0] += form.count
+        slot[1] += form.initial
+    order = list(totals)
+    ranks: dict[str, int] = {}
+    for form in forms:
+        ranks[form.text] = min(ranks.get(form.text, 99), _KIND_RANK[form.kind])
+
+    def score(text: str) -> tuple[bool, bool, bool, int, int]:
+        count, initial = totals[text]
+        is_singular = clean_inline(text).casefold() == key
+        best_kind = ranks[text] == _KIND_RANK[kind]
+        return (is_singular, count > initial, best_kind, count, -order.index(text))
+
+    text = max(order, key=score)
+    count, initial = totals[text]
+    if count == initial and text[:1].isupper() and text[1:] == text[1:].lower():
+        text = text[:1].lower() + text[1:]
+    return text, kind
+
+
+def terms_merge_before(parts: list[TermsChunk]) -> list[Term]:
+    """`builtin.terms`'s list merge before it folded its parts: every form kept."""
+    totals: dict[str, int] = {}
+    forms: dict[str, list[TermForm]] = {}
+    for part in parts:
+        for key, count in part.ngrams.items():
+            totals[key] = totals.get(key, 0) + count
+        for form in part.forms:
+            forms.setdefault(form.key, []).append(form)
+    for key in sorted(totals):
+        if key not in forms and totals[key] >= 2 and _noun_ish_bigram(key):
+            forms[key] = [TermForm(key, key, TermKind.BIGRAM, totals[key])]
+    terms: list[Term] = []
+    for key, key_forms in forms.items():
+        if not usable_term_key(key):
+            continue
+        text, kind = _display_before(key, key_forms)
+        marked = sum(f.count for f in key_forms)
+        count = max(totals.get(key, 0), marked)
+        if kind is TermKind.CODE and _ALPHA_WORD.fullmatch(key) and marked * 4 < count:
+            continue
+        terms.append(Term(text, key, count, kind))
+    return terms
+
+
+FORMS = st.builds(
+    TermForm,
+    st.sampled_from(["Checkpoint", "checkpoint", "checkpoints", "`lane`", "Lane", "event store"]),
+    st.sampled_from(["checkpoint", "lane", "event store"]),
+    st.sampled_from(list(TermKind)),
+    st.integers(1, 5),
+    st.integers(0, 2),
+)
+TERMS_PARTS = st.lists(
+    st.builds(
+        TermsChunk,
+        forms=st.lists(FORMS, max_size=6),
+        ngrams=st.dictionaries(
+            st.sampled_from(["checkpoint", "lane", "event store", "store", "default"]),
+            st.integers(1, 4),
+            max_size=4,
+        ),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(TERMS_PARTS)
+def test_the_folding_terms_merge_equals_the_merge_before_it(parts: list[TermsChunk]) -> None:
+    ctx = StageContext(step="terms", lane="docs/a.md")
+    assert same_merge(TermsModule(), parts, ctx) == canonical(terms_merge_before(parts))
+
+
 def test_every_builtin_streams_its_merge() -> None:
     assert all(streams_merge(cls()) for cls in BUILTIN_MODULES.values())
     assert set(BUILTIN_MODULES) == {
@@ -129,7 +219,9 @@ def test_builtin_merges_over_an_iterator_equal_the_list_merge(docs: dict[str, li
     terms, definitions = {}, {}
     for source, lane in chunks.items():
         ctx = StageContext(step="terms", lane=source)
-        terms[source] = lane_artifact(TermsModule(), parts_of(TermsModule(), lane, ctx), ctx)
+        parts = parts_of(TermsModule(), lane, ctx)
+        assert same_merge(TermsModule(), parts, ctx) == canonical(terms_merge_before(parts))
+        terms[source] = lane_artifact(TermsModule(), parts, ctx)
         ctx = StageContext(step="headings", lane=source)
         same_merge(HeadingsModule(), parts_of(HeadingsModule(), lane, ctx), ctx)
         ctx = StageContext(
