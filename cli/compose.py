@@ -381,7 +381,10 @@ def build_collaborators(
         roots=roots if owned else None,
         lock=lock,
         packed=packed,
-        parts=CheckpointLoader(workspace) if recorder is not None and workspace else None,
+        # not for an s3:// cache: a part read back would be a request to the bucket
+        parts=CheckpointLoader(workspace)
+        if recorder is not None and workspace and not config.cache_remote
+        else None,
     )
 
 
