@@ -141,9 +141,9 @@ class LaneRun:
         self.streams = streams_merge(self.module)
         # Whether a written part is read back rather than kept: None until the lane's first
         # written part is read back once (a store that cannot return it keeps them all).
-        self.spills: bool | None = (
-            None if self.streams and services.parts is not None and self.ledger.recording else False
-        )
+        # Not for an LLM step: a concurrent run may write the same stage with other bytes.
+        spills = self.streams and services.parts is not None and self.ledger.recording
+        self.spills: bool | None = None if spills and step.llm is None else False
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
         return checkpoint_key(self.step.id, self.lane, stage, chunk, self.scopes)
