@@ -15,6 +15,14 @@ from runjournal.domain.modules import Module, Normalized
 from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.ports import LoadedCheckpoint
 from runjournal.domain.runner import PipelineRunner, StageFailure
+from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.scheduler import (
+    Batch,
+    FailurePolicy,
+    LaneJob,
+    Scheduler,
+    SerialExecutor,
+)
 from support.recorder import FakeRecorder
 
 TEXT = "\n\n".join(f"Paragraph {i} says alpha beta {i}." for i in range(12)) + "\n"
@@ -117,3 +125,27 @@ def test_a_store_that_gives_nothing_back_keeps_the_parts() -> None:
     lost = Store(lose=True)
     assert run(Words(), lost, lost).outputs == expected
     assert lost.loads == [Stage.EXTRACT]  # the probe only
+
+
+def test_an_extract_batch_that_keeps_nothing_is_sent_none_for_what_it_was_handed() -> None:
+    """`Batch(keeps=False)`: the scheduler holds no outcome it handed to `on_result` (a
+    lane of 25,000 extracts held every result until its batch was done)."""
+    handed: dict[int, int] = {}
+    sent: dict[bool, list] = {}
+
+    def lane(keeps: bool):
+        def start(ledger: RunLedger):
+            calls = [lambda i=i: i * 10 for i in range(5)]
+            sent[keeps] = yield Batch(calls, handed.__setitem__, keeps=keeps)
+            return None
+
+        return start
+
+    for keeps in (True, False):
+        jobs = [LaneJob("s", f"lane-{keeps}", [], lane(keeps))]
+        Scheduler(RunLedger(FakeRecorder(), None), SerialExecutor(), FailurePolicy.STOP).run(
+            jobs, {}
+        )
+        assert handed == {i: i * 10 for i in range(5)}
+        handed.clear()
+    assert sent == {True: [0, 10, 20, 30, 40], False: [None] * 5}
