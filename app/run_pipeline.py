@@ -661,6 +661,7 @@ def _execute_and_terminalize(
         checkpoint_writes=writes,
         on_execute=inv.llm.client_needed,
         known_chunks=inv.input_stats,
+        **({"parts": inv.collab.parts} if inv.collab.parts is not None else {}),
         **({"leases": leases} if leases is not None else {}),
     )
     outcome: RunOutcome | None = None

@@ -326,6 +326,9 @@ class Collaborators:
     lock: CacheLock | None = None  # the run's share of the cache root's lock
     # the cache root's packed store (or its bucket's, for s3://), which both use
     packed: PackedStore | S3PackedStore | None = None
+    # reads back the run's own extract checkpoints for a streaming merge (docs/modules.md
+    # "Streaming merge"): a loader of its own, whatever the run's lookups found
+    parts: CheckpointLoader | None = None
 
     def close(self) -> None:
         if self.plan_store is not None:
@@ -397,6 +400,10 @@ def build_collaborators(
         roots=roots if owned else None,
         lock=lock,
         packed=packed,
+        # not for an s3:// cache: a part read back would be a request to the bucket
+        parts=CheckpointLoader(workspace)
+        if recorder is not None and workspace and not config.cache_remote
+        else None,
     )
 
 

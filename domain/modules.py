@@ -143,6 +143,13 @@ class Module:
     `llm_stages` declares which stages call `ctx.llm` (`("extract",)`, `()` for none),
     or None (the default: not declared, any may). `plan` estimates LLM calls only for
     stages that may call a model (docs/operations.md "`plan`").
+
+    `merge_streams` declares that `merge` reads its parts once, in order, from any
+    iterable: the runner then hands it an iterator that loads and decodes one part at a
+    time (from the checkpoint store when it can) instead of a list of all of them, so a
+    lane of many chunks never holds every extract value at once. The merged value must be
+    the same as for the list (docs/modules.md "Streaming merge"). False (the default):
+    `merge` is given a list.
     """
 
     name: ClassVar[str] = ""
@@ -157,6 +164,7 @@ class Module:
     llm_stages: ClassVar[tuple[str, ...] | None] = None
     known_params: ClassVar[tuple[str, ...] | None] = None
     strict_params: ClassVar[bool] = False
+    merge_streams: ClassVar[bool] = False
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -170,6 +178,8 @@ class Module:
         raise NotImplementedError
 
     def merge(self, parts: list[Any], ctx: StageContext) -> Any:
+        """The lane's value from its chunks' extract values, in chunk order: a list, or a
+        one-pass iterator when the module declares `merge_streams`."""
         raise NotImplementedError
 
     def normalize(self, merged: Any, ctx: StageContext) -> Normalized:
@@ -245,9 +255,18 @@ def check_module_declarations(module: Module) -> None:
             f"module {cls.__qualname__} must declare `override_keys` as a tuple of names "
             "(or leave it None)"
         )
+    if not isinstance(getattr(cls, "merge_streams", False), bool):
+        raise ModuleContractError(
+            f"module {cls.__qualname__} must declare `merge_streams` as True or False"
+        )
     for stage in ("extract", "merge", "normalize"):
         if getattr(cls, stage) is getattr(Module, stage):
             raise ModuleContractError(f"module {cls.__qualname__} must implement `{stage}`")
+
+
+def streams_merge(module: Any) -> bool:
+    """Whether `module`'s merge is handed an iterator of its parts (`merge_streams`)."""
+    return getattr(type(module), "merge_streams", False) is True
 
 
 def reads_override(module: Module, key: str) -> bool:

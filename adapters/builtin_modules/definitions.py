@@ -286,6 +286,7 @@ class DefinitionsModule(Module):
     llm_stages = ()  # never calls a model
     known_params = _PARAMS
     strict_params = True  # an unknown param is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -310,7 +311,7 @@ class DefinitionsModule(Module):
         hits, last_section = _chunk_hits(chunk.text, chunk.source, terms)
         return DefinitionsChunk(source=chunk.source, last_section=last_section, hits=hits)
 
-    def merge(self, parts: list[DefinitionsChunk], ctx: StageContext) -> list[Definition]:
+    def merge(self, parts: Iterable[DefinitionsChunk], ctx: StageContext) -> list[Definition]:
         sections: dict[str, str | None] = {}
         merged: list[Definition] = []
         for part in parts:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -326,6 +326,7 @@ class GlossaryModule(Module):
     llm_stages = ()  # never calls a model
     known_params = _PARAMS
     strict_params = True  # an unknown param is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -381,7 +382,7 @@ class GlossaryModule(Module):
             counts.update(plan.literal.count(plain))
         return GlossaryChunk(source=chunk.source, counts=dict(sorted(counts.items())))
 
-    def merge(self, parts: list[GlossaryChunk], ctx: StageContext) -> GlossaryCounts:
+    def merge(self, parts: Iterable[GlossaryChunk], ctx: StageContext) -> GlossaryCounts:
         sources: list[str] = []
         mentions: dict[str, dict[str, int]] = {}
         for part in parts:

@@ -11,6 +11,8 @@ other built-ins' artifacts, it changes when an edit moves a heading (docs/module
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 from runjournal.adapters.builtin_modules.markup import (
     Syntax,
@@ -129,6 +131,7 @@ class HeadingsModule(Module):
     llm_stages = ()  # never calls a model
     known_params = ()
     strict_params = True  # takes no params: any is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     def extract(self, chunk: Chunk, ctx: StageContext) -> HeadingsChunk:
         syntax = syntax_of(chunk.source, chunk.text)
@@ -138,7 +141,7 @@ class HeadingsModule(Module):
             headings=find_headings(chunk.text, syntax),
         )
 
-    def merge(self, parts: list[HeadingsChunk], ctx: StageContext) -> list[Heading]:
+    def merge(self, parts: Iterable[HeadingsChunk], ctx: StageContext) -> list[Heading]:
         offsets: dict[str, int] = {}
         styles: dict[str, list[str]] = {}  # reST adornment styles in order of appearance
         merged: list[Heading] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
@@ -62,6 +62,7 @@ class LLMJsonModule(Module):
         "seed",
     )
     strict_params: ClassVar[bool] = True  # an unknown param is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -99,7 +100,7 @@ class LLMJsonModule(Module):
         reply = ctx.llm.complete(prompt, system=system, **extra)
         return ChunkAnswer(source=chunk.source, answer=parse_reply(reply))
 
-    def merge(self, parts: list[ChunkAnswer], ctx: StageContext) -> list[ChunkAnswer]:
+    def merge(self, parts: Iterable[ChunkAnswer], ctx: StageContext) -> list[ChunkAnswer]:
         return list(parts)
 
     def normalize(self, merged: list[ChunkAnswer], ctx: StageContext) -> Normalized:

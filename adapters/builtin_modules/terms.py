@@ -12,7 +12,7 @@ document's terms and counts alone leaves its artifact byte-identical (docs/modul
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -170,28 +170,49 @@ def _noun_ish_bigram(key: str) -> bool:
     )
 
 
-def _display(key: str, forms: list[TermForm]) -> tuple[str, TermKind]:
+class _Spellings:
+    """A key's forms folded as the merge reads them (it keeps no `TermForm`): its best
+    kind's rank, and per spelling in order of first use its count, sentence-initial uses
+    and best kind's rank."""
+
+    __slots__ = ("rank", "texts")
+
+    def __init__(self) -> None:
+        self.rank = len(_KIND_RANK)
+        self.texts: dict[str, list[int]] = {}
+
+    def add(self, text: str, kind: TermKind, count: int, initial: int) -> None:
+        rank = _KIND_RANK[kind]
+        self.rank = min(self.rank, rank)
+        slot = self.texts.get(text)
+        if slot is None:
+            self.texts[text] = [count, initial, rank]
+        else:
+            slot[0] += count
+            slot[1] += initial
+            slot[2] = min(slot[2], rank)
+
+    def marked(self) -> int:
+        return sum(slot[0] for slot in self.texts.values())
+
+
+_KINDS = list(TermKind)
+
+
+def _display(key: str, spellings: _Spellings) -> tuple[str, TermKind]:
     """Pick the spelling readers see: singular, not sentence-initial, most used."""
-    kind = min((f.kind for f in forms), key=_KIND_RANK.__getitem__)
-    totals: dict[str, list[int]] = {}
-    for form in forms:
-        slot = totals.setdefault(form.text, [0, 0])
-        slot[0] += form.count
-        slot[1] += form.initial
+    kind = _KINDS[spellings.rank]
+    totals = spellings.texts
     order = list(totals)
 
-    ranks: dict[str, int] = {}
-    for form in forms:
-        ranks[form.text] = min(ranks.get(form.text, 99), _KIND_RANK[form.kind])
-
     def score(text: str) -> tuple[bool, bool, bool, int, int]:
-        count, initial = totals[text]
+        count, initial, rank = totals[text]
         is_singular = clean_inline(text).casefold() == key
-        best_kind = ranks[text] == _KIND_RANK[kind]  # a defined term's own spelling
+        best_kind = rank == spellings.rank  # a defined term's own spelling
         return (is_singular, count > initial, best_kind, count, -order.index(text))
 
     text = max(order, key=score)
-    count, initial = totals[text]
+    count, initial, _ = totals[text]
     if count == initial and text[:1].isupper() and text[1:] == text[1:].lower():
         text = text[:1].lower() + text[1:]
     return text, kind
@@ -212,6 +233,7 @@ class TermsModule(Module):
     llm_stages = ()  # never calls a model
     known_params = _PARAMS
     strict_params = True  # an unknown param is an error before the run
+    merge_streams = True  # merge reads its parts once, in order (docs/modules.md)
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> list[str]:
@@ -238,23 +260,27 @@ class TermsModule(Module):
                 _scan_sentence(sentence, tally)
         return TermsChunk(forms=tally.forms(), ngrams=ngram_counts(counted))
 
-    def merge(self, parts: list[TermsChunk], ctx: StageContext) -> list[Term]:
+    def merge(self, parts: Iterable[TermsChunk], ctx: StageContext) -> list[Term]:
         totals: dict[str, int] = {}
-        forms: dict[str, list[TermForm]] = {}
-        for part in parts:
+        forms: dict[str, _Spellings] = {}
+        for part in parts:  # folded as they come: a part is dropped once read
             for key, count in part.ngrams.items():
                 totals[key] = totals.get(key, 0) + count
             for form in part.forms:
-                forms.setdefault(form.key, []).append(form)
+                spellings = forms.get(form.key)
+                if spellings is None:
+                    spellings = forms[form.key] = _Spellings()
+                spellings.add(form.text, form.kind, form.count, form.initial)
         for key in sorted(totals):
             if key not in forms and totals[key] >= 2 and _noun_ish_bigram(key):
-                forms[key] = [TermForm(key, key, TermKind.BIGRAM, totals[key])]
+                forms[key] = bigram = _Spellings()
+                bigram.add(key, TermKind.BIGRAM, totals[key], 0)
         terms: list[Term] = []
-        for key, key_forms in forms.items():
+        for key, spellings in forms.items():
             if not usable_term_key(key):
                 continue
-            text, kind = _display(key, key_forms)
-            marked = sum(f.count for f in key_forms)
+            text, kind = _display(key, spellings)
+            marked = spellings.marked()
             count = max(totals.get(key, 0), marked)
             if kind is TermKind.CODE and _ALPHA_WORD.fullmatch(key) and marked * 4 < count:
                 continue  # `default` in code once, as a plain word everywhere: not a term

@@ -33,7 +33,7 @@ from runjournal.domain.lane_walk import (
 )
 from runjournal.domain.leases import Lease, StageLeases, lease_key
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
-from runjournal.domain.modules import Chunk, StageContext
+from runjournal.domain.modules import Chunk, StageContext, streams_merge
 from runjournal.domain.pipeline import ResolvedStep
 from runjournal.domain.ports import (
     CheckpointKey,
@@ -73,6 +73,9 @@ class LaneServices:
     leases: StageLeases | None = None  # docs/operations.md "Concurrent runs"
     # told before an LLM step's stage executes (the run may then load its LLM client)
     on_execute: Callable[[], None] | None = None
+    # reads back the lane's own extract checkpoints for a streaming merge, even in a run
+    # that is not a resume (docs/modules.md "Streaming merge"); None: parts stay in memory
+    parts: CheckpointLoaderPort | None = None
 
 
 @dataclass
@@ -89,6 +92,11 @@ class StageResult:
     stored: StoredCheckpoint | None = None
     # a reused checkpoint's payload, loaded and verified when first used (`LaneRun._bytes`)
     fetch: Callable[[], bytes] | None = None
+    spilled: bool = False  # an extract's bytes left in the checkpoint store, read back to merge
+
+
+class PartUnreadable(Exception):
+    """An extract checkpoint a streaming merge reads back is not there as it was written."""
 
 
 class ModuleTrace:
@@ -147,6 +155,14 @@ class LaneRun:
         # Checkpoints are looked up by what the stage is, under the D of what the stage
         # reads (docs/internals.md "Checkpoint store").
         self.scopes = stage_scopes(step.components, [reads[s].digest for s in Stage], lid)
+        # A streaming merge decodes its parts one at a time, and reads back from the store
+        # the ones whose checkpoint is written (docs/modules.md "Streaming merge").
+        self.streams = streams_merge(self.module)
+        # Whether a written part is read back rather than kept: None until the lane's first
+        # written part is read back once (a store that cannot return it keeps them all).
+        # Not for an LLM step: a concurrent run may write the same stage with other bytes.
+        spills = self.streams and services.parts is not None and self.ledger.recording
+        self.spills: bool | None = None if spills and step.llm is None else False
 
     def _key(self, stage: Stage, chunk: str = "") -> CheckpointKey:
         return checkpoint_key(self.step.id, self.lane, stage, chunk, self.scopes)
@@ -388,7 +404,8 @@ class LaneRun:
         warnings: list[str] | None = None,
         provenance: Provenance | None = None,
         lease: Lease | None = None,
-    ) -> None:
+    ) -> bool:
+        """Journal and checkpoint a stage's result; True when it is in the store now."""
         usage = LLMUsage.of(result.attempts) if result.attempts else None
         self.record_attempts(stage, chunk, result.attempts)
         stored = result.stored
@@ -404,8 +421,8 @@ class LaneRun:
             self.ledger.stored_checkpoint(
                 self._key(stage, chunk), stored, then=lease.release if lease else None
             )
-            return
-        self.ledger.write_checkpoint(
+            return False  # a worker's: kept by reference, never read back here
+        return self.ledger.write_checkpoint(
             self._key(stage, chunk),
             CheckpointRecord(
                 codec_id=codec_id(self.module, stage),
@@ -428,6 +445,8 @@ class LaneRun:
         tp: Any,
         inputs: Callable[[], dict[str, Any]],
         stage_input: str = "",
+        *,
+        local: bool = False,
     ) -> StageCall:
         """One module call as the scheduler runs it: its result or its error, never raised.
 
@@ -442,7 +461,7 @@ class LaneRun:
                 return err
 
         shipment, shipped = self.step.shipment, self.shipped
-        if shipment is None or shipped is None or self.step.llm is not None:
+        if local or shipment is None or shipped is None or self.step.llm is not None:
             return StageCall(call)
 
         def task() -> StageTask:
@@ -566,7 +585,15 @@ class LaneRun:
             if isinstance(result, StageResult):
                 results[i] = result
                 lease = held.pop((Stage.EXTRACT, i), None)
-                self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result, lease=lease)
+                kept = self._store(Stage.EXTRACT, chunks[i].id, chunks[i].id, result, lease=lease)
+                # decoded again one at a time by the merge, or read back (a worker's stays
+                # in the bucket)
+                if self.streams and result.stored is None:
+                    results[i] = (
+                        StageResult(result.digest, b"", spilled=True)
+                        if kept and self._spills(chunks[i].id, result)
+                        else StageResult(result.digest, result.data)
+                    )
             elif isinstance(result, StageError):
                 self.record_attempts(Stage.EXTRACT, chunks[i].id, result.attempts)
                 failed.append(result)
@@ -591,9 +618,10 @@ class LaneRun:
             )
             for i in misses
         ]
-        outcomes = yield Batch(calls, on_result)
+        outcomes = yield Batch(calls, on_result, keeps=False)  # each kept in `arrived` if need be
+        del calls
         for j in range(stored, len(misses)):  # after a failure: the rest, never started
-            settle(j, outcomes[j])
+            settle(j, arrived.pop(j) if j in arrived else outcomes[j])
         if failed:  # the first failure in chunk order, whatever the parallelism
             raise failed[0]
         return [results[i].digest for i in misses]  # type: ignore[union-attr]
@@ -606,7 +634,6 @@ class LaneRun:
         held: dict[tuple[Stage, int], Lease],
     ) -> LaneWork:
         """Reuse or execute the merge over every extract's result."""
-        module = self.module
         done = [r for r in results if r is not None]
         extract_digest = turn.stage_input or ""
         code, merge_record, lease = self._decide(
@@ -619,6 +646,20 @@ class LaneRun:
             self._reused(Stage.MERGE, "", merge_record)
             self._refresh_identity(Stage.MERGE, "", merge_record, result)
             return result
+        if self.streams and not any(r.stored is not None for r in done):
+            merged = yield from self._merge_streamed(chunks, done, extract_digest)
+        else:
+            merged = yield from self._merge_listed(chunks, done, extract_digest)
+        lease = held.pop((Stage.MERGE, 0), None)
+        self._store(Stage.MERGE, "", extract_digest, merged, lease=lease)
+        return merged
+
+    def _merge_listed(
+        self, chunks: list[Chunk], done: list[StageResult], extract_digest: str
+    ) -> LaneWork:
+        """A merge over the list of its decoded parts (a worker given refs to parts a worker
+        left in the bucket reads them there)."""
+        module = self.module
         # decoded here, as a local merge takes them (a result a worker left in the bucket
         # is only ever merged by a worker, which reads it there)
         parts = [
@@ -634,19 +675,89 @@ class LaneRun:
                 return {"parts": [self._bytes(r) for r in done]}
             return {"parts": [self._bytes(r) for r in done], "part_refs": refs}
 
-        merged = yield from self._one(
-            self._attempt(
-                Stage.MERGE,
-                "",
-                lambda ctx: module.merge(parts, ctx),
-                module.merged_type,
-                inputs,
-                extract_digest,
+        return (
+            yield from self._one(
+                self._attempt(
+                    Stage.MERGE,
+                    "",
+                    lambda ctx: module.merge(parts, ctx),
+                    module.merged_type,
+                    inputs,
+                    extract_digest,
+                )
             )
         )
-        lease = held.pop((Stage.MERGE, 0), None)
-        self._store(Stage.MERGE, "", extract_digest, merged, lease=lease)
-        return merged
+
+    def _merge_streamed(
+        self, chunks: list[Chunk], done: list[StageResult], extract_digest: str
+    ) -> LaneWork:
+        """A `merge_streams` module's merge over an iterator of its parts, each loaded (read
+        back from the store and its digest verified, when spilled) and decoded only when the
+        module asks for it, and dropped once it asks for the next: never all at once.
+
+        A part that does not decode fails its extract, as for a list merge. With a worker
+        executor the call is shipped with every part's bytes (the worker hands the module a
+        list) unless a part was spilled: the merge then runs here.
+        """
+        module = self.module
+        failed: list[StageError] = []
+
+        def parts() -> Any:
+            for chunk, result in zip(chunks, done, strict=True):
+                if result.decoded:
+                    yield result.value
+                    continue
+                data = self._read_back(chunk.id, result) if result.spilled else self._bytes(result)
+                try:
+                    value = msgspec.json.decode(data, type=module.chunk_type)
+                except BaseException as exc:  # the codec refused it, or the module's type
+                    if is_interrupt(exc):
+                        raise
+                    failed.append(StageError(Stage.EXTRACT, chunk.id, exc))
+                    raise
+                del data
+                yield value
+                del value
+
+        spilled = any(r.spilled for r in done)
+        call = self._attempt(
+            Stage.MERGE,
+            "",
+            lambda ctx: module.merge(parts(), ctx),
+            module.merged_type,
+            lambda: {"parts": [self._bytes(r) for r in done]},
+            extract_digest,
+            local=spilled,
+        )
+        try:
+            return (yield from self._one(call))
+        except StageError as err:
+            if failed:  # a part that does not decode: its extract's failure
+                failed[0].attempts = err.attempts
+                raise failed[0] from None
+            raise
+
+    def _spills(self, chunk: str, result: StageResult) -> bool:
+        """Whether the lane's written parts are read back to merge: asked of its first one."""
+        if self.spills is None:
+            try:
+                self.spills = self._read_back(chunk, result) == result.data
+            except Exception:  # whatever the store says: the parts then stay in memory
+                self.spills = False
+        return self.spills
+
+    def _read_back(self, chunk: str, result: StageResult) -> bytes:
+        """A spilled extract result's bytes from the store, verified against its digest."""
+        parts = self.services.parts
+        assert parts is not None  # only a lane with a part reader spills
+        loaded = parts.load(self._key(Stage.EXTRACT, chunk), codec_id(self.module, Stage.EXTRACT))
+        record = loaded.record
+        if record is None or sha256_hex(record.payload) != result.digest:
+            raise PartUnreadable(
+                f"the extract checkpoint of chunk {chunk[:12]} written by this run reads back "
+                f"{loaded.state.value if record is None else 'changed'}"
+            )
+        return record.payload
 
     def _normalize(
         self, turn: Decide, merged: StageResult, held: dict[tuple[Stage, int], Lease]

@@ -342,25 +342,27 @@ class RunLedger:
         record: CheckpointRecord,
         *,
         then: Callable[[], None] | None = None,
-    ) -> None:
+    ) -> bool:
         """Persist a checkpoint; a failed write is journaled and the run goes on.
 
         A lane's ledger with `writes` hands the write to them and journals it when the
         lane is replayed (the file is always written before its event). `then` runs as
-        soon as the write is done or failed (the stage's lease is released there).
+        soon as the write is done or failed (the stage's lease is released there). True
+        when the checkpoint is in the store once this returns (a streaming merge may read
+        it back instead of holding it: docs/modules.md "Streaming merge").
         """
         recorder = self._recorder
         if recorder is None:
             if then is not None:
                 then()
-            return
+            return False
         if self._writes is not None and isinstance(self.journal, BufferedRecorder):
             writes = self._writes
             wait = writes.submit(key, record) if then is None else writes.submit(key, record, then)
             self.journal.defer(lambda ledger: ledger._settle_write(key, wait))
-            return
+            return False
         try:
-            self._settle_write(key, lambda: recorder.write(key, record))
+            return self._settle_write(key, lambda: recorder.write(key, record))
         finally:
             if then is not None:
                 then()
@@ -385,7 +387,7 @@ class RunLedger:
             if then is not None:
                 then()
 
-    def _settle_write(self, key: CheckpointKey, write: Callable[[], tuple[str, int]]) -> None:
+    def _settle_write(self, key: CheckpointKey, write: Callable[[], tuple[str, int]]) -> bool:
         try:
             sha, size = write()
         except CheckpointWriteError as exc:
@@ -398,7 +400,7 @@ class RunLedger:
                 chunk=key.chunk,
                 message=message,
             )
-            return
+            return False
         self.journal.checkpoint_written(
             step=key.step,
             lane=key.lane,
@@ -407,6 +409,7 @@ class RunLedger:
             sha256=sha,
             size=size,
         )
+        return True
 
     def artifact(self, artifact: Artifact, *, restored: bool = False) -> None:
         self.journal.artifact(artifact=artifact.ref, warnings=artifact.warnings, restored=restored)

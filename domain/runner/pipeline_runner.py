@@ -81,6 +81,7 @@ class PipelineRunner:
         leases: StageLeases | None = None,
         on_execute: Callable[[], None] | None = None,
         known_chunks: KnownChunks | None = None,
+        parts: CheckpointLoaderPort | None = None,
     ) -> None:
         self._loader = loader
         # inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
@@ -88,6 +89,7 @@ class PipelineRunner:
         self._unread: dict[str, PlannedSource] = {}
         self._read_chunks: dict[str, dict[str, Chunk]] = {}
         self._on_execute = on_execute
+        self._parts = parts  # a streaming merge's reader of this run's own extracts
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
@@ -397,6 +399,7 @@ class PipelineRunner:
             progress=progress,
             leases=self._leases,
             on_execute=self._on_execute,
+            parts=self._parts,
         )
         shipped = self._shipped(step, lane, pipeline, consumed)
         lane_run = LaneRun(

@@ -64,11 +64,15 @@ class Batch:
     """Module calls a lane needs before it can go on (its extracts, or one merge/normalize).
 
     `on_result(i, outcome)` is called on the scheduler's thread as each call is done;
-    after a failed call no further call of the batch is started.
+    after a failed call no further call of the batch is started. With `keeps` False an
+    outcome handed to `on_result` is not kept for the batch's end (the lane is sent None
+    in its place): a lane of 25,000 extracts holds only what it still needs
+    (docs/modules.md "Streaming merge").
     """
 
     calls: list[Callable[[], Any]]
     on_result: Callable[[int, Any], None] | None = None
+    keeps: bool = True
 
 
 # A lane's work: yields batches, is sent their outcomes (None for a call never started).
@@ -299,6 +303,8 @@ class Scheduler:
         """The lane stores the outcome; it goes on once its batch is in."""
         assert job.batch is not None
         if job.batch.on_result is not None:
+            if not job.batch.keeps:
+                job.outcomes[index] = None  # the lane has it
             job.batch.on_result(index, outcome)
         complete = job.submitted == len(job.batch.calls) or job.batch_failed
         if job.outstanding == 0 and complete and (job.batch_failed or not self._stopping):
