@@ -32,15 +32,16 @@ from runjournal.domain.events import (
     InputsFingerprinted,
     LaneResolved,
     LaneReused,
+    LLMCallAttempted,
     LLMUsageReused,
     OutputWritten,
     RunEvent,
     StageDecided,
 )
 from runjournal.domain.lane_reuse import (
+    LaneItems,
     ReusedStage,
     ReusedUsage,
-    item_of,
     reuse_digest,
     reused_fields,
     usage_event,
@@ -120,11 +121,22 @@ class Unit(msgspec.Struct):
 
 
 class _OpenLane:
-    __slots__ = ("broken", "count", "events", "items", "position", "resolved", "summary", "version")
+    __slots__ = (
+        "broken",
+        "count",
+        "events",
+        "items",
+        "pending",
+        "position",
+        "resolved",
+        "summary",
+        "version",
+    )
 
     def __init__(self, position: int, resolved: LaneResolved, keep: bool) -> None:
         self.position = position
         self.resolved = content(resolved)
+        self.pending = LaneItems()  # its decisions, usage and attempts, taken at its artifact
         self.items: list[Any] = []
         self.count = 0
         self.summary: tuple[int, str] | None = None
@@ -132,14 +144,24 @@ class _OpenLane:
         self.events: list[RunEvent] | None = [resolved] if keep else None
         self.broken = False
 
+    def settle(self) -> None:
+        """The pending items (decisions with their reused or spent usage) into the lane."""
+        for item, event in self.pending.take():
+            self.items.append(item)
+            self.count += 1
+            if self.events is not None and event is not None:
+                self.events.append(event)
+
 
 def units(events: Iterable[RunEvent], *, keep: bool = False) -> Iterator[Unit]:
     """A run's units, each when it is complete (a lane at its `ArtifactGenerated`).
 
     `events` are a run's stored events, with or without its `LaneReused` expanded (a
     summary counts as its decisions either way); its `EventsReused` (and the events
-    expanded from them) are not units of this run. `keep` keeps each unit's events (the
-    decisions of a `LaneReused` only when they were expanded)."""
+    expanded from them) are not units of this run. A lane's stages executed with LLM calls
+    count their attempts as the reused usage a later resume journals (`LaneItems`). `keep`
+    keeps each unit's events (the decisions of a `LaneReused` only when they were
+    expanded)."""
     counters: dict[Stream, int] = {}
     open_lanes: dict[tuple[str, str], _OpenLane] = {}
     block_version = -1
@@ -167,28 +189,33 @@ def units(events: Iterable[RunEvent], *, keep: bool = False) -> Iterator[Unit]:
             if earlier is not None:  # a lane resolved again before its artifact
                 yield Unit(stream, earlier.position, event.lane, None)
             open_lanes[lane_key] = _OpenLane(position, event, keep)
-        elif kind is StageDecided or kind is LLMUsageReused or kind is LaneReused:
+        elif (
+            kind is StageDecided
+            or kind is LLMUsageReused
+            or kind is LaneReused
+            or kind is LLMCallAttempted
+        ):
             lane = open_lanes.get((event.step, event.lane))  # type: ignore[attr-defined]
             if lane is None:
                 continue
             if kind is LaneReused:
                 assert isinstance(event, LaneReused)
-                if lane.summary is not None or lane.count:
+                if lane.summary is not None or lane.pending:
                     lane.broken = True
                 lane.summary = (event.count, event.digest)
                 lane.version = event.originator_version
                 continue
-            if lane.summary is not None and event.originator_version != lane.version:
-                lane.broken = True  # a lane journaled in pieces
-            lane.items.append(item_of(event))
-            lane.count += 1
-            if lane.events is not None:
-                lane.events.append(event)
+            if lane.summary is not None and (
+                kind is LLMCallAttempted or event.originator_version != lane.version
+            ):
+                lane.broken = True  # a lane journaled in pieces, or executed after all
+            lane.pending.add(event)
         elif kind is ArtifactGenerated:
             assert isinstance(event, ArtifactGenerated)
             lane = open_lanes.pop((event.step, event.lane), None)
             if lane is None:
                 continue
+            lane.settle()
             stream = (BlockKind.LANES, event.step)
             if lane.events is not None:
                 lane.events.append(event)

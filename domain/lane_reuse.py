@@ -22,7 +22,14 @@ from typing import Any
 
 import msgspec
 from runjournal.domain.decisions import CheckpointState, Stage, StageFacts, recorded_differences
-from runjournal.domain.events import LaneReused, LLMUsageReused, RunEvent, StageDecided
+from runjournal.domain.events import (
+    ArtifactGenerated,
+    LaneReused,
+    LLMCallAttempted,
+    LLMUsageReused,
+    RunEvent,
+    StageDecided,
+)
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.reasons import ReasonCode, category_of, detail_for
 
@@ -193,42 +200,126 @@ class SourceLane(msgspec.Struct, frozen=True):
     count: int
 
 
+class LaneItems:
+    """One lane's events a summary stands for, as a later plain reuse of the lane journals
+    them: its decisions and reused LLM usage in journal order and, for each stage the run
+    executed with LLM calls, the usage its checkpoint records (`LLMUsage.of` the stage's
+    `LLMCallAttempted`) right after its decision. So the run that executed a lane of LLM
+    stages is what its first no-op resume's summary names (docs/internals.md "Reuse
+    summaries"); whether the usage is really the same is what the digest checks."""
+
+    __slots__ = ("_attempts", "_events")
+
+    def __init__(self) -> None:
+        self._events: list[RunEvent] = []
+        self._attempts: dict[tuple[Stage, str], list[LLMCallAttempted]] = {}
+
+    def add(self, event: RunEvent) -> None:
+        """A `StageDecided`, `LLMUsageReused` or `LLMCallAttempted` of the lane."""
+        if type(event) is LLMCallAttempted:
+            self._attempts.setdefault((event.stage, event.chunk), []).append(event)
+        else:
+            self._events.append(event)
+
+    def __bool__(self) -> bool:
+        return bool(self._events or self._attempts)
+
+    def take(self) -> list[tuple[Reused | None, RunEvent | None]]:
+        """The items added so far with their events (a usage made of attempts is a new
+        `LLMUsageReused` with its decision's origin), and forget them. Attempts of no
+        decision taken here are a None item, which no summary stands for."""
+        out: list[tuple[Reused | None, RunEvent | None]] = []
+        attempts = self._attempts
+        for event in self._events:
+            out.append((item_of(event), event))
+            if attempts and type(event) is StageDecided:
+                spent = attempts.pop((event.stage, event.chunk), None)
+                if spent:
+                    usage = LLMUsageReused(
+                        originator_id=event.originator_id,
+                        originator_version=event.originator_version,
+                        timestamp=event.timestamp,
+                        step=event.step,
+                        lane=event.lane,
+                        stage=event.stage,
+                        chunk=event.chunk,
+                        usage=LLMUsage.of(spent),
+                    )
+                    out.append((ReusedUsage.of_event(usage), usage))
+        out.extend((None, None) for _ in attempts)
+        self._events, self._attempts = [], {}
+        return out
+
+
+_LANE_ITEM_EVENTS = (StageDecided, LLMUsageReused, LLMCallAttempted)
+
+
 def source_lanes(run_id: str, events: Iterable[RunEvent]) -> dict[tuple[str, str], SourceLane]:
     """Each lane of one run, as a later run's summary would name it.
 
-    A lane journaled explicitly is its own source (the digest of its decisions and its
-    reused LLM usage, whatever they were: a later run can only match it when they are the
-    same stages with the same digests and usage); a summarized lane passes its own source
-    on, so a summary always names a run whose decisions are explicit and expansion never
-    chains.
+    A lane journaled explicitly is its own source (the digest of its `LaneItems`: its
+    decisions and their reused or spent LLM usage, whatever they were: a later run can only
+    match it when they are the same stages with the same digests and usage); a summarized
+    lane passes its own source on, so a summary always names a run whose decisions are
+    explicit and expansion never chains.
     """
     digests: dict[tuple[str, str], Any] = {}
     counts: dict[tuple[str, str], int] = {}
+    open_items: dict[tuple[str, str], LaneItems] = {}
     summarized: dict[tuple[str, str], SourceLane] = {}
     encode = _encoder.encode
-    for event in events:
-        kind = type(event)
-        if kind is StageDecided or kind is LLMUsageReused:
-            key = (event.step, event.lane)  # type: ignore[attr-defined]
-            h = digests.get(key)
-            if h is None:
-                h = digests[key] = hashlib.sha256()
-            item = item_of(event)
+
+    def settle(key: tuple[str, str], items: LaneItems) -> None:
+        h = digests.get(key)
+        if h is None:
+            h = digests[key] = hashlib.sha256()
+        for item, _event in items.take():
             h.update(encode(item) if item is not None else _POISON)
             counts[key] = counts.get(key, 0) + 1
+
+    for event in events:
+        kind = type(event)
+        if kind in _LANE_ITEM_EVENTS:
+            key = (event.step, event.lane)  # type: ignore[attr-defined]
+            items = open_items.get(key)
+            if items is None:
+                items = open_items[key] = LaneItems()
+            items.add(event)
+        elif kind is ArtifactGenerated:
+            assert isinstance(event, ArtifactGenerated)
+            key = (event.step, event.lane)
+            if key in open_items:
+                settle(key, open_items.pop(key))
         elif kind is LaneReused:
             assert isinstance(event, LaneReused)
             key = (event.step, event.lane)
             summarized[key] = SourceLane(event.source_run, event.digest, event.count)
+    for key, items in open_items.items():
+        settle(key, items)
     out = {key: SourceLane(run_id, h.hexdigest(), counts[key]) for key, h in digests.items()}
     out.update(summarized)
     return out
 
 
 def lane_decisions(events: Iterable[RunEvent]) -> Iterator[tuple[tuple[str, str], Reused | None]]:
-    """A run's explicit decisions and their reused LLM usage as (step, lane) and item, in
-    journal order (None: an LLM usage event no summary stands for)."""
+    """A run's explicit decisions and their reused or spent LLM usage (`LaneItems`) as
+    (step, lane) and item, each lane's at its artifact (None: an item no summary stands
+    for)."""
+    open_items: dict[tuple[str, str], LaneItems] = {}
     for event in events:
         kind = type(event)
-        if kind is StageDecided or kind is LLMUsageReused:
-            yield (event.step, event.lane), item_of(event)  # type: ignore[attr-defined]
+        if kind in _LANE_ITEM_EVENTS:
+            key = (event.step, event.lane)  # type: ignore[attr-defined]
+            items = open_items.get(key)
+            if items is None:
+                items = open_items[key] = LaneItems()
+            items.add(event)
+        elif kind is ArtifactGenerated:
+            assert isinstance(event, ArtifactGenerated)
+            key = (event.step, event.lane)
+            if key in open_items:
+                for item, _event in open_items.pop(key).take():
+                    yield key, item
+    for key, items in open_items.items():
+        for item, _event in items.take():
+            yield key, item

@@ -123,6 +123,21 @@ class CallScope(msgspec.Struct, frozen=True):
         return text
 
 
+class AttemptSpend(Protocol):
+    """What an attempt costs: an `LLMAttempt`, or the `LLMCallAttempted` journaling one."""
+
+    @property
+    def call(self) -> int: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def cost(self) -> float: ...
+    @property
+    def cached_tokens(self) -> int: ...
+
+
 class LLMAttempt(msgspec.Struct, frozen=True, kw_only=True):
     """One request of one call (retries and re-asks are attempts of the same call).
 
@@ -178,7 +193,8 @@ class LLMUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         )
 
     @classmethod
-    def of(cls, attempts: Sequence[LLMAttempt]) -> LLMUsage:
+    def of(cls, attempts: Sequence[AttemptSpend]) -> LLMUsage:
+        """What `attempts` took: `LLMAttempt`s, or the `LLMCallAttempted` journaling them."""
         return cls(
             calls=len({a.call for a in attempts}),
             attempts=len(attempts),

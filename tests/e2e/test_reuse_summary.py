@@ -265,8 +265,10 @@ LLM_DOCS = {
 
 def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path, cli: CLI) -> None:
     """A reused checkpoint that cost LLM calls journals its usage (`LLMUsageReused`) after
-    its decision: from the second no-op resume on (the first names no run that journaled
-    that usage) the lane is one summary, and the usage reads back as before."""
+    its decision. From the first no-op resume on the lane is one summary: the run that
+    executed it is named, its attempts standing for the usage its checkpoints record
+    (`LaneItems`; the first resume journaled each decision and usage before), and the
+    usage reads back as before."""
     project = tmp_path / "ask"
     (project / "docs").mkdir(parents=True)
     for name, text in LLM_DOCS.items():
@@ -286,7 +288,7 @@ def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path
             assert proc.returncode == 0, proc.stderr
             return doc
 
-        run()
+        cold = run()
         asked = len(server.requests())
         first = run("--resume")
         new = run("--resume", "--no-block-summary")
@@ -295,14 +297,22 @@ def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path
         assert len(server.requests()) == asked  # nothing asked again
     with open_journal(str(out / "journal.sqlite3"), read_only=True) as store:
         raw_first = list(store.events(first["run_id"]))
+        projected_first = list(store.projected_events(first["run_id"]))
         raw_new = list(store.events(new["run_id"]))
         raw_old = list(store.events(old["run_id"]))
         projected = list(store.projected_events(new["run_id"]))
         raw_blocked = list(store.events(blocked["run_id"]))
         projected_blocked = list(store.projected_events(blocked["run_id"]))
-    assert [e for e in raw_first if type(e) is LLMUsageReused]  # explicit: nothing to name
+    # the first resume: blocks naming the run that executed the lanes, nothing explicit
+    lanes = (LaneResolved, StageDecided, ArtifactGenerated, LLMUsageReused)
+    assert not [e for e in raw_first if type(e) in lanes]
+    lane_blocks = [e for e in raw_first if type(e) is EventsReused and e.kind == "lanes"]
+    assert lane_blocks and {b.source_run for b in lane_blocks} == {cold["run_id"]}
+    expanded = [e for e in projected_first if type(e) is not EventsReused]
+    assert [_content(e) for e in _same_run(expanded, raw_old)] == [_content(e) for e in raw_old]
+    assert first["llm"] == old["llm"] and first["decisions"] == old["decisions"]
     summaries = [e for e in raw_new if type(e) is LaneReused]
-    assert len(summaries) == 2 and {s.source_run for s in summaries} == {first["run_id"]}
+    assert len(summaries) == 2 and {s.source_run for s in summaries} == {cold["run_id"]}
     assert not [e for e in raw_new if type(e) in (StageDecided, LLMUsageReused)]
     expanded = [e for e in projected if type(e) is not LaneReused]
     assert [_content(e) for e in _same_run(expanded, raw_old)] == [_content(e) for e in raw_old]

@@ -20,12 +20,14 @@ from runjournal.domain.audit import audit_run
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests, StageFacts
 from runjournal.domain.events import LaneResolved, LaneReused, RunEvent, StageDecided
 from runjournal.domain.lane_reuse import (
+    LaneItems,
     LaneReuseMismatch,
     ReusedStage,
     ReusedUsage,
     expand,
     plain_reuse,
     reuse_digest,
+    reused_fields,
     source_lanes,
 )
 from runjournal.domain.llm import LLMUsage
@@ -278,3 +280,73 @@ def test_a_lane_journaled_explicitly_expands_back_from_its_summary(items: list) 
     changed = [msgspec.structs.replace(items[0], chunk="x" * 64), *items[1:]]
     with pytest.raises(LaneReuseMismatch):
         expand(stored[-1], changed)
+
+
+# --- a lane executed with LLM calls as the source of its first no-op resume -------------
+
+
+def _origin(version: int) -> dict[str, Any]:
+    import datetime
+    import uuid
+
+    return {
+        "originator_id": uuid.UUID(int=7),
+        "originator_version": version,
+        "timestamp": datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC),
+    }
+
+
+def _decided(version: int, chunk: str, **kw: Any) -> StageDecided:
+    stage = ReusedStage(Stage.EXTRACT, chunk, "in-" + chunk, "d")
+    fields = {**reused_fields("s", "l", stage), **kw}
+    return StageDecided(**_origin(version), **fields)
+
+
+def _attempt(version: int, chunk: str, attempt: int, tokens: int, cost: float):  # type: ignore[no-untyped-def]
+    from runjournal.domain.events import LLMCallAttempted
+    from runjournal.domain.llm import AttemptStatus
+
+    return LLMCallAttempted(
+        **_origin(version), step="s", lane="l", stage=Stage.EXTRACT, chunk=chunk, call=1,
+        attempt=attempt, profile_id="p", provider="openai", model="m",
+        status=AttemptStatus.OK if attempt == 2 else AttemptStatus.RATE_LIMITED,
+        prompt_tokens=tokens, completion_tokens=1, cost=cost, request_sha256="r" * 64,
+    )  # fmt: skip
+
+
+def test_an_executed_lane_names_its_attempts_as_the_usage_its_resume_journals() -> None:
+    """The cold run decided both extracts, then executed them (two attempts each, after
+    the decisions); its first no-op resume journals each decision followed by its
+    checkpoint's usage (`LLMUsage.of` the attempts). The digests agree, so the resume's
+    lane can be a summary naming the cold run (it could not before: the cold run's
+    digest had no usage in it)."""
+    cold = [
+        _decided(1, "c1", code=ReasonCode.NOT_RESUMED, resumed=False),
+        _decided(2, "c2", code=ReasonCode.NOT_RESUMED, resumed=False),
+        _attempt(3, "c1", 1, 10, 0.1),
+        _attempt(4, "c1", 2, 10, 0.2),
+        _attempt(5, "c2", 1, 20, 0.3),
+        _attempt(6, "c2", 2, 20, 0.4),
+    ]
+    spent = {"c1": LLMUsage.of(cold[2:4]), "c2": LLMUsage.of(cold[4:6])}  # type: ignore[arg-type]
+    assert spent["c1"] == LLMUsage(
+        calls=1, attempts=2, prompt_tokens=20, completion_tokens=2, cost=0.3
+    )
+    resumed: list[Any] = []
+    for chunk in ("c1", "c2"):
+        resumed += [ReusedStage(Stage.EXTRACT, chunk, "in-" + chunk, "d")]
+        resumed += [ReusedUsage(Stage.EXTRACT, chunk, spent[chunk])]
+    (lane,) = source_lanes(COLD, cold).values()
+    assert (lane.count, lane.digest) == (4, reuse_digest(resumed))
+    items = LaneItems()
+    for event in cold:
+        items.add(event)
+    taken = items.take()
+    assert [item for item, _event in taken] == resumed
+    assert [type(event).__name__ for _item, event in taken] == [
+        "StageDecided", "LLMUsageReused", "StageDecided", "LLMUsageReused"
+    ]  # fmt: skip
+    # attempts of a stage this lane did not decide: no summary stands for it
+    items.add(cold[0])
+    items.add(_attempt(7, "c9", 1, 1, 0.0))
+    assert [item for item, _event in items.take()][-1] is None
