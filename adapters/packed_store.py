@@ -22,7 +22,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import secrets
 import sqlite3
 import struct
@@ -35,6 +34,7 @@ from typing import Any
 
 import zstandard
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
+from runjournal.domain.lazy_pattern import LazyPattern
 
 __all__ = [
     "LARGE",
@@ -85,9 +85,9 @@ LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
 _SCHEMA = 2
 # Path components of lowercase hex (a digest, a chunk id, a step identity; an optional
-# suffix such as `.ckpt` after it) are stored as their bytes (docs/internals.md "Packed
-# store": index schema 2).
-_HEX_PART = re.compile(r"((?:[0-9a-f]{2}){16,127})(\.[^/]*)?")
+# suffix such as `.ckpt` after it) are stored as their bytes (index schema 2,
+# docs/internals.md "Packed store"); compiled on first use (a run's start-up).
+_HEX_PART = LazyPattern(r"((?:[0-9a-f]{2}){16,127})(\.[^/]*)?")
 _OBJECTS_LOCK = "objects.lock"
 _UPSERT = (
     "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written)"
