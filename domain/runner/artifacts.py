@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from runjournal.domain.identity import ArtifactRef, sha256_hex
 from runjournal.domain.modules import Module
 from runjournal.domain.ports import Provenance
@@ -16,8 +20,24 @@ class Artifact:
 
     ref: ArtifactRef
     data: bytes
-    value: Any
+    held: Any  # the decoded value, while it is kept (`lean` lets it go)
     warnings: list[str]
+    decode: Callable[[bytes], Any] | None = None  # after `lean`: how `value` is made again
+
+    @property
+    def value(self) -> Any:
+        """The decoded value: the one kept, or decoded from `data` each time it is asked
+        for once the artifact is `lean`."""
+        return self.held if self.decode is None else self.decode(self.data)
+
+    def lean(self, artifact_type: Any) -> Artifact:
+        """This artifact without its decoded value, which `value` decodes again from the
+        bytes when asked: a run holds every lane's artifact until its outputs are written,
+        and the decoded form of a lane that no other step consumes is asked for once, by
+        `outputs`, while it takes several times the bytes' memory (issue 29: peak RSS;
+        docs/internals.md "The runner")."""
+        decode = functools.partial(msgspec.json.decode, type=artifact_type)
+        return dataclasses.replace(self, held=None, decode=decode)
 
     @property
     def step(self) -> str:
@@ -40,7 +60,7 @@ class Artifact:
             sha256=sha256_hex(data),
             size=len(data),
         )
-        return cls(ref=ref, data=data, value=value, warnings=warnings)
+        return cls(ref=ref, data=data, held=value, warnings=warnings)
 
     def provenance(self, module_fingerprint: str) -> Provenance:
         """What a normalize checkpoint records of its producer, checked on restore."""

@@ -89,6 +89,7 @@ class PipelineRunner:
         self._unread: dict[str, PlannedSource] = {}
         self._read_chunks: dict[str, dict[str, Chunk]] = {}
         self._on_execute = on_execute
+        self._consumed_steps: set[str] = set()  # set by `run`
         self._parts = parts  # a streaming merge's reader of this run's own extracts
         self._plan_store = plan_store
         self._trace = trace
@@ -107,6 +108,8 @@ class PipelineRunner:
     # --- public ------------------------------------------------------------------
 
     def run(self, pipeline: ResolvedPipeline) -> RunOutcome:
+        # the steps another step consumes keep their artifacts decoded (`Artifact.lean`)
+        self._consumed_steps = {p for s in pipeline.steps for p in s.consumes}
         self._record_inputs(pipeline)
         planned = resolve_plans(pipeline, self._plan_store, self._known)
         self._unread = {p.source.name: p for p in planned if p.unread}
@@ -416,7 +419,10 @@ class PipelineRunner:
         try:
             if reads_error is not None:
                 raise reads_error
-            return (yield from lane_run.run(chunks))
+            artifact = yield from lane_run.run(chunks)
+            if step.id in self._consumed_steps:
+                return artifact
+            return artifact.lean(step.module.artifact_type)
         except StageError as err:
             module_exc = err.exc
             message = safe_error_text(err.text, ERROR_MESSAGE_LIMIT)

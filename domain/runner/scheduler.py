@@ -243,6 +243,9 @@ class Scheduler:
 
     def _advance(self, job: LaneJob, sent: list[Any] | None) -> None:
         assert job.work is not None
+        # the lane has the outcomes now: held here too, a finished lane's last batch (its
+        # normalize, decoded) stayed alive until the run's end, for every lane (issue 29)
+        job.outcomes = []
         while True:
             try:
                 batch = job.work.send(sent)  # type: ignore[arg-type]
