@@ -253,6 +253,34 @@ class LaneItems:
 
 _LANE_ITEM_EVENTS = (StageDecided, LLMUsageReused, LLMCallAttempted)
 
+Taken = list[tuple[Reused | None, RunEvent | None]]
+
+
+def _lanes_items(
+    events: Iterable[RunEvent],
+) -> Iterator[tuple[tuple[str, str], Taken | LaneReused]]:
+    """A run's lanes as (step, lane) and their `LaneItems` taken at each artifact (and at
+    the end, for a lane without one), or a `LaneReused` as it comes."""
+    open_items: dict[tuple[str, str], LaneItems] = {}
+    for event in events:
+        kind = type(event)
+        if kind in _LANE_ITEM_EVENTS:
+            key = (event.step, event.lane)  # type: ignore[attr-defined]
+            items = open_items.get(key)
+            if items is None:
+                items = open_items[key] = LaneItems()
+            items.add(event)
+        elif kind is ArtifactGenerated:
+            assert isinstance(event, ArtifactGenerated)
+            key = (event.step, event.lane)
+            if key in open_items:
+                yield key, open_items.pop(key).take()
+        elif kind is LaneReused:
+            assert isinstance(event, LaneReused)
+            yield (event.step, event.lane), event
+    for key, items in open_items.items():
+        yield key, items.take()
+
 
 def source_lanes(run_id: str, events: Iterable[RunEvent]) -> dict[tuple[str, str], SourceLane]:
     """Each lane of one run, as a later run's summary would name it.
@@ -265,37 +293,18 @@ def source_lanes(run_id: str, events: Iterable[RunEvent]) -> dict[tuple[str, str
     """
     digests: dict[tuple[str, str], Any] = {}
     counts: dict[tuple[str, str], int] = {}
-    open_items: dict[tuple[str, str], LaneItems] = {}
     summarized: dict[tuple[str, str], SourceLane] = {}
     encode = _encoder.encode
-
-    def settle(key: tuple[str, str], items: LaneItems) -> None:
+    for key, taken in _lanes_items(events):
+        if isinstance(taken, LaneReused):
+            summarized[key] = SourceLane(taken.source_run, taken.digest, taken.count)
+            continue
         h = digests.get(key)
         if h is None:
             h = digests[key] = hashlib.sha256()
-        for item, _event in items.take():
+        for item, _event in taken:
             h.update(encode(item) if item is not None else _POISON)
-            counts[key] = counts.get(key, 0) + 1
-
-    for event in events:
-        kind = type(event)
-        if kind in _LANE_ITEM_EVENTS:
-            key = (event.step, event.lane)  # type: ignore[attr-defined]
-            items = open_items.get(key)
-            if items is None:
-                items = open_items[key] = LaneItems()
-            items.add(event)
-        elif kind is ArtifactGenerated:
-            assert isinstance(event, ArtifactGenerated)
-            key = (event.step, event.lane)
-            if key in open_items:
-                settle(key, open_items.pop(key))
-        elif kind is LaneReused:
-            assert isinstance(event, LaneReused)
-            key = (event.step, event.lane)
-            summarized[key] = SourceLane(event.source_run, event.digest, event.count)
-    for key, items in open_items.items():
-        settle(key, items)
+        counts[key] = counts.get(key, 0) + len(taken)
     out = {key: SourceLane(run_id, h.hexdigest(), counts[key]) for key, h in digests.items()}
     out.update(summarized)
     return out
@@ -305,21 +314,7 @@ def lane_decisions(events: Iterable[RunEvent]) -> Iterator[tuple[tuple[str, str]
     """A run's explicit decisions and their reused or spent LLM usage (`LaneItems`) as
     (step, lane) and item, each lane's at its artifact (None: an item no summary stands
     for)."""
-    open_items: dict[tuple[str, str], LaneItems] = {}
-    for event in events:
-        kind = type(event)
-        if kind in _LANE_ITEM_EVENTS:
-            key = (event.step, event.lane)  # type: ignore[attr-defined]
-            items = open_items.get(key)
-            if items is None:
-                items = open_items[key] = LaneItems()
-            items.add(event)
-        elif kind is ArtifactGenerated:
-            assert isinstance(event, ArtifactGenerated)
-            key = (event.step, event.lane)
-            if key in open_items:
-                for item, _event in open_items.pop(key).take():
-                    yield key, item
-    for key, items in open_items.items():
-        for item, _event in items.take():
-            yield key, item
+    for key, taken in _lanes_items(events):
+        if not isinstance(taken, LaneReused):
+            for item, _event in taken:
+                yield key, item
