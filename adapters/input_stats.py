@@ -31,7 +31,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsRoot
@@ -164,18 +164,11 @@ class InputStats:
         if path in self._rows:
             row = self._rows[path]
         else:
-            with self._lock:
-                db = self._connection()
-                if db is None:
-                    return None
-                try:
-                    row = db.execute(
-                        "SELECT size, mtime_ns, ctime_ns, ino, dev, sha256, recorded_ns"
-                        " FROM inputs WHERE path = ?",
-                        (path,),
-                    ).fetchone()
-                except sqlite3.Error:
-                    return None
+            row = self._row(
+                "SELECT size, mtime_ns, ctime_ns, ino, dev, sha256, recorded_ns"
+                " FROM inputs WHERE path = ?",
+                (path,),
+            )
         if row is None or tuple(row[:5]) != _facts(st):
             return None
         recorded_ns = row[6]
@@ -194,17 +187,24 @@ class InputStats:
 
     def chunks(self, source: str, plan_key: str) -> list[tuple[str, int, int, str]] | None:
         """The chunks recorded for `source` under `plan_key`, None when none (or unreadable)."""
+        row = self._row(
+            "SELECT chunks FROM chunks WHERE plan_key = ? AND source = ?", (plan_key, source)
+        )
+        try:
+            return _chunk_rows.decode(row[0]) if row is not None else None
+        except msgspec.DecodeError:
+            return None
+
+    def _row(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """One row of the database, None when there is none, no database or an error
+        (a damaged database is read as an empty one)."""
         with self._lock:
             db = self._connection()
             if db is None:
                 return None
             try:
-                row = db.execute(
-                    "SELECT chunks FROM chunks WHERE plan_key = ? AND source = ?",
-                    (plan_key, source),
-                ).fetchone()
-                return _chunk_rows.decode(row[0]) if row is not None else None
-            except (sqlite3.Error, msgspec.DecodeError):
+                return db.execute(sql, params).fetchone()
+            except sqlite3.Error:
                 return None
 
     def remember(self, source: str, plan_key: str, chunks: list[Chunk]) -> None:
