@@ -7,9 +7,13 @@
 and that the live view is the journal's fold (what `projections rebuild manifest` writes).
 The journal's fold is a second, independent fold (`CommittedFold`) of the batches the
 journal committed, in its order, as each commit returned; it stands for the journal when
-the journal's last stored version is the last one it folded and no batch held a reuse
-summary. Otherwise (a resume that journaled `LaneReused` or `EventsReused`, a fold that
-failed) the run's events are read back in one streamed pass as before
+the journal's last stored version is the last one it folded. A reuse summary in a batch
+(`LaneReused`, `EventsReused`) is expanded from the events the session applied for it,
+handed over with the batch, once their own digest is the summary's
+(`expansion_matches`): what the check proves of them, and what only `journal audit`
+proves, is in docs/internals.md "Block summaries". A fold that failed (a summary without
+its events or whose events do not match, an exception) makes the check read the run's
+events back in one streamed pass as before, expanding every summary from the run it names
 (docs/operations.md "A manifest that disagrees with its journal"). A difference is a bug
 in runjournal, never something the user did: the manifest is rewritten from the
 journal's fold, one line says it is an internal error to report, `--json` carries it as
@@ -19,16 +23,18 @@ journal's fold, one line says it is an internal error to report, `--json` carrie
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runjournal.app.documents import json_bytes
+from runjournal.domain.block_reuse import expansion_matches
 from runjournal.domain.events import EventsReused, LaneReused, RunEvent, StageDecided
 from runjournal.projections.manifest import ManifestProjection
 
 MANIFEST = "manifest.json"
-# summaries whose events live in an earlier run: checked only as a reader expands them
+# summaries whose events are journaled in an earlier run: folded from the events the
+# session applied for them, once those match the summary's digest
 _SUMMARIES = (LaneReused, EventsReused)
 
 
@@ -49,12 +55,14 @@ class CommittedFold:
 
     `committed` is the session's `committed` callback (adapters/journal/session.py): it
     gets each batch after the journal stored it, in the journal's order, possibly on the
-    committer's thread. It folds the batch into a `ManifestProjection` of its own and
-    counts its `StageDecided`, so the check at the end reads nothing back. It gives up
-    (`usable` false, the check reads the journal back) at a `LaneReused` or
-    `EventsReused` summary, whose events live in an earlier run and must be checked as a
-    reader expands them, and at any exception of the fold, which must never fail the
-    commit that called it.
+    committer's thread, with the events each reuse summary in the batch stands for as the
+    session applied them (`expanded`, by the summary's version). It folds the batch into
+    a `ManifestProjection` of its own and counts its `StageDecided`, so the check at the
+    end reads nothing back: a summary is folded, then its events, once
+    `expansion_matches` finds them to be what a reader expands it into (their count,
+    origin and digest). It gives up (`usable` false, `gave_up` says why; the check reads
+    the journal back) at a summary without its events or whose events do not match, and
+    at any exception of the fold, which must never fail the commit that called it.
     """
 
     def __init__(self) -> None:
@@ -62,12 +70,18 @@ class CommittedFold:
         self._fold: ManifestProjection | None = ManifestProjection()
         self.journaled: dict[str, int] = {}
         self.last_version = 0
+        self.summaries = 0  # reuse summaries folded from their applied events
+        self.gave_up: str | None = None
 
     @property
     def usable(self) -> bool:
         return self._fold is not None
 
-    def committed(self, events: Sequence[RunEvent]) -> None:
+    def committed(
+        self,
+        events: Sequence[RunEvent],
+        expanded: Mapping[int, Sequence[RunEvent]] | None = None,
+    ) -> None:
         with self._lock:
             fold = self._fold
             if fold is None:
@@ -75,20 +89,37 @@ class CommittedFold:
             try:
                 journaled = self.journaled
                 for event in events:
-                    if type(event) in _SUMMARIES:
-                        self._give_up()
-                        return
+                    kind = type(event)
+                    if kind in _SUMMARIES:
+                        version = event.originator_version
+                        applied = expanded.get(version) if expanded is not None else None
+                        if applied is None:
+                            self._give_up(f"{kind.__name__} {version} came without its events")
+                            return
+                        if not expansion_matches(event, applied):
+                            self._give_up(f"{kind.__name__} {version}: its events do not match")
+                            return
+                        fold.apply(event)
+                        for each in applied:
+                            fold.apply(each)
+                            if type(each) is StageDecided:
+                                code = each.code.value  # type: ignore[attr-defined]
+                                journaled[code] = journaled.get(code, 0) + 1
+                        self.summaries += 1
+                        self.last_version = version
+                        continue
                     fold.apply(event)
-                    if type(event) is StageDecided:
-                        code = event.code.value
+                    if kind is StageDecided:
+                        code = event.code.value  # type: ignore[attr-defined]
                         journaled[code] = journaled.get(code, 0) + 1
                     self.last_version = event.originator_version
-            except Exception:  # never the commit's failure: the check reads back instead
-                self._give_up()
+            except Exception as exc:  # never the commit's failure: the check reads back instead
+                self._give_up(f"the fold raised {type(exc).__name__}")
 
-    def _give_up(self) -> None:
+    def _give_up(self, why: str) -> None:
         self._fold = None
         self.journaled = {}
+        self.gave_up = why
 
     def view(self) -> dict[str, Any]:
         with self._lock:

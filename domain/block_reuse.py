@@ -20,7 +20,7 @@ Pure: no I/O. The journal adapter reads the runs and feeds their events in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -42,6 +42,8 @@ from runjournal.domain.lane_reuse import (
     LaneItems,
     ReusedStage,
     ReusedUsage,
+    item_of,
+    journaled_as_reuse,
     reuse_digest,
     reused_fields,
     usage_event,
@@ -289,3 +291,49 @@ def reoriginated(event: RunEvent, origin: dict[str, Any]) -> RunEvent:
         assert isinstance(event, LLMUsageReused)
         return usage_event(origin, event.step, event.lane, ReusedUsage.of_event(event))
     return msgspec.structs.replace(event, **origin)
+
+
+def expansion_matches(summary: RunEvent, events: Sequence[RunEvent]) -> bool:
+    """Whether `events`, as a recorder applied them for the reuse summary `summary` (an
+    `EventsReused` or a `LaneReused`), are the events a reader expands it into from the
+    run it names, when that run's units have the summary's digest (which every reader
+    checks, docs/internals.md "Block summaries").
+
+    Checked from the events themselves: their count and origin (the summary's version),
+    every decision exactly as a plain reuse is journaled, and their digest: a
+    `LaneReused`'s `reuse_digest` of its lane's items, an `EventsReused`'s `block_digest`
+    of the units they form (`units`), which must be `units` whole units of its stream.
+    What a reader expands is a function of what these digests cover, so equal digests are
+    equal expansions."""
+    version = summary.originator_version
+    if len(events) != summary.count:  # type: ignore[attr-defined]
+        return False
+    for event in events:
+        if event.originator_version != version:
+            return False
+        if type(event) is StageDecided and not journaled_as_reuse(event):
+            return False
+    kind = type(summary)
+    if kind is LaneReused:
+        assert isinstance(summary, LaneReused)
+        lane = (summary.step, summary.lane)
+        items = []
+        for event in events:
+            item = item_of(event)
+            if item is None or (event.step, event.lane) != lane:  # type: ignore[attr-defined]
+                return False
+            items.append(item)
+        return reuse_digest(items) == summary.digest
+    if kind is EventsReused:
+        assert isinstance(summary, EventsReused)
+        allowed = EXPANDED[summary.kind]
+        if any(type(event) not in allowed for event in events):
+            return False
+        stream = (summary.kind, summary.step)
+        found = list(units(events))
+        return (
+            len(found) == summary.units
+            and all(u.stream == stream and u.digest is not None for u in found)
+            and block_digest(u.digest for u in found) == summary.digest  # type: ignore[misc]
+        )
+    return False

@@ -116,6 +116,18 @@ def plain_reuse_event(event: StageDecided) -> bool:
     )
 
 
+def journaled_as_reuse(event: StageDecided) -> bool:
+    """Whether a decision is exactly what `reused_fields` journals for its item: a plain
+    reuse with the category and detail every plain reuse carries (what a summary's
+    expansion gives, `expand`)."""
+    plain = _plain_fields()
+    return (
+        plain_reuse_event(event)
+        and event.category == plain["category"]
+        and event.detail == plain["detail"]
+    )
+
+
 def reuse_digest(stages: Iterable[Reused | None]) -> str:
     """sha256 over the canonical msgpack of each item, in journal order (an event no
     summary stands for, None, poisons it)."""

@@ -34,10 +34,12 @@ from runjournal.domain.events import (
     ChunkPlanResolved,
     ConfigurationResolved,
     DebugBundleAllocated,
+    EventsReused,
     FileFingerprint,
     HintRecorded,
     InputsFingerprinted,
     LaneResolved,
+    LaneReused,
     LeaseWaitOutcome,
     LLMCallAttempted,
     ModuleObserved,
@@ -213,12 +215,30 @@ output names (OutputsValidated) only get their lone surrogates escaped.
 # --- session ---------------------------------------------------------------------
 
 
-def _then(commit: Commit, committed: Callable[[Sequence[RunEvent]], None]) -> Commit:
-    """`commit`, then `committed` with the same batch (only when the commit succeeded)."""
+Committed = Callable[[Sequence[RunEvent], Mapping[int, Sequence[RunEvent]]], None]
+"""Gets a batch the journal committed and, by version, the events the batch's reuse
+summaries stand for as the session applied them (app/manifest_check.py `CommittedFold`)."""
+
+_SUMMARIES: Final = (LaneReused, EventsReused)
+EXPANSIONS_HELD: Final = 32_768
+"""A batch commits once the reuse summaries recorded since the last one stand for this many
+events: the session holds their events until the batch commits (for `committed`), so a
+no-op resume whose stored events fit one batch does not hold every decision of the run."""
+
+
+def _then(commit: Commit, committed: Committed, expansions: dict[int, list[RunEvent]]) -> Commit:
+    """`commit`, then `committed` with the same batch and its summaries' expansions (only
+    when the commit succeeded); the expansions leave `expansions` then."""
 
     def both(events: Sequence[RunEvent]) -> None:
         commit(events)
-        committed(events)
+        expanded: dict[int, list[RunEvent]] = {}
+        for event in events:
+            if type(event) in _SUMMARIES:
+                held = expansions.pop(event.originator_version, None)
+                if held is not None:
+                    expanded[event.originator_version] = held
+        committed(events, expanded)
 
     return both
 
@@ -233,7 +253,8 @@ class RunSession:
     "Group durability"). With `behind`, a full batch is committed on a thread of its own
     while the run goes on (`CommitBehind`); `flush` is always synchronous. `committed`
     gets each batch once the journal holds it, in the journal's order (on the committer's
-    thread with `behind`): `run`'s manifest self-check folds them (app/manifest_check.py).
+    thread with `behind`), with the events each reuse summary in it stands for as recorded
+    here: `run`'s manifest self-check folds them (app/manifest_check.py).
     """
 
     def __init__(
@@ -246,12 +267,19 @@ class RunSession:
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
         reuse_sources: ReuseSources | None = None,
-        committed: Callable[[Sequence[RunEvent]], None] | None = None,
+        committed: Committed | None = None,
         block_sources: BlockSources | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        self._commit = commit if committed is None else _then(commit, committed)
+        # the events of each reuse summary not yet committed, by its version (`committed`)
+        self._expansions: dict[int, list[RunEvent]] | None = None
+        self._expanded = 0  # events they stand for, since the last batch was collected
+        if committed is None:
+            self._commit = commit
+        else:
+            self._expansions = {}
+            self._commit = _then(commit, committed, self._expansions)
         self._before_commit = before_commit
         self._behind = behind
         self._inflight: CommitBehind | None = None
@@ -392,6 +420,7 @@ class RunSession:
                     listener(summary)
                     for decision in decisions:
                         listener(decision)
+                self._hand_over(summary, decisions)
                 self._recorded_quietly()
                 return
         for item in stages:
@@ -792,7 +821,14 @@ class RunSession:
             listener(summary)
             for event in expanded:
                 listener(event)
+        self._hand_over(summary, expanded)
         self._recorded_quietly()
+
+    def _hand_over(self, summary: RunEvent, events: list[RunEvent]) -> None:
+        """Hold a summary's events for `committed`, until its batch commits."""
+        if self._expansions is not None:
+            self._expansions[summary.originator_version] = events
+            self._expanded += len(events)
 
     def _trigger(self, event_type: type[RunEvent], **fields: Any) -> None:
         """One event through `Run.trigger` under the same rules as the commands; its
@@ -818,8 +854,12 @@ class RunSession:
         self._recorded_quietly()
 
     def _recorded_quietly(self) -> None:
-        """Commit when a batch is full (the listeners already have the event)."""
-        if self._run.pending_count + len(self._unsaved) >= self._batch_size:
+        """Commit when a batch is full (the listeners already have the event), or when
+        the summaries in it stand for `EXPANSIONS_HELD` events."""
+        if (
+            self._run.pending_count + len(self._unsaved) >= self._batch_size
+            or self._expanded >= EXPANSIONS_HELD
+        ):
             if self._behind:
                 self._commit_behind()
             else:
@@ -829,7 +869,7 @@ class RunSession:
         """Hand the batch to a committer thread, once the one before it is in."""
         self._wait_behind()
         events = self._unsaved + self._run.collect_events()
-        self._unsaved = []
+        self._unsaved, self._expanded = [], 0
         self._inflight = CommitBehind(events, self._commit, self._before_commit)
 
     def _wait_behind(self) -> None:
@@ -852,6 +892,7 @@ class RunSession:
         if not self._run.pending_count and not self._unsaved:
             return
         events = self._unsaved + self._run.collect_events()
+        self._expanded = 0
         if self._before_commit is not None:
             self._before_commit()
         try:

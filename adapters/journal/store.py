@@ -38,7 +38,7 @@ from runjournal.adapters.journal.reuse import (
 )
 from runjournal.adapters.journal.runs_table import RunsTable, save_if_current
 from runjournal.adapters.journal.sealer import Sealer, frontier_of, note_for
-from runjournal.adapters.journal.session import RunSession
+from runjournal.adapters.journal.session import Committed, RunSession
 from runjournal.adapters.journal.views_table import ViewsTable
 from runjournal.domain.events import (
     RunAllocated,
@@ -200,7 +200,7 @@ class JournalStore:
         before_commit: Callable[[], None] | None = None,
         behind: bool = False,
         reuse_sources: SourceIndex | None = None,
-        committed: Callable[[Sequence[RunEvent]], None] | None = None,
+        committed: Committed | None = None,
         block_sources: BlockIndex | None = None,
     ) -> RunSession:
         """The `RunRecorder` of `run`; commits what the run already has pending at once."""

@@ -319,6 +319,12 @@ def test_a_stat_mode_resume_reads_only_the_input_whose_extract_executes(
 # --- block summaries repeated without reading their source run ("Block summaries")
 
 
+def _types(invoke, out: Path, run_id: str) -> list[str]:
+    shown = invoke("journal", "show", run_id, "--output-root", str(out), "--json")
+    assert shown.exit_code == 0, shown.output
+    return [e["type"] for e in json.loads(shown.stdout)["events"]]
+
+
 def _blocks(invoke, out: Path, run_id: str) -> list[dict]:
     shown = invoke("journal", "show", run_id, "--output-root", str(out), "--json")
     assert shown.exit_code == 0, shown.output
@@ -379,3 +385,126 @@ def test_a_resume_after_an_edit_still_finds_the_units_one_by_one(invoke, tmp_pat
     for run in (doc["run_id"], json.loads(again.stdout)["run_id"]):
         audit = invoke("journal", "audit", run, "--output-root", str(tmp_path / "out"))
         assert audit.exit_code == 0, audit.output
+
+
+# --- `run`'s manifest check of a resume journaled as summaries ("Block summaries")
+
+
+def _spy_read_back(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs whose events were read back with their summaries expanded from the runs
+    they name (`JournalStore.projected_events`: what the manifest check read back)."""
+    from runjournal.adapters.journal.store import JournalStore
+
+    read: list[str] = []
+    real = JournalStore.projected_events
+
+    def counting(self, run_id):  # type: ignore[no-untyped-def]
+        read.append(run_id)
+        return real(self, run_id)
+
+    monkeypatch.setattr(JournalStore, "projected_events", counting)
+    return read
+
+
+@pytest.mark.parametrize("blocks", [True, False], ids=["block-summaries", "lane-summaries"])
+def test_a_no_op_resume_checks_its_manifest_without_reading_the_earlier_run_back(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: bool
+) -> None:
+    args = _terms_project(tmp_path, docs=4)
+    if not blocks:
+        args.append("--no-block-summary")
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    runs = []
+    for _ in range(2):  # blocks naming the cold run, then blocks repeated
+        read = _spy_read_back(monkeypatch)
+        again = invoke(*args, "--resume")
+        assert again.exit_code == 0, again.output
+        doc = json.loads(again.stdout)
+        assert set(doc["decisions"]) == {"reused"} and doc["internal_error"] is None
+        assert read == []  # the check folded the summaries from what the session applied
+        runs.append(doc["run_id"])
+        monkeypatch.undo()
+    out = tmp_path / "out"
+    kinds = {b["kind"] for b in _blocks(invoke, out, runs[-1])}
+    assert kinds == ({"inputs", "plans", "lanes", "outputs"} if blocks else set())
+    assert blocks or "LaneReused" in _types(invoke, out, runs[-1])
+    for run in runs:  # the audit still expands every summary from the run it names
+        audit = invoke("journal", "audit", run, "--output-root", str(out))
+        assert audit.exit_code == 0, audit.output
+
+
+def _journal_fold(out: Path, run_id: str) -> bytes:
+    """The journal's fold of a run as `manifest.json` bytes, its summaries expanded from the
+    runs they name (what `projections rebuild manifest` writes)."""
+    from runjournal.adapters.journal import open_journal
+    from runjournal.cli.output import json_bytes
+    from runjournal.projections.base import fold
+    from runjournal.projections.manifest import ManifestProjection
+
+    with open_journal(str(out / "journal.sqlite3")) as store:
+        return json_bytes(fold(ManifestProjection(), store.projected_events(run_id)).view())
+
+
+def _internal_error(result, out: Path) -> dict:
+    """A run that exited 70 with its manifest rewritten from the journal's fold."""
+    assert result.exit_code == 70, result.output
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "succeeded" and set(doc["decisions"]) == {"reused"}
+    assert "manifest.json was rewritten from the journal" in doc["internal_error"]
+    assert Path(doc["manifest"]).read_bytes() == _journal_fold(out, doc["run_id"])
+    return doc
+
+
+def test_a_no_op_resume_whose_manifest_disagrees_is_still_rewritten_and_exits_70(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runjournal.projections.manifest import ManifestProjection
+
+    class Lossy(ManifestProjection):  # a live fold with a bug: it drops every decision
+        def decided(self, event):  # type: ignore[no-untyped-def]
+            return
+
+    args = _terms_project(tmp_path, docs=4)
+    assert invoke(*args).exit_code == 0
+    assert invoke(*args, "--resume").exit_code == 0  # the next one repeats its blocks
+    read = _spy_read_back(monkeypatch)
+    monkeypatch.setattr("runjournal.cli.compose.ManifestProjection", Lossy)
+    result = invoke(*args, "--resume")
+    assert read == []  # found, and rewritten, from the committed fold
+    doc = _internal_error(result, tmp_path / "out")
+    assert "lanes" in {b["kind"] for b in _blocks(invoke, tmp_path / "out", doc["run_id"])}
+
+
+def test_a_block_whose_applied_units_do_not_match_its_digest_reads_the_run_back(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder bug that applies other events than a block's units: the committed fold
+    refuses them, the check reads the run back, and the live manifest that folded them is
+    rewritten from the journal (exit 70)."""
+    import msgspec
+    from runjournal.domain.events import LaneResolved
+    from runjournal.domain.run import Run
+
+    args = _terms_project(tmp_path, docs=4)
+    assert invoke(*args).exit_code == 0
+    real = Run.record_block_reuse
+
+    def tampering(self, **kwargs):  # type: ignore[no-untyped-def]
+        summary, expanded = real(self, **kwargs)
+        for i, event in enumerate(expanded):
+            if type(event) is LaneResolved:
+                expanded[i] = msgspec.structs.replace(
+                    event, lane_identity="not-" + event.lane_identity
+                )
+                break
+        return summary, expanded
+
+    monkeypatch.setattr(Run, "record_block_reuse", tampering)
+    read = _spy_read_back(monkeypatch)
+    result = invoke(*args, "--resume")
+    assert read == [json.loads(result.stdout)["run_id"]]
+    doc = _internal_error(result, tmp_path / "out")
+    monkeypatch.undo()
+    audit = invoke("journal", "audit", doc["run_id"], "--output-root", str(tmp_path / "out"))
+    assert audit.exit_code == 0, audit.output  # the journal itself was right
