@@ -35,6 +35,7 @@ from runjournal.domain.events import (
     LLMCallAttempted,
     LLMUsageReused,
     OutputWritten,
+    PlanOutcome,
     RunEvent,
     StageDecided,
 )
@@ -179,6 +180,8 @@ def units(events: Iterable[RunEvent], *, keep: bool = False) -> Iterator[Unit]:
             stream = (single, "")
             position = counters.get(stream, 0)
             counters[stream] = position + 1
+            if kind is ChunkPlanResolved:
+                event = as_reused_plan(event)  # type: ignore[arg-type]
             key = event.source if kind is ChunkPlanResolved else getattr(event, "name", "")  # type: ignore[attr-defined]
             yield Unit(stream, position, key, single_digest(event), [event] if keep else None)
         elif kind is LaneResolved:
@@ -224,6 +227,20 @@ def units(events: Iterable[RunEvent], *, keep: bool = False) -> Iterator[Unit]:
             yield Unit(stream, lane.position, event.lane, _close(lane, event), lane.events)
     for (step, lane_name), lane in open_lanes.items():
         yield Unit((BlockKind.LANES, step), lane.position, lane_name, None)
+
+
+_REUSED_PLAN = [PlanOutcome.REUSED]
+
+
+def as_reused_plan(event: ChunkPlanResolved) -> ChunkPlanResolved:
+    """A source's plan unit as a later run that finds the plan journals it: outcomes
+    `[reused]`, whatever the run that made it did (`[computed, published]` in a cold run).
+    A block of plans then stands for exactly the events the run that records it held, as
+    a block of lanes stands for plain reuse decisions, and the first resume after a cold
+    run journals its plans as blocks too (docs/internals.md "Block summaries")."""
+    if event.outcomes == _REUSED_PLAN:
+        return event
+    return msgspec.structs.replace(event, outcomes=list(_REUSED_PLAN))
 
 
 def _close(lane: _OpenLane, artifact: ArtifactGenerated) -> str | None:

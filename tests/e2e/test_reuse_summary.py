@@ -303,9 +303,9 @@ def test_a_lane_of_llm_stages_is_summarized_with_its_reused_usage(tmp_path: Path
         projected = list(store.projected_events(new["run_id"]))
         raw_blocked = list(store.events(blocked["run_id"]))
         projected_blocked = list(store.projected_events(blocked["run_id"]))
-    # the first resume: blocks naming the run that executed the lanes, nothing explicit
-    lanes = (LaneResolved, StageDecided, ArtifactGenerated, LLMUsageReused)
-    assert not [e for e in raw_first if type(e) in lanes]
+    # the first resume: blocks naming the run that executed the lanes and made the plans
+    # (its plans `[computed, published]`, the resume's `[reused]`), nothing explicit
+    assert not [e for e in raw_first if type(e) in (*_UNIT_EVENTS, LLMUsageReused)]
     lane_blocks = [e for e in raw_first if type(e) is EventsReused and e.kind == "lanes"]
     assert lane_blocks and {b.source_run for b in lane_blocks} == {cold["run_id"]}
     expanded = [e for e in projected_first if type(e) is not EventsReused]
