@@ -96,9 +96,10 @@ _UPSERT = (
 )
 _BUSY_MS = 120_000
 _HELD_DIRS = 512
-_FRESH_DIRS = 4096
 """Directories whose index entries a store holds after reading them in one query (a lane's
 checkpoints and pointers are read together: one query per directory, not per entry)."""
+_FRESH_DIRS = 4096
+"""Directories created by a store whose leaves it remembers writing (`_ensure_dir`)."""
 
 Row = tuple[int, int, int, str | None]
 """An entry's place: segment, offset, length, object (a large payload's digest)."""
@@ -158,7 +159,8 @@ def _split(name: str) -> tuple[str, str]:
 @functools.lru_cache(maxsize=16384)
 def _pack_part(part: str) -> bytes:
     """One path component as index schema 2 keeps it (cached: a run packs the same step,
-    stage and directory components over and over, docs/performance.md "Concurrency")."""
+    stage and directory components over and over; docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint")."""
     found = _HEX_PART.fullmatch(part)
     if found is not None:
         raw = bytes.fromhex(found[1])

@@ -66,8 +66,9 @@ def test_round_trip_overwrite_and_listing(root):
 
 def test_a_directory_this_store_made_skips_the_lookup_but_never_a_rewrite_check(root, tmp_path):
     """Puts under a directory the store created skip the index lookup for leaves it has
-    not written there (docs/performance.md "Concurrency"); a rewrite of one it has written,
-    a write after a `remove`, and another store's writes there still behave as before."""
+    not written there (docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint"); a rewrite of one it has written, a
+    write after a `remove`, and another store's writes there still behave as before."""
     store = PackedStore(root)
     other = PackedStore(root)
     try:

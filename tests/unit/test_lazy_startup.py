@@ -254,7 +254,8 @@ def test_the_journal_package_and_composition_root_load_no_eventsourcing() -> Non
 
 def test_a_finished_command_leaves_its_heap_out_of_the_teardown_collection(monkeypatch) -> None:
     """After the command (whatever its exit), the heap is frozen: the interpreter's
-    teardown does not walk it again (docs/performance.md "Concurrency")."""
+    teardown does not walk it again (docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint")."""
     import gc
 
     import pytest
