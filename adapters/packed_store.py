@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import secrets
@@ -97,6 +98,8 @@ _BUSY_MS = 120_000
 _HELD_DIRS = 512
 """Directories whose index entries a store holds after reading them in one query (a lane's
 checkpoints and pointers are read together: one query per directory, not per entry)."""
+_FRESH_DIRS = 4096
+"""Directories created by a store whose leaves it remembers writing (`_ensure_dir`)."""
 
 Row = tuple[int, int, int, str | None]
 """An entry's place: segment, offset, length, object (a large payload's digest)."""
@@ -153,7 +156,11 @@ def _split(name: str) -> tuple[str, str]:
     return directory, leaf
 
 
+@functools.lru_cache(maxsize=16384)
 def _pack_part(part: str) -> bytes:
+    """One path component as index schema 2 keeps it (cached: a run packs the same step,
+    stage and directory components over and over; docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint")."""
     found = _HEX_PART.fullmatch(part)
     if found is not None:
         raw = bytes.fromhex(found[1])
@@ -167,7 +174,7 @@ def _pack_path(path: str) -> bytes:
     component as `\\x01`, its byte count, its bytes and its suffix; any other as its UTF-8
     (behind `\\x02` when it starts with `\\x01` or `\\x02`). A directory's entries are
     the names whose packed form starts with its own and `/`, so name ranges still work."""
-    return b"/".join(_pack_part(part) for part in path.split("/"))
+    return b"/".join(map(_pack_part, path.split("/")))
 
 
 def _unpack_path(data: bytes) -> str:
@@ -228,6 +235,9 @@ class PackedStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._dir_ids: dict[str, int] = {}
+        # dir id -> packed leaves this store wrote there, for the directories it created
+        # (`_ensure_dir`), oldest first; under `_write_lock`
+        self._fresh: dict[int, set[bytes]] = {}
         self._segment_fds: dict[int, int] = {}
         # dir id -> leaf -> row, for the directories read whole (`_entries_of`, `read_lane`),
         # least recently used first; a write of this store drops its directory's
@@ -585,28 +595,36 @@ class PackedStore:
         """Store `data` under `name` (replacing what was there), visible to readers of any
         process once this returns; durable at the caller's next `FsRoot.sync`. Raises
         FsError (an index error is FsIOError); the entry then keeps what it had."""
-        with _index_errors(name):
+        try:  # `_index_errors` inline: this is the per-entry path of every write
             self._put(name, data)
+        except sqlite3.Error as exc:
+            raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
 
     def _put(self, name: str, data: bytes) -> None:
         directory, leaf = _split(name)
         data = bytes(data)
         pack = self._open_pack(create=True)
         assert pack is not None
+        encoded = _pack_path(leaf)
         with self._write_lock:
             db = self._writer_db(pack)
-            dir_id = self._ensure_dir(db, directory)
-            if self._same(db, dir_id, leaf, name, data):
-                return
+            dir_id = self._dir_ids.get(directory)
+            if dir_id is None:
+                dir_id = self._ensure_dir(db, directory)
+            written = self._fresh.get(dir_id)
+            if written is None or encoded in written:
+                if self._same(db, dir_id, leaf, name, data, encoded):
+                    return
+            else:  # a directory this store created: only its own writes can be there
+                written.add(encoded)
             now = time.time_ns()
             if len(data) > self._large:
                 digest = hashlib.sha256(data).hexdigest()
-                row = (dir_id, _pack_path(leaf), 0, 0, len(data), digest, now)
+                row = (dir_id, encoded, 0, 0, len(data), digest, now)
                 self._put_object(pack, db, row, data)
                 self._drop_held(dir_id)
                 return
             writer = self._segment(pack, db)
-            encoded = _pack_path(leaf)
             record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
             record += encoded + data
             offset = writer.size
@@ -638,24 +656,46 @@ class PackedStore:
         found = self._dir_id(db, directory)
         if found is not None:
             return found
+        created = False
         db.execute("BEGIN IMMEDIATE")
         try:
             key = _pack_path(directory)
-            if db.execute("SELECT 1 FROM dirs WHERE name = ?", (key,)).fetchone() is None:
-                db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, _next(db, "dir")))
+            row = db.execute("SELECT id FROM dirs WHERE name = ?", (key,)).fetchone()
+            if row is None:
+                found, created = _next(db, "dir"), True
+                db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, found))
+            else:
+                found = int(row[0])
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        found = self._dir_id(db, directory)
-        assert found is not None
+        self._dir_ids[directory] = found
+        if created:
+            # Entries of a directory this store created are only those it writes (another
+            # process's put there would only be written again): a put there skips the
+            # index lookup of `_same` for a leaf it has not written (the most recent
+            # `_FRESH_DIRS` directories are remembered).
+            self._fresh[found] = set()
+            while len(self._fresh) > _FRESH_DIRS:
+                del self._fresh[next(iter(self._fresh))]
         return found
 
-    def _same(self, db: sqlite3.Connection, dir_id: int, leaf: str, name: str, data: bytes) -> bool:
+    def _same(
+        self,
+        db: sqlite3.Connection,
+        dir_id: int,
+        leaf: str,
+        name: str,
+        data: bytes,
+        encoded: bytes | None = None,
+    ) -> bool:
         """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
+        if encoded is None:
+            encoded = _pack_path(leaf)
         row = db.execute(
             "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
-            (dir_id, _pack_path(leaf)),
+            (dir_id, encoded),
         ).fetchone()
         if row is None:
             return False
@@ -663,7 +703,7 @@ class PackedStore:
         if obj is not None:
             return len(data) == length and hashlib.sha256(data).hexdigest() == obj
         if length not in (
-            _LEAF_RECORD.size + len(_pack_path(leaf)) + len(data),
+            _LEAF_RECORD.size + len(encoded) + len(data),
             _LEAF_RECORD.size + len(leaf.encode("utf-8")) + len(data),
             _RECORD.size + len(name.encode("utf-8")) + len(data),
         ):
@@ -851,6 +891,7 @@ class PackedStore:
         dropped = 0
         with self._write_lock:
             db = self._writer_db(pack)
+            self._fresh.clear()  # a removed leaf is written again in full
             db.execute("BEGIN IMMEDIATE")
             try:
                 for name in names:

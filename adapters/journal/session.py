@@ -72,6 +72,7 @@ from runjournal.domain.lane_reuse import (
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import redact_obj, redact_text, valid_utf8
+from runjournal.domain.redaction.known import known_secrets
 from runjournal.domain.run import Run
 
 __all__ = ["RunSession"]
@@ -291,6 +292,8 @@ class RunSession:
         self._blocks = block_sources
         self._held: list[_HeldUnit] = []  # units held for a block summary, in order
         self._lane: _HeldLane | None = None  # a lane whose units are being held
+        # (profile, provider, model) -> (the known secrets then, their redacted forms)
+        self._names: dict[tuple[str, str, str], tuple[object, tuple[str, ...]]] = {}
         if block_sources is not None:
             run.before_record = self._settle
         self.flush()  # the run is visible to `runs list` and `recover` from its start
@@ -461,11 +464,17 @@ class RunSession:
     def llm_attempt(
         self, *, step: str, lane: str, stage: Stage, chunk: str, attempt: LLMAttempt
     ) -> None:
-        named = msgspec.structs.replace(  # user-named profile and model (docs/internals.md)
-            attempt,
-            profile_id=_redact_str(attempt.profile_id),
-            provider=_redact_str(attempt.provider),
-            model=_redact_str(attempt.model),
+        names = (attempt.profile_id, attempt.provider, attempt.model)
+        redacted = self._names.get(names)
+        if redacted is None or redacted[0] is not known_secrets():
+            # user-named profile and model (docs/internals.md), the same for a profile's
+            # every attempt: redacted once while the registered secrets stay the same
+            redacted = (known_secrets(), tuple(_redact_str(n) for n in names))
+            if len(self._names) < 64:
+                self._names[names] = redacted
+        profile_id, provider, model = redacted[1]
+        named = msgspec.structs.replace(
+            attempt, profile_id=profile_id, provider=provider, model=model
         )
         self._recorded(
             self._run.record_llm_attempt(

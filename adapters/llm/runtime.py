@@ -17,6 +17,7 @@ validation error. What cannot succeed raises `LLMCallFailed` with a typed cause.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import random
@@ -174,11 +175,18 @@ def _import_client_meanwhile() -> None:
         return
     _client_import_started.set()
 
-    def load() -> None:
-        with contextlib.suppress(Exception):  # the request's own import reports it
-            import openai  # noqa: F401
+    threading.Thread(target=_load_client, name="runjournal-openai-import", daemon=True).start()
 
-    threading.Thread(target=load, name="runjournal-openai-import", daemon=True).start()
+
+def _load_client() -> None:
+    with contextlib.suppress(Exception):  # the request's own import reports it
+        import openai  # noqa: F401
+    if gc.get_freeze_count():
+        # The stages already run with the start-up heap frozen (app/heap.py): the
+        # client's modules (tens of thousands of objects that live as long as the
+        # process) join it, or each collection of the run's older objects walks them
+        # again (docs/performance.md "Concurrency: `--jobs N` against an LLM endpoint").
+        gc.freeze()
 
 
 class LLMServices:

@@ -64,6 +64,32 @@ def test_round_trip_overwrite_and_listing(root):
         again.close()
 
 
+def test_a_directory_this_store_made_skips_the_lookup_but_never_a_rewrite_check(root, tmp_path):
+    """Puts under a directory the store created skip the index lookup for leaves it has
+    not written there (docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint"); a rewrite of one it has written, a
+    write after a `remove`, and another store's writes there still behave as before."""
+    store = PackedStore(root)
+    other = PackedStore(root)
+    try:
+        store.put("ws/p/fresh/a.ckpt", b"one")
+        size = store._writer.size if store._writer is not None else 0
+        store.put("ws/p/fresh/a.ckpt", b"one")  # the same bytes: nothing written
+        assert store._writer is not None and store._writer.size == size
+        store.put("ws/p/fresh/a.ckpt", b"two")
+        assert store.get("ws/p/fresh/a.ckpt") == b"two"
+        other.put("ws/p/fresh/b.ckpt", b"theirs")  # another writer, same directory
+        store.put("ws/p/fresh/b.ckpt", b"mine")
+        assert other.get("ws/p/fresh/b.ckpt") == b"mine"
+        assert store.remove(["ws/p/fresh/a.ckpt"]) == 1
+        store.put("ws/p/fresh/a.ckpt", b"two")  # removed, so written again
+        assert store.get("ws/p/fresh/a.ckpt") == b"two"
+        assert store.names("ws/p/fresh/") == ["ws/p/fresh/a.ckpt", "ws/p/fresh/b.ckpt"]
+    finally:
+        other.close()
+        store.close()
+
+
 def test_a_reader_creates_nothing(tmp_path):
     with FsRoot.open(tmp_path, create=True) as handle:
         store = PackedStore(handle)

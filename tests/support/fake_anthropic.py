@@ -151,6 +151,7 @@ def _unmarked(body: dict[str, Any]) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "fake-anthropic/1"
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as tests/support/fake_openai.py (no delayed-ACK stall)
     state: _State
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet

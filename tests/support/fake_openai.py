@@ -288,6 +288,11 @@ class _State:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "fake-openai/1"
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as HTTP servers in front of real endpoints set it (uvicorn, nginx's
+    # `tcp_nodelay on`): the headers and the body go out as two writes, and with Nagle's
+    # algorithm the body waited for the client's delayed ACK of the headers, about 40 ms
+    # a reply (docs/performance.md "Concurrency: `--jobs N` against an LLM endpoint").
+    disable_nagle_algorithm = True
     state: _State
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet

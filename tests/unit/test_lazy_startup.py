@@ -250,3 +250,28 @@ def test_the_journal_package_and_composition_root_load_no_eventsourcing() -> Non
     # The check can fail: the store is the journal itself.
     store = loaded_after("from runjournal.adapters.journal import JournalStore")
     assert "eventsourcing.application" in store
+
+
+def test_a_finished_command_leaves_its_heap_out_of_the_teardown_collection(monkeypatch) -> None:
+    """After the command (whatever its exit), the heap is frozen: the interpreter's
+    teardown does not walk it again (docs/performance.md
+    "Concurrency: `--jobs N` against an LLM endpoint")."""
+    import gc
+
+    import pytest
+    import runjournal.cli.main as group_module
+    from runjournal.cli import entry
+
+    def command() -> None:
+        raise SystemExit(3)
+
+    monkeypatch.setattr(group_module, "main", command)
+    monkeypatch.setattr(sys, "argv", ["runjournal", "run", "x.toml"])
+    before = gc.get_freeze_count()
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            entry.main()
+        assert exit_.value.code == 3
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 from runjournal.adapters.journal.session import RunSession
 from runjournal.domain.decisions import Stage, StageDigests, StageFacts
@@ -196,6 +197,37 @@ def test_free_text_recorded_through_the_port_is_redacted() -> None:
         "m-[REDACTED:github_token]",
     )
     assert attempted.status is AttemptStatus.OK and attempted.request_sha256 == "r" * 64
+
+
+def test_an_attempt_names_a_secret_registered_after_an_earlier_attempt_redacted() -> None:
+    """A profile's names are redacted once per set of known secrets (the session keeps
+    them): a secret registered later is still hidden in the next attempt's names."""
+    from runjournal.domain.redaction import clear_known_secrets, register_secrets
+
+    local_key = "local-model-key-" + "q7" * 6  # no credential shape: hidden only by value
+    journal = Journal()
+    journal.lane()
+    journal.decide(ReasonCode.NOT_RESUMED)
+    attempt = LLMAttempt(
+        call=1,
+        attempt=1,
+        profile_id="p",
+        provider="openai",
+        model="m-" + local_key,
+        status=AttemptStatus.OK,
+        request_sha256="r" * 64,
+    )
+    try:
+        journal.session.llm_attempt(**AT, attempt=attempt)
+        register_secrets([local_key])
+        journal.session.llm_attempt(**AT, attempt=msgspec.structs.replace(attempt, attempt=2))
+        journal.session.flush()
+        first, second = journal.stored[-2:]
+        assert first.model == "m-" + local_key
+        assert second.model == "m-[REDACTED:known_secret]"
+        assert (second.profile_id, second.provider) == ("p", "openai")
+    finally:
+        clear_known_secrets()
 
 
 def _methods(cls: type) -> dict[str, inspect.Signature]:
