@@ -22,7 +22,7 @@ from support.llm_servers import REPO, ServerProcess, start_fake
 from support.paths import EXAMPLE
 
 pytest.importorskip("obstore")
-boto3 = pytest.importorskip("boto3")
+pytest.importorskip("boto3")  # the fixture inspects the bucket through it
 
 
 class Bucket:
@@ -33,19 +33,10 @@ class Bucket:
         self.env = server.env()
         self.name = server.bucket()
         self.url = f"s3://{self.name}/team"
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=self.env["AWS_ENDPOINT_URL"],
-            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
-            region_name=self.env["AWS_REGION"],
-        )
+        self.client = server.client()
 
     def listing(self, prefix: str = "team/") -> list[str]:
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.name, Prefix=prefix
-        )
-        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+        return self.server.keys(self.name, prefix)
 
     def read(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()

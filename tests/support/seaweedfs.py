@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 __all__ = ["SeaweedFS", "SeaweedUnavailable", "start", "weed_binary"]
 
@@ -154,19 +155,30 @@ class SeaweedFS:
                 time.sleep(0.5)
         raise SeaweedUnavailable(f"SeaweedFS not ready after {START_WAIT_S:.0f}s: {last}")
 
-    def bucket(self) -> str:
-        """A new empty bucket."""
+    def client(self) -> Any:
+        """A boto3 client of this server, as another S3 client would see the bucket."""
         import boto3
 
-        name = f"rj-{uuid.uuid4().hex[:12]}"
         env = self.env()
-        boto3.client(
+        return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
             aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
             region_name=env["AWS_REGION"],
-        ).create_bucket(Bucket=name)
+        )
+
+    def keys(self, bucket: str, prefix: str) -> list[str]:
+        """Every key of `bucket` under `prefix`, sorted."""
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        )
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+    def bucket(self) -> str:
+        """A new empty bucket."""
+        name = f"rj-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
         return name
 
     def kill(self) -> None:
