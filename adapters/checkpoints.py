@@ -403,6 +403,15 @@ class Workspace:
             return WorkspaceState.CORRUPT
         return WorkspaceState.OK
 
+    def read_many(self, names: list[str]) -> list[bytes | None]:
+        """The packed entries of `names` read together (`PackedStore.get_many`); None
+        for each one to `read` on its own (not packed, or no packed store here)."""
+        get_many = getattr(self._packed, "get_many", None)
+        if get_many is None:
+            return [None] * len(names)
+        prefix = self._prefix
+        return get_many([prefix + name for name in names])
+
     def read(self, name: str) -> bytes:
         """The bytes of `name`: its packed entry, else its file; FsNotFound when neither."""
         full = self._prefix + name
@@ -1010,6 +1019,45 @@ class CheckpointLoader:
             if found is not None:
                 return found[0]
         return legacy[0] if legacy is not None else LoadedCheckpoint(state=CheckpointState.MISSING)
+
+    def load_lane(
+        self, keys: list[CheckpointKey], codecs: list[str], payloads: list[bool]
+    ) -> list[CheckpointRecord] | None:
+        """Each key's record when every one is PRESENT under its own scope, else None: a
+        lane reused as a whole (domain/runner/reused_lane.py; docs/internals.md "Reusing
+        a lane as a whole"). The records are read together (`Workspace.read_many`: one
+        index query per directory, reads in segment order) and each is verified as `load`
+        verifies it (its trailing digest over the key's position, its header, the
+        scope, the codec; its payload's digest when `payloads` asks for it); a name the
+        batch does not give is loaded on its own. None never says why: the lane's walk
+        then loads and decides each stage, and says it."""
+        if self._manifest_state() is not WorkspaceState.OK:
+            return None
+        try:
+            names = [Workspace.checkpoint_name(key) for key in keys]
+            datas = self._workspace.read_many(names)
+        except (FsError, ValueError):
+            return None
+        out: list[CheckpointRecord] = []
+        shared = self._shared_components
+        for key, data, codec, payload in zip(keys, datas, codecs, payloads, strict=True):
+            scope = key.scope
+            if scope is None:
+                return None
+            if data is None:
+                loaded = self.load(key, codec, payload=payload)
+                if loaded.record is None or loaded.state is not CheckpointState.PRESENT:
+                    return None
+                out.append(loaded.record)
+                continue
+            try:
+                header, body = self._codec.open(data, key, shared, payload=payload)
+            except EnvelopeRejected:
+                return None
+            if header.codec_id != codec or not _matches(header, scope, key.stage):
+                return None
+            out.append(_record(header, body))
+        return out
 
     def _latest(self, step: str, lane: str, stage: Stage) -> StoreScope | None:
         """The stage's `latest` pointer as it was when this loader first asked (so the

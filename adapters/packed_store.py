@@ -398,6 +398,64 @@ class PackedStore:
                 continue
         return b""
 
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        """The bytes of each of `names` that is a record of a segment, read in offset
+        order (a lane's records are one run of a segment: docs/internals.md "Reusing a
+        lane as a whole"); None for a name with no entry, a large object, or a record
+        that does not read back as that name (the caller then reads it as `get` does).
+        Each directory's entries are read in one query, keyed as the index keeps them."""
+        out: list[bytes | None] = [None] * len(names)
+        if not names:
+            return out
+        with _index_errors(names[0]):
+            db = self._reader()
+            if db is None:
+                return out
+            rows: dict[str, tuple[int | None, dict[str | bytes, Row]]] = {}
+            wanted: list[tuple[int, int, int, int, int, bytes]] = []
+            packed = self._schema != 1
+            for i, name in enumerate(names):
+                directory, _, leaf = name.rpartition("/")
+                held = rows.get(directory)
+                if held is None:
+                    dir_id = self._dir_id(db, directory) if directory else None
+                    found = []
+                    if dir_id is not None:
+                        found = db.execute(
+                            "SELECT leaf, segment, offset, length, object FROM entries "
+                            "WHERE dir = ?",
+                            (dir_id,),
+                        ).fetchall()
+                    held = rows[directory] = (dir_id, {k: (g, o, n, b) for k, g, o, n, b in found})
+                dir_id, entries = held
+                key = _pack_path(leaf) if packed else leaf
+                row = entries.get(key)
+                if dir_id is None or row is None or row[3] is not None:
+                    continue
+                encoded = key if isinstance(key, bytes) else key.encode("utf-8")
+                wanted.append((row[0], row[1], row[2], i, dir_id, encoded))
+        wanted.sort()
+        for segment, offset, length, i, dir_id, encoded in wanted:
+            try:
+                fd = self._segment_fd(db, segment)
+            except (FsNotFound, sqlite3.Error):
+                continue
+            if segment in self._sealed:
+                data = self._sealed_record(fd, segment, offset, length)
+            else:
+                data = os.pread(fd, length, offset)
+            head = _LEAF_RECORD.size + len(encoded)
+            if len(data) != length or length < head:
+                continue
+            magic, at_dir, leaf_size, data_size = _LEAF_RECORD.unpack_from(data)
+            expected = _MAGIC_PACKED if packed else _MAGIC_LEAF
+            if magic != expected or at_dir != dir_id or leaf_size != len(encoded):
+                continue
+            if head + data_size != length or data[_LEAF_RECORD.size : head] != encoded:
+                continue
+            out[i] = data[head:]
+        return out
+
     def _entries_of(self, db: sqlite3.Connection, dir_id: int) -> dict[str, Row]:
         """Every entry of a directory, read in one query when first asked and held (at most
         `_HELD_DIRS` directories). An entry held is where it was when read: segments are

@@ -47,6 +47,7 @@ from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import is_interrupt, module_warnings
 from runjournal.domain.runner.ledger import RunLedger
 from runjournal.domain.runner.reads import StageReads
+from runjournal.domain.runner.reused_lane import reuse_lane
 from runjournal.domain.runner.scheduler import Batch, LaneWork
 from runjournal.domain.runner.stage_failures import StageError, WorkerError
 from runjournal.domain.runner.tasks import (
@@ -502,6 +503,10 @@ class LaneRun:
 
     def _run(self, chunks: list[Chunk], held: dict[tuple[Stage, int], Lease]) -> LaneWork:
         """Answer the lane walk's turns (domain/lane_walk.py): look up, decide, execute."""
+        reused = reuse_lane(self, chunks)  # docs/internals.md "Reusing a lane as a whole"
+        if reused is not None:
+            self.ledger.artifact(reused)
+            return reused
         walk = LaneWalk(self.lid, [c.id for c in chunks])
         results: list[StageResult | None] = []
         merged: StageResult | None = None
