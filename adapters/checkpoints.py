@@ -577,8 +577,12 @@ def _scope_prefix(step: str, lane: str, stage: str) -> bytes:
     return b"RJCK3" + b"".join(len(p).to_bytes(4, "big") + p for p in parts)
 
 
+# a stage's value without the enum's descriptor (about 1 us a call: once per checkpoint)
+_STAGE_VALUES = {stage: stage.value for stage in Stage}
+
+
 def _scope_digest(key: CheckpointKey, body: memoryview | bytes) -> bytes:
-    stage = key.stage.value if type(key.stage) is Stage else Stage(key.stage).value
+    stage = _STAGE_VALUES.get(key.stage) if type(key.stage) is Stage else Stage(key.stage).value
     chunk = key.chunk.encode("utf-8")
     h = hashlib.sha256(_scope_prefix(key.step, key.lane, stage))
     h.update(len(chunk).to_bytes(4, "big") + chunk)
@@ -903,6 +907,55 @@ def _record(header: EnvelopeHeader, payload: bytes) -> CheckpointRecord:
     )
 
 
+class _Template(NamedTuple):
+    """A lane's first extract envelope, verified by `EnvelopeCodec.open`, as the bytes
+    every other extract of the lane repeats up to its output digest: magic, version,
+    header size, flags, the shared components' digest, lane identity and D. An extract
+    whose envelope starts with exactly those bytes has that header but for its output
+    and sizes, and its input is its own chunk id (`_F_INPUT_CHUNK`), so after its own
+    trailing digest (over its key's position) and its sizes are checked it is that
+    record with its chunk and output (`CheckpointLoader.load_lane`, payload unread)."""
+
+    head: bytes
+    header_size: int
+    flags: int
+    first: CheckpointRecord
+
+    @classmethod
+    def of(cls, data: bytes, record: CheckpointRecord) -> _Template | None:
+        header_size = _PREFIX.unpack_from(data)[2]
+        flags = data[_PREFIX.size]
+        if flags & (_F_TAIL | _F_PRODUCER | _F_INPUT) or not flags & _F_INPUT_CHUNK:
+            return None  # a tail or a stored input: each is opened in full
+        end = _PREFIX.size + header_size - _DIGEST_SIZE - _SIZES.size
+        return cls(data[:end], header_size, flags, record)
+
+    def record(self, data: bytes, key: CheckpointKey) -> CheckpointRecord | None:
+        """`data` as the record of `key` when it repeats the template and is intact;
+        None: open it in full (which then says what is wrong)."""
+        head = self.head
+        at = len(head)
+        body_end = len(data) - _DIGEST_SIZE
+        payload_start = _PREFIX.size + self.header_size
+        if payload_start > body_end or not data.startswith(head):
+            return None
+        if _scope_digest(key, memoryview(data)[:body_end]) != data[body_end:]:
+            return None
+        payload_size, raw_size = _SIZES.unpack_from(data, at + _DIGEST_SIZE)
+        if payload_size != body_end - payload_start:
+            return None
+        if not self.flags & _F_ZSTD and raw_size != payload_size:
+            return None
+        first = self.first
+        return CheckpointRecord(
+            codec_id=first.codec_id,
+            lane_identity=first.lane_identity,
+            digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
+            output_sha256=data[at : at + _DIGEST_SIZE].hex(),
+            payload=b"",
+        )
+
+
 # --------------------------------------------------------------------------- loader
 
 
@@ -1040,6 +1093,7 @@ class CheckpointLoader:
             return None
         out: list[CheckpointRecord] = []
         shared = self._shared_components
+        template: _Template | None = None
         for key, data, codec, payload in zip(keys, datas, codecs, payloads, strict=True):
             scope = key.scope
             if scope is None:
@@ -1050,13 +1104,21 @@ class CheckpointLoader:
                     return None
                 out.append(loaded.record)
                 continue
+            if template is not None and not payload and key.chunk:
+                found = template.record(data, key)
+                if found is not None:
+                    out.append(found)
+                    continue
             try:
                 header, body = self._codec.open(data, key, shared, payload=payload)
             except EnvelopeRejected:
                 return None
             if header.codec_id != codec or not _matches(header, scope, key.stage):
                 return None
-            out.append(_record(header, body))
+            record = _record(header, body)
+            if template is None and not payload and key.chunk:
+                template = _Template.of(data, record)
+            out.append(record)
         return out
 
     def _latest(self, step: str, lane: str, stage: Stage) -> StoreScope | None:

@@ -428,7 +428,7 @@ class PackedStore:
                         ).fetchall()
                     held = rows[directory] = (dir_id, {k: (g, o, n, b) for k, g, o, n, b in found})
                 dir_id, entries = held
-                key = _pack_path(leaf) if packed else leaf
+                key = _pack_part(leaf) if packed else leaf  # a leaf has no "/"
                 row = entries.get(key)
                 if dir_id is None or row is None or row[3] is not None:
                     continue
