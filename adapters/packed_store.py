@@ -403,7 +403,8 @@ class PackedStore:
         order (a lane's records are one run of a segment: docs/internals.md "Reusing a
         lane as a whole"); None for a name with no entry, a large object, or a record
         that does not read back as that name (the caller then reads it as `get` does).
-        Each directory's entries are read in one query, keyed as the index keeps them."""
+        The entries of every directory named are read in one query, keyed as the index
+        keeps them."""
         out: list[bytes | None] = [None] * len(names)
         if not names:
             return out
@@ -411,29 +412,27 @@ class PackedStore:
             db = self._reader()
             if db is None:
                 return out
-            rows: dict[str, tuple[int | None, dict[str | bytes, Row]]] = {}
-            wanted: list[tuple[int, int, int, int, int, bytes]] = []
             packed = self._schema != 1
-            for i, name in enumerate(names):
-                directory, _, leaf = name.rpartition("/")
-                held = rows.get(directory)
-                if held is None:
-                    dir_id = self._dir_id(db, directory) if directory else None
-                    found = []
-                    if dir_id is not None:
-                        found = db.execute(
-                            "SELECT leaf, segment, offset, length, object FROM entries "
-                            "WHERE dir = ?",
-                            (dir_id,),
-                        ).fetchall()
-                    held = rows[directory] = (dir_id, {k: (g, o, n, b) for k, g, o, n, b in found})
-                dir_id, entries = held
-                key = _pack_part(leaf) if packed else leaf  # a leaf has no "/"
-                row = entries.get(key)
-                if dir_id is None or row is None or row[3] is not None:
-                    continue
-                encoded = key if isinstance(key, bytes) else key.encode("utf-8")
-                wanted.append((row[0], row[1], row[2], i, dir_id, encoded))
+            split = [name.rpartition("/") for name in names]
+            keys = {directory: self._key(directory) for directory, _, _ in split}
+            marks = ", ".join("?" * len(keys))
+            found = db.execute(
+                "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
+                f"FROM dirs d JOIN entries e ON e.dir = d.id WHERE d.name IN ({marks})",
+                list(keys.values()),
+            ).fetchall()
+        entries: dict[tuple[str | bytes, str | bytes], tuple[int, int, int, int, Any]] = {
+            (name, leaf): (dir_id, segment, offset, length, obj)
+            for dir_id, name, leaf, segment, offset, length, obj in found
+        }
+        wanted: list[tuple[int, int, int, int, int, bytes]] = []
+        for i, (directory, _, leaf) in enumerate(split):
+            key = _pack_part(leaf) if packed else leaf  # a leaf has no "/"
+            row = entries.get((keys[directory], key))
+            if row is None or row[4] is not None:
+                continue
+            encoded = key if isinstance(key, bytes) else key.encode("utf-8")
+            wanted.append((row[1], row[2], row[3], i, row[0], encoded))
         wanted.sort()
         for segment, offset, length, i, dir_id, encoded in wanted:
             try:
