@@ -907,6 +907,33 @@ def _record(header: EnvelopeHeader, payload: bytes) -> CheckpointRecord:
     )
 
 
+def _lane_names(keys: list[CheckpointKey]) -> list[str]:
+    """`Workspace.checkpoint_name` of each of a lane's keys: an extract of the same
+    position and scope as the first extract's is that name with its own chunk id, checked
+    as `checkpoint_name` checks it (ValueError for a key unfit for a path)."""
+    names: list[str] = []
+    base: tuple[str, str, StoreScope | None] | None = None
+    head = ""
+    match = _CHUNK_ID.compiled().fullmatch
+    for key in keys:
+        chunk = key.chunk
+        if (
+            base is not None
+            and key.stage is Stage.EXTRACT
+            and (key.step, key.lane, key.scope) == base
+        ):
+            if not isinstance(chunk, str) or match(chunk) is None:
+                raise ValueError("an extract checkpoint needs a 64-hex chunk id")
+            names.append(head + chunk + _SUFFIX)
+            continue
+        name = Workspace.checkpoint_name(key)
+        if base is None and key.stage is Stage.EXTRACT:
+            base = (key.step, key.lane, key.scope)
+            head = name[: len(name) - len(chunk) - len(_SUFFIX)]
+        names.append(name)
+    return names
+
+
 class _Template(NamedTuple):
     """A lane's first extract envelope, verified by `EnvelopeCodec.open`, as the bytes
     every other extract of the lane repeats up to its output digest: magic, version,
@@ -1087,7 +1114,7 @@ class CheckpointLoader:
         if self._manifest_state() is not WorkspaceState.OK:
             return None
         try:
-            names = [Workspace.checkpoint_name(key) for key in keys]
+            names = _lane_names(keys)
             datas = self._workspace.read_many(names)
         except (FsError, ValueError):
             return None

@@ -434,13 +434,18 @@ class PackedStore:
             encoded = key if isinstance(key, bytes) else key.encode("utf-8")
             wanted.append((row[1], row[2], row[3], i, row[0], encoded))
         wanted.sort()
+        blocks: dict[tuple[int, int], bytes | None] = {}  # this call's, without the lock
         for segment, offset, length, i, dir_id, encoded in wanted:
             try:
                 fd = self._segment_fd(db, segment)
             except (FsNotFound, sqlite3.Error):
                 continue
             if segment in self._sealed:
-                data = self._sealed_record(fd, segment, offset, length)
+                at, inner = divmod(offset, _BLOCK_SPAN)
+                raw = blocks.get((segment, at), b"")
+                if raw == b"":
+                    raw = blocks[segment, at] = self._block(fd, segment, at)
+                data = b"" if raw is None else raw[inner : inner + length]
             else:
                 data = os.pread(fd, length, offset)
             head = _LEAF_RECORD.size + len(encoded)
@@ -580,6 +585,11 @@ class PackedStore:
         `_HELD_BLOCKS` blocks are held: a lane's records are read together), then sliced;
         b"" for a block that cannot be read (the content's digest then rejects it)."""
         at, inner = divmod(offset, _BLOCK_SPAN)
+        raw = self._block(fd, segment, at)
+        return b"" if raw is None else raw[inner : inner + length]
+
+    def _block(self, fd: int, segment: int, at: int) -> bytes | None:
+        """The records of a sealed segment's block, held or read (None: unreadable)."""
         with self._lock:
             raw = self._blocks.get((segment, at))
             if raw is not None:
@@ -587,12 +597,12 @@ class PackedStore:
         if raw is None:
             raw = _read_block(fd, at)
             if raw is None:
-                return b""
+                return None
             with self._lock:
                 self._blocks[(segment, at)] = raw
                 while len(self._blocks) > _HELD_BLOCKS:
                     self._blocks.popitem(last=False)
-        return raw[inner : inner + length]
+        return raw
 
     def _read_object(self, digest: str) -> bytes:
         pack = self._open_pack(create=False)

@@ -87,7 +87,13 @@ def reuse_lane(run: LaneRun, chunks: list[Chunk]) -> Artifact | None:
     outputs: list[str] = []
     for chunk, record in zip(chunks, records, strict=False):
         cid = chunk.id
-        if record.lane_identity != lid or record.digests != StageDigests(components, cid, d):
+        recorded = record.digests  # `StageDigests(components, cid, d)`, field by field
+        if (
+            record.lane_identity != lid
+            or recorded.input != cid
+            or recorded.dependencies != d
+            or recorded.components != components
+        ):
             return None
         outputs.append(record.output_sha256)
         add(ReusedStage(Stage.EXTRACT, cid, cid, d))
