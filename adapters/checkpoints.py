@@ -947,15 +947,16 @@ class _Template(NamedTuple):
     header_size: int
     flags: int
     first: CheckpointRecord
+    scope: StoreScope  # the first's: a key of another scope is opened in full
 
     @classmethod
-    def of(cls, data: bytes, record: CheckpointRecord) -> _Template | None:
+    def of(cls, data: bytes, record: CheckpointRecord, scope: StoreScope) -> _Template | None:
         header_size = _PREFIX.unpack_from(data)[2]
         flags = data[_PREFIX.size]
         if flags & (_F_TAIL | _F_PRODUCER | _F_INPUT) or not flags & _F_INPUT_CHUNK:
             return None  # a tail or a stored input: each is opened in full
         end = _PREFIX.size + header_size - _DIGEST_SIZE - _SIZES.size
-        return cls(data[:end], header_size, flags, record)
+        return cls(data[:end], header_size, flags, record, scope)
 
     def record(self, data: bytes, key: CheckpointKey) -> CheckpointRecord | None:
         """`data` as the record of `key` when it repeats the template and is intact;
@@ -1131,7 +1132,7 @@ class CheckpointLoader:
                     return None
                 out.append(loaded.record)
                 continue
-            if template is not None and not payload and key.chunk:
+            if template is not None and not payload and key.chunk and scope == template.scope:
                 found = template.record(data, key)
                 if found is not None:
                     out.append(found)
@@ -1144,7 +1145,7 @@ class CheckpointLoader:
                 return None
             record = _record(header, body)
             if template is None and not payload and key.chunk:
-                template = _Template.of(data, record)
+                template = _Template.of(data, record, scope)
             out.append(record)
         return out
 
