@@ -88,21 +88,32 @@ class Spy:
             spy.used.add(WORKSPACE + Workspace.checkpoint_name(key))
             return write(self, key, record)
 
+        load_lane = CheckpointLoader.load_lane
+
+        def use(key, record) -> None:
+            own = scope_of(record)
+            # extract: its own D is its scope's; merge and normalize: their scope's D
+            # also covers the stages before them, the lane identity names their input
+            same = own.step_identity == key.scope.step_identity
+            if key.stage is Stage.EXTRACT:
+                own_scope = same and own.dependencies == key.scope.dependencies
+            else:
+                own_scope = same and own.lane_identity == key.scope.lane_identity
+            if own_scope:  # found by what it is, not the lane's latest of another scope
+                spy.used.add(WORKSPACE + Workspace.checkpoint_name(key))
+
         def loaded(self, key, codec_id, **kwargs):  # payload=False: a header-only read
             found = load(self, key, codec_id, **kwargs)
             record = found.record
             if found.state is CheckpointState.PRESENT and record is not None:
-                own = scope_of(record)
-                # extract: its own D is its scope's; merge and normalize: their scope's D
-                # also covers the stages before them, the lane identity names their input
-                same = own.step_identity == key.scope.step_identity
-                if key.stage is Stage.EXTRACT:
-                    own_scope = same and own.dependencies == key.scope.dependencies
-                else:
-                    own_scope = same and own.lane_identity == key.scope.lane_identity
-                if own_scope:  # found by what it is, not the lane's latest of another scope
-                    spy.used.add(WORKSPACE + Workspace.checkpoint_name(key))
+                use(key, record)
             return found
+
+        def lane_loaded(self, keys, codecs, payloads):  # a lane reused as a whole
+            records = load_lane(self, keys, codecs, payloads)
+            for key, record in zip(keys, records or [], strict=False):
+                use(key, record)
+            return records
 
         def got(self, key):
             lookup = get(self, key)
@@ -118,6 +129,7 @@ class Spy:
 
         monkeypatch.setattr(CheckpointRecorder, "write", recorded)
         monkeypatch.setattr(CheckpointLoader, "load", loaded)
+        monkeypatch.setattr(CheckpointLoader, "load_lane", lane_loaded)
         monkeypatch.setattr(ChunkPlanFileStore, "get", got)
         monkeypatch.setattr(ChunkPlanFileStore, "publish", published)
 
