@@ -63,11 +63,13 @@ def resolve_plans(
     A source not read yet (`Source.unread_size`) whose chunks `known` recorded under its
     plan key is planned from them without reading it (outcome REUSED: the chunks are the
     plan's, keyed by the source's digest); otherwise it is read now (docs/internals.md
-    "Inputs a resume does not read"). `known` records the chunks of every source planned
-    here from its bytes."""
+    "Inputs a resume does not read"), and its chunks keep no text either: the run holds
+    no input's bytes (issue 29), `read_chunks` reads them when an extract executes.
+    `known` records the chunks of every source planned here from its bytes."""
     out: list[PlannedSource] = []
     settings = pipeline.chunking
-    for source in pipeline.sources:
+    for unread in pipeline.sources:
+        source = unread
         facts = PlanFacts(source_sha256=source.sha256, source_size=source.size, settings=settings)
         key = facts.key()
         if source.unread_size is not None:
@@ -104,6 +106,10 @@ def resolve_plans(
         chunks = make_chunks(source, spans)
         if known is not None:
             known.remember(source.name, key, chunks)
+        if unread is not source:  # read here: its text is read again when an extract needs it
+            texts = [msgspec.structs.replace(c, text="") for c in chunks]
+            out.append(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            continue
         out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
     return out
 
