@@ -14,6 +14,19 @@ from runjournal.domain.modules import Module
 from runjournal.domain.ports import Provenance, Spool
 
 
+def _decoder(artifact_type: Any) -> Callable[[bytes], Any]:
+    """One decoder per artifact type, shared by the lanes of its steps (not one per lane)."""
+    try:
+        return _shared_decoder(artifact_type)
+    except TypeError:  # an unhashable type
+        return functools.partial(msgspec.json.decode, type=artifact_type)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_decoder(artifact_type: Any) -> Callable[[bytes], Any]:
+    return functools.partial(msgspec.json.decode, type=artifact_type)
+
+
 @dataclass
 class Artifact:
     """A lane's generated artifact: its ref, canonical bytes, decoded value and warnings."""
@@ -42,7 +55,7 @@ class Artifact:
         `outputs`, while it takes several times the bytes' memory (issue 29: peak RSS;
         docs/internals.md "The runner"). With a `spool` the bytes are set aside there
         too, and the artifact keeps only its ref and their handle."""
-        decode = functools.partial(msgspec.json.decode, type=artifact_type)
+        decode = _decoder(artifact_type)
         if spool is None:
             return dataclasses.replace(self, held=None, decode=decode)
         load = functools.partial(spool.get, spool.put(self.data))
