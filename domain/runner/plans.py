@@ -121,7 +121,7 @@ def read_chunks(planned: PlannedSource, known: KnownChunks) -> list[Chunk]:
     source = msgspec.structs.replace(
         planned.source, data=known.read(planned.source), unread_size=None
     )
-    chunks = make_chunks(source, planned.spans)
+    chunks = make_chunks(source, [Span(c.start, c.end) for c in planned.chunks])
     if [c.id for c in chunks] != [c.id for c in planned.chunks]:
         raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")
     return chunks
@@ -154,6 +154,9 @@ def settle_plans(
             outcomes=p.outcomes,
             chunks=len(p.spans),
         )
+        # published and recorded: the chunks' offsets are all the run needs of them now
+        # (`read_chunks`), not a second list held to the run's end (issue 29: peak RSS)
+        p.spans = []
 
 
 def make_chunks(source: Source, spans: list[Span]) -> list[Chunk]:
