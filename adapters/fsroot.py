@@ -856,6 +856,16 @@ class FsRoot:
                 raise
             return fd
 
+    def anonymous_file(self) -> int:
+        """A new file with no name in the root's directory (O_TMPFILE, 0600), open for
+        reading and writing: gone when its descriptor is closed, whatever happens to the
+        process (a run's spool, docs/internals.md "Run outputs as links"). OSError where
+        the file system has no O_TMPFILE; the caller closes it."""
+        flags = getattr(os, "O_TMPFILE", 0)
+        if not flags:
+            raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE")
+        return os.open(".", flags | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=self._root_fd())
+
     def append_record(self, name: str, fd: int, data: bytes) -> None:
         """Append `data` to `fd`, a file of this root opened by :meth:`open_file`; `name` is
         the entry the bytes are for (the packed store's record), for the error. Not atomic:

@@ -31,6 +31,7 @@ from runjournal.domain.pipeline_spec import PipelineSpec
 
 if TYPE_CHECKING:
     from runjournal.adapters.input_stats import InputStats
+    from runjournal.adapters.sources import SourceFiles
 
 
 class ResolutionError(Exception):
@@ -58,13 +59,15 @@ def resolve_pipeline(
     modules: Mapping[str, Module] | None = None,
     runtimes: Callable[[Profile], Any] = runtime_for,
     input_stats: InputStats | None = None,
+    source_files: SourceFiles | None = None,
 ) -> tuple[ResolvedPipeline, Resolution]:
     """The resolved pipeline; `modules` (step id -> instance) are modules loaded already.
 
     Modules loaded while checking `--set` keys in phase P1 are passed in, so a plugin is
     constructed once per run. `runtimes` builds each step's LLM runtime (the run's
     `LLMServices.runtime_for`). `input_stats`: the input stat cache, when the
-    `input_check` setting is `stat` (docs/configuration.md).
+    `input_check` setting is `stat` (docs/configuration.md). `source_files`: the inputs
+    are kept as their names, sizes and digests, read again through it (a run's, issue 29).
     """
     try:
         if inputs_override:
@@ -74,12 +77,17 @@ def resolve_pipeline(
                 key="--input",
                 name_dir=pipeline_dir,
                 stats=input_stats,
+                files=source_files,
             )
         else:
             if not spec.inputs:
                 raise ResolutionError("inputs", "no inputs: set `inputs` or pass --input")
             sources = load_sources(
-                spec.inputs, base_dir=pipeline_dir, key="inputs", stats=input_stats
+                spec.inputs,
+                base_dir=pipeline_dir,
+                key="inputs",
+                stats=input_stats,
+                files=source_files,
             )
         references = (
             load_sources(

@@ -12,11 +12,12 @@ import glob
 import hashlib
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runjournal.domain.chunking import SourceError, SourceIsBinary, SourceNotUtf8, check_utf8
 from runjournal.domain.names import source_logical_name
 from runjournal.domain.pipeline import Source
+from runjournal.domain.ports import SourceChanged
 
 if TYPE_CHECKING:
     from runjournal.adapters.input_stats import InputStats
@@ -57,11 +58,51 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class SourceFiles:
+    """Where a run's inputs are, so that it holds none of their bytes (issue 29: peak RSS):
+    an input is read and hashed at resolution, then kept as its name, size and digest
+    only, and read again (its digest checked) when its chunks are planned and when an
+    extract of it executes (docs/internals.md "Inputs a resume does not read"). The
+    `KnownChunks` port without recorded chunks: `input_check = "verify"` records none."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}  # logical name -> path (resolution, one thread)
+
+    def chunks(self, source: str, plan_key: str) -> None:
+        return None
+
+    def remember(self, source: str, plan_key: str, chunks: list[Any]) -> None:
+        pass
+
+    def read(self, source: Source) -> bytes:
+        """`source`'s bytes; `SourceChanged` when they are no longer those it was
+        resolved with (the file was changed during the run)."""
+        path = self.paths.get(source.name)
+        if path is None:
+            raise SourceChanged(f"input '{source.name}' is not known here")
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise SourceChanged(f"input '{source.name}' cannot be read: {exc.strerror}") from None
+        if digest(data) != source.sha256:
+            raise SourceChanged(f"input '{source.name}' changed while the run was going")
+        return data
+
+
 def read_text_file(
-    path: str, *, base_dir: str, key: str, stats: InputStats | None = None, defer: bool = False
+    path: str,
+    *,
+    base_dir: str,
+    key: str,
+    stats: InputStats | None = None,
+    defer: bool = False,
+    files: SourceFiles | None = None,
 ) -> Source:
     """`defer`: a file whose stat facts `stats` trusts is not opened; its `Source` has
-    its size and digest and no bytes (docs/internals.md "Inputs a resume does not read")."""
+    its size and digest and no bytes (docs/internals.md "Inputs a resume does not read").
+    `files`: the file is read and hashed, and its `Source` keeps no bytes either (read
+    again through `files`)."""
     name = source_logical_name(base_dir, path)
     if defer and stats is not None:
         try:
@@ -100,6 +141,9 @@ def read_text_file(
     sha256 = digest(data)
     if stats is not None:
         stats.record(path, st, sha256, before)
+    if files is not None:
+        files.paths[name] = path
+        return Source(name=name, data=b"", sha256=sha256, unread_size=len(data))
     return Source(name=name, data=data, sha256=sha256)
 
 
@@ -110,6 +154,7 @@ def load_sources(
     key: str,
     name_dir: str | None = None,
     stats: InputStats | None = None,
+    files: SourceFiles | None = None,
 ) -> list[Source]:
     """Sources ordered by logical name (UTF-8 byte order), as lanes and corpora require.
 
@@ -126,8 +171,10 @@ def load_sources(
         stats.prefetch(paths)
     # inputs only: a reference's text is every stage's context
     defer = stats is not None and stats.defer_reads and key != "references"
+    keep = None if key == "references" else files
     sources = [
-        read_text_file(p, base_dir=names_base, key=key, stats=stats, defer=defer) for p in paths
+        read_text_file(p, base_dir=names_base, key=key, stats=stats, defer=defer, files=keep)
+        for p in paths
     ]
     sources.sort(key=lambda s: s.name.encode("utf-8"))
     names = [s.name for s in sources]

@@ -121,6 +121,8 @@ class RunPorts:
     checkpoint_writes: Callable[[Any, int], Any]  # (recorder, jobs) -> pool or None
     checkpoint_reader: Callable[[Any, str], Any]  # (cache root, pipeline) -> a loader (with)
     write_run_report: Callable[..., tuple[str | None, list[str]]]
+    # output root -> the run's spool (adapters/spool.py), or None: everything held in memory
+    spool: Callable[[Any], Any] | None = None
 
 
 class QuietStop:
@@ -194,7 +196,9 @@ class _Invocation:
     release_collab: Callable[[], None]
     llm: Any = None  # the run's RunLLM, from P3 on
     committed: CommittedFold | None = None  # the journal's fold, batch by batch
-    input_stats: Any = None  # the input stat cache, with `input_check = "stat"`
+    # the input stat cache, with `input_check = "stat"`; otherwise the inputs' paths
+    # (adapters/sources.py `SourceFiles`): the runner's `KnownChunks`
+    input_stats: Any = None
 
 
 def _now() -> datetime:
@@ -551,6 +555,11 @@ def _resolve(
         )
         stack.callback(input_stats.close)
         inv.input_stats = input_stats
+    # otherwise the inputs are read and hashed here, and the run keeps only their names,
+    # sizes and digests, reading each again when it needs its bytes (issue 29: peak RSS)
+    source_files = ports.made.source_files() if input_stats is None else None
+    if source_files is not None:
+        inv.input_stats = source_files
     try:
         profiles = ports.made.load_profiles(
             config.profiles_file, user_profiles=settings.user_profiles
@@ -569,6 +578,7 @@ def _resolve(
             modules=settings.modules,
             runtimes=inv.llm.runtime_for,
             input_stats=input_stats,
+            source_files=source_files,
         )
     except (Interrupted, KeyboardInterrupt):
         # Ctrl-C (or SIGTERM) while modules load: the run ends interrupted, recorded.
@@ -648,6 +658,11 @@ def _execute_and_terminalize(
     # after every checkpoint write: each releases its stage's lease
     close_leases = _once(leases.close if leases is not None else lambda: None)
     stack.push(_closing(close_leases))
+    # artifacts no step consumes and the output files wait here for P5, not in memory
+    # (docs/internals.md "Run outputs as links"); closed with the run's other resources
+    spool = ports.spool(inv.roots.output()) if ports.spool is not None else None
+    if spool is not None:
+        stack.push(_closing(spool.close))
     runner = made.runner(
         journal=inv.session,
         loader=inv.collab.loader,
@@ -663,6 +678,7 @@ def _execute_and_terminalize(
         known_chunks=inv.input_stats,
         **({"parts": inv.collab.parts} if inv.collab.parts is not None else {}),
         **({"leases": leases} if leases is not None else {}),
+        **({"spool": spool} if spool is not None else {}),
     )
     outcome: RunOutcome | None = None
     failures: list[dict[str, Any]] = []

@@ -19,9 +19,10 @@ never replaces the primary error or exit code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.redaction import safe_error_text, valid_utf8
 from runjournal.domain.runner import PartialOutputs
+from runjournal.domain.runner.outcome import Output, SpooledOutput
 from runjournal.projections.base import error_view
 from runjournal.projections.manifest import ManifestProjection
 from runjournal.projections.report import ReportProjection
@@ -69,6 +71,17 @@ class TerminalState:
     error: RunError | None = None
     # a failed --keep-going run's partial steps: step, lane, documents left out, outputs
     partial: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _held(output: Output) -> SpooledOutput:
+    """An output as P5 places it: name, digest, size and its bytes when read; a file held
+    in memory (no spool) reads its own bytes."""
+    if isinstance(output, SpooledOutput):
+        return output
+    data = output.data
+    return SpooledOutput(
+        output.name, hashlib.sha256(data).hexdigest(), len(data), functools.partial(bytes, data)
+    )
 
 
 class OutputsRefused(Exception):
@@ -132,7 +145,7 @@ class Terminalizer:
 
     def succeed(
         self,
-        outputs: list[OutputFile],
+        outputs: Sequence[Output],
         *,
         chunk_map: list[ChunkMapEntry],
         write_map: bool,
@@ -140,20 +153,19 @@ class Terminalizer:
         attribution: Mapping[str, tuple[str, str]] | None = None,
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
-        files = [(o.name, o.data) for o in outputs] + own
+        files = [_held(o) for o in outputs] + [_held(OutputFile(n, d)) for n, d in own]
         refused = [
             RefusedName(name=name, refusal=refusal.name.lower())
             for name, refusal in refused_names(
-                [name for name, _ in files], reserved_ok=[name for name, _ in own]
+                [f.name for f in files], reserved_ok=[name for name, _ in own]
             )
         ]
         self._session.outputs_validated(checked=len(files), refused=refused)
         if refused:
             raise OutputsRefused(refused)
         run_dir = self._create_run_dir()
-        digests = [hashlib.sha256(data).hexdigest() for _, data in files]
         try:
-            self._place_outputs(run_dir, files, digests)
+            self._place_outputs(run_dir, files)
         except FsError:
             # A failed run keeps no outputs: the directory is ours alone (created
             # exclusively just above), so everything in it goes.
@@ -161,17 +173,17 @@ class Terminalizer:
                 with contextlib.suppress(FsError):
                     run_dir.remove_tree(entry)
             raise
-        for (name, data), digest in zip(files, digests, strict=True):
-            step, lane = (attribution or {}).get(name, (None, None))
+        for f in files:
+            step, lane = (attribution or {}).get(f.name, (None, None))
             self._session.output_written(
-                name=name, sha256=digest, size=len(data), step=step, lane=lane
+                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
-                    "name": name,
-                    "path": os.path.join(self.state.run_dir, name),
-                    "sha256": digest,
-                    "size": len(data),
+                    "name": f.name,
+                    "path": os.path.join(self.state.run_dir, f.name),
+                    "sha256": f.sha256,
+                    "size": f.size,
                 }
             )
         self._terminate(RunStatus.SUCCEEDED, RunPhase.EXECUTION, None)
@@ -185,23 +197,24 @@ class Terminalizer:
         run_dir.close()
         return self.state
 
-    def _place_outputs(
-        self, run_dir: FsRoot, files: list[tuple[str, bytes]], digests: list[str]
-    ) -> None:
+    def _place_outputs(self, run_dir: FsRoot, files: list[SpooledOutput]) -> None:
         """Every output as a read-only link to its object (a copy where linking fails),
         then one sync of the output root before any event names them (docs/internals.md
-        "Run outputs as links")."""
+        "Run outputs as links"). Each file's bytes are read (from the run's spool) only
+        for its own placement, so one output at a time is in memory."""
         assert self._output_fs is not None
         root = self._output_fs()
         objects = self._objects(root) if self._objects is not None else None
         try:
-            for (name, data), digest in zip(files, digests, strict=True):
+            for f in files:
+                data = f.data
                 if objects is not None:
-                    objects.place(run_dir, name, data, digest)
+                    objects.place(run_dir, f.name, data, f.sha256)
                 else:
                     run_dir.write_bytes(
-                        name, data, overwrite=False, durable=False, mode=OUTPUT_MODE
+                        f.name, data, overwrite=False, durable=False, mode=OUTPUT_MODE
                     )
+                del data
         finally:
             if objects is not None:
                 objects.close()
@@ -264,8 +277,8 @@ class Terminalizer:
         returns one entry per lane that left documents out (`partial` of failure.json
         and `run --json`). Names refused or a directory that cannot be written: none is
         kept, a persistence error says why."""
-        files = [(o.name, o.data) for o in partial.outputs]
-        refused = refused_names([name for name, _ in files])
+        files = [_held(o) for o in partial.outputs]
+        refused = refused_names([f.name for f in files])
         self._session.outputs_validated(
             checked=len(files),
             refused=[RefusedName(name=n, refusal=r.name.lower()) for n, r in refused],
@@ -275,22 +288,21 @@ class Terminalizer:
             return []
         try:
             run_dir = self._create_run_dir()
-            digests = [hashlib.sha256(data).hexdigest() for _, data in files]
-            self._place_outputs(run_dir, files, digests)
+            self._place_outputs(run_dir, files)
         except FsError as exc:
             self._persistence_failed("partial outputs", str(exc))
             return []
-        for (name, data), digest in zip(files, digests, strict=True):
-            step, lane = partial.attribution.get(name, (None, None))
+        for f in files:
+            step, lane = partial.attribution.get(f.name, (None, None))
             self._session.output_written(
-                name=name, sha256=digest, size=len(data), step=step, lane=lane
+                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
-                    "name": name,
-                    "path": os.path.join(self.state.run_dir, name),
-                    "sha256": digest,
-                    "size": len(data),
+                    "name": f.name,
+                    "path": os.path.join(self.state.run_dir, f.name),
+                    "sha256": f.sha256,
+                    "size": f.size,
                 }
             )
         self.state.partial = [

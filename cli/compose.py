@@ -43,6 +43,7 @@ from runjournal.adapters.s3_store import (
     parse_s3_url,
     prepare_remote_cache,
 )
+from runjournal.adapters.sources import SourceFiles
 from runjournal.adapters.stage_leases import BucketStageLeases, FileStageLeases
 from runjournal.cli.parallel import CheckpointWritePool, JobPool
 from runjournal.cli.progress import ProgressDisplay
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from runjournal.adapters.journal import JournalStore
     from runjournal.adapters.projection_store import ProjectionStore
     from runjournal.adapters.run_dirs import RunDirs
+    from runjournal.adapters.spool import FileSpool
 
 
 def _llm_services(
@@ -177,6 +179,7 @@ class Factories:
     load_profiles: Callable[..., ProfileRegistry] = ProfileRegistry.load
     dir_handles: Callable[[], int | None] = _dir_handles  # cache size; None: each's default
     input_stats: Callable[..., InputStats] = InputStats  # (cache root, *, trust)
+    source_files: Callable[[], SourceFiles] = SourceFiles  # a run's inputs, by path
 
 
 DEFAULT_FACTORIES = Factories()
@@ -459,6 +462,13 @@ def output_objects(output_root: FsRoot) -> OutputObjects:
     return OutputObjects(output_root, **_open_dirs(factories()))
 
 
+def run_spool(output_root: FsRoot) -> FileSpool:
+    """Where a run sets aside its artifacts and output files until P5 (adapters/spool.py)."""
+    from runjournal.adapters.spool import FileSpool
+
+    return FileSpool.open(output_root)
+
+
 def cache_view(config: EffectiveConfig, pipeline: str) -> CacheView:
     """`plan`'s read-only view of the cache: nothing is created (no cache root, no
     workspace, no plan store directory); raises FsError for a root that cannot be opened."""
@@ -608,6 +618,7 @@ def run_ports(made: Factories | None = None) -> Any:
         checkpoint_writes=_checkpoint_writes(made),
         checkpoint_reader=checkpoint_reader,
         write_run_report=_write_run_report,
+        spool=run_spool,
     )
 
 

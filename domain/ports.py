@@ -265,6 +265,18 @@ class KnownChunks(Protocol):
         ...
 
 
+class Spool(Protocol):
+    """Bytes a run sets aside until it writes its outputs: the artifacts no other step
+    consumes and the output files, so what the run holds per document is a handle, not
+    the bytes (docs/internals.md "Run outputs as links"; adapters/spool.py)."""
+
+    def put(self, data: bytes) -> Any:
+        """Set `data` aside; returns the handle `get` takes."""
+        ...
+
+    def get(self, handle: Any) -> bytes: ...
+
+
 class SourceChanged(Exception):
     """An input trusted by its stat facts holds other bytes when it is read after all."""
 

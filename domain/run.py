@@ -589,10 +589,12 @@ class Run:
             assert isinstance(event, EventsReused)
             step = event.step if event.kind is BlockKind.LANES else None
             self._expanding = (EXPANDED[event.kind], step, None, event.count)
-        if type(event) is StageDecided:  # one per stage; `str` of the StrEnum is its value
-            self._last_decision[(event.step, event.lane, str(event.stage), event.chunk)] = (
-                event.code
-            )
+        if type(event) is StageDecided:  # one per stage, by the stage's value
+            stage = event.stage
+            # the member's own value: `str()` of a StrEnum is a new string per decision,
+            # held as long as the run (issue 29: peak RSS)
+            value = stage.value if type(stage) is Stage else str(stage)
+            self._last_decision[(event.step, event.lane, value, event.chunk)] = event.code
         elif isinstance(event, RunAllocated):
             self._allocated = True
             self.run_id = self.run_id or event.run_id

@@ -8,15 +8,42 @@ warnings are in the events it emitted, and folded once, by the projections
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
+from runjournal.domain.ports import Spool
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledOutput:
+    """An output file set aside in the run's spool: its name, digest and size, and its
+    bytes read back when asked for (`data`), once, by the placement of P5."""
+
+    name: str
+    sha256: str
+    size: int
+    read: Callable[[], bytes]
+
+    @property
+    def data(self) -> bytes:
+        return self.read()
+
+    @classmethod
+    def of(cls, spool: Spool, name: str, data: bytes) -> SpooledOutput:
+        read = functools.partial(spool.get, spool.put(data))
+        return cls(name, hashlib.sha256(data).hexdigest(), len(data), read)
+
+
+Output = OutputFile | SpooledOutput
 
 
 @dataclass
 class RunOutcome:
-    outputs: list[OutputFile]
+    outputs: list[Output]
     lane_identities: list[str]
     chunk_map: list[ChunkMapEntry]
     persistence_errors: list[str] = field(default_factory=list)

@@ -6,11 +6,13 @@ from runjournal.domain.decisions import Stage
 from runjournal.domain.modules import OutputFile, StageContext
 from runjournal.domain.names import safe_lane_id
 from runjournal.domain.pipeline import ResolvedPipeline
+from runjournal.domain.ports import Spool
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.artifacts import Artifact
 from runjournal.domain.runner.boundary import checked_outputs, exception_text, is_interrupt
 from runjournal.domain.runner.ledger import RunLedger
+from runjournal.domain.runner.outcome import Output, SpooledOutput
 from runjournal.domain.runner.stage_failures import ERROR_MESSAGE_LIMIT, StageFailure
 
 
@@ -19,13 +21,16 @@ def collect_outputs(
     artifacts: dict[str, dict[str, Artifact]],
     ledger: RunLedger,
     attribution: dict[str, tuple[str, str]],
-) -> list[OutputFile]:
-    """Every output file in step and lane order; `attribution` gets each name's lane."""
-    outputs: list[OutputFile] = []
+    spool: Spool | None = None,
+) -> list[Output]:
+    """Every output file in step and lane order; `attribution` gets each name's lane.
+
+    With a `spool` each file's bytes are set aside there as its lane's outputs are made,
+    so only one lane's files are in memory at a time (issue 29: peak RSS)."""
+    outputs: list[Output] = []
     for step in pipeline.steps:
         for lane, artifact in artifacts[step.id].items():
-            own = OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.data)
-            outputs.append(own)
+            own = OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.payload())
             ctx = StageContext(
                 step=step.id,
                 lane=lane,
@@ -51,7 +56,7 @@ def collect_outputs(
                 raise StageFailure(
                     step.id, lane, ReasonCode.STAGE_FAILED, message, exception=exc
                 ) from None
-            outputs.extend(extra)
             for item in (own, *extra):
+                outputs.append(SpooledOutput.of(spool, item.name, item.data) if spool else item)
                 attribution.setdefault(item.name, (step.id, lane))
     return outputs

@@ -24,6 +24,7 @@ from runjournal.domain.ports import (
     ChunkPlanStore,
     KnownChunks,
     RunRecorder,
+    Spool,
     TraceRecorder,
 )
 from runjournal.domain.reasons import ReasonCode
@@ -82,15 +83,17 @@ class PipelineRunner:
         on_execute: Callable[[], None] | None = None,
         known_chunks: KnownChunks | None = None,
         parts: CheckpointLoaderPort | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self._loader = loader
         # inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
         self._known = known_chunks
         self._unread: dict[str, PlannedSource] = {}
-        self._read_chunks: dict[str, dict[str, Chunk]] = {}
         self._on_execute = on_execute
         self._consumed_steps: set[str] = set()  # set by `run`
         self._parts = parts  # a streaming merge's reader of this run's own extracts
+        # where artifacts no step consumes, and the output files, wait for P5 (issue 29)
+        self._spool = spool
         self._plan_store = plan_store
         self._trace = trace
         self._policy = recompute or RecomputePolicy(selected=(), forced=(), required=())
@@ -131,7 +134,7 @@ class PipelineRunner:
         except StageFailure as failure:
             failure.partial = self._partial_outputs(pipeline, artifacts)
             raise
-        outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution)
+        outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution, self._spool)
         chunk_map = [
             ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
             for chunks in chunks_by_source.values()
@@ -248,7 +251,7 @@ class PipelineRunner:
         attribution: dict[str, tuple[str, str]] = {}
         kept = {s.id: (artifacts[s.id] if s.id in ids else {}) for s in pipeline.steps}
         try:
-            outputs = collect_outputs(pipeline, kept, self._ledger, attribution)
+            outputs = collect_outputs(pipeline, kept, self._ledger, attribution, self._spool)
         except StageFailure:  # its `outputs()` raised: journaled; the run fails as it was
             return None
         left_out = {key: docs for key, docs in self._partial.items() if key[0] in ids}
@@ -324,22 +327,24 @@ class PipelineRunner:
 
     def _materializer(self, chunks: list[Chunk]) -> Callable[[], list[Chunk]] | None:
         """For a lane with chunks of sources not read: what gives them their text (each
-        source read once per run, when a lane first executes an extract of it)."""
+        source read when a lane executes an extract of it, and held only by that lane, so
+        the run never holds the corpus: issue 29, peak RSS)."""
         if not self._unread or not any(c.source in self._unread for c in chunks):
             return None
 
         def materialize() -> list[Chunk]:
             out = []
+            read_now: dict[str, dict[str, Chunk]] = {}
             for c in chunks:
                 planned = self._unread.get(c.source)
                 if planned is None:
                     out.append(c)
                     continue
-                read = self._read_chunks.get(c.source)
+                read = read_now.get(c.source)
                 if read is None:
                     assert self._known is not None
                     got = read_chunks(planned, self._known)
-                    read = self._read_chunks[c.source] = {r.id: r for r in got}
+                    read = read_now[c.source] = {r.id: r for r in got}
                 out.append(read[c.id])
             return out
 
@@ -422,7 +427,7 @@ class PipelineRunner:
             artifact = yield from lane_run.run(chunks)
             if step.id in self._consumed_steps:
                 return artifact
-            return artifact.lean(step.module.artifact_type)
+            return artifact.lean(step.module.artifact_type, self._spool)
         except StageError as err:
             module_exc = err.exc
             message = safe_error_text(err.text, ERROR_MESSAGE_LIMIT)

@@ -63,11 +63,13 @@ def resolve_plans(
     A source not read yet (`Source.unread_size`) whose chunks `known` recorded under its
     plan key is planned from them without reading it (outcome REUSED: the chunks are the
     plan's, keyed by the source's digest); otherwise it is read now (docs/internals.md
-    "Inputs a resume does not read"). `known` records the chunks of every source planned
-    here from its bytes."""
+    "Inputs a resume does not read"), and its chunks keep no text either: the run holds
+    no input's bytes (issue 29), `read_chunks` reads them when an extract executes.
+    `known` records the chunks of every source planned here from its bytes."""
     out: list[PlannedSource] = []
     settings = pipeline.chunking
-    for source in pipeline.sources:
+    for unread in pipeline.sources:
+        source = unread
         facts = PlanFacts(source_sha256=source.sha256, source_size=source.size, settings=settings)
         key = facts.key()
         if source.unread_size is not None:
@@ -104,6 +106,10 @@ def resolve_plans(
         chunks = make_chunks(source, spans)
         if known is not None:
             known.remember(source.name, key, chunks)
+        if unread is not source:  # read here: its text is read again when an extract needs it
+            texts = [msgspec.structs.replace(c, text="") for c in chunks]
+            out.append(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            continue
         out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
     return out
 
@@ -115,7 +121,7 @@ def read_chunks(planned: PlannedSource, known: KnownChunks) -> list[Chunk]:
     source = msgspec.structs.replace(
         planned.source, data=known.read(planned.source), unread_size=None
     )
-    chunks = make_chunks(source, planned.spans)
+    chunks = make_chunks(source, [Span(c.start, c.end) for c in planned.chunks])
     if [c.id for c in chunks] != [c.id for c in planned.chunks]:
         raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")
     return chunks
@@ -148,6 +154,9 @@ def settle_plans(
             outcomes=p.outcomes,
             chunks=len(p.spans),
         )
+        # published and recorded: the chunks' offsets are all the run needs of them now
+        # (`read_chunks`), not a second list held to the run's end (issue 29: peak RSS)
+        p.spans = []
 
 
 def make_chunks(source: Source, spans: list[Span]) -> list[Chunk]:

@@ -251,11 +251,13 @@ class Scheduler:
                 batch = job.work.send(sent)  # type: ignore[arg-type]
             except StopIteration as stop:
                 job.state, job.artifact, job.batch = _State.DONE, stop.value, None
+                job.work = None  # a finished generator's frame, kept per lane (issue 29)
                 self._artifacts.setdefault(job.step, {})[job.lane] = stop.value
                 self._ready_check = True
                 return
             except StageFailure as failure:
                 job.state, job.failure, job.batch = _State.FAILED, failure, None
+                job.work = None
                 if self._policy is FailurePolicy.STOP:
                     self._stopping = True
                 else:  # a partial consumer waiting for it may start now
@@ -328,3 +330,4 @@ class Scheduler:
         if job.ledger is not None and not job.flushed:
             job.flushed = True
             self._ledger.absorb(job.ledger)
+            job.ledger = None  # absorbed: its buffer is the run's now (issue 29: peak RSS)

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 from runjournal.domain.decisions import Stage
 from runjournal.domain.llm import FailureCause, LLMAttempt
-from runjournal.domain.modules import OutputFile
 from runjournal.domain.reasons import ReasonCode
 from runjournal.domain.runner.boundary import exception_text
+from runjournal.domain.runner.outcome import Output
 
 ERROR_MESSAGE_LIMIT = 500
 # how the warning of a partial step's lane begins (`explain` lists these apart)
@@ -20,7 +20,7 @@ class PartialOutputs:
     """What a failed `--keep-going` run still gives: the outputs of the steps that declare
     `partial = true` and finished (docs/pipeline.md "`partial`")."""
 
-    outputs: list[OutputFile]
+    outputs: list[Output]
     attribution: dict[str, tuple[str, str]] = field(default_factory=dict)
     # (step, lane) -> the documents (producer lanes) it ran without
     left_out: dict[tuple[str, str], list[str]] = field(default_factory=dict)
