@@ -432,6 +432,17 @@ class Workspace:
             return
         self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)
 
+    def write_entries(self, items: list[tuple[str, bytes]]) -> None:
+        """`write(name, data, durable=False)` of each, in order; with a packed store that
+        takes them together, their index rows in one transaction (a checkpoint and its
+        lane pointer: docs/internals.md "Recorder")."""
+        put_many = getattr(self._packed, "put_many", None)
+        if put_many is not None and WORKSPACE_MANIFEST not in (name for name, _ in items):
+            put_many([(self._prefix + name, data) for name, data in items])
+            return
+        for name, data in items:
+            self.write(name, data, durable=False)
+
     def sync(self) -> None:
         """One `syncfs` of the cache root's file system: the group barrier of the writes."""
         self._root.sync()
@@ -1196,9 +1207,10 @@ class CheckpointRecorder:
             self._ensure_manifest()
             if sealed.shared_name is not None and sealed.shared is not None:
                 self._ensure_shared(sealed.shared_name, sealed.shared)
-            self._workspace.write(name, data, durable=False)
-            if key.scope is not None:
-                self._point(key.step, key.lane, Stage(key.stage), key.scope)
+            if key.scope is None:
+                self._workspace.write(name, data, durable=False)
+            else:
+                self._write_pointed(name, data, key.step, key.lane, Stage(key.stage), key.scope)
         except OSError as exc:
             detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
             raise CheckpointWriteError(
@@ -1220,21 +1232,30 @@ class CheckpointRecorder:
             self._workspace.write(name, data, durable=False)
             self._shared.add(name)
 
-    def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
-        """Make the stage's `latest` pointer name `scope` (written only when it changes)."""
+    def _write_pointed(
+        self, name: str, data: bytes, step: str, lane: str, stage: Stage, scope: StoreScope
+    ) -> None:
+        """Write the envelope `name`, then make the stage's `latest` pointer name `scope`
+        (written only when it changes; both in one index transaction of a packed store,
+        durable with the envelopes)."""
         where = (step, lane, stage)
+        if self._pointed.get(where) == scope:  # read without the lock: set once per where
+            self._workspace.write(name, data, durable=False)
+            return
         with self._pointer_lock:
             if self._pointed.get(where) == scope:
+                self._workspace.write(name, data, durable=False)
                 return
-            name = Workspace.pointer_name(step, lane, stage)
+            pointer = Workspace.pointer_name(step, lane, stage)
             try:
-                current: bytes | None = self._workspace.read(name)
+                current: bytes | None = self._workspace.read(pointer)
             except FsNotFound:
                 current = None
             # a pointer of either form naming `scope` stays as it is
             if current is None or _pointer_of(current) != scope:
-                data = _pointer_bytes(scope)
-                self._workspace.write(name, data, durable=False)  # durable with the envelopes
+                self._workspace.write_entries([(name, data), (pointer, _pointer_bytes(scope))])
+            else:
+                self._workspace.write(name, data, durable=False)
             self._pointed[where] = scope
 
     def sync(self) -> None:

@@ -600,42 +600,103 @@ class PackedStore:
         except sqlite3.Error as exc:
             raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
 
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """`put` of each (name, data) in order, the index rows in one transaction (a
+        checkpoint's envelope and its lane pointer; a batch of replies): visible to readers
+        together once this returns, durable at the caller's next `FsRoot.sync`. Raises as
+        `put`; an entry then has what it had or its new bytes (a record nothing indexes is
+        garbage), as after the same puts one by one."""
+        items = list(items)
+        try:
+            if len(items) == 1:
+                self._put(*items[0])
+            elif items:
+                self._put_rows(items)
+        except sqlite3.Error as exc:
+            name = items[0][0] if items else ""
+            raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
+
     def _put(self, name: str, data: bytes) -> None:
-        directory, leaf = _split(name)
-        data = bytes(data)
         pack = self._open_pack(create=True)
         assert pack is not None
-        encoded = _pack_path(leaf)
         with self._write_lock:
             db = self._writer_db(pack)
-            dir_id = self._dir_ids.get(directory)
-            if dir_id is None:
-                dir_id = self._ensure_dir(db, directory)
-            written = self._fresh.get(dir_id)
-            if written is None or encoded in written:
-                if self._same(db, dir_id, leaf, name, data, encoded):
-                    return
-            else:  # a directory this store created: only its own writes can be there
-                written.add(encoded)
-            now = time.time_ns()
-            if len(data) > self._large:
-                digest = hashlib.sha256(data).hexdigest()
-                row = (dir_id, encoded, 0, 0, len(data), digest, now)
-                self._put_object(pack, db, row, data)
-                self._drop_held(dir_id)
-                return
-            writer = self._segment(pack, db)
-            record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
-            record += encoded + data
-            offset = writer.size
-            try:
-                pack.append_record(name, writer.fd, record)
-            except OSError:
-                writer.broken = True  # a torn tail: the next put starts a new segment
-                raise
-            writer.size += len(record)
-            db.execute(_UPSERT, (dir_id, encoded, writer.id, offset, len(record), None, now))
+            row = self._append(pack, db, name, data)
+            if row is not None:
+                db.execute(_UPSERT, row)
+                self._drop_held(row[0])
+
+    def _put_rows(self, items: list[tuple[str, bytes]]) -> None:
+        pack = self._open_pack(create=True)
+        assert pack is not None
+        with self._write_lock:
+            db = self._writer_db(pack)
+            rows: list[tuple[Any, ...]] = []
+            for name, data in items:
+                row = self._append(pack, db, name, data, rows)
+                if row is not None:
+                    rows.append(row)
+            self._commit_rows(db, rows)
+
+    def _commit_rows(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        """The index rows of appended records, in one transaction (under the write lock)."""
+        if not rows:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(_UPSERT, rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        for dir_id in {row[0] for row in rows}:
             self._drop_held(dir_id)
+        rows.clear()
+
+    def _append(
+        self,
+        pack: FsRoot,
+        db: sqlite3.Connection,
+        name: str,
+        data: bytes,
+        pending: list[tuple[Any, ...]] | None = None,
+    ) -> tuple[Any, ...] | None:
+        """Append `name`'s record to this store's segment (under the write lock); the index
+        row to commit, or None when there is none to write (the same bytes are there, or a
+        large payload's object and row were written at once). `pending` (rows appended and
+        not yet committed) is committed before the segment is retired: sealing switches
+        only the rows the index holds."""
+        directory, leaf = _split(name)
+        data = bytes(data)
+        encoded = _pack_path(leaf)
+        dir_id = self._dir_ids.get(directory)
+        if dir_id is None:
+            dir_id = self._ensure_dir(db, directory)
+        written = self._fresh.get(dir_id)
+        if written is None or encoded in written:
+            if self._same(db, dir_id, leaf, name, data, encoded):
+                return None
+        else:  # a directory this store created: only its own writes can be there
+            written.add(encoded)
+        now = time.time_ns()
+        if len(data) > self._large:
+            digest = hashlib.sha256(data).hexdigest()
+            self._put_object(pack, db, (dir_id, encoded, 0, 0, len(data), digest, now), data)
+            self._drop_held(dir_id)
+            return None
+        if pending and self._rotates():
+            self._commit_rows(db, pending)
+        writer = self._segment(pack, db)
+        record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
+        record += encoded + data
+        offset = writer.size
+        try:
+            pack.append_record(name, writer.fd, record)
+        except OSError:
+            writer.broken = True  # a torn tail: the next put starts a new segment
+            raise
+        writer.size += len(record)
+        return (dir_id, encoded, writer.id, offset, len(record), None, now)
 
     def _put_object(
         self, pack: FsRoot, db: sqlite3.Connection, row: tuple[Any, ...], data: bytes
@@ -712,6 +773,11 @@ class PackedStore:
             return self._read_record(db, segment, offset, length, name) == data
         except FsError:
             return False
+
+    def _rotates(self) -> bool:
+        """Whether the next append retires the segment (or starts the first)."""
+        writer = self._writer
+        return writer is None or writer.broken or writer.size >= self._segment_limit
 
     def _segment(self, pack: FsRoot, db: sqlite3.Connection) -> _Writer:
         writer = self._writer

@@ -44,6 +44,8 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("checkpoint writes (writer threads)", _RJ + "adapters.checkpoints:CheckpointRecorder.write"),
     ("packed store puts (all entries)", _RJ + "adapters.packed_store:PackedStore.put"),
     ("scheduler: lanes, decisions, events", _RJ + "domain.runner.scheduler:Scheduler.run"),
+    ("packed store puts (all entries)", _RJ + "adapters.packed_store:PackedStore.put_many"),
+    ("segment retired and sealed", _RJ + "adapters.packed_store:PackedStore._retire"),
     ("journal commits (committer thread)", _RJ + "adapters.journal.store:JournalStore._put"),
     ("chunk plans looked up", _RJ + "domain.runner.pipeline_runner:resolve_plans"),
     ("chunk plans published and synced", _RJ + "domain.runner.pipeline_runner:settle_plans"),

@@ -149,7 +149,11 @@ class TestLog:
             assert store.get("cd" + "1" * 62) == Reply(content="packed")
             assert store.get("ab" + "0" * 62) == Reply(content="from a file")
             assert not (tmp_path / "llm" / "replies" / "cd").exists()
+            # held until a batch is full or the run's end flushes it, read from the store
+            assert packed.names("llm/replies/") == []
+            store.flush()
             assert packed.names("llm/replies/") == [f"llm/replies/cd/cd{'1' * 62}.json"]
+            assert store.get("cd" + "1" * 62) == Reply(content="packed")
             store.forget("cd" + "1" * 62)
             store.forget("ab" + "0" * 62)
             assert store.get("cd" + "1" * 62) is None and store.get("ab" + "0" * 62) is None
