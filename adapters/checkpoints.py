@@ -250,6 +250,7 @@ class Workspace:
         # An object-storage cache keeps `workspace.json` as an entry too (the bucket is
         # the cache: docs/internals.md "Object-storage cache").
         self._entries_only = bool(getattr(packed, "holds_manifests", False))
+        self.remote = self._entries_only  # its writes wait on the network
         # A packed store that compresses records in blocks: payloads are left as they are
         # (they compress better together: docs/internals.md "Packed store").
         self.raw_payloads = bool(getattr(packed, "compresses_blocks", False))
@@ -1219,6 +1220,12 @@ class CheckpointRecorder:
         with self._count_lock:
             self._unsynced += 1
         return hashlib.sha256(data).hexdigest(), len(data)
+
+    @property
+    def writes_wait_on_network(self) -> bool:
+        """Whether a write is a network put (an object-storage cache): such writes want
+        threads; a local packed store's are a few microseconds of disk each."""
+        return self._workspace.remote
 
     def _ensure_shared(self, name: str, data: bytes) -> None:
         """Write a shared components entry once per invocation, before the envelopes that

@@ -23,10 +23,14 @@ from runjournal.adapters.parking import ParkingLot
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
     from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
+__all__ = ["LOCAL_WRITE_THREADS", "MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
 
-# Checkpoint writer threads at most: enough to overlap fsyncs, few enough for one disk.
+# Checkpoint writer threads at most: enough to overlap an object store's network puts.
 MAX_WRITE_THREADS = 8
+# ... and for a local cache root, whose writes (packed entries, no fsync) serialize on the
+# store's write lock: more threads only hand the GIL around (docs/performance.md
+# "Concurrency: `--jobs N` against an LLM endpoint").
+LOCAL_WRITE_THREADS = 2
 
 # How long one wait for a completion blocks before it waits again: bounds how late a
 # signal handler's exception is raised on the calling thread.
