@@ -1134,6 +1134,13 @@ class CheckpointLoader:
 # --------------------------------------------------------------------------- recorder
 
 
+def _write_error(key: CheckpointKey, exc: OSError) -> CheckpointWriteError:
+    detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
+    error = CheckpointWriteError(f"checkpoint for {_scope(key)} was not written: {detail}")
+    error.__cause__ = exc
+    return error
+
+
 def _scope(key: CheckpointKey) -> str:
     lane = repr(key.lane)
     if len(lane) > 120:
@@ -1199,27 +1206,81 @@ class CheckpointRecorder:
         lands where a lookup of what the stage is finds it, and the lane's `latest` pointer
         names that scope (docs/internals.md "Checkpoint store").
         """
-        if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
-            raise ValueError("a checkpoint key's scope is not the record's own")
-        name = Workspace.checkpoint_name(key)
-        sealed = self._codec.seal(key.position, record, compress=not self._workspace.raw_payloads)
-        data = sealed.data
+        result = self.write_many([(key, record)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def write_many(
+        self, items: list[tuple[CheckpointKey, CheckpointRecord]]
+    ) -> list[tuple[str, int] | BaseException]:
+        """`write` of each (key, record), their entries written together: with a packed
+        store, the envelopes and the lane pointers they move in one index transaction
+        (the checkpoint write pool's queue, docs/internals.md "Recorder"). Per item, its
+        (sha256, size) or what its `write` would have raised; a failed write fails every
+        item it carried."""
+        out: list[tuple[str, int] | BaseException | None] = [None] * len(items)
+        entries: list[tuple[str, bytes]] = []
+        members: list[tuple[int, CheckpointKey, str, int]] = []
+        moves: dict[tuple[str, str, Stage], StoreScope] = {}
+        for i, (key, record) in enumerate(items):
+            try:
+                if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
+                    raise ValueError("a checkpoint key's scope is not the record's own")
+                name = Workspace.checkpoint_name(key)
+                raw = self._workspace.raw_payloads
+                sealed = self._codec.seal(key.position, record, compress=not raw)
+                self._ensure_manifest()
+                if sealed.shared_name is not None and sealed.shared is not None:
+                    self._ensure_shared(sealed.shared_name, sealed.shared)
+            except OSError as exc:
+                out[i] = _write_error(key, exc)
+                continue
+            except Exception as exc:
+                out[i] = exc
+                continue
+            data = sealed.data
+            entries.append((name, data))
+            members.append((i, key, hashlib.sha256(data).hexdigest(), len(data)))
+            if key.scope is not None:
+                where = (key.step, key.lane, Stage(key.stage))
+                if self._pointed.get(where) != key.scope:  # set once per where: no lock
+                    moves[where] = key.scope
         try:
-            self._ensure_manifest()
-            if sealed.shared_name is not None and sealed.shared is not None:
-                self._ensure_shared(sealed.shared_name, sealed.shared)
-            if key.scope is None:
-                self._workspace.write(name, data, durable=False)
-            else:
-                self._write_pointed(name, data, key.step, key.lane, Stage(key.stage), key.scope)
+            if moves:
+                with self._pointer_lock:
+                    pointers = self._pointers(moves)
+                    self._workspace.write_entries(entries + pointers)
+                    self._pointed.update(moves)
+            elif len(entries) == 1:
+                self._workspace.write(*entries[0], durable=False)
+            elif entries:
+                self._workspace.write_entries(entries)
         except OSError as exc:
-            detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
-            raise CheckpointWriteError(
-                f"checkpoint for {_scope(key)} was not written: {detail}"
-            ) from exc
+            for i, key, _, _ in members:
+                out[i] = _write_error(key, exc)
+            return out  # type: ignore[return-value]
         with self._count_lock:
-            self._unsynced += 1
-        return hashlib.sha256(data).hexdigest(), len(data)
+            self._unsynced += len(members)
+        for i, _, sha, size in members:
+            out[i] = (sha, size)
+        return out  # type: ignore[return-value]
+
+    def _pointers(self, moves: dict[tuple[str, str, Stage], StoreScope]) -> list[tuple[str, bytes]]:
+        """The `latest` pointers to write for `moves` (under the pointer lock): those not
+        already naming their scope (a pointer of either form naming it stays as it is)."""
+        out = []
+        for (step, lane, stage), scope in moves.items():
+            if self._pointed.get((step, lane, stage)) == scope:
+                continue
+            pointer = Workspace.pointer_name(step, lane, stage)
+            try:
+                current: bytes | None = self._workspace.read(pointer)
+            except FsNotFound:
+                current = None
+            if current is None or _pointer_of(current) != scope:
+                out.append((pointer, _pointer_bytes(scope)))
+        return out
 
     @property
     def writes_wait_on_network(self) -> bool:
@@ -1238,32 +1299,6 @@ class CheckpointRecorder:
                 return
             self._workspace.write(name, data, durable=False)
             self._shared.add(name)
-
-    def _write_pointed(
-        self, name: str, data: bytes, step: str, lane: str, stage: Stage, scope: StoreScope
-    ) -> None:
-        """Write the envelope `name`, then make the stage's `latest` pointer name `scope`
-        (written only when it changes; both in one index transaction of a packed store,
-        durable with the envelopes)."""
-        where = (step, lane, stage)
-        if self._pointed.get(where) == scope:  # read without the lock: set once per where
-            self._workspace.write(name, data, durable=False)
-            return
-        with self._pointer_lock:
-            if self._pointed.get(where) == scope:
-                self._workspace.write(name, data, durable=False)
-                return
-            pointer = Workspace.pointer_name(step, lane, stage)
-            try:
-                current: bytes | None = self._workspace.read(pointer)
-            except FsNotFound:
-                current = None
-            # a pointer of either form naming `scope` stays as it is
-            if current is None or _pointer_of(current) != scope:
-                self._workspace.write_entries([(name, data), (pointer, _pointer_bytes(scope))])
-            else:
-                self._workspace.write(name, data, durable=False)
-            self._pointed[where] = scope
 
     def sync(self) -> None:
         """Make every envelope written so far durable (one `syncfs`); never raises.
