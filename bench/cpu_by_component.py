@@ -42,6 +42,10 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("  intent logged, group fsync waited", _RJ + "adapters.llm.calllog:WriteAhead.begin"),
     ("  reply stored, outcome logged", _RJ + "adapters.llm.calllog:WriteAhead.end"),
     ("checkpoint writes (writer threads)", _RJ + "adapters.checkpoints:CheckpointRecorder.write"),
+    (
+        "checkpoint writes (writer threads)",
+        _RJ + "adapters.checkpoints:CheckpointRecorder.write_many",
+    ),
     ("packed store puts (all entries)", _RJ + "adapters.packed_store:PackedStore.put"),
     ("scheduler: lanes, decisions, events", _RJ + "domain.runner.scheduler:Scheduler.run"),
     ("packed store puts (all entries)", _RJ + "adapters.packed_store:PackedStore.put_many"),

@@ -228,6 +228,7 @@ def restore_replies(lines: Iterable[_Line], store: ReplyStore) -> int:
                 ),
             )
             restored += 1
+    store.flush()
     return restored
 
 

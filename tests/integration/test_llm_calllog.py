@@ -187,6 +187,21 @@ class TestLog:
             assert again.get(keys[-1]) == Reply(content="last")
             packed.close()
 
+    def test_restored_replies_are_put_before_recover_returns(self, tmp_path: Path) -> None:
+        """`recover` puts a killed run's replies back through a batching store: they are
+        in the packed store when `restore_replies` returns (a resume reuses them)."""
+        lines = [_intent(1), Outcome(seq=1, status=AttemptStatus.OK, content="kept")]
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            store = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            assert restore_replies(lines, store) == 1
+            packed.close()
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            again = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            assert again.get(_intent(1).key) == Reply(content="kept")
+            packed.close()
+
     def test_no_request_starts_once_the_run_stops(self, tmp_path: Path) -> None:
         wal = WriteAhead(str(tmp_path), "run1")
         wal.refuse_new()
