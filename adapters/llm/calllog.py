@@ -280,8 +280,10 @@ class ReplyStore:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def put(self, key: str, reply: Reply) -> None:
-        if self._batched:
+    def put(self, key: str, reply: Reply, *, at_once: bool = False) -> None:
+        """Store `reply` (held for the next batch; `at_once`: put now, for a reply whose
+        only copy this is, such as a provider batch's result)."""
+        if self._batched and not at_once:
             with self._lock:
                 self._pending[key] = _encoder.encode(reply)
                 full = len(self._pending) >= REPLY_BATCH
@@ -289,7 +291,10 @@ class ReplyStore:
                 self.flush()
             return
         if self._packed is not None:
-            self._packed.put(self._name(key), _encoder.encode(reply))
+            with self._flushing:  # after a batch that may hold an older reply of the key
+                with self._lock:
+                    self._pending.pop(key, None)
+                self._packed.put(self._name(key), _encoder.encode(reply))
             return
         path = self._path(key)
         parent = os.path.dirname(path)
