@@ -250,6 +250,7 @@ class Workspace:
         # An object-storage cache keeps `workspace.json` as an entry too (the bucket is
         # the cache: docs/internals.md "Object-storage cache").
         self._entries_only = bool(getattr(packed, "holds_manifests", False))
+        self.remote = self._entries_only  # its writes wait on the network
         # A packed store that compresses records in blocks: payloads are left as they are
         # (they compress better together: docs/internals.md "Packed store").
         self.raw_payloads = bool(getattr(packed, "compresses_blocks", False))
@@ -440,6 +441,17 @@ class Workspace:
             self._packed.put(self._prefix + name, data)
             return
         self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)
+
+    def write_entries(self, items: list[tuple[str, bytes]]) -> None:
+        """`write(name, data, durable=False)` of each, in order; with a packed store that
+        takes them together, their index rows in one transaction (a checkpoint and its
+        lane pointer: docs/internals.md "Recorder")."""
+        put_many = getattr(self._packed, "put_many", None)
+        if put_many is not None and WORKSPACE_MANIFEST not in (name for name, _ in items):
+            put_many([(self._prefix + name, data) for name, data in items])
+            return
+        for name, data in items:
+            self.write(name, data, durable=False)
 
     def sync(self) -> None:
         """One `syncfs` of the cache root's file system: the group barrier of the writes."""
@@ -1260,6 +1272,13 @@ class CheckpointLoader:
 # --------------------------------------------------------------------------- recorder
 
 
+def _write_error(key: CheckpointKey, exc: OSError) -> CheckpointWriteError:
+    detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
+    error = CheckpointWriteError(f"checkpoint for {_scope(key)} was not written: {detail}")
+    error.__cause__ = exc
+    return error
+
+
 def _scope(key: CheckpointKey) -> str:
     lane = repr(key.lane)
     if len(lane) > 120:
@@ -1325,26 +1344,87 @@ class CheckpointRecorder:
         lands where a lookup of what the stage is finds it, and the lane's `latest` pointer
         names that scope (docs/internals.md "Checkpoint store").
         """
-        if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
-            raise ValueError("a checkpoint key's scope is not the record's own")
-        name = Workspace.checkpoint_name(key)
-        sealed = self._codec.seal(key.position, record, compress=not self._workspace.raw_payloads)
-        data = sealed.data
-        try:
-            self._ensure_manifest()
-            if sealed.shared_name is not None and sealed.shared is not None:
-                self._ensure_shared(sealed.shared_name, sealed.shared)
-            self._workspace.write(name, data, durable=False)
+        result = self.write_many([(key, record)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def write_many(
+        self, items: list[tuple[CheckpointKey, CheckpointRecord]]
+    ) -> list[tuple[str, int] | BaseException]:
+        """`write` of each (key, record), their entries written together: with a packed
+        store, the envelopes and the lane pointers they move in one index transaction
+        (the checkpoint write pool's queue, docs/internals.md "Recorder"). Per item, its
+        (sha256, size) or what its `write` would have raised; a failed write fails every
+        item it carried."""
+        out: list[tuple[str, int] | BaseException | None] = [None] * len(items)
+        entries: list[tuple[str, bytes]] = []
+        members: list[tuple[int, CheckpointKey, str, int]] = []
+        moves: dict[tuple[str, str, Stage], StoreScope] = {}
+        for i, (key, record) in enumerate(items):
+            try:
+                if key.scope is not None and not _record_of(record, key.scope, Stage(key.stage)):
+                    raise ValueError("a checkpoint key's scope is not the record's own")
+                name = Workspace.checkpoint_name(key)
+                raw = self._workspace.raw_payloads
+                sealed = self._codec.seal(key.position, record, compress=not raw)
+                self._ensure_manifest()
+                if sealed.shared_name is not None and sealed.shared is not None:
+                    self._ensure_shared(sealed.shared_name, sealed.shared)
+            except OSError as exc:
+                out[i] = _write_error(key, exc)
+                continue
+            except Exception as exc:
+                out[i] = exc
+                continue
+            data = sealed.data
+            entries.append((name, data))
+            members.append((i, key, hashlib.sha256(data).hexdigest(), len(data)))
             if key.scope is not None:
-                self._point(key.step, key.lane, Stage(key.stage), key.scope)
+                where = (key.step, key.lane, Stage(key.stage))
+                if self._pointed.get(where) != key.scope:  # set once per where: no lock
+                    moves[where] = key.scope
+        try:
+            if moves:
+                with self._pointer_lock:
+                    pointers = self._pointers(moves)
+                    self._workspace.write_entries(entries + pointers)
+                    self._pointed.update(moves)
+            elif len(entries) == 1:
+                self._workspace.write(*entries[0], durable=False)
+            elif entries:
+                self._workspace.write_entries(entries)
         except OSError as exc:
-            detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
-            raise CheckpointWriteError(
-                f"checkpoint for {_scope(key)} was not written: {detail}"
-            ) from exc
+            for i, key, _, _ in members:
+                out[i] = _write_error(key, exc)
+            return out  # type: ignore[return-value]
         with self._count_lock:
-            self._unsynced += 1
-        return hashlib.sha256(data).hexdigest(), len(data)
+            self._unsynced += len(members)
+        for i, _, sha, size in members:
+            out[i] = (sha, size)
+        return out  # type: ignore[return-value]
+
+    def _pointers(self, moves: dict[tuple[str, str, Stage], StoreScope]) -> list[tuple[str, bytes]]:
+        """The `latest` pointers to write for `moves` (under the pointer lock): those not
+        already naming their scope (a pointer of either form naming it stays as it is)."""
+        out = []
+        for (step, lane, stage), scope in moves.items():
+            if self._pointed.get((step, lane, stage)) == scope:
+                continue
+            pointer = Workspace.pointer_name(step, lane, stage)
+            try:
+                current: bytes | None = self._workspace.read(pointer)
+            except FsNotFound:
+                current = None
+            if current is None or _pointer_of(current) != scope:
+                out.append((pointer, _pointer_bytes(scope)))
+        return out
+
+    @property
+    def writes_wait_on_network(self) -> bool:
+        """Whether a write is a network put (an object-storage cache): such writes want
+        threads; a local packed store's are a few microseconds of disk each."""
+        return self._workspace.remote
 
     def _ensure_shared(self, name: str, data: bytes) -> None:
         """Write a shared components entry once per invocation, before the envelopes that
@@ -1357,23 +1437,6 @@ class CheckpointRecorder:
                 return
             self._workspace.write(name, data, durable=False)
             self._shared.add(name)
-
-    def _point(self, step: str, lane: str, stage: Stage, scope: StoreScope) -> None:
-        """Make the stage's `latest` pointer name `scope` (written only when it changes)."""
-        where = (step, lane, stage)
-        with self._pointer_lock:
-            if self._pointed.get(where) == scope:
-                return
-            name = Workspace.pointer_name(step, lane, stage)
-            try:
-                current: bytes | None = self._workspace.read(name)
-            except FsNotFound:
-                current = None
-            # a pointer of either form naming `scope` stays as it is
-            if current is None or _pointer_of(current) != scope:
-                data = _pointer_bytes(scope)
-                self._workspace.write(name, data, durable=False)  # durable with the envelopes
-            self._pointed[where] = scope
 
     def sync(self) -> None:
         """Make every envelope written so far durable (one `syncfs`); never raises.

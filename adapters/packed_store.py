@@ -99,7 +99,7 @@ _HELD_DIRS = 512
 """Directories whose index entries a store holds after reading them in one query (a lane's
 checkpoints and pointers are read together: one query per directory, not per entry)."""
 _FRESH_DIRS = 4096
-"""Directories created by a store whose leaves it remembers writing (`_ensure_dir`)."""
+"""Directories created by a store whose leaves it remembers writing (`_dir_for_put`)."""
 
 Row = tuple[int, int, int, str | None]
 """An entry's place: segment, offset, length, object (a large payload's digest)."""
@@ -236,8 +236,10 @@ class PackedStore:
         self._connections: list[sqlite3.Connection] = []
         self._dir_ids: dict[str, int] = {}
         # dir id -> packed leaves this store wrote there, for the directories it created
-        # (`_ensure_dir`), oldest first; under `_write_lock`
+        # (`_dir_for_put`), oldest first; under `_write_lock`
         self._fresh: dict[int, set[bytes]] = {}
+        # directories created in the write transaction still open (`_dir_for_put`)
+        self._new_dirs: dict[str, int] = {}
         self._segment_fds: dict[int, int] = {}
         # dir id -> leaf -> row, for the directories read whole (`_entries_of`, `read_lane`),
         # least recently used first; a write of this store drops its directory's
@@ -667,42 +669,116 @@ class PackedStore:
         except sqlite3.Error as exc:
             raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
 
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """`put` of each (name, data) in order, the index rows in one transaction (a
+        checkpoint's envelope and its lane pointer; a batch of replies): visible to readers
+        together once this returns, durable at the caller's next `FsRoot.sync`. Raises as
+        `put`; an entry then has what it had or its new bytes (a record nothing indexes is
+        garbage), as after the same puts one by one."""
+        items = list(items)
+        try:
+            if items:
+                self._put_rows(items)
+        except sqlite3.Error as exc:
+            name = items[0][0] if items else ""
+            raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
+
     def _put(self, name: str, data: bytes) -> None:
-        directory, leaf = _split(name)
-        data = bytes(data)
+        self._put_rows([(name, data)])
+
+    def _put_rows(self, items: list[tuple[str, bytes]]) -> None:
         pack = self._open_pack(create=True)
         assert pack is not None
-        encoded = _pack_path(leaf)
         with self._write_lock:
             db = self._writer_db(pack)
-            dir_id = self._dir_ids.get(directory)
-            if dir_id is None:
-                dir_id = self._ensure_dir(db, directory)
-            written = self._fresh.get(dir_id)
-            if written is None or encoded in written:
-                if self._same(db, dir_id, leaf, name, data, encoded):
-                    return
-            else:  # a directory this store created: only its own writes can be there
-                written.add(encoded)
-            now = time.time_ns()
-            if len(data) > self._large:
-                digest = hashlib.sha256(data).hexdigest()
-                row = (dir_id, encoded, 0, 0, len(data), digest, now)
-                self._put_object(pack, db, row, data)
-                self._drop_held(dir_id)
-                return
-            writer = self._segment(pack, db)
-            record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
-            record += encoded + data
-            offset = writer.size
+            rows: list[tuple[Any, ...]] = []
             try:
-                pack.append_record(name, writer.fd, record)
-            except OSError:
-                writer.broken = True  # a torn tail: the next put starts a new segment
+                for name, data in items:
+                    row = self._append(pack, db, name, data, rows)
+                    if row is not None:
+                        rows.append(row)
+                self._commit_rows(db, rows)
+            except BaseException:
+                self._rollback(db)
                 raise
-            writer.size += len(record)
-            db.execute(_UPSERT, (dir_id, encoded, writer.id, offset, len(record), None, now))
+
+    def _commit_rows(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        """The index rows of appended records and the directories created for them, in one
+        transaction (under the write lock)."""
+        if not rows and not db.in_transaction:
+            return
+        if len(rows) == 1 and not db.in_transaction:
+            db.execute(_UPSERT, rows[0])  # autocommit
+        else:
+            if not db.in_transaction:
+                db.execute("BEGIN IMMEDIATE")
+            if rows:
+                db.executemany(_UPSERT, rows)
+            db.execute("COMMIT")
+        if self._new_dirs:
+            self._dir_ids.update(self._new_dirs)
+            self._new_dirs.clear()
+            while len(self._fresh) > _FRESH_DIRS:
+                del self._fresh[next(iter(self._fresh))]
+        for dir_id in {row[0] for row in rows}:
             self._drop_held(dir_id)
+        rows.clear()
+
+    def _rollback(self, db: sqlite3.Connection) -> None:
+        """Undo the open write transaction of a put that failed, with the directories it
+        created (their ids are not used by any indexed record)."""
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        for dir_id in self._new_dirs.values():
+            self._fresh.pop(dir_id, None)
+        self._new_dirs.clear()
+
+    def _append(
+        self,
+        pack: FsRoot,
+        db: sqlite3.Connection,
+        name: str,
+        data: bytes,
+        pending: list[tuple[Any, ...]],
+    ) -> tuple[Any, ...] | None:
+        """Append `name`'s record to this store's segment (under the write lock); the index
+        row to commit, or None when there is none to write (the same bytes are there, or a
+        large payload's object and row were written at once). `pending` (rows appended and
+        not yet committed) is committed before the segment is retired (sealing switches
+        only the rows the index holds) and before a large payload's row."""
+        directory, leaf = _split(name)
+        data = bytes(data)
+        encoded = _pack_path(leaf)
+        dir_id = self._dir_ids.get(directory) or self._new_dirs.get(directory)
+        if dir_id is None:
+            dir_id = self._dir_for_put(db, directory)
+        written = self._fresh.get(dir_id)
+        if written is None or encoded in written:
+            if self._same(db, dir_id, leaf, name, data, encoded):
+                return None
+        else:  # a directory this store created: only its own writes can be there
+            written.add(encoded)
+        now = time.time_ns()
+        if len(data) > self._large:
+            self._commit_rows(db, pending)  # the object's row commits under its lock
+            digest = hashlib.sha256(data).hexdigest()
+            self._put_object(pack, db, (dir_id, encoded, 0, 0, len(data), digest, now), data)
+            self._drop_held(dir_id)
+            return None
+        if self._rotates():
+            self._commit_rows(db, pending)
+        writer = self._segment(pack, db)
+        record = _LEAF_RECORD.pack(_MAGIC_PACKED, dir_id, len(encoded), len(data))
+        record += encoded + data
+        offset = writer.size
+        try:
+            pack.append_record(name, writer.fd, record)
+        except OSError:
+            writer.broken = True  # a torn tail: the next put starts a new segment
+            raise
+        writer.size += len(record)
+        return (dir_id, encoded, writer.id, offset, len(record), None, now)
 
     def _put_object(
         self, pack: FsRoot, db: sqlite3.Connection, row: tuple[Any, ...], data: bytes
@@ -719,33 +795,26 @@ class PackedStore:
         finally:
             os.close(lock)
 
-    def _ensure_dir(self, db: sqlite3.Connection, directory: str) -> int:
-        found = self._dir_id(db, directory)
-        if found is not None:
+    def _dir_for_put(self, db: sqlite3.Connection, directory: str) -> int:
+        """The id of `directory` for a put: looked up in the write transaction the put's row
+        commits in (begun here), and created there when it is new: one transaction, not
+        two (a cold LLM run creates about 1.2 directories a call: docs/performance.md
+        "Concurrency: `--jobs N` against an LLM endpoint"). Published once it commits."""
+        if not db.in_transaction:
+            db.execute("BEGIN IMMEDIATE")
+        key = _pack_path(directory)
+        row = db.execute("SELECT id FROM dirs WHERE name = ?", (key,)).fetchone()
+        if row is not None:
+            self._dir_ids[directory] = found = int(row[0])
             return found
-        created = False
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            key = _pack_path(directory)
-            row = db.execute("SELECT id FROM dirs WHERE name = ?", (key,)).fetchone()
-            if row is None:
-                found, created = _next(db, "dir"), True
-                db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, found))
-            else:
-                found = int(row[0])
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        self._dir_ids[directory] = found
-        if created:
-            # Entries of a directory this store created are only those it writes (another
-            # process's put there would only be written again): a put there skips the
-            # index lookup of `_same` for a leaf it has not written (the most recent
-            # `_FRESH_DIRS` directories are remembered).
-            self._fresh[found] = set()
-            while len(self._fresh) > _FRESH_DIRS:
-                del self._fresh[next(iter(self._fresh))]
+        found = _next(db, "dir")
+        db.execute("INSERT INTO dirs (name, id) VALUES (?, ?)", (key, found))
+        self._new_dirs[directory] = found
+        # Entries of a directory this store created are only those it writes (another
+        # process's put there would only be written again): a put there skips the index
+        # lookup of `_same` for a leaf it has not written (the most recent `_FRESH_DIRS`
+        # directories are remembered).
+        self._fresh[found] = set()
         return found
 
     def _same(
@@ -779,6 +848,11 @@ class PackedStore:
             return self._read_record(db, segment, offset, length, name) == data
         except FsError:
             return False
+
+    def _rotates(self) -> bool:
+        """Whether the next append retires the segment (or starts the first)."""
+        writer = self._writer
+        return writer is None or writer.broken or writer.size >= self._segment_limit
 
     def _segment(self, pack: FsRoot, db: sqlite3.Connection) -> _Writer:
         writer = self._writer

@@ -589,12 +589,15 @@ class _EmptyLoader:
 
 def _checkpoint_writes(made: Factories) -> Callable[[Any, int], Any]:
     """A write pool for checkpoints with `--jobs` > 1 (cli/parallel.py); None otherwise."""
-    from runjournal.cli.parallel import MAX_WRITE_THREADS
+    from runjournal.cli.parallel import LOCAL_WRITE_THREADS, MAX_WRITE_THREADS
 
     def writes(recorder: Any, jobs: int) -> Any:
         if recorder is None or jobs <= 1:
             return None
-        return made.checkpoint_writes(recorder, min(jobs, MAX_WRITE_THREADS))
+        remote = getattr(recorder, "writes_wait_on_network", True)
+        return made.checkpoint_writes(
+            recorder, min(jobs, MAX_WRITE_THREADS if remote else LOCAL_WRITE_THREADS)
+        )
 
     return writes
 

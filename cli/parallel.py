@@ -23,10 +23,16 @@ from runjournal.adapters.parking import ParkingLot
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
     from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
+__all__ = ["LOCAL_WRITE_THREADS", "MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
 
-# Checkpoint writer threads at most: enough to overlap fsyncs, few enough for one disk.
+# Checkpoint writer threads at most: enough to overlap an object store's network puts.
 MAX_WRITE_THREADS = 8
+# ... and for a local cache root, whose writes (packed entries, no fsync) serialize on the
+# store's write lock: more threads only hand the GIL around (docs/performance.md
+# "Concurrency: `--jobs N` against an LLM endpoint").
+LOCAL_WRITE_THREADS = 2
+# Queued checkpoint writes one writer thread takes at once.
+_WRITE_BATCH = 64
 
 # How long one wait for a completion blocks before it waits again: bounds how late a
 # signal handler's exception is raised on the calling thread.
@@ -151,14 +157,52 @@ class CheckpointWritePool:
 
         self._recorder = recorder
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="runjournal-ckpt")
+        # Writes queue here; up to `threads` drainers each take what is queued (up to
+        # _WRITE_BATCH) and write it at once (`write_many`: one index transaction of a
+        # packed store), so a burst of results costs a few transactions, not one each.
+        self._many = getattr(recorder, "write_many", None)
+        self._threads = threads
+        self._queue: deque[tuple[Any, Any, Future[Any]]] = deque()
+        self._lock = threading.Lock()
+        self._drainers = 0
 
     def submit(
         self, key: Any, record: Any, then: Callable[[], None] | None = None
     ) -> Callable[[], tuple[str, int]]:
-        future = self._pool.submit(self._recorder.write, key, record)
+        if self._many is None:
+            future = self._pool.submit(self._recorder.write, key, record)
+        else:
+            from concurrent.futures import Future
+
+            future = Future()
+            with self._lock:
+                self._queue.append((key, record, future))
+                start = self._drainers < self._threads
+                if start:
+                    self._drainers += 1
+            if start:
+                self._pool.submit(self._drain)
         if then is not None:  # the stage's lease: released once its checkpoint is there
             future.add_done_callback(lambda _: then())
         return future.result
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._drainers -= 1
+                    return
+                take = min(len(self._queue), _WRITE_BATCH)
+                batch = [self._queue.popleft() for _ in range(take)]
+            try:
+                results = self._many([(key, record) for key, record, _ in batch])
+            except BaseException as exc:  # a recorder bug: every write of the batch fails
+                results = [exc] * len(batch)
+            for (_, _, future), result in zip(batch, results, strict=True):
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
 
     def close(self) -> None:
         """Wait for every write (each is journaled or reported by whoever waits on it)."""

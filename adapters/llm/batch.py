@@ -347,7 +347,9 @@ class BatchCollector:
                     ticket.fail(exc.status, exc.message, retryable=False)
                     continue
                 if store is not None:
-                    store.put(ticket.key, reply)  # stored as it is read: a kill loses nothing
+                    # stored as it is read (its only copy: no outcome line yet), so a kill
+                    # loses nothing
+                    store.put(ticket.key, reply, at_once=True)
                 ticket.reply = reply
                 completed += 1
             elif result.outcome == "expired":

@@ -228,18 +228,36 @@ def restore_replies(lines: Iterable[_Line], store: ReplyStore) -> int:
                 ),
             )
             restored += 1
+    store.flush()
     return restored
+
+
+# Replies a packed store takes together: one index transaction per this many (a reply's
+# own transaction was a share of every call's cpu: docs/performance.md "Concurrency:
+# `--jobs N` against an LLM endpoint").
+REPLY_BATCH = 32
 
 
 class ReplyStore:
     """Successful replies by `reply_key`: entries of the cache root's packed store when
     it has one (`llm/replies/<key[:2]>/<key>.json`, docs/internals.md "Packed store"),
-    else one small file each (atomic rename); files of either kind are read."""
+    else one small file each (atomic rename); files of either kind are read.
+
+    A packed store that takes entries together (`put_many`) gets the replies in batches
+    of `REPLY_BATCH`, the rest at `flush` (the run's end, before its last group sync); a
+    reply not yet flushed is read from here. Its outcome line in the call log holds the
+    same reply first: one lost with the process is put back by `recover`
+    (`restore_replies`)."""
 
     def __init__(self, directory: str, packed: PackedStore | None = None) -> None:
         self.directory = directory
         self._packed = packed
         self._made: set[str] = set()  # fan-out directories known to exist
+        self._batched = getattr(packed, "put_many", None) is not None
+        self._pending: dict[str, bytes] = {}  # key -> encoded reply, not yet put
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # batches put in the order they were taken
+        self._putting: dict[str, bytes] = {}  # the batch being put (still read from here)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], f"{key}.json")
@@ -250,7 +268,11 @@ class ReplyStore:
 
     def get(self, key: str) -> Reply | None:
         try:
-            data = self._packed.get(self._name(key)) if self._packed is not None else None
+            data = None
+            if self._batched:
+                data = self._pending.get(key) or self._putting.get(key)
+            if data is None and self._packed is not None:
+                data = self._packed.get(self._name(key))
             if data is None:
                 with open(self._path(key), "rb") as fh:
                     data = fh.read()
@@ -258,9 +280,21 @@ class ReplyStore:
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
 
-    def put(self, key: str, reply: Reply) -> None:
+    def put(self, key: str, reply: Reply, *, at_once: bool = False) -> None:
+        """Store `reply` (held for the next batch; `at_once`: put now, for a reply whose
+        only copy this is, such as a provider batch's result)."""
+        if self._batched and not at_once:
+            with self._lock:
+                self._pending[key] = _encoder.encode(reply)
+                full = len(self._pending) >= REPLY_BATCH
+            if full:
+                self.flush()
+            return
         if self._packed is not None:
-            self._packed.put(self._name(key), _encoder.encode(reply))
+            with self._flushing:  # after a batch that may hold an older reply of the key
+                with self._lock:
+                    self._pending.pop(key, None)
+                self._packed.put(self._name(key), _encoder.encode(reply))
             return
         path = self._path(key)
         parent = os.path.dirname(path)
@@ -276,9 +310,33 @@ class ReplyStore:
             os.close(fd)
         os.replace(tmp, path)
 
+    def flush(self) -> None:
+        """Put the replies held (one index transaction). Raises as the store's `put`;
+        the replies are then held again, for the next flush."""
+        if not self._batched:
+            return
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, {}
+                self._putting = batch
+            if not batch:
+                return
+            try:
+                assert self._packed is not None
+                self._packed.put_many([(self._name(k), data) for k, data in batch.items()])
+            except BaseException:
+                with self._lock:  # newer replies of the same keys win
+                    self._pending = {**batch, **self._pending}
+                raise
+            finally:
+                self._putting = {}
+
     def forget(self, key: str) -> None:
-        if self._packed is not None:
-            self._packed.remove([self._name(key)])
+        with self._flushing:  # after a batch that may hold it
+            with self._lock:
+                self._pending.pop(key, None)
+            if self._packed is not None:
+                self._packed.remove([self._name(key)])
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path(key))
 
@@ -461,14 +519,29 @@ class WriteAhead:
             return True
 
     def pending(self, journaled: set[tuple[str, str, str, str, int, int]]) -> list[PendingAttempt]:
+        """What the journal lacks; the replies held are put first (before the run's last
+        group sync: durable with its terminal event)."""
+        self._flush_replies()
         with self._lock:
             lines = list(self._lines)
         return pending_attempts(lines, journaled)
 
+    def _flush_replies(self) -> bool:
+        """Put the replies the store holds; False when it could not (they stay held)."""
+        if self.replies is None:
+            return True
+        try:
+            self.replies.flush()
+        except OSError:
+            return False
+        return True
+
     def close(self, *, settled: bool) -> None:
-        """Close the log; removed once every attempt it holds is journaled."""
+        """Close the log; removed once every attempt it holds is journaled and every
+        reply stored (a log kept holds the replies `recover` can put back)."""
+        flushed = self._flush_replies()
         if self.log is not None:
-            self.log.close(remove=settled)
+            self.log.close(remove=settled and flushed)
 
 
 def log_path(cache_dir: str, run_id: str) -> str:

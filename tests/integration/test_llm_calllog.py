@@ -17,6 +17,7 @@ import pytest
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.llm.budget import Budget
 from runjournal.adapters.llm.calllog import (
+    REPLY_BATCH,
     CallsStopped,
     Intent,
     Outcome,
@@ -149,10 +150,56 @@ class TestLog:
             assert store.get("cd" + "1" * 62) == Reply(content="packed")
             assert store.get("ab" + "0" * 62) == Reply(content="from a file")
             assert not (tmp_path / "llm" / "replies" / "cd").exists()
+            # held until a batch is full or the run's end flushes it, read from the store
+            assert packed.names("llm/replies/") == []
+            store.flush()
             assert packed.names("llm/replies/") == [f"llm/replies/cd/cd{'1' * 62}.json"]
+            assert store.get("cd" + "1" * 62) == Reply(content="packed")
             store.forget("cd" + "1" * 62)
             store.forget("ab" + "0" * 62)
             assert store.get("cd" + "1" * 62) is None and store.get("ab" + "0" * 62) is None
+            packed.close()
+
+    def test_replies_are_put_in_batches_and_all_by_the_runs_end(self, tmp_path: Path) -> None:
+        """Replies go to the packed store REPLY_BATCH at a time (one index transaction
+        each), are read from the store meanwhile, and the rest are put before the run
+        journals what it lacks (`pending`, ahead of its last group sync)."""
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            wal = WriteAhead(str(tmp_path), "run1", packed)
+            assert wal.replies is not None
+            keys = [f"{i:02x}" + "e" * 62 for i in range(REPLY_BATCH + 5)]
+            for i, key in enumerate(keys[:-1]):
+                wal.replies.put(key, Reply(content=f"r{i}"))
+            assert len(packed.names("llm/replies/")) == REPLY_BATCH
+            wal.replies.put(keys[-1], Reply(content="last"))
+            assert wal.lookup(RESUMED, keys[-1]) == Reply(content="last")  # held, read
+            wal.invalid(keys[-2])  # a held reply that did not validate is never put
+            assert wal.pending(set()) == []
+            names = packed.names("llm/replies/")
+            assert len(names) == len(keys) - 1 and not any(keys[-2] in n for n in names)
+            wal.close(settled=True)
+            packed.close()
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            again = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            assert again.get(keys[0]) == Reply(content="r0")
+            assert again.get(keys[-1]) == Reply(content="last")
+            packed.close()
+
+    def test_restored_replies_are_put_before_recover_returns(self, tmp_path: Path) -> None:
+        """`recover` puts a killed run's replies back through a batching store: they are
+        in the packed store when `restore_replies` returns (a resume reuses them)."""
+        lines = [_intent(1), Outcome(seq=1, status=AttemptStatus.OK, content="kept")]
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            store = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            assert restore_replies(lines, store) == 1
+            packed.close()
+        with FsRoot.open(tmp_path) as root:
+            packed = PackedStore(root)
+            again = ReplyStore(str(tmp_path / "llm" / "replies"), packed)
+            assert again.get(_intent(1).key) == Reply(content="kept")
             packed.close()
 
     def test_no_request_starts_once_the_run_stops(self, tmp_path: Path) -> None:

@@ -112,6 +112,99 @@ def test_many_entries_take_a_few_files(root, tmp_path):
     assert len(_files(tmp_path / "cache")) <= 3
 
 
+def test_put_many_indexes_a_batch_in_one_transaction(root, tmp_path):
+    """`put_many` (a checkpoint and its lane pointer; a batch of replies): every entry
+    readable once it returns, by another store too, in one index commit; a rewrite of the
+    same bytes and a large payload inside the batch as `put` does them."""
+    store = PackedStore(root, large=1000)
+    commits = []
+    try:
+        store.put("ws/p/x/a.ckpt", b"before")
+        db = store._write_db
+        assert db is not None
+        db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        items = [(f"ws/p/x/{i:064x}.ckpt", _data(str(i))) for i in range(40)]
+        items += [("ws/p/x/a.ckpt", b"before"), ("ws/p/y/big.ckpt", _data("big", size=5000))]
+        store.put_many(items)
+        assert len(commits) <= 2  # the rows, and the new directory's id
+        other = PackedStore(root)
+        try:
+            for name, data in items:
+                assert other.get(name) == data
+        finally:
+            other.close()
+        store.put_many([])
+        store.put_many([("ws/p/x/a.ckpt", b"after")])
+        assert store.get("ws/p/x/a.ckpt") == b"after"
+    finally:
+        store.close()
+
+
+def _count_transactions(db) -> list[int]:
+    """[write transactions] of `db` from here on: BEGIN ... COMMIT, or a write outside one."""
+    state = {"open": False}
+    count = [0]
+
+    def traced(sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            state["open"] = True
+            count[0] += 1
+        elif sql in ("COMMIT", "ROLLBACK"):
+            state["open"] = False
+        elif not state["open"] and sql.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE"):
+            count[0] += 1
+
+    db.set_trace_callback(traced)
+    return count
+
+
+def test_a_new_directory_is_created_in_its_first_entrys_transaction(root):
+    """A put under a directory the index does not have yet: the directory's row and the
+    entry's in one write transaction (a cold run creates about one directory a call)."""
+    store = PackedStore(root)
+    try:
+        store.put("ws/p/first/a.ckpt", b"a")  # the segment registered
+        db = store._write_db
+        assert db is not None
+        count = _count_transactions(db)
+        for i in range(3):
+            store.put(f"ws/p/d{i}/{i:064x}.ckpt", _data(str(i)))
+        assert count[0] == 3  # was 6: the directory's own transaction, then the entry's
+        store.put_many([(f"ws/p/e{i}/x.ckpt", _data(str(i))) for i in range(3)])
+        assert count[0] == 4
+        store.put("ws/p/d0/again.ckpt", b"known")  # a known directory: the entry alone
+        assert count[0] == 5
+    finally:
+        store.close()
+    again = PackedStore(root)
+    try:
+        assert again.get("ws/p/d2/" + f"{2:064x}.ckpt") == _data("2")
+        assert again.get("ws/p/e1/x.ckpt") == _data("1")
+        assert again.names("ws/p/d0/") == [f"ws/p/d0/{0:064x}.ckpt", "ws/p/d0/again.ckpt"]
+    finally:
+        again.close()
+
+
+def test_put_many_across_a_segment_rotation_loses_no_entry(root, tmp_path):
+    """A batch whose appends retire the segment (sealed into blocks, its rows switched):
+    the rows appended before are committed first, so the seal moves them too."""
+    store = PackedStore(root, segment_limit=4000, seal_min=0)
+    items = [(f"ws/p/s/l{i % 3}/{i:064x}.ckpt", _data(str(i), size=700)) for i in range(60)]
+    try:
+        for at in range(0, 60, 20):
+            store.put_many(items[at : at + 20])
+        for name, data in items:
+            assert store.get(name) == data
+    finally:
+        store.close()
+    again = PackedStore(root)
+    try:
+        for name, data in items:
+            assert again.get(name) == data
+    finally:
+        again.close()
+
+
 def test_large_payloads_are_content_addressed_objects(root, tmp_path):
     store = PackedStore(root, large=1000)
     try:
