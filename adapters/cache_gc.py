@@ -29,6 +29,7 @@ from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
 
 WORKSPACES = "workspaces"
 CHUNKPLANS = "chunkplans"
+_NORMALIZE = f"/{Stage.NORMALIZE.value}.ckpt"  # a lane identity's normalize checkpoint
 
 
 class CacheEntry(msgspec.Struct, frozen=True):
@@ -160,11 +161,20 @@ class Retention:
 def _uses(entries: list[CacheEntry], refs: list[RunReferences]) -> dict[str, datetime]:
     """`last_uses` plus the normalize files of lane identities restored under --recompute."""
     uses = last_uses(refs, (e.name for e in entries))
+    # by lane identity: the entries are walked once, not once per restored identity (that
+    # was entries x restored lanes: docs/performance.md "gc, audit and explain at scale")
+    by_lid: dict[str, list[tuple[str, datetime]]] = {}
     for (lane_dir, lid), when in _restored(refs).items():
-        for entry in entries:
-            name = entry.name
-            restored = name.startswith(lane_dir) and name.endswith(f"/{lid}/normalize.ckpt")
-            if restored and (name not in uses or uses[name] < when):
+        by_lid.setdefault(lid, []).append((lane_dir, when))
+    if not by_lid:
+        return uses
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(_NORMALIZE):
+            continue
+        lid = name[: -len(_NORMALIZE)].rpartition("/")[2]
+        for lane_dir, when in by_lid.get(lid, ()):
+            if name.startswith(lane_dir) and (name not in uses or uses[name] < when):
                 uses[name] = when
     return uses
 
