@@ -72,9 +72,12 @@ def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int, int]
                 yield f"{base}/{name}", info.st_size, info.st_mtime_ns
 
 
-def scan(root: FsRoot, packed: PackedStore | None = None) -> list[CacheEntry]:
+def scan(
+    root: FsRoot, packed: PackedStore | None = None, lanes: LaneCensus | None = None
+) -> list[CacheEntry]:
     """Every checkpoint and chunk plan under the cache root (files, and the entries of
-    `packed`), sorted by name."""
+    `packed`), sorted by name. `lanes` is told every packed name under `workspaces/`
+    (the lanes' pointers among them), in the same pass."""
     entries = [
         CacheEntry(CacheEntryKind.CHECKPOINT, name, size, mtime)
         for name, size, mtime in _walk(root, WORKSPACES, ".ckpt")
@@ -88,11 +91,11 @@ def scan(root: FsRoot, packed: PackedStore | None = None) -> list[CacheEntry]:
             (WORKSPACES, ".ckpt", CacheEntryKind.CHECKPOINT),
             (CHUNKPLANS, ".plan", CacheEntryKind.CHUNK_PLAN),
         ):
-            entries += [
-                CacheEntry(kind, e.name, e.size, e.written_ns, packed=True)
-                for e in packed.entries(f"{base}/")
-                if e.name.endswith(suffix)
-            ]
+            for e in packed.entries(f"{base}/"):
+                if lanes is not None and base == WORKSPACES:
+                    lanes.see(e.name)
+                if e.name.endswith(suffix):
+                    entries.append(CacheEntry(kind, e.name, e.size, e.written_ns, packed=True))
     return sorted(entries, key=lambda e: e.name)
 
 
@@ -247,21 +250,23 @@ def collect(
     their bytes go at `compact`); prune the directories left empty."""
     packed = _store(root)
     try:
-        entries = scan(root, packed)
+        lanes = LaneCensus()
+        entries = scan(root, packed, lanes)
         protected: dict[str, int] = {}
         removed = select(entries, kept, max_size, keep, protected)
         before = sum(e.size for e in entries)
         if not dry_run:
-            in_pack = {e.name for e in entries if e.packed}
-            in_files = {e.name for e in entries if not e.packed}
-            packed.remove(r.name for r in removed if r.name in in_pack)
-            for removal in removed:
-                if removal.name in in_files:
-                    root.remove(removal.name, missing_ok=True)
+            going = {r.name for r in removed}
+            in_pack = [e.name for e in entries if e.packed and e.name in going]
+            in_files = [e.name for e in entries if not e.packed and e.name in going]
+            del entries
+            packed.remove(in_pack)
+            for name in in_files:
+                root.remove(name, missing_ok=True)
             _prune(root, WORKSPACES)
             _prune(root, CHUNKPLANS)
             if packed.exists:
-                packed.remove(_orphan_pointers(packed))
+                packed.remove(lanes.orphan_pointers(in_pack))
     finally:
         packed.close()
     return Collection(
@@ -305,22 +310,41 @@ def _merged(removed: list[CacheRemoval]) -> list[CacheRemoval]:
     return sorted(by_name.values(), key=lambda r: r.name)
 
 
-def _orphan_pointers(packed: PackedStore) -> list[str]:
-    """Packed `latest.<stage>` pointers of lanes left with no checkpoint (they point at
-    nothing), as `_prune` removes their files."""
-    lanes: dict[str, bool] = {}
-    pointers: list[str] = []
-    for name in packed.names(f"{WORKSPACES}/"):
-        parts = name.split("/")
+class LaneCensus:
+    """Which lanes of the packed store hold anything but their `latest.<stage>` pointers,
+    counted from the scan's own pass over the store (the store's names were listed a
+    second time for it, all of them held at once beside the scan's entries)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}  # lane directory -> entries other than pointers
+        self._pointers: dict[str, list[str]] = {}  # lane directory -> its pointers
+
+    @staticmethod
+    def _lane(name: str) -> tuple[str, bool] | None:
+        """(lane directory, whether `name` is one of its pointers); None: no lane's."""
+        parts = name.split("/", 5)
         if len(parts) < 5 or parts[2] != "steps":
-            continue
-        lane = "/".join(parts[:5])
-        if len(parts) == 6 and parts[5].startswith(f"{LATEST}."):
-            pointers.append(name)
-            lanes.setdefault(lane, False)
-        else:
-            lanes[lane] = True
-    return [p for p in pointers if not lanes["/".join(p.split("/")[:5])]]
+            return None
+        pointer = len(parts) == 6 and "/" not in parts[5] and parts[5].startswith(f"{LATEST}.")
+        return "/".join(parts[:5]), pointer
+
+    def see(self, name: str) -> None:
+        found = self._lane(name)
+        if found is None:
+            return
+        lane, pointer = found
+        if pointer:
+            self._pointers.setdefault(lane, []).append(name)
+        self._held[lane] = self._held.get(lane, 0) + (not pointer)
+
+    def orphan_pointers(self, removed: Iterable[str]) -> list[str]:
+        """The pointers of lanes left with nothing once `removed` (packed names the scan
+        saw) are gone: they point at nothing, as `_prune` removes their files."""
+        for name in removed:
+            found = self._lane(name)
+            if found is not None and not found[1] and found[0] in self._held:
+                self._held[found[0]] -= 1
+        return [p for lane, ps in self._pointers.items() if not self._held[lane] for p in ps]
 
 
 def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:
