@@ -26,6 +26,7 @@ from runjournal.adapters.packed_store import Compaction, PackedStore
 from runjournal.domain.cache_refs import RunReferences
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
+from runjournal.domain.ports import CheckpointKey
 
 WORKSPACES = "workspaces"
 CHUNKPLANS = "chunkplans"
@@ -122,7 +123,7 @@ def last_uses(
 
     for refs in kept:
         prefix = f"{WORKSPACES}/{refs.pipeline}/"
-        for key in refs.checkpoints:
+        for key in _by_lane(refs.checkpoints):
             try:
                 use(prefix + Workspace.checkpoint_name(key), refs.started)
                 # the layout before scopes: the file at the stage's position (still read)
@@ -132,6 +133,18 @@ def last_uses(
         for key in refs.plans:
             use(f"{CHUNKPLANS}/{key[:2]}/{key}.plan", refs.started)
     return uses
+
+
+def _by_lane(keys: Iterable[CheckpointKey]) -> Iterator[CheckpointKey]:
+    """`keys` a lane after another: naming a key caches its lane's directories (4,096
+    lanes, `Workspace.checkpoint_name`), which a set's order missed beyond that many lanes
+    (each name made its lane's directory again: docs/performance.md "gc, audit and explain
+    at scale")."""
+    lanes: dict[tuple[str, str], list[CheckpointKey]] = {}
+    for key in keys:
+        lanes.setdefault((key.step, key.lane), []).append(key)
+    for lane in lanes.values():
+        yield from lane
 
 
 def _restored(kept: Iterable[RunReferences]) -> dict[tuple[str, str], datetime]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from runjournal.adapters.cache_gc import WORKSPACES, CacheEntry, last_uses, select
-from runjournal.adapters.checkpoints import Workspace
+from runjournal.adapters.checkpoints import Workspace, scope_dir
 from runjournal.domain.cache_refs import RunReferences
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import CacheEntryKind
@@ -74,3 +74,20 @@ def test_restored_lanes_walk_the_entries_once_not_once_per_lane() -> None:
     removed = select(entries, [run], None)
     assert entries.walks <= 4  # was lanes + 2
     assert {r.name for r in removed} == others  # each restored identity's normalize stays
+
+
+def test_keys_are_named_a_lane_after_another_so_lane_directories_are_made_once() -> None:
+    """Naming a checkpoint caches its lane's directory (4,096 lanes); a set's order named
+    keys of lanes at random, and past 4,096 lanes every name made its directory again."""
+    lanes = 4500
+    keys = {
+        CheckpointKey("terms", f"docs/d{n}.md", Stage.EXTRACT, f"{c:064x}", SCOPE)
+        for n in range(lanes)
+        for c in range(3)
+    }
+    when = datetime(2026, 12, 1, tzinfo=UTC)
+    run = RunReferences(run_id="r", pipeline="p", started=when, checkpoints=keys)
+    scope_dir.cache_clear()
+    uses = last_uses([run])
+    assert len(uses) == 2 * len(keys)  # scoped and the layout before scopes
+    assert scope_dir.cache_info().misses == lanes  # was about one per key
