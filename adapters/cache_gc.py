@@ -26,9 +26,11 @@ from runjournal.adapters.packed_store import Compaction, PackedStore
 from runjournal.domain.cache_refs import RunReferences
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import CacheEntryKind, CacheRemoval, RemovalReason
+from runjournal.domain.ports import CheckpointKey
 
 WORKSPACES = "workspaces"
 CHUNKPLANS = "chunkplans"
+_NORMALIZE = f"/{Stage.NORMALIZE.value}.ckpt"  # a lane identity's normalize checkpoint
 
 
 class CacheEntry(msgspec.Struct, frozen=True):
@@ -71,9 +73,12 @@ def _walk(root: FsRoot, base: str, suffix: str) -> Iterator[tuple[str, int, int]
                 yield f"{base}/{name}", info.st_size, info.st_mtime_ns
 
 
-def scan(root: FsRoot, packed: PackedStore | None = None) -> list[CacheEntry]:
+def scan(
+    root: FsRoot, packed: PackedStore | None = None, lanes: LaneCensus | None = None
+) -> list[CacheEntry]:
     """Every checkpoint and chunk plan under the cache root (files, and the entries of
-    `packed`), sorted by name."""
+    `packed`), sorted by name. `lanes` is told every packed name under `workspaces/`
+    (the lanes' pointers among them), in the same pass."""
     entries = [
         CacheEntry(CacheEntryKind.CHECKPOINT, name, size, mtime)
         for name, size, mtime in _walk(root, WORKSPACES, ".ckpt")
@@ -87,11 +92,11 @@ def scan(root: FsRoot, packed: PackedStore | None = None) -> list[CacheEntry]:
             (WORKSPACES, ".ckpt", CacheEntryKind.CHECKPOINT),
             (CHUNKPLANS, ".plan", CacheEntryKind.CHUNK_PLAN),
         ):
-            entries += [
-                CacheEntry(kind, e.name, e.size, e.written_ns, packed=True)
-                for e in packed.entries(f"{base}/")
-                if e.name.endswith(suffix)
-            ]
+            for e in packed.entries(f"{base}/"):
+                if lanes is not None and base == WORKSPACES:
+                    lanes.see(e.name)
+                if e.name.endswith(suffix):
+                    entries.append(CacheEntry(kind, e.name, e.size, e.written_ns, packed=True))
     return sorted(entries, key=lambda e: e.name)
 
 
@@ -118,7 +123,7 @@ def last_uses(
 
     for refs in kept:
         prefix = f"{WORKSPACES}/{refs.pipeline}/"
-        for key in refs.checkpoints:
+        for key in _by_lane(refs.checkpoints):
             try:
                 use(prefix + Workspace.checkpoint_name(key), refs.started)
                 # the layout before scopes: the file at the stage's position (still read)
@@ -128,6 +133,18 @@ def last_uses(
         for key in refs.plans:
             use(f"{CHUNKPLANS}/{key[:2]}/{key}.plan", refs.started)
     return uses
+
+
+def _by_lane(keys: Iterable[CheckpointKey]) -> Iterator[CheckpointKey]:
+    """`keys` a lane after another: naming a key caches its lane's directories (4,096
+    lanes, `Workspace.checkpoint_name`), which a set's order missed beyond that many lanes
+    (each name made its lane's directory again: docs/performance.md "gc, audit and explain
+    at scale")."""
+    lanes: dict[tuple[str, str], list[CheckpointKey]] = {}
+    for key in keys:
+        lanes.setdefault((key.step, key.lane), []).append(key)
+    for lane in lanes.values():
+        yield from lane
 
 
 def _restored(kept: Iterable[RunReferences]) -> dict[tuple[str, str], datetime]:
@@ -160,11 +177,20 @@ class Retention:
 def _uses(entries: list[CacheEntry], refs: list[RunReferences]) -> dict[str, datetime]:
     """`last_uses` plus the normalize files of lane identities restored under --recompute."""
     uses = last_uses(refs, (e.name for e in entries))
+    # by lane identity: the entries are walked once, not once per restored identity (that
+    # was entries x restored lanes: docs/performance.md "gc, audit and explain at scale")
+    by_lid: dict[str, list[tuple[str, datetime]]] = {}
     for (lane_dir, lid), when in _restored(refs).items():
-        for entry in entries:
-            name = entry.name
-            restored = name.startswith(lane_dir) and name.endswith(f"/{lid}/normalize.ckpt")
-            if restored and (name not in uses or uses[name] < when):
+        by_lid.setdefault(lid, []).append((lane_dir, when))
+    if not by_lid:
+        return uses
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(_NORMALIZE):
+            continue
+        lid = name[: -len(_NORMALIZE)].rpartition("/")[2]
+        for lane_dir, when in by_lid.get(lid, ()):
+            if name.startswith(lane_dir) and (name not in uses or uses[name] < when):
                 uses[name] = when
     return uses
 
@@ -237,21 +263,23 @@ def collect(
     their bytes go at `compact`); prune the directories left empty."""
     packed = _store(root)
     try:
-        entries = scan(root, packed)
+        lanes = LaneCensus()
+        entries = scan(root, packed, lanes)
         protected: dict[str, int] = {}
         removed = select(entries, kept, max_size, keep, protected)
         before = sum(e.size for e in entries)
         if not dry_run:
-            in_pack = {e.name for e in entries if e.packed}
-            in_files = {e.name for e in entries if not e.packed}
-            packed.remove(r.name for r in removed if r.name in in_pack)
-            for removal in removed:
-                if removal.name in in_files:
-                    root.remove(removal.name, missing_ok=True)
+            going = {r.name for r in removed}
+            in_pack = [e.name for e in entries if e.packed and e.name in going]
+            in_files = [e.name for e in entries if not e.packed and e.name in going]
+            del entries
+            packed.remove(in_pack)
+            for name in in_files:
+                root.remove(name, missing_ok=True)
             _prune(root, WORKSPACES)
             _prune(root, CHUNKPLANS)
             if packed.exists:
-                packed.remove(_orphan_pointers(packed))
+                packed.remove(lanes.orphan_pointers(in_pack))
     finally:
         packed.close()
     return Collection(
@@ -295,22 +323,41 @@ def _merged(removed: list[CacheRemoval]) -> list[CacheRemoval]:
     return sorted(by_name.values(), key=lambda r: r.name)
 
 
-def _orphan_pointers(packed: PackedStore) -> list[str]:
-    """Packed `latest.<stage>` pointers of lanes left with no checkpoint (they point at
-    nothing), as `_prune` removes their files."""
-    lanes: dict[str, bool] = {}
-    pointers: list[str] = []
-    for name in packed.names(f"{WORKSPACES}/"):
-        parts = name.split("/")
+class LaneCensus:
+    """Which lanes of the packed store hold anything but their `latest.<stage>` pointers,
+    counted from the scan's own pass over the store (the store's names were listed a
+    second time for it, all of them held at once beside the scan's entries)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}  # lane directory -> entries other than pointers
+        self._pointers: dict[str, list[str]] = {}  # lane directory -> its pointers
+
+    @staticmethod
+    def _lane(name: str) -> tuple[str, bool] | None:
+        """(lane directory, whether `name` is one of its pointers); None: no lane's."""
+        parts = name.split("/", 5)
         if len(parts) < 5 or parts[2] != "steps":
-            continue
-        lane = "/".join(parts[:5])
-        if len(parts) == 6 and parts[5].startswith(f"{LATEST}."):
-            pointers.append(name)
-            lanes.setdefault(lane, False)
-        else:
-            lanes[lane] = True
-    return [p for p in pointers if not lanes["/".join(p.split("/")[:5])]]
+            return None
+        pointer = len(parts) == 6 and "/" not in parts[5] and parts[5].startswith(f"{LATEST}.")
+        return "/".join(parts[:5]), pointer
+
+    def see(self, name: str) -> None:
+        found = self._lane(name)
+        if found is None:
+            return
+        lane, pointer = found
+        if pointer:
+            self._pointers.setdefault(lane, []).append(name)
+        self._held[lane] = self._held.get(lane, 0) + (not pointer)
+
+    def orphan_pointers(self, removed: Iterable[str]) -> list[str]:
+        """The pointers of lanes left with nothing once `removed` (packed names the scan
+        saw) are gone: they point at nothing, as `_prune` removes their files."""
+        for name in removed:
+            found = self._lane(name)
+            if found is not None and not found[1] and found[0] in self._held:
+                self._held[found[0]] -= 1
+        return [p for lane, ps in self._pointers.items() if not self._held[lane] for p in ps]
 
 
 def _prune(root: FsRoot, base: str, depth: int = 0) -> bool:

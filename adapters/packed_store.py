@@ -618,9 +618,11 @@ class PackedStore:
             return []
         return sorted(name for name, *_ in self._under(db, prefix))
 
-    def _under(self, db: sqlite3.Connection, prefix: str) -> list[tuple[str, int, int]]:
+    def _under(self, db: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, int, int]]:
         """(name, length, written) of every entry whose name starts with `prefix`: the
-        entries of the directory `prefix` ends in and of those below it, filtered."""
+        entries of the directory `prefix` ends in and of those below it, filtered; read
+        from the cursor as they are consumed (the rows were all held as well as the names
+        made of them)."""
         top = prefix.rpartition("/")[0]
         if self._schema == 1:
             low, high = top, prefix + "\U0010ffff"
@@ -635,13 +637,14 @@ class PackedStore:
             "SELECT d.name, e.leaf, e.length, e.written FROM entries e "
             f"JOIN dirs d ON d.id = e.dir WHERE {where}",
             params,
-        ).fetchall()
-        out = []
+        )
+        text, last, top_text = self._text, None, ""
         for directory, leaf, length, written in rows:
-            name = f"{self._text(directory)}/{self._text(leaf)}"
+            if directory != last:  # a directory's entries come together: its name once
+                last, top_text = directory, text(directory)
+            name = f"{top_text}/{text(leaf)}"
             if name.startswith(prefix):
-                out.append((name, length, written))
-        return out
+                yield name, length, written
 
     def children(self, directory: str) -> list[str]:
         """The entry names right below `directory` (files and directories), sorted: what
@@ -1088,19 +1091,24 @@ class PackedStore:
                             sealed.add(seg_id)
                         elif is_sealed == 2:
                             judged.add(seg_id)
-                live: dict[int, list[tuple[int, str, int, int]]] = {}
-                for dir_id, leaf, seg, offset, length in db.execute(
-                    "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
+                # each held segment's live records counted and summed (not held: one
+                # tuple per entry of the store was O(entries) memory); only the segments
+                # to rewrite have their records read, in a second pass
+                live: dict[int, list[int]] = {}
+                for seg, length in db.execute(
+                    "SELECT segment, length FROM entries WHERE object IS NULL"
                 ):
                     if seg in held:
-                        live.setdefault(seg, []).append((dir_id, leaf, offset, length))
-                for seg_id, (seg_name, fd, size) in held.items():
-                    records = live.get(seg_id, [])
+                        counted = live.setdefault(seg, [0, 0])
+                        counted[0] += 1
+                        counted[1] += length
+                rewrite: list[int] = []
+                for seg_id, (_seg_name, fd, size) in held.items():
+                    count, used = live.get(seg_id, (0, 0))
                     torn = _torn_tail(fd, size)
                     if torn:
                         torn_segments += 1
                         torn_bytes += torn
-                    used = sum(r[3] for r in records)
                     # a sealed segment's live share is of its records' raw bytes
                     raw = _sealed_raw_size(fd, size) if seg_id in sealed else size
                     # an unsealed segment that sealing would take (its writer was killed
@@ -1111,13 +1119,23 @@ class PackedStore:
                         and self._seal_min is not None
                         and size >= max(self._seal_min, SEAL_MIN)
                     )
-                    if records and not torn and not unsealed and used >= keep_ratio * raw:
+                    if count and not torn and not unsealed and used >= keep_ratio * raw:
                         continue  # mostly live and whole: not worth a copy
                     removed += 1
                     freed += size - (used * size // raw if raw else 0)
-                    if not dry_run:
+                    rewrite.append(seg_id)
+                if rewrite and not dry_run:
+                    records = self._live_records(db, {s for s in rewrite if s in live})
+                    for seg_id in rewrite:
+                        seg_name, fd, _size = held[seg_id]
                         moved += self._rewrite(
-                            pack, db, seg_id, seg_name, fd, records, seg_id in sealed
+                            pack,
+                            db,
+                            seg_id,
+                            seg_name,
+                            fd,
+                            records.pop(seg_id, []),
+                            seg_id in sealed,
                         )
                 removed += self._collect_orphans(pack, db, dry_run)
             finally:
@@ -1127,6 +1145,21 @@ class PackedStore:
             # Rows of `dirs` stay: other processes keep their ids, so one deleted under a
             # writer would hide the entries it adds next (a name costs a few bytes).
         return Compaction(removed, moved, freed, objects_removed, torn_segments, torn_bytes)
+
+    @staticmethod
+    def _live_records(
+        db: sqlite3.Connection, segments: set[int]
+    ) -> dict[int, list[tuple[int, str, int, int]]]:
+        """(dir, leaf, offset, length) of the live records of `segments`, by segment."""
+        out: dict[int, list[tuple[int, str, int, int]]] = {}
+        if not segments:
+            return out
+        for dir_id, leaf, seg, offset, length in db.execute(
+            "SELECT dir, leaf, segment, offset, length FROM entries WHERE object IS NULL"
+        ):
+            if seg in segments:
+                out.setdefault(seg, []).append((dir_id, leaf, offset, length))
+        return out
 
     def _rewrite(
         self,

@@ -54,6 +54,7 @@ SCRIPTS: tuple[Script, ...] = (
     Script("journal_append", ("bench/bench_journal_append.py",)),
     Script("run_memory", ("bench/bench_run_memory.py", "--repeat", "3")),
     Script("million", ("bench/bench_million.py", "--docs", "1000", "--repeat", "3")),
+    Script("scaling", ("bench/bench_scaling.py", "--repeat", "3")),
     Script("huge_file", ("bench/bench_huge_file.py", "--repeat", "3")),
     Script("cache_bytes", ("bench/bench_cache_bytes.py", "--docs", "300")),
     Script("input_check", ("bench/bench_input_check.py",)),

@@ -18,7 +18,12 @@ from collections.abc import Iterable, Iterator
 import msgspec
 from runjournal.domain.decisions import Stage, StageDigests, decide_stage
 from runjournal.domain.events import LaneResolved, RunEvent, StageDecided
-from runjournal.domain.identity import COMPONENT_ORDER, ArtifactRef, dependencies_digest
+from runjournal.domain.identity import (
+    COMPONENT_ORDER,
+    ArtifactRef,
+    LaneComponents,
+    dependencies_digest,
+)
 from runjournal.domain.reasons import ReasonCode, category_of
 from runjournal.domain.run import Run, Violation
 
@@ -82,36 +87,45 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.verdict is Verdict.OK
 
 
+class _Lane:
+    """What the audit keeps of a lane's `LaneResolved`: its components (one object for
+    every lane with equal ones), `forced`, and each stage's D with a read naming no
+    consumed artifact, computed when the lane is resolved. The whole event was kept for
+    every lane of the run (its dependencies and reads, about a kilobyte a lane:
+    docs/performance.md "gc, audit and explain at scale")."""
+
+    __slots__ = ("components", "forced", "stage_d")
+
+    def __init__(
+        self, components: LaneComponents, forced: bool, stage_d: tuple[_StageD, ...]
+    ) -> None:
+        self.components = components
+        self.forced = forced
+        self.stage_d = stage_d
+
+
+_StageD = tuple[str, str | None]  # a stage's D, and a read naming no consumed artifact
+_STAGE_AT = {stage: at for at, stage in enumerate(Stage)}  # a stage's place in `stage_d`
+
+
 class _Auditor:
     """Re-decides each decision; the invariants are the `Run` aggregate's (domain/run.py)."""
 
     def __init__(self) -> None:
         self.decisions = 0
-        self.lanes: dict[tuple[str, str], LaneResolved] = {}
+        self.lanes: dict[tuple[str, str], _Lane] = {}
         self.differences: list[Difference] = []
-        # (step, lane, stage) -> (the stage's D, a read naming no consumed artifact)
-        self._stage_d: dict[tuple[str, str, str], tuple[str, str | None]] = {}
+        # equal components (a step's lanes mostly share them) as one object
+        self._components: dict[LaneComponents, LaneComponents] = {}
 
     def feed(self, event: RunEvent) -> None:
         if isinstance(event, StageDecided):
             self._decision(event)
         elif isinstance(event, LaneResolved):
-            self.lanes[(event.step, event.lane)] = event
-            for stage in Stage:
-                self._stage_d.pop((event.step, event.lane, stage.value), None)
-
-    def _lane_d(self, lane: LaneResolved, stage: Stage) -> tuple[str, str | None]:
-        """A stage's D from its lane's recorded reads (else every dependency), once per lane."""
-        key = (lane.step, lane.lane, stage.value)
-        found = self._stage_d.get(key)
-        if found is None:
-            deps = lane.stage_dependencies(stage)
-            consumed = {_named(d) for d in lane.dependencies}
-            stray = next((d for d in deps if _named(d) not in consumed), None)
-            stray_text = f"{stray.step}/{stray.lane}" if stray is not None else None
-            found = (dependencies_digest(deps), stray_text)
-            self._stage_d[key] = found
-        return found
+            every = _stage_d(event, None)  # a stage without reads of its own
+            stage_d = tuple(_stage_d(event, s) if s in event.reads else every for s in Stage)
+            components = self._components.setdefault(event.components, event.components)
+            self.lanes[(event.step, event.lane)] = _Lane(components, event.forced, stage_d)
 
     def _decision(self, event: StageDecided) -> None:
         self.decisions += 1
@@ -163,7 +177,7 @@ class _Auditor:
                     f"recorded {key} equals the current one, so it is no difference",
                 )
         if event.predecessor is None:
-            lane_d, stray = self._lane_d(lane, event.stage)
+            lane_d, stray = lane.stage_d[_STAGE_AT[event.stage]]
             if event.dependencies != lane_d:
                 differ(Problem.DEPENDENCIES, "the stage's dependencies are not the lane's")
             if stray is not None:
@@ -173,6 +187,18 @@ class _Auditor:
                 )
             if event.forced != lane.forced:
                 differ(Problem.FORCED, f"forced={event.forced} in a lane with forced={lane.forced}")
+
+
+def _stage_d(lane: LaneResolved, stage: Stage | None) -> _StageD:
+    """A stage's D from its lane's recorded reads (None, or a stage without reads: every
+    dependency), and the first read naming no artifact the lane consumes."""
+    if stage is None or stage not in lane.reads:
+        return dependencies_digest(lane.dependencies), None
+    deps = lane.reads[stage]
+    consumed = {_named(d) for d in lane.dependencies}
+    stray = next((d for d in deps if _named(d) not in consumed), None)
+    stray_text = f"{stray.step}/{stray.lane}" if stray is not None else None
+    return dependencies_digest(deps), stray_text
 
 
 def _named(ref: ArtifactRef) -> tuple[str, str, str, str, str]:

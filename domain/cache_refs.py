@@ -155,6 +155,11 @@ def with_summarized(runs: Iterable[RunReferences]) -> None:
     # then the block summaries (docs/internals.md "Block summaries"): a block names a run
     # whose units are journaled there (their checkpoints complete after the loop above),
     # by their positions in its stream: exactly those units' references are kept
+    # A source's checkpoints are grouped by lane once: walking all of them for each block
+    # (of up to 512 units) was blocks x checkpoints, quadratic in the corpus
+    # (docs/performance.md "gc, audit and explain at scale").
+    lanes_of.clear()  # (the sources' checkpoints may have grown since it was made)
+    by_lane: dict[str, dict[tuple[str, str], list[CheckpointKey]]] = {}
     for refs in by_id.values():
         for source, kind, step, first, units in refs.blocks:
             found = by_id.get(source)
@@ -162,11 +167,14 @@ def with_summarized(runs: Iterable[RunReferences]) -> None:
                 continue
             if kind is BlockKind.PLANS:
                 refs.plans.update(found.plan_order[first : first + units])
-            else:
-                lanes = set(found.lane_order.get(step, ())[first : first + units])
-                refs.checkpoints.update(
-                    k for k in found.checkpoints if k.step == step and k.lane in lanes
-                )
+                continue
+            lanes = by_lane.get(source)
+            if lanes is None:
+                lanes = by_lane[source] = {}
+                for k in found.checkpoints:
+                    lanes.setdefault((k.step, k.lane), []).append(k)
+            for lane in found.lane_order.get(step, ())[first : first + units]:
+                refs.checkpoints.update(lanes.get((step, lane), ()))
 
 
 def _key(step: str, lane: str, stage: Stage, chunk: str, scope: StoreScope) -> CheckpointKey:
