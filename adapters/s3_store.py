@@ -395,6 +395,7 @@ class S3PackedStore:
         self._bad_records: set[tuple[str, int]] = set()
         self._held: OrderedDict[str, bytes] = OrderedDict()  # verified whole packs
         self._pack_locks: dict[str, threading.Lock] = {}
+        self._after: list[Callable[[], None]] = []  # run once the pending records are seen
         self.requests = _Requests()
 
     # ------------------------------------------------------------------ client
@@ -879,9 +880,28 @@ class S3PackedStore:
                 batch = list(self._pending.items())
                 self._flushing = dict(batch)
                 self._pending, self._pending_bytes = {}, 0
-            if batch:
-                self._write_pack(batch)
+                after, self._after = self._after, []
+            try:
+                if batch:
+                    self._write_pack(batch)
+            except BaseException:
+                with self._lock:
+                    self._after[:0] = after
+                raise
+        for callback in after:
+            with contextlib.suppress(Exception):
+                callback()
         self._raise_failure()
+
+    def after_flush(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once every record pending now is in a written pack (at once
+        when none is): a stage lease is released only when what its holder wrote is seen
+        (`stage_leases.BucketStageLeases`), and the lease costs no pack of its own."""
+        with self._lock:
+            if self._pending or self._flushing:
+                self._after.append(callback)
+                return
+        callback()
 
     def _write_pack(self, batch: list[tuple[str, bytes | None]]) -> None:
         with self._view_lock:
@@ -1105,6 +1125,7 @@ class S3PackedStore:
         """(bytes, last-modified ns) of `meta/<name>`; None when absent."""
         import obstore
 
+        self.requests.count("GET meta")
         try:
             result = obstore.get(self._store(), f"{_META}/{name}")
             data = bytes(result.bytes())
@@ -1120,6 +1141,7 @@ class S3PackedStore:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
+        self.requests.count("PUT meta")
         try:
             mode = "create" if create else "overwrite"
             obstore.put(self._store(), f"{_META}/{name}", data, mode=mode)

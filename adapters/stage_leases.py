@@ -434,11 +434,17 @@ class BucketStageLeases:
                 self._held[name] = count
                 return
             self._held.pop(name, None)
-        # what the stage wrote is seen before the lease goes: the next holder reads it
-        # (a pack written now, docs/internals.md "Object-storage cache")
-        flush = getattr(self._store, "flush", None)
-        if flush is not None:
-            flush()
+        # what the stage wrote is seen before the lease goes, so the next holder reads it:
+        # the object is deleted once the store's pending records are in a pack (its next
+        # group commit, docs/internals.md "Object-storage cache"); a commit that fails
+        # leaves it to expire
+        after_flush = getattr(self._store, "after_flush", None)
+        if after_flush is not None:
+            after_flush(lambda: self._delete(name))
+        else:
+            self._delete(name)
+
+    def _delete(self, name: str) -> None:
         with contextlib.suppress(FsError, OSError):
             found = self._store.meta_get(name)
             if found is not None and found[0] == self._body:  # never another run's
