@@ -1051,31 +1051,30 @@ class S3PackedStore:
             with self._view_lock:
                 indexes = dict(self._indexes)
                 winners = dict(self._winners)
-        # a pack is dead when no record of it is its name's newest (a removal counts
-        # while another pack holds the name); it goes once the packs holding the newer
-        # records are PACK_GRACE_S old
-        holders: dict[str, int] = {}
-        for index, _written in indexes.values():
-            for name in {r.name for r in index.records}:
-                holders[name] = holders.get(name, 0) + 1
-        needed = {
-            key
-            for name, (key, record) in winners.items()
-            if not record.removed or holders.get(name, 0) > 1
-        }
+        # a pack is dead when no record of it is its name's newest bytes; it goes once
+        # the packs holding the newer records are PACK_GRACE_S old. A pack of removals
+        # stays while a pack that stays holds a name it removes.
+        live_keys = {key for key, record in winners.values() if not record.removed}
         now_ns = time.time_ns()
-        doomed: list[str] = []
-        freed = 0
+        dead: dict[str, PackIndex] = {}
         for key, (index, _written) in indexes.items():
-            if key in needed:
+            if key in live_keys:
                 continue
             superseding = [
                 abs(indexes[winners[r.name][0]][1]) for r in index.records if r.name in winners
             ]
-            since = max(superseding, default=0)
-            if key in retired:
-                since = now_ns
-            if PACK_GRACE_S > 0 and now_ns - since < PACK_GRACE_S * 1e9:
+            since = now_ns if key in retired else max(superseding, default=0)
+            if PACK_GRACE_S <= 0 or now_ns - since >= PACK_GRACE_S * 1e9:
+                dead[key] = index
+        staying: set[str] = set()
+        for key, (index, _written) in indexes.items():
+            if key not in dead:
+                staying.update(r.name for r in index.records)
+        doomed: list[str] = []
+        freed = 0
+        for key, index in dead.items():
+            removes = {name for name, (k, r) in winners.items() if k == key and r.removed}
+            if removes & staying:
                 continue
             doomed.append(key)
             freed += index.size
