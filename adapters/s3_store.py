@@ -93,6 +93,10 @@ _REFS = "refs"
 _OBJECTS = "objects"
 _META = "meta"
 _REF_MAGIC = b"RJS3 1\n"
+# A ref that carries its entry's bytes after the digest and size (a name of a rewritten
+# kind up to `_INLINE` bytes: one PUT a write, one GET a read, no object).
+_INLINE_MAGIC = b"RJS3 2\n"
+_INLINE = 4096
 # The local read-through cache's bound; the oldest objects go first past it.
 LOCAL_CACHE_BYTES = 1 << 30
 # Bounded waits: a request gives up after `_TIMEOUT`, retries (5xx, connection errors)
@@ -285,7 +289,30 @@ def _encode_ref(digest: str, size: int) -> bytes:
     return _REF_MAGIC + f"{digest}\n{size}\n".encode()
 
 
+def _encode_inline(digest: str, data: bytes) -> bytes:
+    return _INLINE_MAGIC + f"{digest}\n{len(data)}\n".encode() + data
+
+
+def _decode_inline(data: bytes) -> tuple[str, int, bytes] | None:
+    """(sha256, size, bytes) of an inline ref; None when it is not one or does not
+    verify (read as corrupt)."""
+    parts = data[len(_INLINE_MAGIC) :].split(b"\n", 2)
+    if len(parts) != 3:
+        return None
+    decoded = _decode_ref(_REF_MAGIC + parts[0] + b"\n" + parts[1] + b"\n")
+    if decoded is None:
+        return None
+    digest, size = decoded
+    body = parts[2]
+    if len(body) != size or hashlib.sha256(body).hexdigest() != digest:
+        return None
+    return digest, size, body
+
+
 def _decode_ref(data: bytes) -> tuple[str, int] | None:
+    if data.startswith(_INLINE_MAGIC):
+        inline = _decode_inline(data)
+        return None if inline is None else inline[:2]
     if not data.startswith(_REF_MAGIC):
         return None
     lines = data[len(_REF_MAGIC) :].split(b"\n")
@@ -492,6 +519,13 @@ class S3PackedStore:
             raise _error(name, exc) from None
         if ref is None:
             return None
+        if ref.startswith(_INLINE_MAGIC):
+            inline = _decode_inline(ref)
+            if inline is None:
+                return b""
+            with self._lock:
+                self._refs[name] = inline[0]
+            return inline[2]
         decoded = _decode_ref(ref)
         if decoded is None:
             return b""
@@ -739,14 +773,19 @@ class S3PackedStore:
         """(name, size, pack written ns) of every live pack record under `prefix`."""
         if not self._packs_on:
             return []
-        self.flush()
-        self._load_view(refresh=True)
+        self._load_view(refresh=self._view_old())
         with self._view_lock:
-            return [
-                (name, record.size, max(self._indexes[key][1], 0))
+            out = {
+                name: (record.size, max(self._indexes[key][1], 0))
                 for name, (key, record) in self._winners.items()
                 if name.startswith(prefix) and not record.removed
-            ]
+            }
+        with self._lock:
+            for held in (self._flushing, self._pending):
+                for name, data in held.items():
+                    if name.startswith(prefix):
+                        out[name] = (len(data), time.time_ns())
+        return [(name, size, written) for name, (size, written) in out.items()]
 
     def _ref_listing(self, prefix: str) -> list[tuple[str, dict[str, Any]]]:
         directory = prefix.rpartition("/")[0]
@@ -782,6 +821,9 @@ class S3PackedStore:
 
     def entries(self, prefix: str = "") -> Iterator[PackedEntry]:
         """Every entry under `prefix` with its size and write time (for `gc`)."""
+        if self._packs_on:
+            self.flush()
+            self._load_view(refresh=True)
         listing = self._ref_listing(prefix)
         refs = self._refs_of([name for name, _meta in listing])
         found: dict[str, PackedEntry] = {}
@@ -841,6 +883,15 @@ class S3PackedStore:
             if self._refs.get(name) == digest and digest not in self._bad:
                 return
             rewrite = digest in self._bad
+        if self._packs_on and rewritten(name) and len(data) <= _INLINE:
+            try:
+                self._put_bytes(f"{_REFS}/{name}", _encode_inline(digest, data), create=False)
+            except Exception as exc:
+                raise ObjectStoreUnavailable(f"{self.url.url}: {_error(name, exc)}") from None
+            with self._lock:
+                self._refs[name] = digest
+                self._known = True
+            return
         try:
             self._put_bytes(_object_key(digest), data, create=not rewrite)
             self._put_bytes(f"{_REFS}/{name}", _encode_ref(digest, len(data)), create=False)

@@ -244,3 +244,18 @@ def test_a_worker_ref_written_after_a_wrong_record_is_read(
     worker = S3PackedStore(url, s3env["AWS_ENDPOINT_URL"])  # a Dask worker writes refs
     worker.put("w/a.ckpt", b"the right bytes")
     assert store(url, s3env).get("w/a.ckpt") == b"the right bytes"
+
+
+def test_a_rewritten_name_is_one_ref_carrying_its_bytes(url: S3Url, s3env: dict[str, str]) -> None:
+    writer = store(url, s3env)
+    name = "workspaces/p/steps/s/lane0/latest.merge"
+    writer.put(name, b"scope one")
+    assert writer.requests.counts["PUT"] == 1 and keys(url, "objects/") == []
+    writer.put(name, b"scope two")  # rewritten in place: the last writer wins
+    assert store(url, s3env).get(name) == b"scope two"
+    assert S3PackedStore(url, s3env["AWS_ENDPOINT_URL"]).get(name) == b"scope two"  # a worker
+    [ref] = keys(url, "refs/")
+    client = raw(url)
+    data = bytes(obstore.get(client, ref).bytes())
+    obstore.put(client, ref, data[:-1] + b"X")  # torn: read as corrupt, never used
+    assert store(url, s3env).get(name) == b""
