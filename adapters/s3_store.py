@@ -404,8 +404,8 @@ class S3PackedStore:
         self._refs: dict[str, str] = {}  # name -> digest this process read or wrote
         self._bad: set[str] = set()  # digests whose object failed verification
         self._known = False
-        # packs: on for a run's store (`open_store`), off for a Dask worker's, whose
-        # writes stay refs the coordinator checks (`ref_of`)
+        # writing packs: on for a run's store (`open_store`), off for a Dask worker's,
+        # whose writes stay refs the coordinator checks (`ref_of`); every store reads them
         self._packs_on = packs
         self._pending: dict[str, bytes] = {}  # group commit: records not yet in a pack
         self._pending_bytes = 0
@@ -496,7 +496,7 @@ class S3PackedStore:
         A name of a kind that is rewritten reads its ref; any other its record in the
         newest pack that has one (a record that does not verify: the name's ref, if any),
         else its ref (a Dask worker's write, or the layout before packs)."""
-        if not self._packs_on or rewritten(name):
+        if rewritten(name):
             return self._ref_get(name)
         with self._lock:
             held = self._pending.get(name, self._flushing.get(name))
@@ -588,7 +588,7 @@ class S3PackedStore:
         """List `packs/` (1,000 keys a request) and read the index of every pack not seen
         yet (from the mirror's `s3-packs/` when it holds it); the newest record of each
         name wins: the pack clock, then the key."""
-        if not self._packs_on or (self._view_at is not None and not refresh):
+        if self._view_at is not None and not refresh:
             return
         with self._view_lock:
             listed: dict[str, tuple[int, int]] = {}
@@ -771,8 +771,6 @@ class S3PackedStore:
 
     def _pack_names(self, prefix: str) -> list[tuple[str, int, int]]:
         """(name, size, pack written ns) of every live pack record under `prefix`."""
-        if not self._packs_on:
-            return []
         self._load_view(refresh=self._view_old())
         with self._view_lock:
             out = {
@@ -1007,9 +1005,9 @@ class S3PackedStore:
         with self._lock:
             for name in names:
                 self._refs.pop(name, None)
-        if self._packs_on:
-            self.flush()
-            self._load_view()
+        self.flush()
+        self._load_view()
+        if self._winners:
             with self._view_lock:
                 packed = [
                     n for n in names if n in self._winners and not self._winners[n][1].removed
@@ -1053,8 +1051,6 @@ class S3PackedStore:
         """(records moved, bytes freed, packs deleted)."""
         import obstore
 
-        if not self._packs_on:
-            return 0, 0, 0
         self.flush()
         self._load_view(refresh=True)
         with self._view_lock:

@@ -204,7 +204,25 @@ def test_compaction_beside_a_reader_that_listed_the_old_packs(
     assert kept.records_moved == len(expected) and kept.segments_removed == 0
     assert set(old) <= set(keys(url, "packs/"))
     monkeypatch.setattr(s3_store, "PACK_GRACE_S", 0)
-    done = gc.compact()  # past it: every superseded pack goes
+    wrong: list[tuple[str, bytes | None]] = []
+    stop = threading.Event()
+
+    def read() -> None:  # a reader on another machine while the packs are deleted
+        while not stop.is_set():
+            reader = store(url, s3env)
+            for name, data in expected.items():
+                got = reader.get(name)
+                if got != data:
+                    wrong.append((name, got))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        done = gc.compact()  # past it: every superseded pack goes
+    finally:
+        stop.set()
+        thread.join()
+    assert wrong == []
     assert done.segments_removed >= 4
     now = keys(url, "packs/")
     assert not set(old) & set(now) and len(now) == 1
@@ -259,3 +277,16 @@ def test_a_rewritten_name_is_one_ref_carrying_its_bytes(url: S3Url, s3env: dict[
     data = bytes(obstore.get(client, ref).bytes())
     obstore.put(client, ref, data[:-1] + b"X")  # torn: read as corrupt, never used
     assert store(url, s3env).get(name) == b""
+
+
+def test_a_worker_store_reads_pack_records_and_writes_refs(
+    url: S3Url, s3env: dict[str, str]
+) -> None:
+    coordinator = store(url, s3env)
+    coordinator.put("w/extract.ckpt", b"from an earlier run")
+    coordinator.close()
+    worker = S3PackedStore(url, s3env["AWS_ENDPOINT_URL"])  # open_shared_cache's store
+    assert worker.get("w/extract.ckpt") == b"from an earlier run"
+    worker.put("w/merge.ckpt", b"the worker's")
+    assert keys(url, "refs/") == [f"{url.prefix}/refs/w/merge.ckpt"]
+    assert worker.ref_of("w/merge.ckpt") is not None  # what the coordinator checks
