@@ -614,10 +614,8 @@ class S3PackedStore:
             for key, index in read.items():
                 if index is not None:
                     indexes[key] = (index, listed[key][1])
-            # packs written by this store since the listing began stay
-            for key, value in self._indexes.items():
-                if key not in listed and value[1] < 0:
-                    indexes[key] = value
+            # a pack this store wrote is listed (S3 lists what was written: list-after-
+            # write consistency); one not listed was deleted by `compact`
             self._indexes = indexes
             self._rebuild()
             self._view_at = time.monotonic()

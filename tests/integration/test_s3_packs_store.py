@@ -290,3 +290,17 @@ def test_a_worker_store_reads_pack_records_and_writes_refs(
     worker.put("w/merge.ckpt", b"the worker's")
     assert keys(url, "refs/") == [f"{url.prefix}/refs/w/merge.ckpt"]
     assert worker.ref_of("w/merge.ckpt") is not None  # what the coordinator checks
+
+
+def test_a_store_that_compacts_its_own_packs_reads_on(
+    url: S3Url, s3env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_store, "PACK_GRACE_S", 0)
+    own = store(url, s3env)
+    for round_ in range(3):
+        for i in range(10):
+            own.put(entry(i)[0], entry(i)[1] + bytes([round_]))
+        own.flush()
+        own.compact()
+        assert all(own.get(entry(i)[0]) == entry(i)[1] + bytes([round_]) for i in range(10))
+    assert len(keys(url, "packs/")) == 1
