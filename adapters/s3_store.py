@@ -5,21 +5,25 @@ cache", docs/operations.md "Object-storage cache").
 envelopes, lane pointers, `workspace.json`, chunk plans, LLM replies) in a bucket, under
 the same names, with the interface `PackedStore` offers its users (`get`, `put`, `names`,
 `children`, `entries`, `remove`, `compact`). SQLite cannot live on object storage and
-there is no rename there, so an entry is two objects:
+there is no rename there. A run's small entries are group-committed into packs:
 
-    <prefix>/objects/<sha[:2]>/<sha256>   the bytes, content-addressed, written once
-                                          (`If-None-Match: *`: a second writer of the
-                                          same bytes is refused and loses nothing)
-    <prefix>/refs/<name>                  `RJS3 1`, the sha256 and the size: the name's
-                                          current content (last writer wins, as the
-                                          index's INSERT OR REPLACE)
+    <prefix>/packs/<ts>-<sha256>          many records, the index in front
+                                          (`s3_packs.py`), written once with
+                                          `If-None-Match: *`; the newest record of a
+                                          name wins (the writer's Lamport clock, then
+                                          the key)
+    <prefix>/refs/<name>                  a name of a rewritten kind (lane pointers,
+                                          `workspace.json`), its bytes inline; or
+                                          `RJS3 1`, a sha256 and a size naming
+    <prefix>/objects/<sha[:2]>/<sha256>   the bytes of an entry over 1 MiB, of a Dask
+                                          worker's write, or of the layout before packs
 
-A reader gets the ref, then the object, and checks the object's sha256 against the ref:
-a wrong, torn or missing object is returned as b"" (the envelope's or plan's own digest
-then makes it `checkpoint_corrupt`, recomputed, never used) and a wrong object is deleted
-so the recompute can write it again. Objects are kept in a bounded read-through cache in
+A reader lists the packs, reads the indexes it has not seen (kept in the mirror), and
+checks every record against its sha256: a wrong, torn or missing record or object is
+returned as b"" (the envelope's or plan's own digest then makes it `checkpoint_corrupt`,
+recomputed, never used). Packs and objects are kept in a bounded read-through cache in
 the local mirror directory (`<user cache dir>/s3/<identity>/s3-cache/`), verified again
-when read, so a machine downloads an object once.
+when read, so a machine downloads each once.
 
 Everything else the cache root holds as files (its lock file, stage leases' lock file,
 LLM call logs) stays in the local mirror directory, whose `remote.json` names the bucket:
