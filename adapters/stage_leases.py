@@ -434,6 +434,17 @@ class BucketStageLeases:
                 self._held[name] = count
                 return
             self._held.pop(name, None)
+        # what the stage wrote is seen before the lease goes, so the next holder reads it:
+        # the object is deleted once the store's pending records are in a pack (its next
+        # group commit, docs/internals.md "Object-storage cache"); a commit that fails
+        # leaves it to expire
+        after_flush = getattr(self._store, "after_flush", None)
+        if after_flush is not None:
+            after_flush(lambda: self._delete(name))
+        else:
+            self._delete(name)
+
+    def _delete(self, name: str) -> None:
         with contextlib.suppress(FsError, OSError):
             found = self._store.meta_get(name)
             if found is not None and found[0] == self._body:  # never another run's
@@ -474,6 +485,8 @@ class BucketStageLeases:
     def acquire(self, key: CheckpointKey) -> tuple[Lease, LeaseWait | None]:
         local, waited = self._local.acquire(key)
         if isinstance(local, _Unleased):
+            if waited is not None:
+                self._refreshed()
             return local, waited
         name = bucket_lease_name(self._pipeline, key)
         deadline = time.monotonic() + self._wait_max
@@ -485,6 +498,8 @@ class BucketStageLeases:
                 if holder is None:
                     if held_by is not None:
                         waited = LeaseWait(held_by, LeaseWaitOutcome.RELEASED)
+                    if waited is not None:
+                        self._refreshed()
                     return _BucketHeld(self, local, name), waited
                 held_by = holder
                 if not self._wait:
@@ -499,8 +514,18 @@ class BucketStageLeases:
             local.release()
             raise
 
+    def _refreshed(self) -> None:
+        """After a wait, the holder's writes are read: the store lists its packs again."""
+        refresh = getattr(self._store, "refresh", None)
+        if refresh is not None:
+            refresh()
+
     def close(self) -> None:
         """Release every lease still held, here and in the bucket."""
+        flush = getattr(self._store, "flush", None)
+        if flush is not None:
+            with contextlib.suppress(FsError, OSError, RuntimeError):
+                flush()
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -44,6 +44,18 @@ class Bucket:
     def write(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.name, Key=key, Body=data)
 
+    def entries(self) -> dict[str, str]:
+        """Entry name -> "ref" or the key of the pack that holds its newest record."""
+        return self.server.entries(self.name, "team/")
+
+    def record(self, name: str) -> tuple[str, int, int]:
+        """(pack key, offset, size) of `name`'s newest pack record."""
+        from runjournal.adapters.s3_packs import decode_index
+
+        key = self.entries()[name]
+        found = [r for r in decode_index(self.read(key)).records if r.name == name]
+        return key, found[-1].offset, found[-1].size
+
     def object_of(self, ref_key: str) -> str:
         """The object key a ref names."""
         digest = self.read(ref_key).split(b"\n")[1].decode()
@@ -106,10 +118,13 @@ def test_glossary_on_s3_matches_a_local_cache_and_a_second_machine_reuses_it(
     assert outputs(doc) == outputs(base)
     assert doc["decisions"] == base["decisions"]
     assert doc["roots"]["cache"] == bucket.url  # the bucket is the cache (journaled)
-    keys = bucket.listing()
-    assert any(k.startswith("team/refs/workspaces/") and k.endswith(".ckpt") for k in keys)
-    assert "team/refs/workspaces/glossary/workspace.json" in keys
-    assert any(k.startswith("team/refs/chunkplans/") for k in keys)
+    entries = bucket.entries()
+    ckpts = [n for n in entries if n.startswith("workspaces/") and n.endswith(".ckpt")]
+    assert ckpts and all(entries[n].startswith("team/packs/") for n in ckpts)
+    assert entries["workspaces/glossary/workspace.json"] == "ref"  # rewritten: a ref
+    assert any(n.startswith("chunkplans/") and entries[n] != "ref" for n in entries)
+    # small entries are group-committed: far fewer objects than entries
+    assert len(bucket.listing("team/packs/")) * 4 < len(ckpts)
     # nothing of the checkpoint store is a local file: only the mirror's own state
     mirror = next((first.home / ".cache" / "runjournal" / "s3").iterdir())
     assert not (mirror / "workspaces").exists() and not (mirror / "pack").exists()
@@ -141,10 +156,10 @@ def test_a_corrupted_object_is_detected_and_recomputed(tmp_path: Path, bucket: B
     first = machine(tmp_path, "first")
     code, base, err = run(first, project(tmp_path, name="first"), bucket.url, env=bucket.env)
     assert code == 0, err
-    refs = [k for k in bucket.listing("team/refs/workspaces/") if k.endswith(".ckpt")]
-    damaged = bucket.object_of(refs[0])
-    good = bucket.read(damaged)
-    bucket.write(damaged, good[:-7] + b"garbage")
+    name = next(n for n in bucket.entries() if n.endswith(".ckpt"))
+    pack, offset, size = bucket.record(name)
+    good = bucket.read(pack)
+    bucket.write(pack, good[: offset + size - 7] + b"garbage" + good[offset + size :])
 
     second = machine(tmp_path, "second")
     pipeline = project(tmp_path, name="second")
@@ -152,7 +167,7 @@ def test_a_corrupted_object_is_detected_and_recomputed(tmp_path: Path, bucket: B
     assert code == 0, err
     assert doc["decisions"].get("checkpoint_corrupt", 0) >= 1, doc["decisions"]
     assert outputs(doc) == outputs(base)
-    assert bucket.read(damaged) == good  # the recompute wrote it again
+    assert bucket.record(name)[0] != pack  # the recompute wrote it again, in a newer pack
 
     third = machine(tmp_path, "third")
     code, doc, err = run(third, pipeline, bucket.url, "--resume", env=bucket.env)
@@ -169,7 +184,7 @@ def test_gc_cache_deletes_unreferenced_entries_by_prefix(tmp_path: Path, bucket:
     doc_file.write_text(doc_file.read_text() + "\n\nA **ledger** is kept.\n")
     code, latest, err = run(cli, pipeline, bucket.url, "--resume", env=bucket.env)
     assert code == 0, err
-    before = bucket.listing("team/refs/")
+    before = set(bucket.entries())
     out = str(pipeline.parent / "runs")
     proc = cli(
         "gc",
@@ -188,9 +203,9 @@ def test_gc_cache_deletes_unreferenced_entries_by_prefix(tmp_path: Path, bucket:
     cache = json.loads(proc.stdout)["cache"]
     assert cache["root"] == bucket.url
     assert cache["removed"], cache
-    after = bucket.listing("team/refs/")
-    removed = {f"team/refs/{r['name']}" for r in cache["removed"]}
-    assert removed <= set(before) and not removed & set(after)
+    after = set(bucket.entries())
+    removed = {r["name"] for r in cache["removed"]}
+    assert removed <= before and not removed & after
     # what the kept run uses stays: a resume elsewhere reuses every stage
     other = machine(tmp_path, "other")
     code, doc, err = run(other, pipeline, bucket.url, "--resume", env=bucket.env)
@@ -267,7 +282,7 @@ def test_the_llm_example_on_s3_matches_a_local_cache(
     )
     assert code == 0, err
     assert outputs(doc) == outputs(base)
-    assert any(k.startswith("team/refs/llm/replies/") for k in bucket.listing())
+    assert any(n.startswith("llm/replies/") for n in bucket.entries())
     asked = len(fake.requests())
     second = machine(tmp_path, "second")
     code, again, err = run(
@@ -284,7 +299,7 @@ def test_the_llm_example_on_s3_matches_a_local_cache(
     assert outputs(again) == outputs(base)
     assert len(fake.requests()) == asked  # nothing asked again on the second machine
     assert env["RJ_FAKE_KEY"].encode() not in b"".join(
-        bucket.read(k) for k in bucket.listing() if "/refs/" in k
+        bucket.read(k) for k in bucket.listing() if "/refs/" in k or "/packs/" in k
     )
 
 
@@ -409,5 +424,7 @@ def test_a_dask_worker_killed_mid_call_with_the_s3_cache_writes_each_checkpoint_
         if e["type"] == "CheckpointWritten"
     )
     assert written and set(written.values()) == {1}  # each checkpoint written once
-    refs = [k for k in bucket.listing("team/refs/workspaces/dies/") if k.endswith(".ckpt")]
-    assert len(refs) == len(written)
+    stored = [
+        n for n in bucket.entries() if n.startswith("workspaces/dies/") and n.endswith(".ckpt")
+    ]
+    assert len(stored) == len(written)

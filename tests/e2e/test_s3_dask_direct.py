@@ -38,8 +38,10 @@ def _outputs(doc: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _ckpt_refs(server: Any, bucket: str) -> list[str]:
-    return [k for k in server.keys(bucket, "team/refs/") if k.endswith(".ckpt")]
+def _ckpt_entries(server: Any, bucket: str) -> dict[str, str]:
+    """The bucket's checkpoints: name -> "ref" (a worker's write) or the pack holding it
+    (the coordinator's, group-committed)."""
+    return {n: at for n, at in server.entries(bucket, "team/").items() if n.endswith(".ckpt")}
 
 
 def test_dask_workers_write_checkpoints_to_the_bucket_not_through_the_coordinator(
@@ -127,7 +129,10 @@ def test_dask_workers_write_checkpoints_to_the_bucket_not_through_the_coordinato
     # ... the workers wrote the rest themselves, each once, and the bucket holds them all.
     [executor] = executors
     assert executor.written_by_workers == by_stage["extract"] + by_stage["merge"]
-    assert len(_ckpt_refs(seaweedfs, bucket)) == len(written)
+    stored = _ckpt_entries(seaweedfs, bucket)
+    assert len(stored) == len(written)
+    # the workers' writes are refs (checked by the coordinator), its own are pack records
+    assert {n for n, at in stored.items() if at != "ref"} == set(coordinator)
 
     # One document edited, resumed on the workers: a merge now takes extract results
     # the coordinator read (reused, shipped as bytes) and ones a worker left in the

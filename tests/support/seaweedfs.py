@@ -175,6 +175,31 @@ class SeaweedFS:
         )
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 
+    def entries(self, bucket: str, prefix: str) -> dict[str, str]:
+        """Every entry of the cache under the cache prefix `prefix` (e.g. "team/"): its
+        name -> where it is ("ref", or the pack's key), the newest pack record of a name
+        winning, a ref for names no pack holds (docs/internals.md "Object-storage
+        cache")."""
+        from runjournal.adapters.s3_packs import decode_index, parse_pack_key
+
+        client = self.client()
+        out: dict[str, str] = {}
+        for key in self.keys(bucket, f"{prefix}refs/"):
+            out[key[len(f"{prefix}refs/") :]] = "ref"
+        packs = []
+        for key in self.keys(bucket, f"{prefix}packs/"):
+            parsed = parse_pack_key(key[len(prefix) :])
+            assert parsed is not None, key
+            data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            packs.append((parsed[0], key, decode_index(data)))
+        for _ts, key, index in sorted(packs):
+            for record in index.records:
+                if record.removed:
+                    out.pop(record.name, None)
+                else:
+                    out[record.name] = key
+        return out
+
     def bucket(self) -> str:
         """A new empty bucket."""
         name = f"rj-{uuid.uuid4().hex[:12]}"
