@@ -39,15 +39,14 @@ import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from bench_concurrency import ENV, KEY_VAR, PROFILE, SCRIPT, start_fake
 from runjournal.adapters.packed_store import segment_records
+from spawn import Spawner
 
 PIPELINE = """name = "million"
 inputs = ["docs/*.md"]
@@ -122,35 +121,18 @@ def make_corpus(root: Path, docs: int, paras: int, url: str) -> int:
     return total
 
 
+_SPAWNER: Spawner | None = None
+
+
 def command(root: Path, *args: str) -> tuple[float, float, int, str]:
-    """(cpu s, wall s, peak RSS bytes, stdout) of one runjournal command, from `wait4`."""
+    """(cpu s, wall s, peak RSS bytes, stdout) of one runjournal command, from `wait4` in
+    a small spawner process (`bench/spawn.py`): a child of this bench would report at least
+    the bench's own peak RSS."""
+    global _SPAWNER
+    if _SPAWNER is None:
+        _SPAWNER = Spawner()
     env = dict(ENV, **{KEY_VAR: "bench-key"})
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [str(SCRIPT), *args],
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    streams: dict[str, bytes] = {}
-    readers = [
-        threading.Thread(target=lambda n=n, f=f: streams.__setitem__(n, f.read()))
-        for n, f in (("out", proc.stdout), ("err", proc.stderr))
-    ]
-    for reader in readers:
-        reader.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    for reader in readers:
-        reader.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        err = streams["err"].decode(errors="replace").strip()[-500:]
-        raise SystemExit(f"{' '.join(args[:2])} failed ({proc.returncode}): {err}")
-    cpu = usage.ru_utime + usage.ru_stime
-    return cpu, wall, usage.ru_maxrss * 1024, streams["out"].decode()
+    return _SPAWNER.run([str(SCRIPT), *args], cwd=root, env=env, keep_output=True)
 
 
 def run_args(root: Path, *extra: str) -> list[str]:
