@@ -233,8 +233,8 @@ def restore_replies(lines: Iterable[_Line], store: ReplyStore) -> int:
 
 
 # Replies a packed store takes together: one index transaction per this many (a reply's
-# own transaction was a share of every call's cpu: docs/performance.md "Concurrency:
-# `--jobs N` against an LLM endpoint").
+# own transaction was a share of every call's cpu:
+# docs/performance.md "Fewer index transactions per call").
 REPLY_BATCH = 32
 
 
