@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsRoot
-from runjournal.domain.ports import SourceChanged
+from runjournal.adapters.sources import read_known_input
 
 if TYPE_CHECKING:
     from runjournal.domain.modules import Chunk
@@ -221,14 +221,8 @@ class InputStats:
         Bytes whose digest is not the one its stat facts vouched for (a change that kept
         every stat fact) are returned as a read in the stat fast path returns them, and
         the input's row is dropped, so the next run reads and hashes it."""
-        path = self.paths.get(source.name)
-        if path is None:
-            raise SourceChanged(f"input '{source.name}' was not read and is not known here")
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise SourceChanged(f"input '{source.name}' cannot be read: {exc.strerror}") from None
+        data = read_known_input(self.paths, source.name)
+        path = self.paths[source.name]
         if hashlib.sha256(data).hexdigest() != source.sha256:
             with self._lock:
                 self._dropped.append(path)

@@ -58,6 +58,19 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def read_known_input(paths: dict[str, str], name: str) -> bytes:
+    """The bytes of the input `name` resolved to a path in `paths`; `SourceChanged` when
+    it is not one of them or cannot be read (its digest is the caller's to check)."""
+    path = paths.get(name)
+    if path is None:
+        raise SourceChanged(f"input '{name}' is not known here")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise SourceChanged(f"input '{name}' cannot be read: {exc.strerror}") from None
+
+
 class SourceFiles:
     """Where a run's inputs are, so that it holds none of their bytes (issue 29: peak RSS):
     an input is read and hashed at resolution, then kept as its name, size and digest
@@ -77,14 +90,7 @@ class SourceFiles:
     def read(self, source: Source) -> bytes:
         """`source`'s bytes; `SourceChanged` when they are no longer those it was
         resolved with (the file was changed during the run)."""
-        path = self.paths.get(source.name)
-        if path is None:
-            raise SourceChanged(f"input '{source.name}' is not known here")
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise SourceChanged(f"input '{source.name}' cannot be read: {exc.strerror}") from None
+        data = read_known_input(self.paths, source.name)
         if digest(data) != source.sha256:
             raise SourceChanged(f"input '{source.name}' changed while the run was going")
         return data

@@ -28,19 +28,6 @@ obstore = pytest.importorskip("obstore")
 
 
 @pytest.fixture
-def s3env(seaweedfs: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = seaweedfs.env()
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
-
-
-@pytest.fixture
-def url(seaweedfs: Any, s3env: dict[str, str]) -> S3Url:
-    return S3Url(seaweedfs.bucket(), "pre/fix")
-
-
-@pytest.fixture
 def local(tmp_path: Path) -> Iterator[FsRoot]:
     root = FsRoot.open(tmp_path / "mirror", create=True)
     yield root
