@@ -454,7 +454,12 @@ class Workspace:
             self.write(name, data, durable=False)
 
     def sync(self) -> None:
-        """One `syncfs` of the cache root's file system: the group barrier of the writes."""
+        """The group barrier of the writes: the pending records of an object-storage
+        cache's store written as a pack (docs/internals.md "Object-storage cache"), then
+        one `syncfs` of the cache root's file system."""
+        flush = getattr(self._packed, "flush", None)
+        if flush is not None:
+            flush()
         self._root.sync()
 
 
@@ -1453,3 +1458,5 @@ class CheckpointRecorder:
         except OSError as exc:
             detail = exc.detail if isinstance(exc, FsError) else (exc.strerror or "I/O error")
             self.sync_errors.append(f"{pending} checkpoint(s) may not be durable: {detail}")
+        except RuntimeError as exc:  # an object store's pack not written (ObjectStoreUnavailable)
+            self.sync_errors.append(f"{pending} checkpoint(s) may not be durable: {exc}")

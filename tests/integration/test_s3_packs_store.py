@@ -291,3 +291,22 @@ def test_a_store_that_compacts_its_own_packs_reads_on(
         own.compact()
         assert all(own.get(entry(i)[0]) == entry(i)[1] + bytes([round_]) for i in range(10))
     assert len(keys(url, "packs/")) == 1
+
+
+def test_the_group_barrier_writes_the_pending_pack(
+    url: S3Url, s3env: dict[str, str], mirrors: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal batch naming a checkpoint commits after the checkpoint is durable
+    (docs/internals.md "Group durability"): on a bucket, the workspace's sync is the pack
+    written, not a timer a SIGKILL may never see fire."""
+    from runjournal.adapters.checkpoints import Workspace
+
+    monkeypatch.setattr(s3_store, "PACK_DELAY_S", 3600.0)
+    writer = store(url, s3env, mirrors("a"))
+    workspace = Workspace.in_cache(mirrors("a"), "p", packed=writer)
+    workspace.write("steps/s/lane0/extract/" + "0" * 64 + ".ckpt", b"envelope", durable=False)
+    name = "workspaces/p/steps/s/lane0/extract/" + "0" * 64 + ".ckpt"
+    assert store(url, s3env, mirrors("b")).get(name) is None  # pending: only its writer sees it
+    workspace.sync()
+    assert store(url, s3env, mirrors("c")).get(name) == b"envelope"
+    writer.close()
