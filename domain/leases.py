@@ -3,9 +3,10 @@
 Before a run executes a stage it could reuse on a resume, it takes the stage's lease in
 the cache root. A second run that needs the same stage waits for the lease, then looks
 the checkpoint up again and reuses what the first run wrote: an LLM step is not
-deterministic, so two runs must not both pay for it. The lease is the checkpoint's place
-(`CheckpointKey` with its scope), so only the runs that would write the same checkpoint
-contend. Reused stages take no lease.
+deterministic, so two runs must not both pay for it. The lease is the lane's (`lane_lease`:
+the place of its extracts, `CheckpointKey` with their scope), taken by each of its stages
+that executes and held by the lane until it ends, so only the runs that would write
+checkpoints of the same lane contend. Reused stages take no lease.
 """
 
 from __future__ import annotations
@@ -15,36 +16,34 @@ from typing import Protocol
 import msgspec
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import LeaseWaitOutcome
-from runjournal.domain.ports import CheckpointKey
+from runjournal.domain.ports import CheckpointKey, StoreScope
 
 __all__ = [
     "LANE_WIDE_CHUNK",
-    "LANE_WIDE_CHUNKS",
     "Lease",
     "LeaseRefused",
     "LeaseWait",
     "LeaseWaitOutcome",
     "StageLeases",
-    "lease_key",
+    "lane_lease",
 ]
 
-# A lane of more chunks than this leases its extracts as one lease of the lane
-# (docs/operations.md "Concurrent runs"). A lane decides every extract before it executes
-# any, so it holds a lease per missing chunk at once, and the kernel keeps a process's
-# record locks on a file in one list it walks on every lock: 25,000 leases of a 25 MB
-# document made each cost O(held), and its first stage came after 39 s (issue 29).
-LANE_WIDE_CHUNKS = 1024
-# The pseudo-chunk whose checkpoint place is the lane-wide lease: no chunk's sha256.
+# The pseudo-chunk of a lane's lease: no chunk's sha256.
 LANE_WIDE_CHUNK = "0" * 64
 
 
-def lease_key(key: CheckpointKey, lane_chunks: int) -> CheckpointKey:
-    """The lease a stage takes: its own place, or for an extract of a lane of more than
-    `LANE_WIDE_CHUNKS` chunks the lane's (the same step identity and D, whatever the
-    document's version, so two runs of the lane still never execute a chunk both)."""
-    if key.stage is Stage.EXTRACT and lane_chunks > LANE_WIDE_CHUNKS:
-        return msgspec.structs.replace(key, chunk=LANE_WIDE_CHUNK)
-    return key
+def lane_lease(step: str, lane: str, scope: StoreScope | None) -> CheckpointKey:
+    """The lease every stage of a lane takes: the place of the lane's extracts (`scope`,
+    the extract stage's: its step identity and D, whatever the document's version).
+
+    A later stage's scope covers the extract's D (docs/internals.md "Checkpoint store"),
+    so two runs that would write the same checkpoint of any stage of the lane take this
+    same lease. One lease a lane rather than one a stage: a lane takes the kernel's lock
+    once, and its other stages count on it (a twin's share, no system call), where each
+    stage cost two `fcntl` calls on the scheduler's thread (docs/performance.md "A lease
+    per lane"); and a lane of 25,000 chunks holds one lock, not one per chunk (issue 29).
+    """
+    return CheckpointKey(step, lane, Stage.EXTRACT, LANE_WIDE_CHUNK, scope)
 
 
 class LeaseWait(msgspec.Struct, frozen=True):
@@ -58,10 +57,10 @@ class LeaseRefused(Exception):
     """`lease_wait = fail`: another run holds the lease, and this run does not wait."""
 
     def __init__(self, key: CheckpointKey, holder: str) -> None:
-        where = f"step '{key.step}' lane '{key.lane}' {key.stage.value}"
-        if key.chunk == LANE_WIDE_CHUNK:
-            where += "s"
-        elif key.chunk:
+        where = f"step '{key.step}' lane '{key.lane}'"
+        if key.chunk != LANE_WIDE_CHUNK:
+            where += f" {key.stage.value}"
+        if key.chunk and key.chunk != LANE_WIDE_CHUNK:
             where += f" chunk {key.chunk[:12]}"
         super().__init__(
             f"{where} is being executed by run {holder}; not waiting for it (--lease-wait fail)"

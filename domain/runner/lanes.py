@@ -31,7 +31,7 @@ from runjournal.domain.lane_walk import (
     stage_facts,
     with_lane_only,
 )
-from runjournal.domain.leases import Lease, StageLeases, lease_key
+from runjournal.domain.leases import Lease, LeaseWaitOutcome, StageLeases, lane_lease
 from runjournal.domain.llm import CallScope, FailureCause, LLMAttempt, LLMUsage, bind_call
 from runjournal.domain.modules import Chunk, StageContext, streams_merge
 from runjournal.domain.pipeline import ResolvedStep
@@ -150,7 +150,9 @@ class LaneRun:
         # that can leaves them unread until then
         # (docs/internals.md "Payloads a resume does not use")
         self.defers = bool(getattr(services.loader, "defers_payloads", False))
-        self.lane_chunks = 0  # set by `run`: how extracts are leased (`lease_key`)
+        # the lane's own hold on its lease, from its first executed stage to its end
+        # (`lane_lease`, docs/operations.md "Concurrent runs")
+        self._lane_hold: Lease | None = None
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
         # Checkpoints are looked up by what the stage is, under the D of what the stage
@@ -240,15 +242,21 @@ class LaneRun:
         stage, chunk, state, record = turn.stage, turn.chunk, turn.state, turn.record
         facts = self._facts(stage, stage_input, state, record)
         lease: Lease | None = None
+        hold: CheckpointKey | None = None  # the lane's lease, when it has the lock
         leases = self.services.leases
         if leases is not None and self.ledger.recording and decide_stage(facts) not in REUSE_CODES:
             key = self._key(stage, chunk)
-            leased = lease_key(key, self.lane_chunks)  # a huge lane's extracts: the lane's
+            # every stage of the lane takes the lane's lease; once the lane holds it, a
+            # stage's share is a count in the process's table, no system call
+            leased = lane_lease(self.step.id, self.lane, self.scopes[Stage.EXTRACT])
+            hold = leased
             if state is CheckpointState.NOT_LOOKED_UP:  # executes whatever it would find
                 lease = leases.try_acquire(leased)
             else:
                 lease, wait = leases.acquire(leased)
                 if wait is not None:
+                    if wait.outcome is not LeaseWaitOutcome.RELEASED:
+                        hold = None  # refused as a deadlock: it goes on without the lock
                     self.ledger.lease_waited(key, wait)
                     state, record = relook()
                     facts = self._facts(stage, stage_input, state, record)
@@ -259,6 +267,13 @@ class LaneRun:
         if lease is not None and code in REUSE_CODES:
             lease.release()
             lease = None
+        elif (
+            lease is not None
+            and leases is not None
+            and hold is not None
+            and self._lane_hold is None
+        ):
+            self._lane_hold = leases.try_acquire(hold)  # a share of its lock: a count
         return code, record, lease
 
     def record_failure(self, stage: Stage, chunk: str, cause: FailureCause | None) -> None:
@@ -494,12 +509,14 @@ class LaneRun:
     def run(self, chunks: list[Chunk]) -> LaneWork:
         """The lane's stages, yielding its module calls to the scheduler (`Batch`es)."""
         held: dict[tuple[Stage, int], Lease] = {}  # leases not yet handed to a write
-        self.lane_chunks = len(chunks)
         try:
             return (yield from self._run(chunks, held))
         finally:  # a failed, stopped or abandoned lane releases what it still holds
             for lease in held.values():
                 lease.release()
+            hold, self._lane_hold = self._lane_hold, None
+            if hold is not None:  # the lock goes with the last write's share
+                hold.release()
 
     def _run(self, chunks: list[Chunk], held: dict[tuple[Stage, int], Lease]) -> LaneWork:
         """Answer the lane walk's turns (domain/lane_walk.py): look up, decide, execute."""

@@ -1,12 +1,12 @@
-"""A huge lane leases its extracts as one lease of the lane (domain/leases.py
-`lease_key`, docs/operations.md "Concurrent runs").
+"""A lane leases its stages as one lease of the lane (domain/leases.py `lane_lease`,
+docs/operations.md "Concurrent runs").
 
-A lane decides every extract before it executes one, so it held a lease per missing
-chunk at once, and the kernel walks a process's record locks on the lease file on every
-lock: a 25 MB document (25,000 chunks) waited 39 s for its first stage (issue 29). Here a
-lane of more than `LANE_WIDE_CHUNKS` chunks must hold one kernel lock while its extracts
-run, a smaller lane one per chunk, and two runs of the same huge lane must still never
-both execute a chunk.
+A lane decides every extract before it executes one, so with a lease per stage it held a
+lease per missing chunk at once, and the kernel walks a process's record locks on the
+lease file on every lock: a 25 MB document (25,000 chunks) waited 39 s for its first
+stage (issue 29); and each stage cost two `fcntl` calls on the scheduler's thread (issue
+26). Here a lane of any size must hold one kernel lock while its stages run, and two runs
+of the same lane must still never both execute a chunk.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import runjournal
 from runjournal.adapters import stage_leases
 from runjournal.adapters.function_steps import chunk_step
 from runjournal.domain import leases
-from runjournal.domain.ports import CheckpointKey
+from runjournal.domain.ports import CheckpointKey, StoreScope
 
 HELD: list[int] = []  # kernel locks this process held, seen by each extract
 CALLS: list[str] = []
@@ -78,37 +78,36 @@ def _clear() -> None:
     SLOW.clear()
 
 
-def test_lease_key_is_the_lanes_above_the_threshold() -> None:
-    chunk = "ab" * 32
-    key = CheckpointKey("s", "docs/a.md", leases.Stage.EXTRACT, chunk)
-    assert leases.lease_key(key, leases.LANE_WIDE_CHUNKS) == key
-    wide = leases.lease_key(key, leases.LANE_WIDE_CHUNKS + 1)
-    assert wide.chunk == leases.LANE_WIDE_CHUNK and wide.position != key.position
-    merge = CheckpointKey("s", "docs/a.md", leases.Stage.MERGE)
-    assert leases.lease_key(merge, 10**6) == merge  # merge and normalize: their own
+def test_the_lease_is_the_lanes_whatever_the_stage() -> None:
+    scope = StoreScope("sid", "d", "lid")
+    lease = leases.lane_lease("s", "docs/a.md", scope)
+    assert lease.chunk == leases.LANE_WIDE_CHUNK and lease.scope == scope
+    assert lease.stage is leases.Stage.EXTRACT
+    other = leases.lane_lease("s", "docs/b.md", scope)
+    assert other != lease
+    # the lease's place is no chunk's
+    chunk = CheckpointKey("s", "docs/a.md", leases.Stage.EXTRACT, "ab" * 32, scope)
+    assert lease.position != chunk.position
 
 
-def test_a_huge_lane_holds_one_lock_and_a_small_one_a_lock_per_chunk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(leases, "LANE_WIDE_CHUNKS", 5)
-    project = _project(tmp_path, {"big.md": 12})
+@pytest.mark.parametrize("chunks", [1, 4, 12])
+def test_a_lane_holds_one_lock_whatever_its_size(tmp_path: Path, chunks: int) -> None:
+    project = _project(tmp_path, {"doc.md": chunks})
     project.run(jobs=1)
-    assert len(CALLS) == 12
-    # every extract of the 12-chunk lane ran under the one lane-wide lock
+    assert len(CALLS) == chunks
+    # every extract of the lane ran under the one lane lock
     assert max(HELD) == 1
-    HELD.clear()
-    CALLS.clear()
-    small = _project(tmp_path / "small", {"small.md": 4})
-    small.run(jobs=1)
-    assert len(CALLS) == 4 and max(HELD) == 4  # one per chunk, all decided first
 
 
-def test_a_second_run_of_a_huge_lane_waits_and_reuses(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two runs of one huge lane at once in one process: each chunk executes once."""
-    monkeypatch.setattr(leases, "LANE_WIDE_CHUNKS", 5)
+def test_two_lanes_hold_a_lock_each(tmp_path: Path) -> None:
+    project = _project(tmp_path, {"a.md": 3, "b.md": 3})
+    project.run(jobs=4)
+    assert len(CALLS) == 6 and 1 <= max(HELD) <= 2
+    assert _locks_held() == 0  # all released when the run ends
+
+
+def test_a_second_run_of_a_lane_waits_and_reuses(tmp_path: Path) -> None:
+    """Two runs of one lane at once in one process: each chunk executes once."""
     SLOW.append(True)
     pipeline = _pipeline(tmp_path, {"big.md": 12})
     project, second = _open(pipeline, tmp_path, "out"), _open(pipeline, tmp_path, "out2")
@@ -127,3 +126,20 @@ def test_a_second_run_of_a_huge_lane_waits_and_reuses(
         t.join()
     assert not errors
     assert sorted(CALLS) == sorted(set(CALLS)) and len(CALLS) == 12
+
+
+def test_a_lane_takes_the_kernel_lock_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its stages after the first share the lock it holds: a count, no `fcntl` (issue 26:
+    two `fcntl` calls a stage on the scheduler's thread)."""
+    taken: list[int] = []
+    real = stage_leases._try_lock
+
+    def counted(fd: int, offset: int) -> bool:
+        taken.append(offset)
+        return real(fd, offset)
+
+    monkeypatch.setattr(stage_leases, "_try_lock", counted)
+    project = _project(tmp_path, {"a.md": 4, "b.md": 3})
+    project.run(jobs=1)
+    assert len(CALLS) == 7
+    assert len(taken) == len(set(taken)) == 2  # one lock a lane

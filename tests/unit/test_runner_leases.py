@@ -1,7 +1,8 @@
 """The runner's side of stage leases (docs/operations.md "Concurrent runs"): only stages
-that execute are leased, each lease is released once its checkpoint is written, a wait is
-journaled before the stage's decision, and the decision is made from what the stage finds
-after the wait (the other run's checkpoint is reused)."""
+that execute are leased, each with its lane's lease (`lane_lease`), which the lane holds
+until it ends and which is released once its checkpoints are written, a wait is journaled
+before the stage's decision, and the decision is made from what the stage finds after the
+wait (the other run's checkpoint is reused)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import LeaseWaitOutcome, StageDecided, StageLeaseWaited
-from runjournal.domain.leases import LeaseWait
+from runjournal.domain.leases import LANE_WIDE_CHUNK, LeaseWait
 from runjournal.domain.ports import CheckpointKey
 from runjournal.domain.recompute import plan_recompute
 from runjournal.domain.runner import PipelineRunner
@@ -17,9 +18,13 @@ from support.recorder import FakeRecorder
 from unit.test_runner import DOCS, FakeStore, codes, pipeline
 
 
+def _of_lane(files: dict[CheckpointKey, Any], key: CheckpointKey) -> dict[CheckpointKey, Any]:
+    return {k: v for k, v in files.items() if (k.step, k.lane) == (key.step, key.lane)}
+
+
 class FakeLeases:
-    """Records every lease; `before_wait(key)` runs as if another run held `key` and wrote
-    its checkpoint meanwhile."""
+    """Records every lease (a lane's: shares of one lock, counted); `other` as if another
+    run held the lane's lease and wrote the lane's checkpoints meanwhile."""
 
     def __init__(self, store: FakeStore, *, other: FakeStore | None = None) -> None:
         self.store = store
@@ -36,14 +41,17 @@ class FakeLeases:
                 if key in leases.held:
                     leases.held.remove(key)
                     leases.log.append(("release", key))
-                    assert key.position in leases.store.files  # written before the release
+                    if key not in leases.held:  # the lock goes: the lane's writes are done
+                        assert _of_lane(leases.store.files, key)
 
         return _Lease()
 
     def acquire(self, key: CheckpointKey) -> tuple[Any, LeaseWait | None]:
         self.log.append(("acquire", key))
-        if self.other is not None and key.position in self.other.files:
-            self.store.files[key.position] = self.other.files[key.position]
+        assert key.chunk == LANE_WIDE_CHUNK
+        theirs = _of_lane(self.other.files, key) if self.other is not None else {}
+        if theirs and key not in self.held:
+            self.store.files.update(theirs)
             return self._lease(key), LeaseWait("run-other", LeaseWaitOutcome.RELEASED)
         return self._lease(key), None
 
@@ -74,13 +82,12 @@ def test_a_resume_leases_only_what_it_executes_and_releases_after_the_write() ->
     executed = [f for f in sink.of(StageDecided) if f.code.value != "reused"]
     assert {f.step for f in executed} == {"count"}
     acquired = [k for verb, k in leases.log if verb == "acquire"]
-    assert {(k.step, k.stage) for k in acquired} == {
-        ("count", Stage.EXTRACT),
-        ("count", Stage.MERGE),
-        ("count", Stage.NORMALIZE),
+    assert {(k.step, k.stage, k.chunk) for k in acquired} == {
+        ("count", Stage.EXTRACT, LANE_WIDE_CHUNK)  # the lane's, whatever the stage
     }
+    assert {k.lane for k in acquired} == {f.lane for f in executed}
     assert len(acquired) == len(executed)
-    assert leases.held == []  # every one released, each after its write
+    assert leases.held == []  # every share released, the lock after the lane's writes
 
 
 def test_a_plain_run_takes_free_leases_and_never_waits() -> None:
