@@ -21,6 +21,7 @@ torn or unreadable line is skipped when the log is read.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -342,45 +343,72 @@ class ReplyStore:
 
 
 class CallLog:
-    """One run's append-only intent log, with group commit (one `fsync` per batch)."""
+    """One run's append-only intent log, with group commit: the intents of the calls in
+    flight are written with one `write` and made durable with one `fsync` per batch."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = -1  # opened by the first line: a run that sends nothing leaves no log
         self._cond = threading.Condition()
-        self._written = 0  # lines written
-        self._synced = 0  # lines known durable
+        self._queue: list[bytes] = []  # intents waiting for the next batch
+        self._queued = 0  # intents queued so far (each one's number: its ticket)
+        self._durable = 0  # intents known durable (every ticket up to it)
+        self._failed: list[tuple[int, int, OSError]] = []  # batches whose write failed
         self._syncing = False
         self.syncs = 0
 
-    def append(self, line: _Line) -> int:
-        """Write one line (surviving the process at once); returns its number for `sync`."""
+    def _open(self) -> int:
+        if self._fd < 0:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._fd = os.open(self.path, _FLAGS, 0o600)
+        return self._fd
+
+    def append(self, line: _Line) -> None:
+        """Write one line at once (surviving the process), without waiting for a sync."""
         data = _encoder.encode(line) + b"\n"
         with self._cond:
-            if self._fd < 0:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                self._fd = os.open(self.path, _FLAGS, 0o600)
-            os.write(self._fd, data)
-            self._written += 1
-            return self._written
+            os.write(self._open(), data)
 
-    def sync(self, upto: int) -> None:
-        """Return once line `upto` is durable: one caller syncs for everyone waiting."""
+    def append_durable(self, line: _Line) -> None:
+        """Return once the line is durable. One caller writes every line queued meanwhile
+        (one `write`, whole lines) and syncs for everyone waiting; the others wait."""
+        data = _encoder.encode(line) + b"\n"
         with self._cond:
-            while self._synced < upto:
+            self._queue.append(data)
+            self._queued += 1
+            mine = self._queued
+            while self._durable < mine:
+                for first, last, exc in self._failed:
+                    if first <= mine <= last:
+                        raise OSError(exc.errno, exc.strerror)
                 if self._syncing:
                     self._cond.wait()
                     continue
-                self._syncing, target = True, self._written
+                self._syncing = True
+                batch, self._queue = self._queue, []
+                first, target = self._queued - len(batch) + 1, self._queued
+                failure: OSError | None = OSError(errno.EIO, "the intent log's write stopped")
                 self._cond.release()
                 try:
-                    os.fsync(self._fd)
+                    with self._cond:
+                        fd = self._open()
+                    left = memoryview(b"".join(batch))
+                    while left:  # one write, unless the file system takes less
+                        left = left[os.write(fd, left) :]
+                    os.fsync(fd)
+                    failure = None
+                except OSError as exc:
+                    failure = exc
+                    raise
                 finally:
                     self._cond.acquire()
                     self._syncing = False
+                    if failure is None:
+                        self._durable = max(self._durable, target)
+                        self.syncs += 1
+                    else:  # every intent of the batch fails as the leader's did
+                        self._failed.append((first, target, failure))
                     self._cond.notify_all()
-                self._synced = max(self._synced, target)
-                self.syncs += 1
 
     def close(self, *, remove: bool) -> None:
         with self._cond:
@@ -462,7 +490,7 @@ class WriteAhead:
             self._lines.append(intent)
         if self.log is not None:
             try:
-                self.log.sync(self.log.append(intent))
+                self.log.append_durable(intent)
             except BaseException:
                 self.end(seq, None, None)
                 raise

@@ -110,6 +110,62 @@ class TestLog:
         assert len(lines) == 320 and {x.seq for x in lines} == set(range(1, 321))
         assert wal.log.syncs < 320  # group commit: calls in flight share an fsync
 
+    def test_intents_in_flight_share_one_write_and_a_failed_write_fails_its_batch(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The intents queued while a sync runs go to the file in one `write` with the next
+        (docs/operations.md "LLM call log"); when that write fails, every intent it carried
+        raises (none is sent as if durable) and the log goes on for later intents."""
+        from runjournal.adapters.llm import calllog
+
+        wal = WriteAhead(str(tmp_path), "run1")
+        assert wal.log is not None
+        writes: list[int] = []
+        fail = threading.Event()
+        syncing = threading.Event()
+        release = threading.Event()
+        real_write, real_fsync = os.write, os.fsync
+
+        def write(fd: int, data: Any) -> int:
+            if fd == wal.log._fd:  # type: ignore[union-attr]
+                writes.append(bytes(data).count(b"\n"))
+                if fail.is_set():
+                    raise OSError(28, "No space left on device")
+            return real_write(fd, data)
+
+        def fsync(fd: int) -> None:
+            syncing.set()
+            release.wait(10)
+            real_fsync(fd)
+
+        monkeypatch.setattr(calllog.os, "write", write)
+        monkeypatch.setattr(calllog.os, "fsync", fsync)
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                wal.begin(FRESH, **_fields(i))
+            except OSError as exc:
+                errors.append(exc)
+
+        first = threading.Thread(target=one, args=(0,))
+        first.start()
+        assert syncing.wait(10)  # the first intent's sync holds the others back
+        rest = [threading.Thread(target=one, args=(i,)) for i in range(1, 9)]
+        for t in rest:
+            t.start()
+        while len(wal.log._queue) < 8:  # all eight queued behind it
+            threading.Event().wait(0.01)
+        fail.set()
+        release.set()
+        for t in [first, *rest]:
+            t.join(10)
+        assert writes == [1, 8]  # the eight intents in one write
+        assert len(errors) == 8 and all(e.errno == 28 for e in errors)  # type: ignore[attr-defined]
+        fail.clear()
+        wal.begin(FRESH, **_fields(9))  # later intents are logged as before
+        assert [x.seq for x in read_log(wal.log.path)] == [1, 10]
+
     def test_a_torn_last_line_is_skipped(self, tmp_path: Path) -> None:
         path = tmp_path / "run.log"
         whole = msgspec.json.encode(_intent(1)) + b"\n"
