@@ -178,6 +178,15 @@ class FileStageLeases:
         self._table: _Table | None = None
         self._ident: tuple[int, int] | None = None
         self._open_lock = threading.Lock()
+        self._last: tuple[CheckpointKey, int] | None = None  # a lane's stages: one key
+
+    def _offset(self, key: CheckpointKey) -> int:
+        last = self._last
+        if last is not None and last[0] is key:
+            return last[1]
+        offset = lease_offset(self._pipeline, key)
+        self._last = (key, offset)
+        return offset
 
     def _opened(self) -> _Table:
         with self._open_lock:
@@ -217,7 +226,7 @@ class FileStageLeases:
             table.waiting.pop(self, None)
 
     def try_acquire(self, key: CheckpointKey) -> Lease | None:
-        offset = lease_offset(self._pipeline, key)
+        offset = self._offset(key)
         table = self._opened()
         if table is None:
             return _Unleased()
@@ -232,7 +241,7 @@ class FileStageLeases:
             return None
 
     def acquire(self, key: CheckpointKey) -> tuple[Lease, LeaseWait | None]:
-        offset = lease_offset(self._pipeline, key)
+        offset = self._offset(key)
         table = self._opened()
         if table is None:
             return _Unleased(), None

@@ -153,6 +153,7 @@ class LaneRun:
         # the lane's own hold on its lease, from its first executed stage to its end
         # (`lane_lease`, docs/operations.md "Concurrent runs")
         self._lane_hold: Lease | None = None
+        self._leased: CheckpointKey | None = None  # the lane's lease, built once
         # the context's data for a worker; None: every call of the lane runs here
         self.shipped = shipped
         # Checkpoints are looked up by what the stage is, under the D of what the stage
@@ -248,7 +249,11 @@ class LaneRun:
             key = self._key(stage, chunk)
             # every stage of the lane takes the lane's lease; once the lane holds it, a
             # stage's share is a count in the process's table, no system call
-            leased = lane_lease(self.step.id, self.lane, self.scopes[Stage.EXTRACT])
+            leased = self._leased
+            if leased is None:
+                leased = self._leased = lane_lease(
+                    self.step.id, self.lane, self.scopes[Stage.EXTRACT]
+                )
             hold = leased
             if state is CheckpointState.NOT_LOOKED_UP:  # executes whatever it would find
                 lease = leases.try_acquire(leased)
