@@ -1,8 +1,8 @@
 """Stage leases in the cache root (docs/operations.md "Concurrent runs").
 
 One lock file, `<cache root>/leases/stages.lock`, holds a POSIX record lock (`fcntl`) on
-one byte per leased stage, at an offset taken from a hash of the checkpoint's place (the
-pipeline and `Workspace.checkpoint_name`). The kernel drops a process's record locks when
+one byte per lease (a lane's: `domain/leases.py` `lane_lease`), at an offset taken from a
+hash of the lease's checkpoint place (the pipeline and `Workspace.checkpoint_name`). The kernel drops a process's record locks when
 it dies, so a lease held by a killed run is free at once, and it detects a cycle of
 processes waiting on each other's locks (`EDEADLK`): the run that would close the cycle
 goes on without the lease instead of waiting for ever. Each process that leases writes
