@@ -1,13 +1,14 @@
 """Stage leases in the cache root (docs/operations.md "Concurrent runs").
 
 One lock file, `<cache root>/leases/stages.lock`, holds a POSIX record lock (`fcntl`) on
-one byte per lease (a lane's: `domain/leases.py` `lane_lease`), at an offset taken from a
-hash of the lease's checkpoint place (the pipeline and `Workspace.checkpoint_name`). The kernel drops a process's record locks when
-it dies, so a lease held by a killed run is free at once, and it detects a cycle of
-processes waiting on each other's locks (`EDEADLK`): the run that would close the cycle
-goes on without the lease instead of waiting for ever. Each process that leases writes
-`leases/holder-<pid>` with its run id, so a waiting run can name the run it waits for
-(the kernel names the holder's pid, `F_GETLK`).
+one byte per lease (a lane's: `domain/leases.py` `lane_lease`), at an offset taken from
+a hash of the lease's checkpoint place (the pipeline and `Workspace.checkpoint_name`).
+The kernel drops a process's record locks when it dies, so a lease held by a killed run
+is free at once, and it detects a cycle of processes waiting on each other's locks
+(`EDEADLK`): the run that would close the cycle goes on without the lease instead of
+waiting for ever. Each process that leases writes `leases/holder-<pid>` with its run id,
+so a waiting run can name the run it waits for (the kernel names the holder's pid,
+`F_GETLK`).
 
 Record locks belong to a process, not to a descriptor or a thread: the process keeps one
 descriptor of the file open while any lease is held (closing any descriptor of it would

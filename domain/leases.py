@@ -41,7 +41,8 @@ def lane_lease(step: str, lane: str, scope: StoreScope | None) -> CheckpointKey:
     same lease. One lease a lane rather than one a stage: a lane takes the kernel's lock
     once, and its other stages count on it (a twin's share, no system call), where each
     stage cost two `fcntl` calls on the scheduler's thread (docs/performance.md "A lease
-    per lane"); and a lane of 25,000 chunks holds one lock, not one per chunk (issue 29).
+    per lane, intents written a batch at a time"); and a lane of 25,000 chunks holds one
+    lock, not one per chunk (issue 29).
     """
     return CheckpointKey(step, lane, Stage.EXTRACT, LANE_WIDE_CHUNK, scope)
 
