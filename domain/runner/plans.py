@@ -7,6 +7,8 @@ Resolution happens before anything executes; settling waits until the required s
 from __future__ import annotations
 
 import hashlib
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -114,17 +116,72 @@ def resolve_plans(
     return out
 
 
-def read_chunks(planned: PlannedSource, known: KnownChunks) -> list[Chunk]:
+# a chunk without its text, packed: its id and sha256 (raw digests), its offsets
+_PACKED_CHUNK = struct.Struct(">32s32sQQ")
+
+
+def _raw_digest(value: str) -> bytes | None:
+    """The 32 bytes of a lowercase hex sha256, or None for any other string."""
+    if len(value) != 64:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw if raw.hex() == value else None
+
+
+class SourceChunks:
+    """One source's planned chunks as the run holds them between planning and its lanes.
+
+    Chunks without text (a source planned unread, or read and let go: the usual case)
+    are held packed, 80 bytes a chunk, and made again each time a lane asks (`get`):
+    as objects with hex ids they were about 350 bytes a chunk, held for the whole run
+    (issue 29: peak RSS). Chunks with text are held as they are."""
+
+    __slots__ = ("_chunks", "_packed", "source")
+
+    def __init__(self, source: str, chunks: list[Chunk]) -> None:
+        self.source = source
+        self._chunks: list[Chunk] | None = chunks
+        self._packed = b""
+        parts: list[bytes] = []
+        for c in chunks:
+            ident, sha = _raw_digest(c.id), _raw_digest(c.sha256)
+            if c.text or c.source != source or ident is None or sha is None:
+                return
+            parts.append(_PACKED_CHUNK.pack(ident, sha, c.start, c.end))
+        self._chunks, self._packed = None, b"".join(parts)
+
+    def __len__(self) -> int:
+        chunks = self._chunks
+        return len(chunks) if chunks is not None else len(self._packed) // _PACKED_CHUNK.size
+
+    def get(self) -> list[Chunk]:
+        """The chunks, in plan order (equal to the ones planned)."""
+        if self._chunks is not None:
+            return self._chunks
+        source = self.source
+        return [
+            Chunk(id=i.hex(), source=source, start=a, end=b, text="", sha256=h.hex())
+            for i, h, a, b in _PACKED_CHUNK.iter_unpack(self._packed)
+        ]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self.get())
+
+
+def read_chunks(planned: PlannedSource, known: KnownChunks, chunks: list[Chunk]) -> list[Chunk]:
     """The chunks of a source planned unread, with their text: the source is read (its
-    digest checked by `known.read`) and chunked along the plan's spans; chunks other
-    than the planned ones (ids) are `SourceChanged`."""
+    digest checked by `known.read`) and chunked along the plan's spans (`chunks`, its
+    planned chunks); chunks other than the planned ones (ids) are `SourceChanged`."""
     source = msgspec.structs.replace(
         planned.source, data=known.read(planned.source), unread_size=None
     )
-    chunks = make_chunks(source, [Span(c.start, c.end) for c in planned.chunks])
-    if [c.id for c in chunks] != [c.id for c in planned.chunks]:
+    chunks_read = make_chunks(source, [Span(c.start, c.end) for c in chunks])
+    if [c.id for c in chunks_read] != [c.id for c in chunks]:
         raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")
-    return chunks
+    return chunks_read
 
 
 def settle_plans(
