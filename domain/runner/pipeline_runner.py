@@ -134,9 +134,9 @@ class PipelineRunner:
         planned = resolve_plans(pipeline, self._plan_store, self._known)
         self._unread = {p.source.name: p for p in planned if p.unread}
         # held packed until a lane starts, not as objects for the whole run (issue 29)
-        chunks_by_source = {p.source.name: SourceChunks(p.source.name, p.chunks) for p in planned}
-        for p in planned:
-            p.chunks = []
+        chunks_by_source = {
+            p.source.name: p.packed or SourceChunks(p.source.name, p.chunks) for p in planned
+        }
         self._chunks = chunks_by_source
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
         lane_ids: list[str] = []

@@ -36,6 +36,21 @@ class PlannedSource:
     publish: bool
     # chunks known without reading the source: their text is "" until `read_chunks`
     unread: bool = False
+    # `resolve_plans` holds each source's chunks packed as it plans it (then `chunks` and,
+    # unless the plan is to be published, `spans` are empty: `count` chunks), so no step
+    # of a run holds every chunk as objects (issue 29: peak RSS)
+    packed: SourceChunks | None = None
+    count: int | None = None
+
+
+def _held(planned: PlannedSource) -> PlannedSource:
+    """`planned` with its chunks packed and, unless it is to be published, no spans."""
+    planned.packed = SourceChunks(planned.source.name, planned.chunks)
+    planned.count = len(planned.chunks)
+    planned.chunks = []
+    if not planned.publish:
+        planned.spans = []
+    return planned
 
 
 def _known(source: Source, key: str, known: KnownChunks | None) -> list[Chunk] | None:
@@ -80,7 +95,9 @@ def resolve_plans(
             if chunks is not None:
                 spans = [Span(c.start, c.end) for c in chunks]
                 outcomes = [PlanOutcome.REUSED]
-                out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                out.append(
+                    _held(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                )
                 continue
             if known is None:
                 raise SourceChanged(f"input '{source.name}' was not read")
@@ -110,9 +127,11 @@ def resolve_plans(
             known.remember(source.name, key, chunks)
         if unread is not source:  # read here: its text is read again when an extract needs it
             texts = [msgspec.structs.replace(c, text="") for c in chunks]
-            out.append(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            out.append(
+                _held(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            )
             continue
-        out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
+        out.append(_held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish)))
     return out
 
 
@@ -209,7 +228,7 @@ def settle_plans(
             source=p.source.name,
             plan_key=p.key,
             outcomes=p.outcomes,
-            chunks=len(p.spans),
+            chunks=len(p.spans) if p.count is None else p.count,
         )
         # published and recorded: the chunks' offsets are all the run needs of them now
         # (`read_chunks`), not a second list held to the run's end (issue 29: peak RSS)
