@@ -7,10 +7,10 @@ aggregate's ordering state (about 120 bytes a decision), each lane job's `__dict
 the closure that starts it, and a chunk map entry per chunk built at its end whether or
 not it is written. Now the chunks wait packed (80 bytes a chunk) until their lane starts,
 a lane's decisions are let go with its artifact, and the chunk map is made only when it
-is written (docs/performance.md "A corpus at scale", "Peak RSS per document: the run's
-own bookkeeping"). The peak traced by `tracemalloc`, at two corpus sizes in this process,
-must grow by less than 300 bytes a chunk (one decision each, plus a lane's normalize),
-for a cold run and a no-op resume.
+is written (docs/performance.md "A corpus at scale:", its paragraph "Peak RSS per
+document: the run's own bookkeeping"). The peak traced by `tracemalloc`, at two corpus
+sizes in this process, must grow by less than 300 bytes a chunk (one decision each, plus
+a lane's normalize), for a cold run and a no-op resume.
 """
 
 from __future__ import annotations
