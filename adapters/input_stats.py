@@ -49,6 +49,9 @@ INPUT_STATS = "inputs.sqlite"
 RACY_NS = 2_000_000_000
 _BUSY_MS = 5_000
 _BATCH = 500  # paths per prefetch statement (under SQLite's 999 variables)
+# sources' chunks kept for `flush` at most: more are written at once, so a run that plans
+# every input from its bytes does not hold all their chunks to its end (issue 29: peak RSS)
+CHUNKS_HELD = 1_024
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS inputs (
     path TEXT PRIMARY KEY,
@@ -214,6 +217,23 @@ class InputStats:
         rows = [(c.id, c.start, c.end, c.sha256) for c in chunks]
         with self._lock:
             self._chunks_pending.append((plan_key, source, _encoder.encode(rows)))
+            if len(self._chunks_pending) < CHUNKS_HELD:
+                return
+            # facts of the sources' bytes, true whatever becomes of this run
+            held, self._chunks_pending = self._chunks_pending, []
+            db = self._connection()
+            if db is None:
+                return
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks (plan_key, source, chunks) VALUES (?, ?, ?)",
+                    held,
+                )
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
 
     def read(self, source: Source) -> bytes:
         """The bytes of an input not read so far (`SourceChanged` when it cannot be read).

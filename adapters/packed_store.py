@@ -944,10 +944,12 @@ class PackedStore:
                     db.executemany(
                         "UPDATE entries SET segment = ?, offset = ? WHERE dir = ? AND"
                         " leaf = ? AND segment = ? AND offset = ?",
-                        [
+                        # rows made as they are written, not a second list of the
+                        # segment's records beside `places` (issue 29: peak RSS)
+                        (
                             (seg_id, at * _BLOCK_SPAN + inner, dir_id, leaf, writer.id, old)
                             for dir_id, leaf, old, at, inner in places
-                        ],
+                        ),
                     )
                     db.execute("DELETE FROM segments WHERE id = ?", (writer.id,))
                     db.execute("COMMIT")

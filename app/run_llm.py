@@ -8,7 +8,7 @@ when a step needs it (`RunLLM`): a pipeline without an LLM step never loads it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,13 +43,29 @@ class RunLLM:
     cassette at the end even if no call was made). A run that never builds them has
     nothing to stop and nothing to save."""
 
-    def __init__(self, make: Callable[[], Any], *, eager: bool) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        *,
+        eager: bool,
+        journaled: Callable[[], Container[tuple[str, str, str, str, int, int]]] | None = None,
+    ) -> None:
         self._make = make
-        self._services: Any = make() if eager else None
+        # what the journal holds of the run's attempts: the call log lets go of their
+        # lines as it goes (adapters/llm/calllog.py `WriteAhead.journaled`)
+        self._journaled = journaled
+        self._services: Any = self._build() if eager else None
+
+    def _build(self) -> Any:
+        services = self._make()
+        wal = getattr(services, "wal", None)
+        if wal is not None and self._journaled is not None:
+            wal.journaled = self._journaled
+        return services
 
     def runtime_for(self, profile: Profile) -> Any:
         if self._services is None:
-            self._services = self._make()
+            self._services = self._build()
         return self._services.runtime_for(profile)
 
     def client_needed(self) -> None:
@@ -103,6 +119,7 @@ def build_services(
     parking: Callable[[int], None] | None = None,
     journal: Any = None,
     prefetch_client: bool = True,
+    journaled: Callable[[], Container[tuple[str, str, str, str, int, int]]] | None = None,
 ) -> RunLLM:
     """The run's LLM services (one per invocation; closed after the stages ran), made by
     the composition root's factory (`made.llm_services`, cli/compose.py) when first
@@ -116,6 +133,7 @@ def build_services(
             plan.budget, plan.record, plan.replay, text_trace, cache_dir, run_id, **batch
         ),
         eager=eager,
+        journaled=journaled,
     )
 
 

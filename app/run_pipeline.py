@@ -541,6 +541,8 @@ def _resolve(
         # a resume imports the LLM client only when a stage executes (a no-op resume
         # never does; docs/performance.md "Start-up")
         prefetch_client=not config.resume,
+        # the attempts journaled so far: the call log lets go of their lines (issue 29)
+        journaled=lambda: inv.manifest.llm.attempt_keys,
     )
     stack.callback(inv.llm.stop)  # wakes calls waiting on a backoff or a rate limit
     # The input stat cache (docs/configuration.md `input_check`): with `stat`, an input

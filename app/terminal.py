@@ -22,7 +22,7 @@ import contextlib
 import functools
 import hashlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +147,7 @@ class Terminalizer:
         self,
         outputs: Sequence[Output],
         *,
-        chunk_map: list[ChunkMapEntry],
+        chunk_map: Iterable[ChunkMapEntry],
         write_map: bool,
         write_index: bool,
         attribution: Mapping[str, tuple[str, str]] | None = None,

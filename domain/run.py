@@ -95,8 +95,6 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
 # Events that may still follow a terminal event (reporting what could not be persisted).
 _AFTER_TERMINAL = (TerminalPersistenceFailed, RunTerminated)
 
-_Scope = tuple[str, str, str, str]
-
 
 class Run:
     def __init__(
@@ -119,7 +117,11 @@ class Run:
         self._replaying = False
         self._allocated = False
         self._lanes: set[tuple[str, str]] = set()
-        self._last_decision: dict[_Scope, ReasonCode] = {}
+        # the last decision of each stage scope, by lane: (step, lane) -> (stage, chunk)
+        # -> code. Live, a lane's are let go with its `ArtifactGenerated`, its last event
+        # (nothing of the lane is recorded after it): a run held every decision it made
+        # until its end (issue 29: peak RSS); a replay keeps them all (`decision_of`)
+        self._last_decision: dict[tuple[str, str], dict[tuple[str, str], ReasonCode]] = {}
         self._pending: list[RunEvent] = []
         # (event types, step, lane, events still to come) after a `LaneReused` or an
         # `EventsReused`: the events it stands for share its version (docs/internals.md
@@ -156,7 +158,8 @@ class Run:
 
     def decision_of(self, step: str, lane: str, stage: str, chunk: str = "") -> ReasonCode | None:
         """The last decision recorded for one stage scope (None: not decided yet)."""
-        return self._last_decision.get((step, lane, stage, chunk))
+        decisions = self._last_decision.get((step, lane))
+        return None if decisions is None else decisions.get((stage, chunk))
 
     # --- commands: one per thing that happened, each checked by every rule -------------
 
@@ -594,18 +597,26 @@ class Run:
             # the member's own value: `str()` of a StrEnum is a new string per decision,
             # held as long as the run (issue 29: peak RSS)
             value = stage.value if type(stage) is Stage else str(stage)
-            self._last_decision[(event.step, event.lane, value, event.chunk)] = event.code
+            self._decisions_of(event.step, event.lane)[(value, event.chunk)] = event.code
         elif isinstance(event, RunAllocated):
             self._allocated = True
             self.run_id = self.run_id or event.run_id
         elif isinstance(event, LaneResolved):
             self._lanes.add((event.step, event.lane))
         elif isinstance(event, StageDecided):
-            scope = (event.step, event.lane, event.stage.value, event.chunk)
-            self._last_decision[scope] = event.code
+            scope = (event.stage.value, event.chunk)
+            self._decisions_of(event.step, event.lane)[scope] = event.code
+        elif type(event) is ArtifactGenerated and not self._replaying:
+            self._last_decision.pop((event.step, event.lane), None)  # the lane's last event
         elif isinstance(event, RunTerminated) and self.terminated_at is None:
             self.status = event.status
             self.terminated_at = event.originator_version
+
+    def _decisions_of(self, step: str, lane: str) -> dict[tuple[str, str], ReasonCode]:
+        decisions = self._last_decision.get((step, lane))
+        if decisions is None:
+            decisions = self._last_decision[(step, lane)] = {}
+        return decisions
 
     def collect_events(self) -> list[RunEvent]:
         pending, self._pending = self._pending, []

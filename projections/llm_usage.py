@@ -7,11 +7,41 @@ manifest, `run --json`, `runs show` and `explain` (docs/operations.md "LLM usage
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Hashable
 from typing import Any
 
+import msgspec
 from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, RunEvent
 from runjournal.domain.llm import AttemptStatus, LLMUsage
 from runjournal.projections.llm_retries import RetryFold, retries_text
+
+
+class DigestSet:
+    """A set of keys (tuples of strings and numbers) held as 16-byte digests of them.
+
+    A fold keeps one key per LLM call and one per attempt for the whole run, as tuples
+    about 180 bytes each with their set slot; their digests about 70 (issue 29: peak RSS).
+    Two keys share a digest with a chance of about n^2 / 2^129, so membership is as a
+    set's."""
+
+    __slots__ = ("_digests",)
+
+    def __init__(self) -> None:
+        self._digests: set[bytes] = set()
+
+    @staticmethod
+    def _digest(key: Hashable) -> bytes:
+        return hashlib.blake2b(msgspec.msgpack.encode(key), digest_size=16).digest()
+
+    def add(self, key: Hashable) -> None:
+        self._digests.add(self._digest(key))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and self._digest(key) in self._digests
+
+    def __len__(self) -> int:
+        return len(self._digests)
 
 
 class LLMUsageFold:
@@ -21,10 +51,12 @@ class LLMUsageFold:
         self.by_step: dict[str, dict[str, LLMUsage]] = {}
         self.statuses: dict[str, int] = {}
         self.retries = RetryFold()
-        self._calls: set[tuple[str, str, str, str, int]] = set()
-        # every journaled attempt, so a run's end (or `recover`) journals from the call
-        # log only what is missing (docs/operations.md "LLM call log")
-        self.attempt_keys: set[tuple[str, str, str, str, int, int]] = set()
+        # (step, lane, stage, chunk, call) of each call seen
+        self._calls = DigestSet()
+        # (step, lane, stage, chunk, call, attempt) of every journaled attempt, so a run's
+        # end (or `recover`) journals from the call log only what is missing
+        # (docs/operations.md "LLM call log")
+        self.attempt_keys = DigestSet()
 
     def _step(self, step: str) -> dict[str, LLMUsage]:
         return self.by_step.setdefault(step, {"spent": LLMUsage(), "saved": LLMUsage()})
@@ -33,7 +65,8 @@ class LLMUsageFold:
         if isinstance(event, LLMCallAttempted):
             key = (event.step, event.lane, event.stage.value, event.chunk, event.call)
             new_call = key not in self._calls
-            self._calls.add(key)
+            if new_call:
+                self._calls.add(key)
             self.attempt_keys.add((*key, event.attempt))
             usage = LLMUsage(
                 calls=int(new_call),

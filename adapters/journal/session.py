@@ -221,10 +221,12 @@ Committed = Callable[[Sequence[RunEvent], Mapping[int, Sequence[RunEvent]]], Non
 summaries stand for as the session applied them (app/manifest_check.py `CommittedFold`)."""
 
 _SUMMARIES: Final = (LaneReused, EventsReused)
-EXPANSIONS_HELD: Final = 32_768
+EXPANSIONS_HELD: Final = 8_192
 """A batch commits once the reuse summaries recorded since the last one stand for this many
 events: the session holds their events until the batch commits (for `committed`), so a
-no-op resume whose stored events fit one batch does not hold every decision of the run."""
+no-op resume whose stored events fit one batch does not hold every decision of the run
+(8,192 of them, about 2.5 MB; 32,768 held about 10 MB, which a run of a few thousand
+documents reached: issue 29, peak RSS)."""
 
 
 def _then(commit: Commit, committed: Committed, expansions: dict[int, list[RunEvent]]) -> Commit:

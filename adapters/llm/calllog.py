@@ -25,7 +25,7 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -143,7 +143,7 @@ def read_log(path: str) -> Iterator[_Line]:
 
 
 def pending_attempts(
-    lines: Iterable[_Line], journaled: set[tuple[str, str, str, str, int, int]]
+    lines: Iterable[_Line], journaled: Container[tuple[str, str, str, str, int, int]]
 ) -> list[PendingAttempt]:
     """The attempts of `lines` not in `journaled`, in the order they were sent.
 
@@ -429,6 +429,11 @@ def remove_log(path: str) -> None:
         os.unlink(path)
 
 
+PRUNE_LINES = 4_096
+"""The intent and outcome lines a run holds before it lets go of those of attempts the
+journal holds (`WriteAhead.journaled`)."""
+
+
 class WriteAhead:
     """The run's write-ahead replies and intents (one per run invocation, thread-safe).
 
@@ -448,6 +453,11 @@ class WriteAhead:
             else None
         )
         self._lines: list[_Line] = []
+        # what the journal holds of the run's attempts (`pending`'s `journaled`), when the
+        # run can tell: the lines of attempts it holds are let go as lines accumulate, so
+        # the run does not hold every intent and reply to its end (issue 29: peak RSS)
+        self.journaled: Callable[[], Container[tuple[str, str, str, str, int, int]]] | None = None
+        self._prune_at = PRUNE_LINES
         self._lock = threading.Condition()
         self._seq = 0
         self._in_flight = 0
@@ -488,6 +498,8 @@ class WriteAhead:
                 **fields,
             )
             self._lines.append(intent)
+            if self.journaled is not None and len(self._lines) >= self._prune_at:
+                self._prune(self.journaled())
         if self.log is not None:
             try:
                 self.log.append_durable(intent)
@@ -546,7 +558,27 @@ class WriteAhead:
                 self._lock.wait(min(left, 0.05))
             return True
 
-    def pending(self, journaled: set[tuple[str, str, str, str, int, int]]) -> list[PendingAttempt]:
+    def _prune(self, journaled: Container[tuple[str, str, str, str, int, int]]) -> None:
+        """Let go of the lines of attempts the journal holds (under the lock): `pending`
+        would skip them. An attempt is journaled after its outcome line, which goes
+        with its intent."""
+        kept: list[_Line] = []
+        intents: set[int] = set()
+        for line in self._lines:
+            if isinstance(line, Intent):
+                where = (line.step, line.lane, line.stage.value, line.chunk)
+                if (*where, line.call, line.attempt) in journaled:
+                    continue
+                intents.add(line.seq)
+            elif line.seq not in intents:
+                continue
+            kept.append(line)
+        self._lines = kept
+        self._prune_at = max(PRUNE_LINES, 2 * len(kept))
+
+    def pending(
+        self, journaled: Container[tuple[str, str, str, str, int, int]]
+    ) -> list[PendingAttempt]:
         """What the journal lacks; the replies held are put first (before the run's last
         group sync: durable with its terminal event)."""
         self._flush_replies()

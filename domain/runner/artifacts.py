@@ -27,7 +27,7 @@ def _shared_decoder(artifact_type: Any) -> Callable[[bytes], Any]:
     return functools.partial(msgspec.json.decode, type=artifact_type)
 
 
-@dataclass
+@dataclass(slots=True)  # one per lane, held to the run's end (issue 29: peak RSS)
 class Artifact:
     """A lane's generated artifact: its ref, canonical bytes, decoded value and warnings."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from runjournal.domain.modules import OutputFile
@@ -45,7 +45,7 @@ Output = OutputFile | SpooledOutput
 class RunOutcome:
     outputs: list[Output]
     lane_identities: list[str]
-    chunk_map: list[ChunkMapEntry]
+    chunk_map: Iterable[ChunkMapEntry]  # read at most once or twice: made as it is read
     persistence_errors: list[str] = field(default_factory=list)
     # output name -> (step, lane) of the artifact it holds or renders (`runs show`)
     attribution: dict[str, tuple[str, str]] = field(default_factory=dict)

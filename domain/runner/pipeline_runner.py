@@ -7,7 +7,7 @@ path. Every stage is decided by `decide_stage` from facts that go into the `Stag
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint
@@ -38,6 +38,7 @@ from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import (
     PlannedSource,
+    SourceChunks,
     read_chunks,
     resolve_plans,
     settle_plans,
@@ -65,6 +66,21 @@ from runjournal.domain.runner.tasks import ConsumedData, TaskContext
 PARTIAL_NAMED = 10  # documents a partial-output warning names before "and N more"
 
 
+class _ChunkMap:
+    """The run's chunk map (`RunOutcome.chunk_map`), made only when it is read: a run that
+    writes none does not hold an entry per chunk at its end (issue 29: peak RSS)."""
+
+    def __init__(self, sources: list[SourceChunks]) -> None:
+        self._sources = sources
+
+    def __iter__(self) -> Iterator[ChunkMapEntry]:
+        for chunks in self._sources:
+            for c in chunks.get():
+                yield ChunkMapEntry(
+                    chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256
+                )
+
+
 class PipelineRunner:
     def __init__(
         self,
@@ -89,6 +105,7 @@ class PipelineRunner:
         # inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
         self._known = known_chunks
         self._unread: dict[str, PlannedSource] = {}
+        self._chunks: dict[str, SourceChunks] = {}  # by source, set by `run`
         self._on_execute = on_execute
         self._consumed_steps: set[str] = set()  # set by `run`
         self._parts = parts  # a streaming merge's reader of this run's own extracts
@@ -116,7 +133,11 @@ class PipelineRunner:
         self._record_inputs(pipeline)
         planned = resolve_plans(pipeline, self._plan_store, self._known)
         self._unread = {p.source.name: p for p in planned if p.unread}
-        chunks_by_source = {p.source.name: p.chunks for p in planned}
+        # held packed until a lane starts, not as objects for the whole run (issue 29)
+        chunks_by_source = {
+            p.source.name: p.packed or SourceChunks(p.source.name, p.chunks) for p in planned
+        }
+        self._chunks = chunks_by_source
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
         lane_ids: list[str] = []
         # Selective recomputation restores every required step before anything executes
@@ -135,11 +156,7 @@ class PipelineRunner:
             failure.partial = self._partial_outputs(pipeline, artifacts)
             raise
         outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution, self._spool)
-        chunk_map = [
-            ChunkMapEntry(chunk_id=c.id, source=c.source, start=c.start, end=c.end, sha256=c.sha256)
-            for chunks in chunks_by_source.values()
-            for c in chunks
-        ]
+        chunk_map = _ChunkMap(list(chunks_by_source.values()))
         ledger = self._ledger
         return RunOutcome(
             outputs=outputs,
@@ -160,7 +177,7 @@ class PipelineRunner:
         self,
         steps: list[ResolvedStep],
         pipeline: ResolvedPipeline,
-        chunks_by_source: dict[str, list[Chunk]],
+        chunks_by_source: dict[str, SourceChunks],
         artifacts: dict[str, dict[str, Artifact]],
         lane_ids: list[str],
         *,
@@ -182,10 +199,11 @@ class PipelineRunner:
                     ledger: RunLedger,
                     step: ResolvedStep = step,
                     lane: str = lane,
-                    chunks: list[Chunk] = chunks,
+                    planned: Callable[[], list[Chunk]] = chunks,
                     lid: str = lid,
                     needs: list[tuple[str, str]] = needs,
                 ) -> LaneWork:
+                    chunks = planned()  # the lane's chunks, made as it starts
                     consumed: dict[str, dict[str, Artifact]] = {p: {} for p in step.consumes}
                     left_out: list[tuple[str, str]] = []
                     for producer, producer_lane in needs:
@@ -270,12 +288,16 @@ class PipelineRunner:
         self,
         step: ResolvedStep,
         pipeline: ResolvedPipeline,
-        chunks_by_source: dict[str, list[Chunk]],
-    ) -> list[tuple[str, list[Chunk], list[str]]]:
+        chunks_by_source: dict[str, SourceChunks],
+    ) -> list[tuple[str, Callable[[], list[Chunk]], list[str]]]:
+        """Each lane, what gives its chunks (when it starts), its sources' digests."""
         if step.scope is Scope.CORPUS:
-            chunks = [c for s in pipeline.sources for c in chunks_by_source[s.name]]
-            return [(CORPUS_LANE, chunks, [s.sha256 for s in pipeline.sources])]
-        return [(s.name, chunks_by_source[s.name], [s.sha256]) for s in pipeline.sources]
+
+            def corpus() -> list[Chunk]:
+                return [c for s in pipeline.sources for c in chunks_by_source[s.name].get()]
+
+            return [(CORPUS_LANE, corpus, [s.sha256 for s in pipeline.sources])]
+        return [(s.name, chunks_by_source[s.name].get, [s.sha256]) for s in pipeline.sources]
 
     # --- lanes ------------------------------------------------------------------
 
@@ -343,7 +365,7 @@ class PipelineRunner:
                 read = read_now.get(c.source)
                 if read is None:
                     assert self._known is not None
-                    got = read_chunks(planned, self._known)
+                    got = read_chunks(planned, self._known, self._chunks[c.source].get())
                     read = read_now[c.source] = {r.id: r for r in got}
                 out.append(read[c.id])
             return out

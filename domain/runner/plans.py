@@ -7,6 +7,8 @@ Resolution happens before anything executes; settling waits until the required s
 from __future__ import annotations
 
 import hashlib
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -34,6 +36,21 @@ class PlannedSource:
     publish: bool
     # chunks known without reading the source: their text is "" until `read_chunks`
     unread: bool = False
+    # `resolve_plans` holds each source's chunks packed as it plans it (then `chunks` and,
+    # unless the plan is to be published, `spans` are empty: `count` chunks), so no step
+    # of a run holds every chunk as objects (issue 29: peak RSS)
+    packed: SourceChunks | None = None
+    count: int | None = None
+
+
+def _held(planned: PlannedSource) -> PlannedSource:
+    """`planned` with its chunks packed and, unless it is to be published, no spans."""
+    planned.packed = SourceChunks(planned.source.name, planned.chunks)
+    planned.count = len(planned.chunks)
+    planned.chunks = []
+    if not planned.publish:
+        planned.spans = []
+    return planned
 
 
 def _known(source: Source, key: str, known: KnownChunks | None) -> list[Chunk] | None:
@@ -78,7 +95,9 @@ def resolve_plans(
             if chunks is not None:
                 spans = [Span(c.start, c.end) for c in chunks]
                 outcomes = [PlanOutcome.REUSED]
-                out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                out.append(
+                    _held(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                )
                 continue
             if known is None:
                 raise SourceChanged(f"input '{source.name}' was not read")
@@ -108,23 +127,80 @@ def resolve_plans(
             known.remember(source.name, key, chunks)
         if unread is not source:  # read here: its text is read again when an extract needs it
             texts = [msgspec.structs.replace(c, text="") for c in chunks]
-            out.append(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            out.append(
+                _held(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+            )
             continue
-        out.append(PlannedSource(source, key, facts, spans, outcomes, chunks, publish))
+        out.append(_held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish)))
     return out
 
 
-def read_chunks(planned: PlannedSource, known: KnownChunks) -> list[Chunk]:
+# a chunk without its text, packed: its id and sha256 (raw digests), its offsets
+_PACKED_CHUNK = struct.Struct(">32s32sQQ")
+
+
+def _raw_digest(value: str) -> bytes | None:
+    """The 32 bytes of a lowercase hex sha256, or None for any other string."""
+    if len(value) != 64:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw if raw.hex() == value else None
+
+
+class SourceChunks:
+    """One source's planned chunks as the run holds them between planning and its lanes.
+
+    Chunks without text (a source planned unread, or read and let go: the usual case)
+    are held packed, 80 bytes a chunk, and made again each time a lane asks (`get`):
+    as objects with hex ids they were about 350 bytes a chunk, held for the whole run
+    (issue 29: peak RSS). Chunks with text are held as they are."""
+
+    __slots__ = ("_chunks", "_packed", "source")
+
+    def __init__(self, source: str, chunks: list[Chunk]) -> None:
+        self.source = source
+        self._chunks: list[Chunk] | None = chunks
+        self._packed = b""
+        parts: list[bytes] = []
+        for c in chunks:
+            ident, sha = _raw_digest(c.id), _raw_digest(c.sha256)
+            if c.text or c.source != source or ident is None or sha is None:
+                return
+            parts.append(_PACKED_CHUNK.pack(ident, sha, c.start, c.end))
+        self._chunks, self._packed = None, b"".join(parts)
+
+    def __len__(self) -> int:
+        chunks = self._chunks
+        return len(chunks) if chunks is not None else len(self._packed) // _PACKED_CHUNK.size
+
+    def get(self) -> list[Chunk]:
+        """The chunks, in plan order (equal to the ones planned)."""
+        if self._chunks is not None:
+            return self._chunks
+        source = self.source
+        return [
+            Chunk(id=i.hex(), source=source, start=a, end=b, text="", sha256=h.hex())
+            for i, h, a, b in _PACKED_CHUNK.iter_unpack(self._packed)
+        ]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self.get())
+
+
+def read_chunks(planned: PlannedSource, known: KnownChunks, chunks: list[Chunk]) -> list[Chunk]:
     """The chunks of a source planned unread, with their text: the source is read (its
-    digest checked by `known.read`) and chunked along the plan's spans; chunks other
-    than the planned ones (ids) are `SourceChanged`."""
+    digest checked by `known.read`) and chunked along the plan's spans (`chunks`, its
+    planned chunks); chunks other than the planned ones (ids) are `SourceChanged`."""
     source = msgspec.structs.replace(
         planned.source, data=known.read(planned.source), unread_size=None
     )
-    chunks = make_chunks(source, [Span(c.start, c.end) for c in planned.chunks])
-    if [c.id for c in chunks] != [c.id for c in planned.chunks]:
+    chunks_read = make_chunks(source, [Span(c.start, c.end) for c in chunks])
+    if [c.id for c in chunks_read] != [c.id for c in chunks]:
         raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")
-    return chunks
+    return chunks_read
 
 
 def settle_plans(
@@ -152,7 +228,7 @@ def settle_plans(
             source=p.source.name,
             plan_key=p.key,
             outcomes=p.outcomes,
-            chunks=len(p.spans),
+            chunks=len(p.spans) if p.count is None else p.count,
         )
         # published and recorded: the chunks' offsets are all the run needs of them now
         # (`read_chunks`), not a second list held to the run's end (issue 29: peak RSS)
