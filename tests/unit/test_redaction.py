@@ -529,6 +529,36 @@ def test_safe_error_text_bounds_on_character_boundaries(
     assert_safe(out, limit)
 
 
+def _escaped_and_cut(text: str, limit: int) -> str:
+    """The character loop of `safe_error_text` after redaction, as it was before its
+    printable-ASCII shortcut (issue 29): the oracle the shortcut must agree with."""
+    from runjournal.domain.redaction.error_text import _escape_char, _needs_escape
+
+    pieces: list[str] = []
+    used, cut_at = 0, None
+    for ch in text:
+        piece = _escape_char(ch) if _needs_escape(ch) else ch
+        size = len(piece.encode("utf-8"))
+        if used + 3 <= limit:
+            cut_at = len(pieces)
+        if used + size > limit:
+            return "" if cut_at is None else "".join(pieces[:cut_at]) + "\u2026"
+        pieces.append(piece)
+        used += size
+    return "".join(pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2070), max_size=40)
+    | st.text(alphabet=st.characters(min_codepoint=0x1F, max_codepoint=0x80), max_size=40),
+    limit=st.integers(min_value=0, max_value=45),
+)
+def test_safe_error_text_shortcut_agrees_with_the_character_loop(text: str, limit: int) -> None:
+    # printable ASCII that fits is returned as it is; anything else goes through the loop
+    assert safe_error_text(text, limit) == _escaped_and_cut(redact_text(text), limit)
+
+
 def test_safe_error_text_default_limit() -> None:
     out = safe_error_text("x" * 10_000)
     assert len(out.encode()) == 500
