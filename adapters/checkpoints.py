@@ -578,6 +578,8 @@ _F_TAIL = 0x40  # a msgpack tail follows the fixed fields
 _F_KNOWN = 0x7F
 _SIZES = struct.Struct(">II")
 _V3_FIXED = 1 + _DIGEST_SIZE + _DIGEST_SIZE + _SIZES.size  # flags, ref, output, sizes
+# how many of lane identity, input and D a header stores, by those flags
+_STORED_DIGESTS = [bin(f & (_F_LANE | _F_INPUT | _F_DEPS)).count("1") for f in range(_F_DEPS * 2)]
 _HEX64 = LazyPattern(r"[0-9a-f]{64}")
 
 
@@ -818,7 +820,7 @@ class EnvelopeCodec:
         flags = data[pos]
         if flags & ~_F_KNOWN or (flags & _F_INPUT_CHUNK and flags & _F_INPUT):
             raise _corrupt("unknown header flags")
-        fixed = _V3_FIXED + _DIGEST_SIZE * sum(1 for f in (_F_LANE, _F_INPUT, _F_DEPS) if flags & f)
+        fixed = _V3_FIXED + _DIGEST_SIZE * _STORED_DIGESTS[flags & (_F_LANE | _F_INPUT | _F_DEPS)]
         if header_size < fixed or (header_size != fixed and not flags & _F_TAIL):
             raise _corrupt("header length mismatch")
         pos += 1
@@ -882,7 +884,7 @@ class EnvelopeCodec:
         header = EnvelopeHeader(
             step=key.step,
             lane=key.lane,
-            stage=Stage(key.stage),
+            stage=key.stage if type(key.stage) is Stage else Stage(key.stage),
             chunk=key.chunk,
             codec_id=common.codec_id,
             lane_identity=lane_identity,
@@ -978,7 +980,7 @@ class _Template(NamedTuple):
         if record.provenance is not None:
             return None
         end = _PREFIX.size + _V3_FIXED - _DIGEST_SIZE - _SIZES.size
-        end += _DIGEST_SIZE * sum(1 for f in (_F_LANE, _F_DEPS) if flags & f)
+        end += _DIGEST_SIZE * _STORED_DIGESTS[flags & (_F_LANE | _F_DEPS)]
         return cls(data[:_VERSION_END], data[_PREFIX.size : end], header_size, flags, record, scope)
 
     def record(self, data: bytes, key: CheckpointKey) -> CheckpointRecord | None:
