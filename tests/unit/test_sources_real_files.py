@@ -1,5 +1,6 @@
 """`expand_patterns` resolves each matched file as `os.path.realpath` did, with one `lstat`
-a file (issue 29: a resume's input resolution, docs/performance.md "A corpus at scale")."""
+a file (issue 29: a resume's input resolution, docs/performance.md "A corpus at scale: the
+packed store and what a no-op resume costs (issue 29)")."""
 
 from __future__ import annotations
 
