@@ -578,6 +578,8 @@ _F_TAIL = 0x40  # a msgpack tail follows the fixed fields
 _F_KNOWN = 0x7F
 _SIZES = struct.Struct(">II")
 _V3_FIXED = 1 + _DIGEST_SIZE + _DIGEST_SIZE + _SIZES.size  # flags, ref, output, sizes
+# how many of lane identity, input and D a header stores, by those flags
+_STORED_DIGESTS = [bin(f & (_F_LANE | _F_INPUT | _F_DEPS)).count("1") for f in range(_F_DEPS * 2)]
 _HEX64 = LazyPattern(r"[0-9a-f]{64}")
 
 
@@ -818,7 +820,7 @@ class EnvelopeCodec:
         flags = data[pos]
         if flags & ~_F_KNOWN or (flags & _F_INPUT_CHUNK and flags & _F_INPUT):
             raise _corrupt("unknown header flags")
-        fixed = _V3_FIXED + _DIGEST_SIZE * sum(1 for f in (_F_LANE, _F_INPUT, _F_DEPS) if flags & f)
+        fixed = _V3_FIXED + _DIGEST_SIZE * _STORED_DIGESTS[flags & (_F_LANE | _F_INPUT | _F_DEPS)]
         if header_size < fixed or (header_size != fixed and not flags & _F_TAIL):
             raise _corrupt("header length mismatch")
         pos += 1
@@ -882,7 +884,7 @@ class EnvelopeCodec:
         header = EnvelopeHeader(
             step=key.step,
             lane=key.lane,
-            stage=Stage(key.stage),
+            stage=key.stage if type(key.stage) is Stage else Stage(key.stage),
             chunk=key.chunk,
             codec_id=common.codec_id,
             lane_identity=lane_identity,
@@ -953,15 +955,18 @@ def _lane_names(keys: list[CheckpointKey]) -> list[str]:
 
 class _Template(NamedTuple):
     """A lane's first extract envelope, verified by `EnvelopeCodec.open`, as the bytes
-    every other extract of the lane repeats up to its output digest: magic, version,
-    header size, flags, the shared components' digest, lane identity and D. An extract
-    whose envelope starts with exactly those bytes has that header but for its output
-    and sizes, and its input is its own chunk id (`_F_INPUT_CHUNK`), so after its own
-    trailing digest (over its key's position) and its sizes are checked it is that
-    record with its chunk and output (`CheckpointLoader.load_lane`, payload unread)."""
+    every other extract of the lane repeats: magic and version, then flags, the shared
+    components' digest, lane identity and D (`fixed`; the header size between them may
+    differ when there is a tail). An extract whose envelope repeats exactly those bytes
+    has that header but for its output, sizes and tail, and its input is its own chunk id
+    (`_F_INPUT_CHUNK`), so after its own trailing digest (over its key's position), its
+    sizes and its tail (warnings and usage: an LLM extract's, issue 29) are checked it is
+    that record with its chunk, output and tail (`CheckpointLoader.load_lane`, payload
+    unread)."""
 
-    head: bytes
-    header_size: int
+    lead: bytes  # magic and version
+    fixed: bytes  # flags up to the output digest
+    header_size: int  # the first's: every other's without a tail
     flags: int
     first: CheckpointRecord
     scope: StoreScope  # the first's: a key of another scope is opened in full
@@ -970,19 +975,33 @@ class _Template(NamedTuple):
     def of(cls, data: bytes, record: CheckpointRecord, scope: StoreScope) -> _Template | None:
         header_size = _PREFIX.unpack_from(data)[2]
         flags = data[_PREFIX.size]
-        if flags & (_F_TAIL | _F_PRODUCER | _F_INPUT) or not flags & _F_INPUT_CHUNK:
-            return None  # a tail or a stored input: each is opened in full
-        end = _PREFIX.size + header_size - _DIGEST_SIZE - _SIZES.size
-        return cls(data[:end], header_size, flags, record, scope)
+        if flags & (_F_PRODUCER | _F_INPUT) or not flags & _F_INPUT_CHUNK:
+            return None  # a provenance or a stored input: each is opened in full
+        if record.provenance is not None:
+            return None
+        end = _PREFIX.size + _V3_FIXED - _DIGEST_SIZE - _SIZES.size
+        end += _DIGEST_SIZE * _STORED_DIGESTS[flags & (_F_LANE | _F_DEPS)]
+        return cls(data[:_VERSION_END], data[_PREFIX.size : end], header_size, flags, record, scope)
 
     def record(self, data: bytes, key: CheckpointKey) -> CheckpointRecord | None:
         """`data` as the record of `key` when it repeats the template and is intact;
         None: open it in full (which then says what is wrong)."""
-        head = self.head
-        at = len(head)
+        fixed = self.fixed
+        at = _PREFIX.size + len(fixed)  # the output digest
         body_end = len(data) - _DIGEST_SIZE
-        payload_start = _PREFIX.size + self.header_size
-        if payload_start > body_end or not data.startswith(head):
+        if (
+            body_end < at + _DIGEST_SIZE + _SIZES.size
+            or not data.startswith(self.lead)
+            or not data.startswith(fixed, _PREFIX.size)
+        ):
+            return None
+        header_size = _PREFIX.unpack_from(data)[2]
+        tailed = self.flags & _F_TAIL
+        if header_size != self.header_size and not tailed:
+            return None
+        payload_start = _PREFIX.size + header_size
+        tail_start = at + _DIGEST_SIZE + _SIZES.size
+        if payload_start > body_end or payload_start < tail_start + (1 if tailed else 0):
             return None
         if _scope_digest(key, memoryview(data)[:body_end]) != data[body_end:]:
             return None
@@ -991,6 +1010,18 @@ class _Template(NamedTuple):
             return None
         if not self.flags & _F_ZSTD and raw_size != payload_size:
             return None
+        warnings: list[str] = []
+        usage = None
+        if tailed:
+            try:
+                tail = _tail_decoder.decode(memoryview(data)[tail_start:payload_start])
+            except msgspec.DecodeError:
+                return None
+            if tail.provenance is not None:
+                return None
+            warnings = tail.warnings
+            if tail.usage is not None:
+                usage = LLMUsage(**msgspec.structs.asdict(tail.usage))
         first = self.first
         return CheckpointRecord(
             codec_id=first.codec_id,
@@ -998,6 +1029,8 @@ class _Template(NamedTuple):
             digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
             output_sha256=data[at : at + _DIGEST_SIZE].hex(),
             payload=b"",
+            warnings=list(warnings),
+            usage=usage,
         )
 
 

@@ -416,7 +416,10 @@ class PackedStore:
                 return out
             packed = self._schema != 1
             split = [name.rpartition("/") for name in names]
-            keys = {directory: self._key(directory) for directory, _, _ in split}
+            keys: dict[str, str | bytes] = {}
+            for directory, _, _ in split:  # each directory packed once, not once a name
+                if directory not in keys:
+                    keys[directory] = self._key(directory)
             marks = ", ".join("?" * len(keys))
             found = db.execute(
                 "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
@@ -437,29 +440,37 @@ class PackedStore:
             wanted.append((row[1], row[2], row[3], i, row[0], encoded))
         wanted.sort()
         blocks: dict[tuple[int, int], bytes | None] = {}  # this call's, without the lock
+        expected = _MAGIC_PACKED if packed else _MAGIC_LEAF
+        record = _LEAF_RECORD
+        fixed = record.size
+        last_segment, fd, sealed = -1, -1, False
         for segment, offset, length, i, dir_id, encoded in wanted:
-            try:
-                fd = self._segment_fd(db, segment)
-            except (FsNotFound, sqlite3.Error):
-                continue
-            if segment in self._sealed:
-                at, inner = divmod(offset, _BLOCK_SPAN)
+            if segment != last_segment:  # the lane's records are mostly in one segment
+                try:
+                    fd = self._segment_fd(db, segment)
+                except (FsNotFound, sqlite3.Error):
+                    last_segment = -1
+                    continue
+                last_segment, sealed = segment, segment in self._sealed
+            if sealed:
+                at, start = divmod(offset, _BLOCK_SPAN)
                 raw = blocks.get((segment, at), b"")
                 if raw == b"":
                     raw = blocks[segment, at] = self._block(fd, segment, at)
-                data = b"" if raw is None else raw[inner : inner + length]
+                if raw is None:
+                    continue
             else:
-                data = os.pread(fd, length, offset)
-            head = _LEAF_RECORD.size + len(encoded)
-            if len(data) != length or length < head:
+                raw, start = os.pread(fd, length, offset), 0
+            # the record in place (no copy of it before its data): header, leaf, data
+            head = fixed + len(encoded)
+            if len(raw) < start + length or length < head:
                 continue
-            magic, at_dir, leaf_size, data_size = _LEAF_RECORD.unpack_from(data)
-            expected = _MAGIC_PACKED if packed else _MAGIC_LEAF
+            magic, at_dir, leaf_size, data_size = record.unpack_from(raw, start)
             if magic != expected or at_dir != dir_id or leaf_size != len(encoded):
                 continue
-            if head + data_size != length or data[_LEAF_RECORD.size : head] != encoded:
+            if head + data_size != length or raw[start + fixed : start + head] != encoded:
                 continue
-            out[i] = data[head:]
+            out[i] = raw[start + head : start + length]
         return out
 
     def _entries_of(self, db: sqlite3.Connection, dir_id: int) -> dict[str, Row]:
@@ -1477,6 +1488,20 @@ def _record_span(head: bytes) -> tuple[int, int, int] | None:
     return None
 
 
+_zstd_local = threading.local()
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor for sealed blocks: making one cost about 15 us, a third
+    of decompressing a 32 KiB block (docs/performance.md "A corpus at scale: the packed
+    store and what a no-op resume costs (issue 29)"). A decompressor is not for two
+    threads at once; each call starts a new frame."""
+    found = getattr(_zstd_local, "decompressor", None)
+    if found is None:
+        found = _zstd_local.decompressor = zstandard.ZstdDecompressor()
+    return found
+
+
 def _read_block(fd: int, at: int) -> bytes | None:
     """The records of the block at `at` of a sealed segment; None if it cannot be read."""
     head = os.pread(fd, _BLOCK.size, at)
@@ -1487,7 +1512,7 @@ def _read_block(fd: int, at: int) -> bytes | None:
     if magic != _MAGIC_BLOCK or len(frame) != frame_size:
         return None
     try:
-        raw = zstandard.ZstdDecompressor().decompress(frame, max_output_size=raw_size)
+        raw = _decompressor().decompress(frame, max_output_size=raw_size)
     except zstandard.ZstdError:
         return None
     return raw if len(raw) == raw_size else None
@@ -1535,7 +1560,7 @@ def _sealed_raw_size(fd: int, size: int) -> int:
 def _read_block_bytes(block: bytes) -> bytes | None:
     _magic, frame_size, raw_size = _BLOCK.unpack_from(block)
     try:
-        raw = zstandard.ZstdDecompressor().decompress(
+        raw = _decompressor().decompress(
             block[_BLOCK.size : _BLOCK.size + frame_size], max_output_size=raw_size
         )
     except zstandard.ZstdError:

@@ -58,6 +58,10 @@ def safe_error_text(text: str, limit: int = 500) -> str:
     """
     redacted = redact_text(text)
     budget = max(limit, 0)
+    if len(redacted) <= budget and redacted.isascii() and redacted.isprintable():
+        # every character is 0x20-0x7E (none escaped, one byte each) and all of it fits:
+        # the loop below would return it unchanged (a reused lane's warnings, issue 29)
+        return redacted
     pieces: list[str] = []
     used = 0
     cut_at: int | None = None  # length of `pieces` where `…` still fits

@@ -529,6 +529,36 @@ def test_safe_error_text_bounds_on_character_boundaries(
     assert_safe(out, limit)
 
 
+def _escaped_and_cut(text: str, limit: int) -> str:
+    """The character loop of `safe_error_text` after redaction, as it was before its
+    printable-ASCII shortcut (issue 29): the oracle the shortcut must agree with."""
+    from runjournal.domain.redaction.error_text import _escape_char, _needs_escape
+
+    pieces: list[str] = []
+    used, cut_at = 0, None
+    for ch in text:
+        piece = _escape_char(ch) if _needs_escape(ch) else ch
+        size = len(piece.encode("utf-8"))
+        if used + 3 <= limit:
+            cut_at = len(pieces)
+        if used + size > limit:
+            return "" if cut_at is None else "".join(pieces[:cut_at]) + "\u2026"
+        pieces.append(piece)
+        used += size
+    return "".join(pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2070), max_size=40)
+    | st.text(alphabet=st.characters(min_codepoint=0x1F, max_codepoint=0x80), max_size=40),
+    limit=st.integers(min_value=0, max_value=45),
+)
+def test_safe_error_text_shortcut_agrees_with_the_character_loop(text: str, limit: int) -> None:
+    # printable ASCII that fits is returned as it is; anything else goes through the loop
+    assert safe_error_text(text, limit) == _escaped_and_cut(redact_text(text), limit)
+
+
 def test_safe_error_text_default_limit() -> None:
     out = safe_error_text("x" * 10_000)
     assert len(out.encode()) == 500
@@ -1096,3 +1126,51 @@ def test_import_compiles_no_regex_and_loads_no_heavy_module() -> None:
     ).stdout.split("\n")
     assert out[0] == "0 []"
     assert out[1] == "True"
+
+
+def _bare_aws_spans_scanned(text: str) -> list[tuple[int, int]]:
+    """`_bare_aws_secret_spans` without its first scan for a 40-character base64 run
+    (issue 29): the oracle the shortcut must agree with."""
+    from runjournal.domain.redaction.finders import (
+        _BASE64_BACK,
+        _BASE64_FORWARD,
+        _BASE64_SPECIAL,
+        looks_like_bare_aws_secret,
+    )
+    from runjournal.domain.redaction.views import View
+
+    view = View(text)
+    n, pos, found = len(text), 0, []
+    while (special := _BASE64_SPECIAL().search(text, pos)) is not None:
+        at = special.start()
+        start = n - _BASE64_BACK().match(view.reversed_lowered, n - 1 - at).end()
+        end = _BASE64_FORWARD().match(text, at).end()
+        pos = max(end, at + 1)
+        padded = end < n and text[end] == "="
+        if not padded and looks_like_bare_aws_secret(text[start:end]):
+            found.append((start, end))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.one_of(
+            st.text(alphabet="aB3/+=z9 \n\u212a\u0130.:-", max_size=50),
+            st.text(alphabet=_ALNUM + "/+", min_size=38, max_size=42),
+        ),
+        max_size=4,
+    )
+)
+def test_bare_aws_key_shortcut_agrees_with_the_scan(pieces: list[str]) -> None:
+    from runjournal.domain.redaction.finders import _bare_aws_secret_spans
+    from runjournal.domain.redaction.views import View
+
+    text = "".join(pieces)
+    assert list(_bare_aws_secret_spans(View(text))) == _bare_aws_spans_scanned(text)
+
+
+def test_bare_aws_key_is_still_found_in_a_warning() -> None:
+    key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    out = safe_error_text(f"docs/d000001.md: 3 term(s) dropped near {key} (kept)")
+    assert key not in out and "[REDACTED:" in out

@@ -20,6 +20,7 @@ from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.packed_store import PackedStore
 from runjournal.domain.decisions import CheckpointState, Stage, StageDigests
 from runjournal.domain.identity import LaneComponents, step_identity
+from runjournal.domain.llm import LLMUsage
 from runjournal.domain.ports import CheckpointKey, CheckpointRecord, StoreScope
 
 DIRS = ["ws/p/steps/a/scope/extract", "ws/p/steps/a/scope/" + "ab" * 32, "ws/p/steps/b"]
@@ -73,7 +74,13 @@ SCOPE = StoreScope(step_identity(COMPONENTS), DEPS, LIDS[0])
 CHUNKS = [hashlib.sha256(bytes([i, 1])).hexdigest() for i in range(6)]
 
 
-def _record(chunk: str, lid: str, warnings: list[str], size: int) -> CheckpointRecord:
+USAGES = [None, LLMUsage(calls=1, attempts=1, prompt_tokens=90, completion_tokens=3)]
+USAGES.append(LLMUsage(calls=1, attempts=2, prompt_tokens=70_000, completion_tokens=1, cost=0.5))
+
+
+def _record(
+    chunk: str, lid: str, warnings: list[str], size: int, usage: LLMUsage | None = None
+) -> CheckpointRecord:
     payload = (chunk.encode() * (size // 64 + 1))[:size]
     return CheckpointRecord(
         codec_id="c",
@@ -82,6 +89,7 @@ def _record(chunk: str, lid: str, warnings: list[str], size: int) -> CheckpointR
         output_sha256=hashlib.sha256(payload).hexdigest(),
         payload=payload,
         warnings=warnings,
+        usage=usage,
     )
 
 
@@ -90,7 +98,14 @@ def _record(chunk: str, lid: str, warnings: list[str], size: int) -> CheckpointR
 )
 @given(
     records=st.lists(
-        st.tuples(st.sampled_from(LIDS), st.sampled_from([[], ["w"]]), st.sampled_from([9, 3000])),
+        st.tuples(
+            st.sampled_from(LIDS),
+            st.sampled_from([[], ["w"], ["a longer warning"]]),
+            st.sampled_from([9, 3000]),
+            # an LLM extract's usage: a tail of its own size (issue 29: such extracts
+            # repeat the first's header too, but for their header size and tail)
+            st.sampled_from(USAGES),
+        ),
         min_size=len(CHUNKS),
         max_size=len(CHUNKS),
     ),
@@ -109,8 +124,8 @@ def test_load_lane_gives_what_load_gives(tmp_path_factory, records, damage, at, 
             workspace = Workspace(root, "p", packed=store)
             recorder = CheckpointRecorder(workspace)
             keys = [CheckpointKey("s", "docs/a.md", Stage.EXTRACT, c, SCOPE) for c in CHUNKS]
-            for key, (lid, warnings, size) in zip(keys, records, strict=True):
-                recorder.write(key, _record(key.chunk, lid, warnings, size))
+            for key, (lid, warnings, size, usage) in zip(keys, records, strict=True):
+                recorder.write(key, _record(key.chunk, lid, warnings, size, usage))
             if damage is not None:
                 how, i = damage
                 name = Workspace.checkpoint_name(keys[i])
@@ -130,3 +145,59 @@ def test_load_lane_gives_what_load_gives(tmp_path_factory, records, damage, at, 
                 assert got is None
         finally:
             store.close()
+
+
+def test_llm_extracts_repeat_the_first_header_and_a_damaged_tail_is_still_found(
+    tmp_path, monkeypatch
+) -> None:
+    """Extracts with a tail (an LLM extract's usage) are checked against the lane's first
+    by their own trailing digest, without a full open (issue 29); a byte flipped in one's
+    tail (its digest no longer holds) makes the lane walk."""
+    from runjournal.adapters.checkpoints import EnvelopeCodec
+
+    with FsRoot.open(tmp_path / "cache", create=True) as root:
+        store = PackedStore(root)
+        try:
+            workspace = Workspace(root, "p", packed=store)
+            recorder = CheckpointRecorder(workspace)
+            keys = [CheckpointKey("s", "docs/a.md", Stage.EXTRACT, c, SCOPE) for c in CHUNKS]
+            for i, key in enumerate(keys):
+                usage = LLMUsage(calls=1, attempts=1, prompt_tokens=10**i, completion_tokens=i)
+                recorder.write(key, _record(key.chunk, LIDS[0], ["w"] * (i % 2), 300, usage))
+            opened = []
+            real_open = EnvelopeCodec.open
+
+            def counting(self, *args, **kwargs):
+                opened.append(1)
+                return real_open(self, *args, **kwargs)
+
+            monkeypatch.setattr(EnvelopeCodec, "open", counting)
+            codecs, payloads = ["c"] * len(keys), [False] * len(keys)
+            got = CheckpointLoader(workspace).load_lane(keys, codecs, payloads)
+            assert len(opened) == 1
+            loaded = [CheckpointLoader(workspace).load(k, "c", payload=False) for k in keys]
+            assert got == [x.record for x in loaded]
+            assert [r.usage.prompt_tokens for r in got] == [10**i for i in range(len(keys))]
+            name = Workspace.checkpoint_name(keys[3])
+            data = bytearray(store.get(name) or b"")
+            data[data.index(b"w", 147)] ^= 0x01  # in the tail (after the fixed 147 bytes)
+            store.put(name, bytes(data))
+            assert CheckpointLoader(workspace).load_lane(keys, codecs, payloads) is None
+            assert CheckpointLoader(workspace).load(keys[3], "c").state is CheckpointState.CORRUPT
+        finally:
+            store.close()
+
+
+def test_one_decompressor_per_thread_reads_blocks_after_a_damaged_one() -> None:
+    """Sealed blocks share this thread's zstd decompressor (issue 29): a frame that
+    does not decompress leaves it fit for the next block."""
+    import zstandard
+    from runjournal.adapters.packed_store import _BLOCK, _MAGIC_BLOCK, _read_block_bytes
+
+    raw = b"records " * 4000
+    frame = zstandard.ZstdCompressor(level=3).compress(raw)
+    good = _BLOCK.pack(_MAGIC_BLOCK, len(frame), len(raw)) + frame
+    assert _read_block_bytes(good) == raw
+    half = _BLOCK.pack(_MAGIC_BLOCK, len(frame) // 2, len(raw)) + frame[: len(frame) // 2]
+    assert _read_block_bytes(half) is None
+    assert _read_block_bytes(good) == raw
