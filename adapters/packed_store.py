@@ -654,11 +654,13 @@ class PackedStore:
         return sorted(out)
 
     def entries(self, prefix: str = "") -> Iterator[PackedEntry]:
-        """Every indexed entry under `prefix` with its size and write time (for `gc`)."""
+        """Every indexed entry under `prefix` with its size and write time (for `gc`), in
+        no order, read from the index as they are consumed (sorted, every name of the
+        store was held at once: docs/performance.md "gc, audit and explain at scale")."""
         db = self._reader()
         if db is None:
             return
-        for name, length, written in sorted(self._under(db, prefix)):
+        for name, length, written in self._under(db, prefix):
             yield PackedEntry(name, length, written)
 
     # ------------------------------------------------------------------ writing
