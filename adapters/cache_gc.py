@@ -161,6 +161,7 @@ def _by_lane(keys: Iterable[CheckpointKey]) -> Iterator[CheckpointKey]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LOOKUP = 500  # names looked up in one query (SQLite allows 32,766 parameters)
 
 
 def _micros(when: datetime) -> int:
@@ -242,6 +243,8 @@ class RefIndex:
         lane_idx: dict[tuple[int, str], int] = {}
         plan_idx: dict[int, int] = {}
         keys: list[tuple[Any, ...]] = []
+        scopes: list[tuple[Any, ...]] = []
+        lanes: list[tuple[Any, ...]] = []
         top = base
         db.execute("BEGIN")
         try:
@@ -251,13 +254,11 @@ class RefIndex:
                     _, owner, step, lane, slot, chunk, scope_id = fact
                     keys.append((runs[owner], step, lane, slot, chunk, base + scope_id))
                     if len(keys) >= 4096:
-                        db.executemany("INSERT INTO ck VALUES (?, ?, ?, ?, ?, ?)", keys)
-                        keys.clear()
+                        self._flush(keys, scopes, lanes)
                 elif tag == SCOPE:
                     scope = fact[2]
                     top = max(top, base + fact[1] + 1)
-                    db.execute(
-                        "INSERT INTO scope VALUES (?, ?, ?, ?)",
+                    scopes.append(
                         (base + fact[1], scope.step_identity, scope.dependencies,
                          scope.lane_identity),
                     )  # fmt: skip
@@ -265,7 +266,7 @@ class RefIndex:
                     run = runs[fact[1]]
                     n = lane_idx.get((run, fact[2]), 0)
                     lane_idx[(run, fact[2])] = n + 1
-                    db.execute("INSERT INTO lanes VALUES (?, ?, ?, ?)", (run, fact[2], n, fact[3]))
+                    lanes.append((run, fact[2], n, fact[3]))
                 elif tag == PLAN:
                     run = runs[fact[1]]
                     n = plan_idx.get(run, 0)
@@ -296,8 +297,7 @@ class RefIndex:
                     restored.append((runs[fact[1]], *fact[2:]))
                 elif tag == BATCH:
                     batches.append((runs[fact[1]], fact[2]))
-            if keys:
-                db.executemany("INSERT INTO ck VALUES (?, ?, ?, ?, ?, ?)", keys)
+            self._flush(keys, scopes, lanes)
             db.execute("CREATE INDEX IF NOT EXISTS ck_lane ON ck (run, step, lane)")
             self._expand(journal)
             db.execute("COMMIT")
@@ -324,6 +324,14 @@ class RefIndex:
             self.restored.setdefault(lid, []).append((f"{WORKSPACES}/{pipeline}/{lane_dir}/", when))
         self.kept_runs += len(kept_ids)
         return len(kept_ids)
+
+    def _flush(self, *rows: list[tuple[Any, ...]]) -> None:
+        """Write the rows gathered for `ck`, `scope` and `lanes` (cleared)."""
+        for table, gathered in zip(("ck", "scope", "lanes"), rows, strict=True):
+            if gathered:
+                marks = ", ".join("?" * len(gathered[0]))
+                self._db.executemany(f"INSERT INTO {table} VALUES ({marks})", gathered)
+                gathered.clear()
 
     def _expand(self, journal: int) -> None:
         """The journal's lane summaries, then its block summaries, run by run in journal
@@ -441,15 +449,30 @@ class RefIndex:
         for table in ("ck", "lanes", "plans", "scope"):
             db.execute(f"DELETE FROM {table}")
 
+    def uses(self, names: list[str]) -> list[tuple[int | None, bool]]:
+        """`use` of each of `names` (a few hundred at a time: one query for them)."""
+        digests = [_digest(name) for name in names]
+        found: dict[bytes, tuple[int | None, int]] = {}
+        for at in range(0, len(digests), _LOOKUP):
+            part = digests[at : at + _LOOKUP]
+            marks = ", ".join("?" * len(part))
+            for digest, started, other in self._db.execute(
+                f"SELECT name, started, other FROM refs WHERE name IN ({marks})", part
+            ):
+                found[digest] = (started, other)
+        return [
+            self._restored(n, *found.get(d, (None, 0))) for n, d in zip(names, digests, strict=True)
+        ]
+
     def use(self, name: str) -> tuple[int | None, bool]:
         """(newest start in microseconds of an own kept run using `name`, or None; whether
         another journal's kept run uses it)."""
-        started, other = None, False
-        row = self._db.execute(
-            "SELECT started, other FROM refs WHERE name = ?", (_digest(name),)
-        ).fetchone()
-        if row is not None:
-            started, other = row[0], bool(row[1])
+        return self.uses([name])[0]
+
+    def _restored(self, name: str, started: int | None, other: int) -> tuple[int | None, bool]:
+        """`started` and `other` of `name`, with the normalize artifacts restored under
+        --recompute: any stored normalize of the lane identity may have been the one."""
+        other = bool(other)
         if self.restored and name.endswith(_NORMALIZE):
             lid = name[: -len(_NORMALIZE)].rpartition("/")[2]
             for lane_dir, when in self.restored.get(lid, ()):
@@ -542,8 +565,7 @@ def select(
     try:
         removed: list[CacheRemoval] = []
         total = 0
-        for entry in entries:
-            started, other = index.use(entry.name)
+        for entry, (started, other) in _looked_up(entries, index):
             why = _protected(entry, other, keep)
             if why is not None:
                 total += entry.size
@@ -612,6 +634,20 @@ def collect(
         size_after=before - sum(r.size for r in removed),
         protected=protected,
     )
+
+
+def _looked_up(
+    entries: Iterable[CacheEntry], index: RefIndex
+) -> Iterator[tuple[CacheEntry, tuple[int | None, bool]]]:
+    """Each entry with its `RefIndex.use`, looked up a few hundred at a time."""
+    part: list[CacheEntry] = []
+    for entry in entries:
+        part.append(entry)
+        if len(part) >= _LOOKUP:
+            yield from zip(part, index.uses([e.name for e in part]), strict=True)
+            part = []
+    if part:
+        yield from zip(part, index.uses([e.name for e in part]), strict=True)
 
 
 def _told(entry: CacheEntry, packed: list[str] | None, files: list[str] | None) -> None:
