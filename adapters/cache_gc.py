@@ -422,7 +422,7 @@ class RefIndex:
             " ELSE max(started, excluded.started) END,"
             " other = max(other, excluded.other)"
         )
-        pending = rows.fetchmany(4096)
+        pending = rows.fetchmany(1024)
         while pending:
             for pipeline, step, lane, slot, chunk, sid, deps, lid, started, other in pending:
                 key = CheckpointKey(
@@ -437,7 +437,7 @@ class RefIndex:
                     )
                 except ValueError:
                     continue
-            pending = rows.fetchmany(4096)
+            pending = rows.fetchmany(1024)
             # written between reads of the cursor: the rows read are another table's
             db.executemany(upsert, batch)
             batch.clear()
