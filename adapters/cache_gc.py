@@ -385,24 +385,7 @@ class RefIndex:
 
     def add_references(self, refs: Iterable[RunReferences], *, own: bool) -> None:
         """Runs whose references are already in memory (expanded, all kept)."""
-        facts: list[tuple[Any, ...]] = []
-        scope_ids: dict[StoreScope, int] = {}
-        for n, r in enumerate(refs):
-            owner = ("refs", n)
-            facts.append((RUN, owner, r.run_id, r.pipeline, r.started))
-            for key in r.checkpoints:
-                if key.scope is None:
-                    continue
-                scope_id = scope_ids.get(key.scope)
-                if scope_id is None:
-                    scope_id = scope_ids[key.scope] = len(scope_ids)
-                    facts.append((SCOPE, scope_id, key.scope))
-                slot = STAGE_SLOTS[Stage(key.stage)]
-                facts.append((KEY, owner, key.step, key.lane, slot, key.chunk, scope_id))
-            facts += [(PLAN, owner, plan) for plan in r.plans]
-            facts += [(RESTORED, owner, *restored) for restored in r.restored]
-            facts += [(BATCH, owner, batch) for batch in r.batches]
-        self.add_journal(facts, own=own)
+        self.add_journal(_facts_of(refs), own=own)
 
     def finish(self) -> None:
         """Name every checkpoint and plan the kept runs reference (`use` then answers)."""
@@ -634,6 +617,26 @@ def collect(
         size_after=before - sum(r.size for r in removed),
         protected=protected,
     )
+
+
+def _facts_of(refs: Iterable[RunReferences]) -> Iterator[tuple[Any, ...]]:
+    """`reference_facts` of runs whose references are in memory (already expanded)."""
+    scope_ids: dict[StoreScope, int] = {}
+    for n, r in enumerate(refs):
+        owner = ("refs", n)
+        yield (RUN, owner, r.run_id, r.pipeline, r.started)
+        for key in r.checkpoints:
+            if key.scope is None:
+                continue
+            scope_id = scope_ids.get(key.scope)
+            if scope_id is None:
+                scope_id = scope_ids[key.scope] = len(scope_ids)
+                yield (SCOPE, scope_id, key.scope)
+            slot = STAGE_SLOTS[Stage(key.stage)]
+            yield (KEY, owner, key.step, key.lane, slot, key.chunk, scope_id)
+        yield from ((PLAN, owner, plan) for plan in r.plans)
+        yield from ((RESTORED, owner, *restored) for restored in r.restored)
+        yield from ((BATCH, owner, batch) for batch in r.batches)
 
 
 def _looked_up(
