@@ -203,6 +203,8 @@ class RefIndex:
             CREATE TABLE plans (run INTEGER, idx INTEGER, key TEXT);
             CREATE TABLE summaries (run INTEGER, source TEXT, step TEXT, lane TEXT,
                 first INTEGER);
+            CREATE TABLE lane_use (run INTEGER, step TEXT, lane TEXT, user INTEGER);
+            CREATE INDEX lane_use_by ON lane_use (user, step, lane);
             CREATE TABLE blocks (run INTEGER, source TEXT, kind TEXT, step TEXT,
                 first INTEGER, units INTEGER);
             CREATE TABLE refs (name BLOB PRIMARY KEY, started INTEGER, other INTEGER)
@@ -374,12 +376,21 @@ class RefIndex:
                         (run, found, first, last),
                     )
                     continue
+                # the units' lanes, as uses of the source's rows (not copies of them: a
+                # row per decision per kept run); and what the source's own blocks
+                # made its lanes reference, as `with_summarized` reads the source
+                units = (found, step, first, last)
                 db.execute(
-                    "INSERT INTO ck SELECT ?, c.step, c.lane, c.slot, c.chunk, c.scope"
-                    " FROM lanes l JOIN ck c ON c.run = l.run AND c.step = l.step"
-                    " AND c.lane = l.lane"
+                    "INSERT INTO lane_use SELECT run, step, lane, ? FROM lanes"
+                    " WHERE run = ? AND step = ? AND idx BETWEEN ? AND ?",
+                    (run, *units),
+                )
+                db.execute(
+                    "INSERT INTO lane_use SELECT u.run, u.step, u.lane, ? FROM lanes l"
+                    " JOIN lane_use u ON u.user = l.run AND u.step = l.step"
+                    " AND u.lane = l.lane"
                     " WHERE l.run = ? AND l.step = ? AND l.idx BETWEEN ? AND ?",
-                    (run, found, step, first, last),
+                    (run, *units),
                 )
         db.execute("DELETE FROM blocks")
 
@@ -390,11 +401,24 @@ class RefIndex:
     def finish(self) -> None:
         """Name every checkpoint and plan the kept runs reference (`use` then answers)."""
         db = self._db
+        # each lane a kept run's block summaries use: one row per (lane, pipeline)
+        db.execute(
+            "CREATE TABLE lane_uses AS SELECT u.run, u.step, u.lane, r.pipeline,"
+            " MAX(CASE WHEN r.own THEN r.started END) AS started, MAX(NOT r.own) AS other"
+            " FROM lane_use u JOIN runs r ON r.id = u.user WHERE r.kept"
+            " GROUP BY u.run, u.step, u.lane, r.pipeline"
+        )
         rows = db.execute(
-            "SELECT r.pipeline, c.step, c.lane, c.slot, c.chunk, s.sid, s.deps, s.lid,"
-            " MAX(CASE WHEN r.own THEN r.started END), MAX(NOT r.own)"
-            " FROM ck c JOIN runs r ON r.id = c.run JOIN scope s ON s.id = c.scope"
-            " WHERE r.kept GROUP BY r.pipeline, c.step, c.lane, c.slot, c.chunk, c.scope"
+            "SELECT u.pipeline, c.step, c.lane, c.slot, c.chunk, s.sid, s.deps, s.lid,"
+            " MAX(u.started), MAX(u.other) FROM ("
+            " SELECT c.run, c.step, c.lane, r.pipeline,"
+            " CASE WHEN r.own THEN r.started END AS started, NOT r.own AS other"
+            " FROM ck c JOIN runs r ON r.id = c.run WHERE r.kept"
+            " GROUP BY c.run, c.step, c.lane"
+            " UNION ALL SELECT run, step, lane, pipeline, started, other FROM lane_uses"
+            " ) u JOIN ck c ON c.run = u.run AND c.step = u.step AND c.lane = u.lane"
+            " JOIN scope s ON s.id = c.scope"
+            " GROUP BY u.pipeline, c.step, c.lane, c.slot, c.chunk, c.scope"
             " ORDER BY c.step, c.lane"
         )
         batch: list[tuple[bytes, int | None, int]] = []
@@ -429,7 +453,7 @@ class RefIndex:
             " FROM plans p JOIN runs r ON r.id = p.run WHERE r.kept GROUP BY p.key"
         ).fetchall():
             db.execute(upsert, (_digest(f"{CHUNKPLANS}/{key[:2]}/{key}.plan"), started, other))
-        for table in ("ck", "lanes", "plans", "scope"):
+        for table in ("ck", "lanes", "plans", "scope", "lane_use", "lane_uses"):
             db.execute(f"DELETE FROM {table}")
 
     def uses(self, names: list[str]) -> list[tuple[int | None, bool]]:
