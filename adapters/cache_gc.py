@@ -207,6 +207,7 @@ class RefIndex:
             CREATE INDEX lane_use_by ON lane_use (user, step, lane);
             CREATE TABLE blocks (run INTEGER, source TEXT, kind TEXT, step TEXT,
                 first INTEGER, units INTEGER);
+            CREATE TABLE names (name BLOB, started INTEGER, other INTEGER);
             CREATE TABLE refs (name BLOB PRIMARY KEY, started INTEGER, other INTEGER)
                 WITHOUT ROWID;
             CREATE TABLE own (name TEXT, kind TEXT, size INTEGER, started INTEGER,
@@ -422,13 +423,9 @@ class RefIndex:
             " ORDER BY c.step, c.lane"
         )
         batch: list[tuple[bytes, int | None, int]] = []
-        upsert = (
-            "INSERT INTO refs VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-            " started = CASE WHEN started IS NULL THEN excluded.started"
-            " WHEN excluded.started IS NULL THEN started"
-            " ELSE max(started, excluded.started) END,"
-            " other = max(other, excluded.other)"
-        )
+        # appended unordered, then folded into `refs` in name order by one GROUP BY (an
+        # upsert per name into `refs` was a random insert each, through a small cache)
+        add = "INSERT INTO names VALUES (?, ?, ?)"
         pending = rows.fetchmany(1024)
         while pending:
             for pipeline, step, lane, slot, chunk, sid, deps, lid, started, other in pending:
@@ -446,14 +443,23 @@ class RefIndex:
                     continue
             pending = rows.fetchmany(1024)
             # written between reads of the cursor: the rows read are another table's
-            db.executemany(upsert, batch)
+            db.executemany(add, batch)
             batch.clear()
-        for key, started, other in db.execute(
+        plans = db.execute(
             "SELECT p.key, MAX(CASE WHEN r.own THEN r.started END), MAX(NOT r.own)"
             " FROM plans p JOIN runs r ON r.id = p.run WHERE r.kept GROUP BY p.key"
-        ).fetchall():
-            db.execute(upsert, (_digest(f"{CHUNKPLANS}/{key[:2]}/{key}.plan"), started, other))
-        for table in ("ck", "lanes", "plans", "scope", "lane_use", "lane_uses"):
+        ).fetchall()
+        db.executemany(
+            add,
+            [
+                (_digest(f"{CHUNKPLANS}/{k[:2]}/{k}.plan"), started, other)
+                for k, started, other in plans
+            ],
+        )
+        db.execute(
+            "INSERT INTO refs SELECT name, MAX(started), MAX(other) FROM names GROUP BY name"
+        )
+        for table in ("ck", "lanes", "plans", "scope", "lane_use", "lane_uses", "names"):
             db.execute(f"DELETE FROM {table}")
 
     def uses(self, names: list[str]) -> list[tuple[int | None, bool]]:
