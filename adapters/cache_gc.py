@@ -106,7 +106,9 @@ def scan(
             (WORKSPACES, ".ckpt", CacheEntryKind.CHECKPOINT),
             (CHUNKPLANS, ".plan", CacheEntryKind.CHUNK_PLAN),
         ):
-            for e in packed.entries(f"{base}/"):
+            # the bucket's store (s3_store) lists sorted only
+            listing = getattr(packed, "entries_unordered", packed.entries)
+            for e in listing(f"{base}/"):
                 if lanes is not None and base == WORKSPACES:
                     lanes.see(e.name)
                 if e.name.endswith(suffix):
