@@ -665,11 +665,17 @@ class PackedStore:
         return sorted(out)
 
     def entries(self, prefix: str = "") -> Iterator[PackedEntry]:
-        """Every indexed entry under `prefix` with its size and write time (for `gc`)."""
+        """Every indexed entry under `prefix` with its size and write time, sorted."""
+        yield from sorted(self.entries_unordered(prefix), key=lambda e: e.name)
+
+    def entries_unordered(self, prefix: str = "") -> Iterator[PackedEntry]:
+        """`entries` in no order, read from the index as they are consumed (for `gc`:
+        sorted, every name of the store was held at once, docs/performance.md "gc, audit
+        and explain at scale")."""
         db = self._reader()
         if db is None:
             return
-        for name, length, written in sorted(self._under(db, prefix)):
+        for name, length, written in self._under(db, prefix):
             yield PackedEntry(name, length, written)
 
     # ------------------------------------------------------------------ writing

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventsourcing.utils import get_topic
+from runjournal.adapters.cache_gc import RefIndex
 from runjournal.adapters.cache_registry import Registry, journal_host, this_host
 from runjournal.adapters.journal import (
     JournalError,
@@ -21,19 +22,14 @@ from runjournal.adapters.journal import (
     JournalStore,
     open_existing_journal,
 )
-from runjournal.domain.cache_refs import (
-    REFERENCE_EVENTS,
-    RunReferences,
-    references,
-    with_summarized,
-)
+from runjournal.domain.cache_refs import REFERENCE_EVENTS, reference_facts
 
 
 @dataclass
 class OtherJournals:
     """What the registered journals other than this gc's own keep."""
 
-    refs: list[RunReferences] = field(default_factory=list)
+    runs: int = 0  # their kept runs (their references are in the index)
     pinned: set[str] = field(default_factory=set)  # pipelines of journals not read
     rows: list[dict[str, Any]] = field(default_factory=list)  # `journals` of `gc --json`
     forget: list[str] = field(default_factory=list)  # registry entries to drop
@@ -43,18 +39,21 @@ class OtherJournals:
         return bool(self.pinned)
 
 
-def run_references(store: JournalStore, dropped: Collection[str] = ()) -> list[RunReferences]:
-    """The references of every run in `store` but the `dropped` ones (JournalError)."""
+def index_references(
+    store: JournalStore, index: RefIndex, *, own: bool, dropped: Collection[str] = ()
+) -> int:
+    """Add what every run in `store` but the `dropped` ones references to `index`, read
+    as the journal streams (JournalError); the runs kept."""
     topics = [get_topic(cls) for cls in REFERENCE_EVENTS]
-    runs = references(event for _, event in store.notifications(0, topics))
-    with_summarized(runs.values())
-    return [refs for refs in runs.values() if refs.run_id not in dropped]
+    facts = reference_facts(event for _, event in store.notifications(0, topics))
+    return index.add_journal(facts, own=own, dropped=dropped)
 
 
 def read_others(
-    registry: Registry, own: str, *, forget_missing: bool, timeout: float
+    registry: Registry, own: str, index: RefIndex, *, forget_missing: bool, timeout: float
 ) -> OtherJournals:
-    """Read each registered journal but `own` (an identity); one row per journal."""
+    """Read each registered journal but `own` (an identity) into `index`; one row per
+    journal."""
     out = OtherJournals()
     for (identity, host), names in registry.journals().items():
         pipelines = sorted({registry.entries[name].pipeline for name in names})
@@ -72,7 +71,7 @@ def read_others(
         try:
             store = open_existing_journal(identity, timeout=timeout)
             try:
-                refs = run_references(store)
+                runs = index_references(store, index, own=False)
             finally:
                 store.close()
         except JournalMissing as exc:
@@ -84,8 +83,8 @@ def read_others(
         except (JournalError, OSError) as exc:
             row.update(status="unreadable", error=str(exc))
         else:
-            row.update(status="read", runs=len(refs))
-            out.refs.extend(refs)
+            row.update(status="read", runs=runs)
+            out.runs += runs
             continue
         out.pinned.update(pipelines)
     return out

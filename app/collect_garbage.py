@@ -24,16 +24,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runjournal.adapters.cache_gc import BATCHES, Retention, collect, collect_batches, compact
+from runjournal.adapters.cache_gc import (
+    BATCHES,
+    RefIndex,
+    Retention,
+    collect,
+    collect_batches,
+    compact,
+)
 from runjournal.adapters.cache_lock import CacheLock, CacheLockBusy
 from runjournal.adapters.cache_registry import forget, journal_identity, read_registry
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsNotFound
 from runjournal.adapters.journal import JournalError, JournalStore
 from runjournal.adapters.s3_store import prepare_remote_cache
-from runjournal.app.cache_journals import read_others, run_references
+from runjournal.app.cache_journals import index_references, read_others
 from runjournal.app.errors import RunFailedError, UsageError
 from runjournal.app.journals import MaintenancePorts, existing_journal
-from runjournal.domain.cache_refs import RunReferences, collected, collection_id
+from runjournal.domain.cache_refs import collected, collection_id
 from runjournal.domain.events import RunStatus
 from runjournal.domain.names import is_valid_run_id, recorded_run_parent
 
@@ -243,10 +250,11 @@ def cycles_paused() -> Iterator[None]:
             gc.enable()
 
 
-def kept_references(store: JournalStore, dropped: set[str]) -> list[RunReferences]:
-    """The references of every run in the journal but the `dropped` ones."""
+def kept_references(store: JournalStore, index: RefIndex, dropped: set[str]) -> int:
+    """Add the references of every run in the journal but the `dropped` ones to `index`
+    (on disk: docs/performance.md "gc, audit and explain at scale"); the runs kept."""
     try:
-        return run_references(store, dropped)
+        return index_references(store, index, own=True, dropped=dropped)
     except JournalError as exc:
         raise RunFailedError(str(exc)) from None
 
@@ -306,27 +314,29 @@ def collect_cache(
                 name, why = next(iter(sorted(registry.unreadable.items())))
                 doc["skipped"] = f"cannot read the journal registry entry {name}: {why}"
                 return doc
-            kept = kept_references(store, dropped)
+            index = stack.enter_context(RefIndex())
+            kept_references(store, index, dropped)
             others = read_others(
                 registry,
                 journal_identity(config.journal),
+                index,
                 forget_missing=forget_missing,
                 timeout=config.journal_timeout,
             )
+            index.finish()
             doc["journals"] = others.rows
             if others.forget and not dry_run:
                 forget(root, others.forget)
             keep = Retention(
-                others=others.refs,
                 pinned=frozenset(others.pinned),
                 keep_plans=others.unread,
                 epoch_ns=registry.epoch_ns,
                 include_unregistered=include_unregistered,
             )
-            result = collect(root, kept, max_size, dry_run=dry_run, keep=keep)
+            result = collect(root, index, max_size, dry_run=dry_run, keep=keep)
             batches = collect_batches(
                 os.path.join(config.cache_root, BATCHES),
-                [*kept, *others.refs],
+                index.batches,
                 keep_all=bool(others.unread),
                 dry_run=dry_run,
             )
@@ -345,7 +355,7 @@ def collect_cache(
         freed=result.freed,
         size_before=result.size_before,
         size_after=result.size_after,
-        kept_runs=len(kept) + len(others.refs),
+        kept_runs=index.kept_runs,
         kept=dict(sorted(result.protected.items())),
         packed=_compaction(compaction),
         batches={"removed": batches.removed, "kept": batches.kept},
@@ -361,7 +371,7 @@ def collect_cache(
             freed=result.freed,
             size_before=result.size_before,
             size_after=result.size_after,
-            kept_runs=len(kept) + len(others.refs),
+            kept_runs=index.kept_runs,
             max_size=max_size,
         )
         try:

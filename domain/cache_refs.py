@@ -9,7 +9,8 @@ provider batches its LLM requests went through (their records under `llm/batches
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 from uuid import UUID, uuid5
 
 import msgspec
@@ -75,61 +76,121 @@ class RunReferences(msgspec.Struct, kw_only=True):
     plan_order: list[str] = msgspec.field(default_factory=list)
 
 
-def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
-    """Each run's references, by aggregate id, from its events in order (any interleaving
-    of runs; events of a run without its `RunAllocated` are ignored)."""
-    runs: dict[UUID, RunReferences] = {}
-    scopes: dict[tuple[UUID, str, str], dict[Stage, StoreScope]] = {}
-    # runs of one pipeline reference mostly the same checkpoints: every run's set holds
-    # the one key object (memory grows with the distinct keys, not with runs x keys)
-    canonical: dict[CheckpointKey, CheckpointKey] = {}
-    names: dict[str, str] = {}  # a lane's keys share its step and lane strings (each
-    shared = names.setdefault  # decoded event has its own copy)
+# Each stage's slot in a lane's block of scope ids (`reference_facts`): a lane's scopes get
+# ids `first + STAGE_SLOTS[stage]`, so a lane is held as one id, not a dict of scopes.
+STAGE_SLOTS: dict[Stage, int] = {stage: i for i, stage in enumerate(Stage)}
+STAGES_BY_SLOT: tuple[Stage, ...] = tuple(Stage)
+
+# What `reference_facts` yields, a tuple starting with one of these tags (docs/performance.md
+# "gc, audit and explain at scale": gc keeps them on disk, not as sets of keys):
+#   (RUN, owner, run_id, pipeline, started)
+#   (SCOPE, scope_id, StoreScope)                     a lane's stage scope, once
+#   (KEY, owner, step, lane, stage slot, chunk, scope_id)   a checkpoint it references
+#   (RESTORED, owner, step, lane, lane identity)      a normalize restored (--recompute)
+#   (PLAN, owner, plan key)                           in journal order (a block's units)
+#   (LANE, owner, step, lane)                         in journal order (a block's units)
+#   (SUMMARY, owner, source run, step, lane, first scope id)   a lane reuse summary
+#   (BLOCK, owner, source run, kind, step, first, units)       a block summary
+#   (BATCH, owner, request set)
+RUN, SCOPE, KEY, RESTORED, PLAN, LANE, SUMMARY, BLOCK, BATCH = range(9)
+
+
+def reference_facts(events: Iterable[RunEvent]) -> Iterator[tuple[Any, ...]]:
+    """What each run references, as facts in journal order (any interleaving of runs;
+    events of a run without its `RunAllocated` are ignored). Holds one entry per lane
+    (its first scope id and lane identity) and nothing per checkpoint: the caller keeps
+    the facts (`references` in memory, gc on disk)."""
+    known: set[UUID] = set()
+    lanes: dict[tuple[UUID, str, str], tuple[int, str]] = {}
+    next_scope = 0
+    names: dict[str, str] = {}  # one copy of each step and lane string
+    shared = names.setdefault
+    slots = STAGE_SLOTS
     for event in events:
         owner = event.originator_id
         if isinstance(event, RunAllocated):
-            runs[owner] = RunReferences(
-                run_id=event.run_id, pipeline=event.pipeline, started=event.timestamp
-            )
+            known.add(owner)
+            yield (RUN, owner, event.run_id, event.pipeline, event.timestamp)
             continue
-        refs = runs.get(owner)
-        if refs is None:
+        if owner not in known:
             continue
         if isinstance(event, LaneResolved):
             own = [dependencies_digest(event.stage_dependencies(stage)) for stage in Stage]
-            scopes[(owner, event.step, event.lane)] = stage_scopes(
-                event.components, own, event.lane_identity
-            )
+            first = next_scope
+            next_scope += len(slots)
+            for stage, scope in stage_scopes(event.components, own, event.lane_identity).items():
+                yield (SCOPE, first + slots[stage], scope)
             step = shared(event.step, event.step)
-            refs.lane_order.setdefault(step, []).append(shared(event.lane, event.lane))
+            lane = shared(event.lane, event.lane)
+            lanes[(owner, step, lane)] = (first, event.lane_identity)
+            yield (LANE, owner, step, lane)
         elif isinstance(event, ChunkPlanResolved):
-            refs.plans.add(event.plan_key)
-            refs.plan_order.append(event.plan_key)
+            yield (PLAN, owner, event.plan_key)
         elif isinstance(event, EventsReused):
             if event.kind in (BlockKind.LANES, BlockKind.PLANS):
-                refs.blocks.append(
-                    (event.source_run, event.kind, event.step, event.first, event.units)
-                )
+                yield (BLOCK, owner, event.source_run, event.kind, event.step, event.first,
+                       event.units)  # fmt: skip
         elif isinstance(event, LLMBatchSubmitted):
-            refs.batches.add(event.request_set)
+            yield (BATCH, owner, event.request_set)
         elif isinstance(event, LaneReused):
-            lane_scopes = scopes.get((owner, event.step, event.lane))
-            if lane_scopes is not None:
-                refs.summarized.append(((event.source_run, event.step, event.lane), lane_scopes))
+            found = lanes.get((owner, event.step, event.lane))
+            if found is not None:
+                yield (SUMMARY, owner, event.source_run, event.step, event.lane, found[0])
         elif isinstance(event, StageDecided | CheckpointWritten):
-            lane_scopes = scopes.get((owner, event.step, event.lane))
-            if lane_scopes is None:
+            found = lanes.get((owner, event.step, event.lane))
+            if found is None:
                 continue
-            scope = lane_scopes[event.stage]
             if isinstance(event, StageDecided):
                 if event.code is ReasonCode.PREDECESSOR_REUSED:
-                    refs.restored.add((event.step, event.lane, scope.lane_identity))
+                    yield (RESTORED, owner, event.step, event.lane, found[1])
                     continue
                 if event.code not in REUSE_CODES:
                     continue
             step, lane = shared(event.step, event.step), shared(event.lane, event.lane)
-            key = _key(step, lane, event.stage, event.chunk, scope)
-            refs.checkpoints.add(canonical.setdefault(key, key))
+            slot = slots[event.stage]
+            yield (KEY, owner, step, lane, slot, event.chunk, found[0] + slot)
+
+
+def references(events: Iterable[RunEvent]) -> dict[UUID, RunReferences]:
+    """Each run's references, by aggregate id, from its events in order (any interleaving
+    of runs; events of a run without its `RunAllocated` are ignored): `reference_facts`
+    held in memory (for a few runs; gc keeps them on disk)."""
+    runs: dict[UUID, RunReferences] = {}
+    scopes: dict[int, StoreScope] = {}
+    # runs of one pipeline reference mostly the same checkpoints: every run's set holds
+    # the one key object (memory grows with the distinct keys, not with runs x keys)
+    canonical: dict[CheckpointKey, CheckpointKey] = {}
+    for fact in reference_facts(events):
+        tag = fact[0]
+        if tag == RUN:
+            _, owner, run_id, pipeline, started = fact
+            runs[owner] = RunReferences(run_id=run_id, pipeline=pipeline, started=started)
+        elif tag == SCOPE:
+            scopes[fact[1]] = fact[2]
+        elif tag == KEY:
+            _, owner, step, lane, slot, chunk, scope_id = fact
+            key = _key(step, lane, STAGES_BY_SLOT[slot], chunk, scopes[scope_id])
+            runs[owner].checkpoints.add(canonical.setdefault(key, key))
+        elif tag == LANE:
+            _, owner, step, lane = fact
+            runs[owner].lane_order.setdefault(step, []).append(lane)
+        elif tag == PLAN:
+            runs[fact[1]].plans.add(fact[2])
+            runs[fact[1]].plan_order.append(fact[2])
+        elif tag == RESTORED:
+            runs[fact[1]].restored.add(fact[2:])
+        elif tag == BATCH:
+            runs[fact[1]].batches.add(fact[2])
+        elif tag == BLOCK:
+            runs[fact[1]].blocks.append(fact[2:])
+        elif tag == SUMMARY:
+            _, owner, source, step, lane, first = fact
+            lane_scopes = {
+                stage: scopes[first + slot]
+                for stage, slot in STAGE_SLOTS.items()
+                if first + slot in scopes
+            }
+            runs[owner].summarized.append(((source, step, lane), lane_scopes))
     return runs
 
 

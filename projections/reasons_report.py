@@ -7,6 +7,7 @@ whose stage never started are counted apart in `not_started`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -40,8 +41,9 @@ class ReasonReportProjection:
     def __init__(self, step: str | None = None) -> None:
         self.only_step = step
         self.run_id = ""
-        # step -> lane -> compact decisions (`decision_view`), in journal order.
-        self.steps: dict[str, dict[str, list[list[Any]]]] = {}
+        # step -> lane -> its decisions, compact (`_Decisions`), in journal order.
+        self.steps: dict[str, dict[str, _Decisions]] = {}
+        self._shapes = _Shapes()
         self.failures: list[dict[str, str]] = []
         # waits for another run's stage lease (docs/operations.md "Concurrent runs")
         self.lease_waits: list[dict[str, str | None]] = []
@@ -102,26 +104,43 @@ class ReasonReportProjection:
     def _stage(self, event: StageDecided | StageExecuted | StageFailed) -> None:
         """A decision is listed at once; its outcome is settled by its stage's execution.
 
-        Held compact (one short list of shared strings per decision, docs/performance.md
-        "Reading commands on a large run"); `decision_view` gives its document form."""
-        decision: list[Any] | None = None
+        Held compact: a shape id and a chunk id's bytes per decision (`_Decisions`,
+        docs/performance.md "gc, audit and explain at scale"); `decision_view` gives its
+        document form."""
+        token: tuple[_Decisions, int] | None = None
         if isinstance(event, StageDecided):
             lanes = self.steps.setdefault(self._name(event.step), {})
             outcome = immediate(event)
-            decision = [
+            shape = (
                 event.stage.value,
-                event.chunk or None,
                 event.code.value,
                 event.category.value,
                 event.detail,
                 tuple(sorted(event.recorded)) if event.recorded else (),
                 (outcome or Outcome.NOT_STARTED).value,
                 event.cause.value if event.cause else None,
-            ]
-            lanes.setdefault(self._name(event.lane), []).append(decision)
-        settled = self._pending.apply(event, decision)
-        if settled is not None and isinstance(settled[0], list):
-            settled[0][_OUTCOME] = settled[1].value
+            )
+            decisions = lanes.get(event.lane)
+            if decisions is None:
+                decisions = lanes[self._name(event.lane)] = _Decisions()
+            token = (decisions, decisions.add(self._shapes.id_of(shape), event.chunk or None))
+        settled = self._pending.apply(event, token)
+        if settled is not None and isinstance(settled[0], tuple):
+            self._set_outcome(settled[0], settled[1].value)
+
+    def _set_outcome(self, token: tuple[_Decisions, int], outcome: str) -> None:
+        decisions, at = token
+        shape = self._shapes.shape(decisions.shapes[at])
+        decisions.shapes[at] = self._shapes.id_of(
+            (*shape[:_S_OUTCOME], outcome, *shape[_S_OUTCOME + 1 :])
+        )
+
+    def _decision(self, decisions: _Decisions, at: int) -> list[Any]:
+        """One decision as `decision_view` takes it."""
+        stage, code, category, detail, differs, outcome, cause = self._shapes.shape(
+            decisions.shapes[at]
+        )
+        return [stage, decisions.chunk(at), code, category, detail, differs, outcome, cause]
 
     def _settle_twins(self) -> None:
         """In a run that succeeded, mark the pending twins of a stage that ran as
@@ -130,19 +149,24 @@ class ReasonReportProjection:
         if self.status != "succeeded":
             return
         for token in self._pending.deduplicated():
-            if isinstance(token, list) and token[_OUTCOME] == Outcome.NOT_STARTED:
-                token[_OUTCOME] = Outcome.DEDUPLICATED.value
+            if not isinstance(token, tuple):
+                continue
+            decisions, at = token
+            if self._shapes.shape(decisions.shapes[at])[_S_OUTCOME] == Outcome.NOT_STARTED:
+                self._set_outcome(token, Outcome.DEDUPLICATED.value)
 
     def _counts(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
         self._settle_twins()
         totals: dict[str, int] = {}
         not_started: dict[str, int] = {}
         outcomes: dict[str, int] = {}
+        shapes = self._shapes.shape
         for lanes in self.steps.values():
             for decisions in lanes.values():
-                for d in decisions:
-                    code, outcome = d[_CODE], d[_OUTCOME]
-                    if d[_CATEGORY] != Category.FAILURE:  # a failed stage counts once
+                for shape_id in decisions.shapes:
+                    d = shapes(shape_id)
+                    code, outcome = d[_S_CODE], d[_S_OUTCOME]
+                    if d[_S_CATEGORY] != Category.FAILURE:  # a failed stage counts once
                         outcomes[outcome] = outcomes.get(outcome, 0) + 1
                     # a deduplicated twin is counted as the manifest counts it (its
                     # `not_started`), so `totals` stays the manifest's `decisions`; only
@@ -153,16 +177,17 @@ class ReasonReportProjection:
                         totals[code] = totals.get(code, 0) + 1
         return totals, not_started, outcomes
 
-    def _lane_view(self, lane: str, decisions: list[list[Any]]) -> dict[str, Any]:
+    def _lane_view(self, lane: str, decisions: _Decisions) -> dict[str, Any]:
         by_stage: dict[str, dict[str, int]] = {}
-        for d in decisions:
+        listed = [self._decision(decisions, at) for at in range(len(decisions.shapes))]
+        for d in listed:
             if d[_OUTCOME] not in _UNRUN:
                 codes = by_stage.setdefault(d[_STAGE], {})
                 codes[d[_CODE]] = codes.get(d[_CODE], 0) + 1
         return {
             "lane": lane,
             "stages": by_stage,
-            "decisions": [decision_view(d) for d in decisions],
+            "decisions": [decision_view(d) for d in listed],
         }
 
     def head(self) -> dict[str, Any]:
@@ -202,6 +227,67 @@ class ReasonReportProjection:
 
 
 _STAGE, _CHUNK, _CODE, _CATEGORY, _DETAIL, _DIFFERS, _OUTCOME, _CAUSE = range(8)
+# a shape (`_Shapes`) is a decision without its chunk id
+_S_CODE, _S_CATEGORY, _S_OUTCOME = 1, 2, 5
+_NO_CHUNK = bytes(32)
+
+
+class _Shapes:
+    """Each distinct decision without its chunk id (stage, code, category, detail,
+    differs, outcome, cause) once, by a small id: a run's decisions have few of them."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._shapes: list[tuple[Any, ...]] = []
+
+    def id_of(self, shape: tuple[Any, ...]) -> int:
+        found = self._ids.get(shape)
+        if found is None:
+            found = self._ids[shape] = len(self._shapes)
+            self._shapes.append(shape)
+        return found
+
+    def shape(self, shape_id: int) -> tuple[Any, ...]:
+        return self._shapes[shape_id]
+
+
+class _Decisions:
+    """One lane's decisions in journal order: a shape id each, and its chunk id as 32
+    bytes (a 64-hex id; another chunk id, or none, beside them by position). About 36
+    bytes a decision where a list of its fields and its chunk id's string took about 230
+    (docs/performance.md "gc, audit and explain at scale")."""
+
+    __slots__ = ("chunks", "odd", "shapes")
+
+    def __init__(self) -> None:
+        self.shapes = array("I")
+        self.chunks = bytearray()
+        self.odd: dict[int, str | None] | None = None  # position -> chunk not as bytes
+
+    def add(self, shape_id: int, chunk: str | None) -> int:
+        at = len(self.shapes)
+        self.shapes.append(shape_id)
+        raw = None
+        if chunk is not None and len(chunk) == 64:
+            try:
+                raw = bytes.fromhex(chunk)
+            except ValueError:
+                raw = None
+            if raw is not None and raw.hex() != chunk:
+                raw = None
+        if raw is None:
+            self.chunks += _NO_CHUNK
+            if self.odd is None:
+                self.odd = {}
+            self.odd[at] = chunk
+        else:
+            self.chunks += raw
+        return at
+
+    def chunk(self, at: int) -> str | None:
+        if self.odd is not None and at in self.odd:
+            return self.odd[at]
+        return self.chunks[at * 32 : at * 32 + 32].hex()
 
 
 def decision_view(d: list[Any]) -> dict[str, Any]:
