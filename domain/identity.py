@@ -315,6 +315,18 @@ def is_sha256_hex(value: object) -> bool:
     return isinstance(value, str) and _HEX64.fullmatch(value) is not None
 
 
+def raw_sha256(value: str) -> bytes | None:
+    """The 32 bytes of a lowercase hex sha256, or None for any other string: digests held
+    raw take half the memory of their text and come back as the same text (issue 29)."""
+    if len(value) != 64:
+        return None
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw if raw.hex() == value else None
+
+
 class _PlanKeyMaterial(msgspec.Struct, frozen=True):
     """What a plan key hashes; field names are part of the key, so never rename them."""
 

@@ -38,6 +38,7 @@ from runjournal.domain.events import (
     StageDecided,
     StageExecuted,
 )
+from runjournal.domain.identity import raw_sha256
 
 __all__ = ["DELTA_TOPIC", "MAX_ROW", "PACKABLE", "decode_items", "encode_items", "groups"]
 
@@ -135,16 +136,6 @@ class _Strings:
             self.values.append(value)
 
 
-def _hex_bytes(value: str) -> bytes | None:
-    if len(value) != 64:
-        return None
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        return None
-    return raw if raw.hex() == value else None
-
-
 def _stored(value: Any, strings: _Strings) -> Any:
     """A top-level value as an item stores it (a reference, 32 bytes, or itself)."""
     if not isinstance(value, str):
@@ -154,7 +145,7 @@ def _stored(value: Any, strings: _Strings) -> Any:
         if at is not None:
             return _Ext(_REF, at.to_bytes(2, "big"))
         strings.note(value)
-        raw = _hex_bytes(value) if type(value) is str else None
+        raw = raw_sha256(value) if type(value) is str else None
         if raw is not None:
             return _Ext(_HEX, raw)
         return _Ext(_NEW, value.encode("utf-8", "surrogatepass"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import msgspec
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
 from runjournal.domain.events import PlanOutcome
-from runjournal.domain.identity import chunk_ids
+from runjournal.domain.identity import chunk_ids, raw_sha256
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ResolvedPipeline, Source
 from runjournal.domain.plan_keys import PlanFacts
@@ -139,17 +139,6 @@ def resolve_plans(
 _PACKED_CHUNK = struct.Struct(">32s32sQQ")
 
 
-def _raw_digest(value: str) -> bytes | None:
-    """The 32 bytes of a lowercase hex sha256, or None for any other string."""
-    if len(value) != 64:
-        return None
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        return None
-    return raw if raw.hex() == value else None
-
-
 class SourceChunks:
     """One source's planned chunks as the run holds them between planning and its lanes.
 
@@ -166,7 +155,7 @@ class SourceChunks:
         self._packed = b""
         parts: list[bytes] = []
         for c in chunks:
-            ident, sha = _raw_digest(c.id), _raw_digest(c.sha256)
+            ident, sha = raw_sha256(c.id), raw_sha256(c.sha256)
             if c.text or c.source != source or ident is None or sha is None:
                 return
             parts.append(_PACKED_CHUNK.pack(ident, sha, c.start, c.end))
