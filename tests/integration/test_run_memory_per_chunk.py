@@ -16,8 +16,6 @@ a lane's normalize), for a cold run and a no-op resume.
 from __future__ import annotations
 
 import functools
-import gc
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import runjournal
 from runjournal.adapters import packed_store
 from runjournal.adapters.function_steps import chunk_step
 from runjournal.adapters.journal import session
+from support.traced import traced_run_peak
 
 CHUNKS = 40  # a document's paragraphs, one chunk each
 SMALL, LARGE = 30, 120  # documents
@@ -55,22 +54,10 @@ def _project(root: Path, docs: int) -> runjournal.Project:
     )
 
 
-def _peak(project: runjournal.Project, *, resume: bool) -> tuple[int, Any]:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = project.run(resume=resume)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert result.succeeded, result.document
-    return peak, result
-
-
 def _peaks(root: Path, docs: int) -> tuple[int, int, int]:
     project = _project(root, docs)
-    cold, first = _peak(project, resume=False)
-    resumed, again = _peak(project, resume=True)
+    cold, first = traced_run_peak(project, resume=False)
+    resumed, again = traced_run_peak(project, resume=True)
     assert set(again.decisions) == {"reused"}, again.decisions
     decisions = sum(first.decisions.values())
     assert decisions == sum(again.decisions.values())

@@ -12,15 +12,14 @@ by much less than one document's size per document, for a cold run and a no-op r
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import runjournal
 from runjournal.adapters.function_steps import chunk_step
+from support.traced import traced_run_peak
 
 PARAGRAPHS = 2
 PARAGRAPH = 24_000  # bytes: a document is about 48 KB, its artifact about as much
@@ -50,22 +49,10 @@ def _project(root: Path, docs: int) -> runjournal.Project:
     )
 
 
-def _peak(project: runjournal.Project, *, resume: bool) -> tuple[int, Any]:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = project.run(resume=resume)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert result.succeeded, result.document
-    return peak, result
-
-
 def _peaks(root: Path, docs: int) -> tuple[int, int]:
     project = _project(root, docs)
-    cold, first = _peak(project, resume=False)
-    resumed, again = _peak(project, resume=True)
+    cold, first = traced_run_peak(project, resume=False)
+    resumed, again = traced_run_peak(project, resume=True)
     assert set(again.decisions) == {"reused"}, again.decisions
     # the outputs are the bytes they always were, the resume's the same as the cold run's
     outputs = first.outputs
