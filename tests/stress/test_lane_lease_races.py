@@ -23,32 +23,11 @@ from pathlib import Path
 
 import pytest
 from support.console import CLI
-from support.llm_servers import ServerProcess, start_fake
+from support.llm_servers import CHUNKED_PIPELINE, FAKE_PROFILE, ServerProcess, start_fake
 
 ROUNDS = int(os.environ.get("RUNJOURNAL_STRESS_LANE_LEASE_ROUNDS", "6"))
 RUNS = int(os.environ.get("RUNJOURNAL_STRESS_LANE_LEASE_RUNS", "3"))
 TIMEOUT = 240
-ENV = {"RJ_FAKE_KEY": "sk-" + "local-" + "x" * 24}
-PIPELINE = """
-name = "race"
-inputs = ["docs/*.md"]
-[chunking]
-strategy = "paragraphs"
-max_chars = 60
-[[steps]]
-id = "ask"
-module = "llm.json"
-params = { prompt = "{text}", temperature = 0, seed = 7, max_tokens = 20 }
-"""
-PROFILE = """
-[profiles.fake]
-provider = "openai"
-model = "fake-model"
-base_url = "{url}"
-api_key_env = "RJ_FAKE_KEY"
-read_timeout = 10
-max_retries = 0
-"""
 # documents and their chunks: a lane of one chunk, lanes of several
 DOCS = {"a.md": 1, "b.md": 3, "c.md": 2}
 
@@ -64,8 +43,8 @@ def _project(root: Path, url: str, round_: int) -> list[str]:
     for name, chunks in DOCS.items():
         paras = [f"Round {round_} document {name} paragraph {i}." for i in range(chunks)]
         (root / "docs" / name).write_text("\n\n".join(paras) + "\n")
-    (root / "pipeline.toml").write_text(PIPELINE)
-    (root / "profiles.toml").write_text(PROFILE.format(url=url))
+    (root / "pipeline.toml").write_text(CHUNKED_PIPELINE)
+    (root / "profiles.toml").write_text(FAKE_PROFILE.format(url=url))
     return [
         "run",
         str(root / "pipeline.toml"),
