@@ -221,19 +221,7 @@ class InputStats:
                 return
             # facts of the sources' bytes, true whatever becomes of this run
             held, self._chunks_pending = self._chunks_pending, []
-            db = self._connection()
-            if db is None:
-                return
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.executemany(
-                    "INSERT OR REPLACE INTO chunks (plan_key, source, chunks) VALUES (?, ?, ?)",
-                    held,
-                )
-                db.execute("COMMIT")
-            except sqlite3.Error:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
+            self._write([], held, [])
 
     def read(self, source: Source) -> bytes:
         """The bytes of an input not read so far (`SourceChanged` when it cannot be read).
@@ -255,28 +243,37 @@ class InputStats:
             pending, self._pending = self._pending, []
             chunks, self._chunks_pending = self._chunks_pending, []
             dropped, self._dropped = self._dropped, []
-            if not pending and not chunks and not dropped:
-                return
-            db = self._connection()
-            if db is None:
-                return
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.executemany(
-                    "INSERT OR REPLACE INTO inputs (path, size, mtime_ns, ctime_ns, ino, dev,"
-                    " sha256, recorded_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    pending,
-                )
-                db.executemany(
-                    "INSERT OR REPLACE INTO chunks (plan_key, source, chunks) VALUES (?, ?, ?)",
-                    chunks,
-                )
-                db.executemany("DELETE FROM inputs WHERE path = ?", [(p,) for p in dropped])
-                db.execute("COMMIT")
-                self.recorded += len(pending)
-            except sqlite3.Error:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
+            if pending or chunks or dropped:
+                self._write(pending, chunks, dropped)
+
+    def _write(
+        self,
+        pending: list[tuple[str, int, int, int, int, int, str, int]],
+        chunks: list[tuple[str, str, bytes]],
+        dropped: list[str],
+    ) -> None:
+        """One transaction of rows (errors dropped: the records are a cache); the caller
+        holds the lock."""
+        db = self._connection()
+        if db is None:
+            return
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(
+                "INSERT OR REPLACE INTO inputs (path, size, mtime_ns, ctime_ns, ino, dev,"
+                " sha256, recorded_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                pending,
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO chunks (plan_key, source, chunks) VALUES (?, ?, ?)",
+                chunks,
+            )
+            db.executemany("DELETE FROM inputs WHERE path = ?", [(p,) for p in dropped])
+            db.execute("COMMIT")
+            self.recorded += len(pending)
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
 
     def close(self) -> None:
         self.flush()
