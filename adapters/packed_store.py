@@ -100,6 +100,9 @@ _HELD_DIRS = 512
 checkpoints and pointers are read together: one query per directory, not per entry)."""
 _FRESH_DIRS = 4096
 """Directories created by a store whose leaves it remembers writing (`_dir_for_put`)."""
+_KNOWN_DIRS = 4096
+"""Directory ids a store remembers by name (`_DirIds`): a lane's directories are used
+together, and the index (`dirs`, whose ids are never reused) answers for the others."""
 
 Row = tuple[int, int, int, str | None]
 """An entry's place: segment, offset, length, object (a large payload's digest)."""
@@ -124,6 +127,51 @@ class Compaction:
     objects_removed: int
     torn_segments: int
     torn_bytes: int
+
+
+class _DirIds:
+    """Directory name -> id of the most recently used `_KNOWN_DIRS` directories, least
+    recently used first. A store held every directory it met until it closed (a run: a
+    few per lane, about 1.5 KB a document; issue 29: peak RSS); a directory let go is
+    looked up in the index again, once (its id never changes). Safe under the GIL
+    without a lock: each step below is one operation of the C `OrderedDict`, and a key
+    missed while another thread moves it is only looked up again."""
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: OrderedDict[str, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, directory: str) -> bool:
+        return directory in self._ids
+
+    def get(self, directory: str) -> int | None:
+        ids = self._ids
+        found = ids.pop(directory, None)
+        if found is not None:
+            ids[directory] = found  # most recently used last
+        return found
+
+    def __setitem__(self, directory: str, dir_id: int) -> None:
+        ids = self._ids
+        ids.pop(directory, None)
+        ids[directory] = dir_id
+        while len(ids) > _KNOWN_DIRS:
+            try:
+                ids.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
+
+    def setdefault(self, directory: str, dir_id: int) -> None:
+        if self.get(directory) is None:
+            self[directory] = dir_id
+
+    def update(self, found: dict[str, int]) -> None:
+        for directory, dir_id in found.items():
+            self[directory] = dir_id
 
 
 class _Writer:
@@ -234,7 +282,7 @@ class PackedStore:
         self._pack: FsRoot | None = None
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
-        self._dir_ids: dict[str, int] = {}
+        self._dir_ids = _DirIds()  # bounded: the index answers for the others
         # dir id -> packed leaves this store wrote there, for the directories it created
         # (`_dir_for_put`), oldest first; under `_write_lock`
         self._fresh: dict[int, set[bytes]] = {}
@@ -525,8 +573,11 @@ class PackedStore:
             ).fetchall()
         grouped: dict[int, dict[str, Row]] = {}
         for dir_id, name, leaf, segment, offset, length, obj in rows:
-            self._dir_ids.setdefault(self._text(name), dir_id)
-            grouped.setdefault(dir_id, {})[self._text(leaf)] = (segment, offset, length, obj)
+            entries = grouped.get(dir_id)
+            if entries is None:  # a directory's name once, not once per entry
+                entries = grouped[dir_id] = {}
+                self._dir_ids.setdefault(self._text(name), dir_id)
+            entries[self._text(leaf)] = (segment, offset, length, obj)
         for dir_id, entries in grouped.items():
             self._hold(dir_id, entries)
 

@@ -663,3 +663,48 @@ def test_a_lane_read_in_one_query_serves_its_loads_and_sees_later_writes(root):
     assert store.get(f"{lane}/sid/dd/extract/absent.ckpt") is None
     for s in (writer, store, other):
         s.close()
+
+
+def test_the_directory_ids_a_store_holds_are_bounded(root, monkeypatch):
+    """A store remembered the id of every directory it met until it closed (a few per
+    lane, about 1.5 KB a document of a run; issue 29: peak RSS); now the most recently
+    used `_KNOWN_DIRS` only. A directory let go is looked up in the index again, once per
+    lane read (not once per entry), and reads and writes there are what they were."""
+    from runjournal.adapters import packed_store
+
+    monkeypatch.setattr(packed_store, "_KNOWN_DIRS", 4)
+    lanes = [f"workspaces/p/steps/s/doc-{i}" for i in range(30)]
+    names = {
+        lane: [f"{lane}/latest.extract"] + [f"{lane}/sid/dd/extract/c{j}.ckpt" for j in range(6)]
+        for lane in lanes
+    }
+    writer = PackedStore(root)
+    try:
+        for lane in lanes:
+            writer.put_many((name, _data(name)) for name in names[lane])
+        assert len(writer._dir_ids) <= 4
+        first = names[lanes[0]]  # directories let go long ago: found in the index again
+        assert writer.get(first[1]) == _data(first[1])
+        writer.put(first[1], _data(first[1]))  # the same bytes: nothing written
+        writer.put(first[2], _data(first[2], 1))
+        assert writer.get(first[2]) == _data(first[2], 1)
+        assert len(writer._dir_ids) <= 4
+    finally:
+        writer.close()
+    reader = PackedStore(root)
+    try:
+        reader.read_lane(lanes[0])
+        statements: list[str] = []
+        reader._reader().set_trace_callback(statements.append)
+        for lane in lanes:
+            reader.read_lane(lane)
+            for name in names[lane]:
+                expected = _data(name, 1) if name == first[2] else _data(name)
+                assert reader.get(name) == expected
+        # one query a lane (`read_lane`), none a load, though the lanes' directories are
+        # far more than the store remembers
+        index = [s[:90] for s in statements if "dirs" in s or "entries" in s]
+        assert len(index) == len(lanes), index
+        assert len(reader._dir_ids) <= 4
+    finally:
+        reader.close()

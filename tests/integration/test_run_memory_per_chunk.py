@@ -71,11 +71,13 @@ def test_peak_memory_grows_by_little_per_chunk(
     # the sizes measured are past it: the events of reuse summaries a resume holds until
     # their batch commits, the lanes held for one block summary, the sealed blocks held
     # decompressed, the open segment whose index rows are kept until it seals, the
-    # directories a store created and its packed path components.
+    # directories a store created, the directory ids it remembers and its packed path
+    # components.
     monkeypatch.setattr(session, "EXPANSIONS_HELD", 256)
     monkeypatch.setattr(session, "MAX_UNITS", 8)
     monkeypatch.setattr(packed_store, "_HELD_BLOCKS", 2)
     monkeypatch.setattr(packed_store, "_FRESH_DIRS", 4)
+    monkeypatch.setattr(packed_store, "_KNOWN_DIRS", 8)
     packed = functools.lru_cache(maxsize=64)(packed_store._pack_part.__wrapped__)
     monkeypatch.setattr(packed_store, "_pack_part", packed)
     init = packed_store.PackedStore.__init__
