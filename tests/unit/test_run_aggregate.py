@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from runjournal.domain.decisions import Stage, StageDigests, StageFacts
 from runjournal.domain.events import (
+    ArtifactGenerated,
     CheckpointWritten,
     LaneResolved,
     RunError,
@@ -168,3 +169,21 @@ def test_replay_collects_what_live_refuses() -> None:
         fresh = Run(run.id)
         for event in [*events, again]:
             fresh.apply(event)
+
+
+def test_a_finished_lane_is_let_go_live_and_kept_by_a_replay() -> None:
+    """Live, a lane's place among the resolved lanes goes with its `ArtifactGenerated`
+    (its last event), as its decisions do: a run held one entry per lane to its end
+    (issue 29: peak RSS). A replay (`journal audit`) keeps them all."""
+    run = allocated()
+    run.resolve_lane(**LANE)
+    run.resolve_lane(**{**LANE, "lane": "m"})
+    run.decide(**decision())
+    artifact = {"kind": "k", "schema": "s", "media_type": "m", "sha256": "a" * 64, "size": 1}
+    run.trigger(ArtifactGenerated, step="s", lane="l", warnings=[], **artifact)
+    assert ("s", "l") not in run._lanes and ("s", "m") in run._lanes
+    assert run.decision_of("s", "l", "merge") is None
+    with pytest.raises(JournalInvariantError, match="has no LaneResolved before it"):
+        run.decide(**decision())  # nothing of a finished lane is recorded after it
+    replayed = Run.replay(run.collect_events())
+    assert ("s", "l") in replayed._lanes and replayed.violations == []
