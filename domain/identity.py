@@ -167,7 +167,52 @@ def scope_dependencies(stage_digests: Iterable[str]) -> str:
 
 def invocation_identity(lane_identities: Iterable[str]) -> str:
     """The run's invocation identity: sha256 over the sorted lane identities."""
+    if isinstance(lane_identities, LaneIdentities):
+        return lane_identities.identity()
     return digest_of(sorted(lane_identities))
+
+
+class LaneIdentities:
+    """A run's lane identities, for its invocation identity and their count: each held as
+    its 32 bytes in one buffer, not as a 64-character string in a list (about 120 B a
+    lane, in every fold that held them; issue 29: peak RSS). An identity that is not a
+    sha256 in lowercase hex is kept as it is."""
+
+    __slots__ = ("_other", "_raw")
+
+    def __init__(self, identities: Iterable[str] = ()) -> None:
+        self._raw = bytearray()
+        self._other: list[str] = []
+        for identity in identities:
+            self.append(identity)
+
+    def append(self, identity: str) -> None:
+        if len(identity) == 64:
+            try:
+                raw = bytes.fromhex(identity)
+            except ValueError:
+                raw = b""
+            if raw.hex() == identity:
+                self._raw += raw
+                return
+        self._other.append(identity)
+
+    def __len__(self) -> int:
+        return len(self._raw) // 32 + len(self._other)
+
+    def identity(self) -> str:
+        """`invocation_identity` of the identities: sha256 of the canonical encoding of
+        their sorted list, streamed (lowercase hex sorts as its bytes do)."""
+        raw = self._raw
+        digests = sorted(raw[at : at + 32] for at in range(0, len(raw), 32))
+        if self._other:
+            return digest_of(sorted([*self._other, *(d.hex() for d in digests)]))
+        h = hashlib.sha256(b"[")
+        for at in range(0, len(digests), 4096):
+            part = b'","'.join(d.hex().encode("ascii") for d in digests[at : at + 4096])
+            h.update((b'"' if at == 0 else b',"') + part + b'"')
+        h.update(b"]")
+        return h.hexdigest()
 
 
 def config_digest(

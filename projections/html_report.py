@@ -34,7 +34,7 @@ from runjournal.domain.events import (
     StageFailed,
     WarningRecorded,
 )
-from runjournal.domain.identity import invocation_identity
+from runjournal.domain.identity import LaneIdentities, invocation_identity
 from runjournal.domain.reasons import Category
 from runjournal.projections.base import RunOutline
 from runjournal.projections.llm_batches import LLMBatchesFold
@@ -169,7 +169,7 @@ class HtmlReportProjection(RunOutline):
         self.cells: dict[tuple[str, str], _Cell] = {}
         self.code_categories: dict[str, str] = {}
         self.lane_order: dict[str, None] = {}
-        self.lane_identities: list[str] = []
+        self.lane_identities = LaneIdentities()  # 32 bytes a lane (issue 29)
         self.executions: list[dict[str, Any]] = []
         self.warnings: list[dict[str, str]] = []
         self.failures: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from runjournal.domain.events import (
     StageDecided,
     WarningRecorded,
 )
-from runjournal.domain.identity import invocation_identity
+from runjournal.domain.identity import LaneIdentities, invocation_identity
 from runjournal.domain.runner.stage_failures import PARTIAL_OUTPUT
 from runjournal.projections.base import RunOutline
 from runjournal.projections.llm_usage import LLMUsageFold
@@ -40,7 +40,7 @@ class ManifestProjection(RunOutline):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lane_identities: list[str] = []
+        self.lane_identities = LaneIdentities()  # 32 bytes a lane (issue 29)
         self.artifacts = 0
         self.warnings = 0
         self.validation: dict[str, Any] = {"status": "pending", "outputs_checked": 0, "refused": []}

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from runjournal.domain.identity import LaneIdentities
 from runjournal.domain.modules import OutputFile
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.ports import Spool
@@ -44,7 +45,7 @@ Output = OutputFile | SpooledOutput
 @dataclass
 class RunOutcome:
     outputs: list[Output]
-    lane_identities: list[str]
+    lane_identities: LaneIdentities
     chunk_map: Iterable[ChunkMapEntry]  # read at most once or twice: made as it is read
     persistence_errors: list[str] = field(default_factory=list)
     # output name -> (step, lane) of the artifact it holds or renders (`runs show`)

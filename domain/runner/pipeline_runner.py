@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint
-from runjournal.domain.identity import lane_identity
+from runjournal.domain.identity import LaneIdentities, lane_identity
 from runjournal.domain.leases import StageLeases
 from runjournal.domain.llm import failure_cause
 from runjournal.domain.modules import Chunk, StageContext
@@ -139,7 +139,7 @@ class PipelineRunner:
         }
         self._chunks = chunks_by_source
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
-        lane_ids: list[str] = []
+        lane_ids = LaneIdentities()  # 32 bytes a lane, not a hex string (issue 29)
         # Selective recomputation restores every required step before anything executes
         # or is written (plans included): a required step never consumes a forced one,
         # and a failed predecessor must leave the cache root untouched (docs/internals.md
@@ -179,7 +179,7 @@ class PipelineRunner:
         pipeline: ResolvedPipeline,
         chunks_by_source: dict[str, SourceChunks],
         artifacts: dict[str, dict[str, Artifact]],
-        lane_ids: list[str],
+        lane_ids: LaneIdentities,
         *,
         stop: bool,
     ) -> None:
