@@ -164,8 +164,8 @@ class InputStats:
         racy when recorded; None otherwise (read and hash it, then `record`)."""
         if not self._trust:
             return None
-        if path in self._rows:
-            row = self._rows[path]
+        if path in self._rows:  # let go: a run held every input's row to its end
+            row = self._rows.pop(path)
         else:
             row = self._row(
                 "SELECT size, mtime_ns, ctime_ns, ino, dev, sha256, recorded_ns"

@@ -166,3 +166,14 @@ def test_the_cache_file_is_private(docs, cache) -> None:
     load(docs, stats)
     stats.close()
     assert (Path(cache.path) / INPUT_STATS).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_rows_read_ahead_are_let_go_once_looked_up(docs, cache) -> None:
+    """`prefetch` reads every input's row; a run held them all to its end (issue 29:
+    peak RSS). Each goes once its input is looked up; a second lookup asks the file."""
+    load(docs, ahead(cache))
+    stats = ahead(cache, defer_reads=True)
+    assert load(docs, stats) == truth(docs)
+    assert stats.trusted == 3 and stats._rows == {}
+    path = next(iter(stats.paths.values()))
+    assert stats.lookup(path, os.stat(path)) == truth(docs)[next(iter(stats.paths))]
