@@ -88,9 +88,11 @@ max_retries = {retries}
 """
 
 
-def start_fake(latency: float) -> tuple[subprocess.Popen[str], str]:
+def start_fake(latency: float, *, log: bool = True) -> tuple[subprocess.Popen[str], str]:
+    """The fake server in a process of its own; `log=False`: it keeps no request log."""
     proc = subprocess.Popen(
-        [sys.executable, str(FAKE), "--port", "0", "--latency", str(latency)],
+        [sys.executable, str(FAKE), "--port", "0", "--latency", str(latency)]
+        + ([] if log else ["--no-log"]),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -124,15 +124,26 @@ def make_corpus(root: Path, docs: int, paras: int, url: str) -> int:
 _SPAWNER: Spawner | None = None
 
 
-def command(root: Path, *args: str) -> tuple[float, float, int, str]:
+def command(root: Path, *args: str, keep: bool = True) -> tuple[float, float, int, str]:
     """(cpu s, wall s, peak RSS bytes, stdout) of one runjournal command, from `wait4` in
     a small spawner process (`bench/spawn.py`): a child of this bench would report at least
-    the bench's own peak RSS."""
+    the bench's own peak RSS. Each command's figures go to stderr as it ends: at 100k
+    documents the bench takes most of an hour, and a failure late in it keeps the rest."""
     global _SPAWNER
     if _SPAWNER is None:
         _SPAWNER = Spawner()
     env = dict(ENV, **{KEY_VAR: "bench-key"})
-    return _SPAWNER.run([str(SCRIPT), *args], cwd=root, env=env, keep_output=True)
+    result = _SPAWNER.run([str(SCRIPT), *args], cwd=root, env=env, keep_output=keep)
+    cpu, wall, rss, _ = result
+    name = " ".join(a for a in args[:3] if not a.startswith("/"))
+    flags = " ".join(a for a in args if a in ("--resume", "verify", "stat", "--cache"))
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {name} {flags}: cpu {cpu:.2f} s wall {wall:.2f} s "
+        f"peak RSS {rss / 2**20:.0f} MiB; load {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return result
 
 
 def run_args(root: Path, *extra: str) -> list[str]:
@@ -209,9 +220,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     modes = ("verify", "stat") if args.input_check == "both" else (args.input_check,)
-    server, url = start_fake(0.0)
+    server, url = start_fake(0.0, log=False)  # a log of every request: GBs at 100k docs
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(prefix="rj-million-") as tmp:
             root = Path(tmp)
             corpus = make_corpus(root, args.docs, args.paras, url)
             load = os.getloadavg()[0]
@@ -237,11 +248,12 @@ def main() -> None:
             floors = [floor(root / "cache") for _ in range(args.repeat)]
             outs = ("--output-root", str(root / "out"))
             audits = [
-                command(root, "journal", "audit", noop_run, *outs, "--json")[:3]
+                command(root, "journal", "audit", noop_run, *outs, "--json", keep=False)[:3]
                 for _ in range(args.repeat)
             ]
             explains = [
-                command(root, "explain", noop_run, *outs, "--json")[:3] for _ in range(args.repeat)
+                command(root, "explain", noop_run, *outs, "--json", keep=False)[:3]
+                for _ in range(args.repeat)
             ]
             edit(root, args.docs)
             cpu, wall, rss, out = command(root, *run_args(root, "--resume"))

@@ -283,6 +283,9 @@ class _State:
         self.log: list[dict[str, Any]] = []
         self.usage = _usage()
         self.prefixes: set[str] = set()  # prompt prefixes seen (`prompt_cache`)
+        # False (`--no-log`): requests are counted, not logged; a bench of a million
+        # requests would otherwise hold every prompt in this process
+        self.keep_log = True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -373,21 +376,22 @@ class _Handler(BaseHTTPRequestHandler):
             n = state.counts.get(key, 0)
             state.counts[key] = n + 1
             state.usage["requests"] += 1
-            state.log.append(
-                {
-                    "path": self.path,
-                    "model": body.get("model"),
-                    "prompt": first,
-                    "messages": len(messages),
-                    "response_format": body.get("response_format"),
-                    "temperature": body.get("temperature"),
-                    "max_tokens": body.get("max_tokens"),
-                    "seed": body.get("seed"),
-                    "authorization": auth is not None,
-                    "nth": n + 1,
-                    "client_port": self.client_address[1],  # one per connection
-                }
-            )
+            if state.keep_log:
+                state.log.append(
+                    {
+                        "path": self.path,
+                        "model": body.get("model"),
+                        "prompt": first,
+                        "messages": len(messages),
+                        "response_format": body.get("response_format"),
+                        "temperature": body.get("temperature"),
+                        "max_tokens": body.get("max_tokens"),
+                        "seed": body.get("seed"),
+                        "authorization": auth is not None,
+                        "nth": n + 1,
+                        "client_port": self.client_address[1],  # one per connection
+                    }
+                )
         if state.latency:
             time.sleep(state.latency)
         if state.api_key is not None and auth != f"Bearer {state.api_key}":
@@ -543,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ignore-schema", action="store_true", help="answer as if no response_format was sent"
     )
+    parser.add_argument(
+        "--no-log", action="store_true", help="count requests without logging them (benches)"
+    )
     args = parser.parse_args(argv)
     key = args.api_key or (os.environ.get(args.api_key_env) if args.api_key_env else None)
     server = FakeOpenAI(
@@ -553,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         echo_auth=args.echo_auth,
         ignore_schema=args.ignore_schema,
     )
+    server.state.keep_log = not args.no_log
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     print(f"listening {server.url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
