@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsRoot
 from runjournal.adapters.sources import read_known_input
+from runjournal.domain.ports import SourceChanged
 
 if TYPE_CHECKING:
     from runjournal.domain.modules import Chunk
@@ -100,7 +101,12 @@ class InputStats:
         self._trust = trust
         self.defer_reads = defer_reads and trust
         self._keep_chunks = defer_reads  # `--verify` records them too
+        # a run's (`defer_reads`, `--verify` too): an input read and hashed at resolution
+        # is kept as its path, size and digest, not its bytes (issue 29: peak RSS)
+        self.by_path = defer_reads
         self.paths: dict[str, str] = {}  # logical name -> path of each input not read
+        # the names in `paths` of inputs read and hashed by this run (not trusted)
+        self._hashed: set[str] = set()
         self._chunks_pending: list[tuple[str, str, bytes]] = []
         self.reads = 0  # inputs not read at first, read after all
         self._dropped: list[str] = []  # rows found stale by `read`
@@ -189,7 +195,10 @@ class InputStats:
     # --- the chunks of inputs not read (`KnownChunks`, domain/ports.py) ----------------
 
     def chunks(self, source: str, plan_key: str) -> list[tuple[str, int, int, str]] | None:
-        """The chunks recorded for `source` under `plan_key`, None when none (or unreadable)."""
+        """The chunks recorded for `source` under `plan_key`, None when none (or unreadable);
+        None with `trust=False` (`--verify`: each input is planned from its bytes)."""
+        if not self._trust:
+            return None
         row = self._row(
             "SELECT chunks FROM chunks WHERE plan_key = ? AND source = ?", (plan_key, source)
         )
@@ -223,15 +232,24 @@ class InputStats:
             held, self._chunks_pending = self._chunks_pending, []
             self._write([], held, [])
 
+    def keep(self, name: str, path: str) -> None:
+        """`name` was read and hashed at resolution: its bytes are read again by `read`,
+        and they must be those hashed (as `SourceFiles` reads them)."""
+        self.paths[name] = path
+        self._hashed.add(name)
+
     def read(self, source: Source) -> bytes:
         """The bytes of an input not read so far (`SourceChanged` when it cannot be read).
 
         Bytes whose digest is not the one its stat facts vouched for (a change that kept
         every stat fact) are returned as a read in the stat fast path returns them, and
-        the input's row is dropped, so the next run reads and hashes it."""
+        the input's row is dropped, so the next run reads and hashes it. An input this run
+        read and hashed (`keep`) whose bytes changed since is `SourceChanged`."""
         data = read_known_input(self.paths, source.name)
         path = self.paths[source.name]
         if hashlib.sha256(data).hexdigest() != source.sha256:
+            if source.name in self._hashed:
+                raise SourceChanged(f"input '{source.name}' changed while the run was going")
             with self._lock:
                 self._dropped.append(path)
         self.reads += 1

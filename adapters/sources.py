@@ -132,11 +132,13 @@ def read_text_file(
     stats: InputStats | None = None,
     defer: bool = False,
     files: SourceFiles | None = None,
+    keep_path: bool = False,
 ) -> Source:
     """`defer`: a file whose stat facts `stats` trusts is not opened; its `Source` has
     its size and digest and no bytes (docs/internals.md "Inputs a resume does not read").
     `files`: the file is read and hashed, and its `Source` keeps no bytes either (read
-    again through `files`)."""
+    again through `files`). `keep_path` (a run's inputs with the stat cache): a file read
+    and hashed here is kept by `stats` as its path, its `Source` without bytes too."""
     name = source_logical_name(base_dir, path)
     if defer and stats is not None:
         try:
@@ -178,6 +180,9 @@ def read_text_file(
     if files is not None:
         files.paths[name] = path
         return Source(name=name, data=b"", sha256=sha256, unread_size=len(data))
+    if keep_path and stats is not None:  # a run's input the stat cache did not vouch for
+        stats.keep(name, path)
+        return Source(name=name, data=b"", sha256=sha256, unread_size=len(data))
     return Source(name=name, data=data, sha256=sha256)
 
 
@@ -206,8 +211,19 @@ def load_sources(
     # inputs only: a reference's text is every stage's context
     defer = stats is not None and stats.defer_reads and key != "references"
     keep = None if key == "references" else files
+    # a run with the stat cache keeps no input's bytes either, trusted or read here (issue
+    # 29: a first `stat` run, or one after many edits, held every input it read)
+    by_path = stats is not None and stats.by_path and key != "references"
     sources = [
-        read_text_file(p, base_dir=names_base, key=key, stats=stats, defer=defer, files=keep)
+        read_text_file(
+            p,
+            base_dir=names_base,
+            key=key,
+            stats=stats,
+            defer=defer,
+            files=keep,
+            keep_path=by_path,
+        )
         for p in paths
     ]
     sources.sort(key=lambda s: s.name.encode("utf-8"))

@@ -177,3 +177,35 @@ def test_the_rows_read_ahead_are_let_go_once_looked_up(docs, cache) -> None:
     assert stats.trusted == 3 and stats._rows == {}
     path = next(iter(stats.paths.values()))
     assert stats.lookup(path, os.stat(path)) == truth(docs)[next(iter(stats.paths))]
+
+
+def test_a_runs_inputs_read_here_are_kept_by_path_not_bytes(docs, cache) -> None:
+    """A run with the stat cache held the bytes of every input the cache did not vouch
+    for (a first `stat` run, `--verify`, one after many edits): at 10,000 documents of
+    `bench/bench_million.py` its first `stat` resume peaked 80 MiB above a `verify` one
+    (issue 29: peak RSS). Such an input is kept as its path, size and digest, read again
+    when needed, and bytes changed since it was hashed are `SourceChanged`."""
+    for trust in (True, False):
+        stats = ahead(cache, defer_reads=True, trust=trust)
+        found = load_sources(["docs/*.md"], base_dir=str(docs), key="inputs", stats=stats)
+        assert {s.name: s.sha256 for s in found} == truth(docs)
+        assert stats.trusted == 0 and stats.recorded == 0  # flushed by `close`
+        for source in found:
+            assert source.data == b""
+            assert source.unread_size == (docs / source.name).stat().st_size
+            assert stats.read(source) == (docs / source.name).read_bytes()
+        assert stats.chunks(found[0].name, "any plan key") is None
+        (docs / "docs" / "d0.md").write_text("Document 0, edited while the run was going.\n")
+        with pytest.raises(sources.SourceChanged):
+            stats.read(found[0])
+        stats.close()
+        assert stats.recorded == 3
+        (docs / "docs" / "d0.md").write_text("Document 0: alpha beta gamma.\n")
+
+
+def test_references_keep_their_bytes_with_the_stat_cache(docs, cache) -> None:
+    """Every stage's context holds a reference's text: it is not kept by path."""
+    stats = ahead(cache, defer_reads=True)
+    found = load_sources(["docs/*.md"], base_dir=str(docs), key="references", stats=stats)
+    assert [s.data for s in found] == [(docs / s.name).read_bytes() for s in found]
+    stats.close()
