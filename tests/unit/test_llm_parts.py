@@ -244,6 +244,36 @@ class TestLimiter:
         assert sorted(done) == list(range(12))
         assert len(waits) == 12
 
+    def test_a_window_shrunk_by_429s_and_grown_back_loses_no_waiting_caller(self) -> None:
+        """Each release wakes one waiting caller (two when the window grew): with the window
+        halved by 429s and grown back by replies, every caller still gets a slot and the
+        window is never exceeded."""
+        limiter = EndpointLimiter(max_concurrency=4)
+        lock = threading.Lock()
+        state = {"now": 0, "peak_over": 0}
+        done: list[int] = []
+
+        def work(i: int) -> None:
+            for n in range(5):
+                ticket = limiter.acquire(1)
+                with lock:
+                    state["now"] += 1
+                    over = state["now"] - limiter.concurrency_window
+                    state["peak_over"] = max(state["peak_over"], over)
+                time.sleep(0.002)
+                with lock:
+                    state["now"] -= 1
+                limiter.release(ticket, 1, answered=True, limited=(i + n) % 7 == 0)
+            done.append(i)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(done) == list(range(16))
+        assert limiter.rate_limited > 0
+
     def test_pause_holds_every_caller(self) -> None:
         limiter = EndpointLimiter()
         limiter.pause(0.3)
