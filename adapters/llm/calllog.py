@@ -349,13 +349,21 @@ class CallLog:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd = -1  # opened by the first line: a run that sends nothing leaves no log
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        # the callers of the intents queued for the next batch wait on its own condition
+        # (the batch's, once a caller takes it to sync), so a sync wakes the callers it
+        # made durable and one caller of the next batch, not every caller waiting
+        # (docs/performance.md "Wake-ups per call")
+        self._next = threading.Condition(self._lock)
         self._queue: list[bytes] = []  # intents waiting for the next batch
         self._queued = 0  # intents queued so far (each one's number: its ticket)
         self._durable = 0  # intents known durable (every ticket up to it)
         self._failed: list[tuple[int, int, OSError]] = []  # batches whose write failed
         self._syncing = False
+        self._taken = 0  # intents taken by a sync so far (every ticket up to it)
+        self._batch = self._next  # the condition of the batch being synced
         self.syncs = 0
+        self.wakeups = 0  # waits of callers for a sync (for tests: one a caller at most)
 
     def _open(self) -> int:
         if self._fd < 0:
@@ -366,14 +374,15 @@ class CallLog:
     def append(self, line: _Line) -> None:
         """Write one line at once (surviving the process), without waiting for a sync."""
         data = _encoder.encode(line) + b"\n"
-        with self._cond:
+        with self._lock:
             os.write(self._open(), data)
 
     def append_durable(self, line: _Line) -> None:
         """Return once the line is durable. One caller writes every line queued meanwhile
-        (one `write`, whole lines) and syncs for everyone waiting; the others wait."""
+        (one `write`, whole lines) and syncs for everyone waiting; the others wait, each
+        woken once: when its batch is durable (or failed), or to lead the next batch."""
         data = _encoder.encode(line) + b"\n"
-        with self._cond:
+        with self._lock:
             self._queue.append(data)
             self._queued += 1
             mine = self._queued
@@ -382,15 +391,22 @@ class CallLog:
                     if first <= mine <= last:
                         raise OSError(exc.errno, exc.strerror)
                 if self._syncing:
-                    self._cond.wait()
+                    # the line is queued (a batch being synced holds only earlier ones)
+                    # or in the batch being synced, whose condition this one still is
+                    self.wakeups += 1
+                    (self._next if self._taken < mine else self._batch).wait()
                     continue
                 self._syncing = True
                 batch, self._queue = self._queue, []
                 first, target = self._queued - len(batch) + 1, self._queued
+                self._taken = target
+                # the queued callers' condition becomes the batch's: they wait there
+                done, self._next = self._next, threading.Condition(self._lock)
+                self._batch = done
                 failure: OSError | None = OSError(errno.EIO, "the intent log's write stopped")
-                self._cond.release()
+                self._lock.release()
                 try:
-                    with self._cond:
+                    with self._lock:
                         fd = self._open()
                     left = memoryview(b"".join(batch))
                     while left:  # one write, unless the file system takes less
@@ -401,17 +417,18 @@ class CallLog:
                     failure = exc
                     raise
                 finally:
-                    self._cond.acquire()
+                    self._lock.acquire()
                     self._syncing = False
                     if failure is None:
                         self._durable = max(self._durable, target)
                         self.syncs += 1
                     else:  # every intent of the batch fails as the leader's did
                         self._failed.append((first, target, failure))
-                    self._cond.notify_all()
+                    done.notify_all()  # the batch's callers
+                    self._next.notify()  # one queued caller syncs the next batch
 
     def close(self, *, remove: bool) -> None:
-        with self._cond:
+        with self._lock:
             fd, self._fd = self._fd, -1
         if fd >= 0:
             with contextlib.suppress(OSError):

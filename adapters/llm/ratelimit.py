@@ -109,7 +109,11 @@ class EndpointLimiter:
                 wait = self._wait_needed(now, max(0, estimate))
                 if wait is not None and wait <= 0:
                     break
-                self._cond.wait(timeout=None if wait is None else min(wait, 1.0))
+                try:
+                    self._cond.wait(timeout=None if wait is None else min(wait, 1.0))
+                except BaseException:  # a wake-up meant for this caller goes to another
+                    self._cond.notify()
+                    raise
             now = self._clock()
             self._requests.append(now)
             entry = [now, float(max(0, estimate))]
@@ -117,6 +121,14 @@ class EndpointLimiter:
             self._in_flight += 1
             self.waited += now - started
             return Ticket(entry, self._aimd.epoch)
+
+    def _one_at_a_time(self, now: float) -> bool:
+        """Only the concurrency window holds callers back: a freed slot wakes one of them,
+        not every one (each would take the lock and wait again: with 56 callers waiting
+        for 8 slots, ten wake-ups a request; docs/performance.md "Wake-ups per call").
+        With a rate, a token budget or a pause every waiter is woken, as each waits
+        for its own reason."""
+        return not (self.rpm or self.tpm or self._paused_until > now)
 
     def release(
         self, ticket: Ticket, tokens: int | None, *, answered: bool = False, limited: bool = False
@@ -126,6 +138,7 @@ class EndpointLimiter:
         `answered` (a reply) grows the concurrency window, `limited` (a 429) shrinks it.
         """
         with self._cond:
+            before = self._aimd.limit
             if tokens is not None:
                 ticket.entry[1] = float(max(0, tokens))
             if limited:
@@ -136,7 +149,11 @@ class EndpointLimiter:
             elif answered:
                 self._aimd = aimd.on_reply(self._aimd)
             self._in_flight -= 1
-            self._cond.notify_all()
+            if self._one_at_a_time(self._clock()):
+                # the slot this request held, and one more when the window grew
+                self._cond.notify(1 + max(0, self._aimd.limit - before))
+            else:
+                self._cond.notify_all()
 
     def pause(self, seconds: float) -> None:
         """No request to this endpoint before `seconds` from now (the runtime waits a

@@ -204,6 +204,76 @@ class TestLimiter:
             t.join()
         assert state["peak"] == 2
 
+    def test_a_freed_slot_wakes_one_waiting_caller(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Twelve callers waiting for a window of two: each waits once and is woken once
+        when a slot is theirs (docs/performance.md "Wake-ups per call"), where a wake-up of
+        every waiting caller at each release made them wait 17 to 42 times. Counted, not
+        timed."""
+        import types
+
+        from runjournal.adapters.llm import ratelimit
+
+        waits: list[int] = []
+
+        class Counting(threading.Condition):
+            def wait(self, timeout: float | None = None) -> bool:
+                waits.append(1)  # under the condition's lock
+                return super().wait(timeout)
+
+        shim = types.SimpleNamespace(**{**vars(threading), "Condition": Counting})
+        monkeypatch.setattr(ratelimit, "threading", shim)
+        limiter = EndpointLimiter(max_concurrency=2)
+        held = [limiter.acquire(1), limiter.acquire(1)]
+        done: list[int] = []
+
+        def work(i: int) -> None:
+            ticket = limiter.acquire(1)
+            time.sleep(0.01)  # the request (the other callers run meanwhile)
+            limiter.release(ticket, 1, answered=True)
+            done.append(i)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        while len(waits) < 12:  # every caller waits for the window
+            threading.Event().wait(0.01)
+        for ticket in held:
+            limiter.release(ticket, 1, answered=True)
+        for t in threads:
+            t.join(10)
+        assert sorted(done) == list(range(12))
+        assert len(waits) == 12
+
+    def test_a_window_shrunk_by_429s_and_grown_back_loses_no_waiting_caller(self) -> None:
+        """Each release wakes one waiting caller (two when the window grew): with the window
+        halved by 429s and grown back by replies, every caller still gets a slot and the
+        window is never exceeded."""
+        limiter = EndpointLimiter(max_concurrency=4)
+        lock = threading.Lock()
+        state = {"now": 0, "peak_over": 0}
+        done: list[int] = []
+
+        def work(i: int) -> None:
+            for n in range(5):
+                ticket = limiter.acquire(1)
+                with lock:
+                    state["now"] += 1
+                    over = state["now"] - limiter.concurrency_window
+                    state["peak_over"] = max(state["peak_over"], over)
+                time.sleep(0.002)
+                with lock:
+                    state["now"] -= 1
+                limiter.release(ticket, 1, answered=True, limited=(i + n) % 7 == 0)
+            done.append(i)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(done) == list(range(16))
+        assert limiter.rate_limited > 0
+
     def test_pause_holds_every_caller(self) -> None:
         limiter = EndpointLimiter()
         limiter.pause(0.3)
