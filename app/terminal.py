@@ -32,7 +32,7 @@ from runjournal.adapters.debug_bundle.layout import FAILURE as BUNDLE_FAILURE
 from runjournal.adapters.debug_bundle.layout import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
-from runjournal.app.documents import json_bytes
+from runjournal.app.documents import json_bytes, json_bytes_streamed
 from runjournal.domain.events import (
     RefusedName,
     RunError,
@@ -137,7 +137,8 @@ class Terminalizer:
 
     def report_view(self) -> dict[str, Any]:
         """The report's fold as the base of `run --json` (without the projection's head)."""
-        view = self._report.view() if self._report is not None else {}
+        # its outputs left out: the run's own list replaces them (app/run_pipeline.py)
+        view = self._report.head() if self._report is not None else {}
         view.pop("projection", None)
         return view
 
@@ -190,9 +191,12 @@ class Terminalizer:
         self._session.flush()
         self.state.status = RunStatus.SUCCEEDED
         self._write_manifest(run_dir)
-        # The report's projection view, as `projections rebuild report` folds it again.
-        view = self._report.view() if self._report is not None else None
-        if view is not None and self._attempt(run_dir, REPORT, "report", lambda: json_bytes(view)):
+        # The report's projection view, as `projections rebuild report` folds it again,
+        # its outputs made one at a time as it is written (issue 29: peak RSS).
+        report = self._report
+        if report is not None and self._attempt(
+            run_dir, REPORT, "report", lambda: json_bytes_streamed(report.streamed_view())
+        ):
             self.state.report = os.path.join(self.state.run_dir, REPORT)
         run_dir.close()
         return self.state
@@ -377,8 +381,9 @@ class Terminalizer:
     def _write_manifest(self, run_dir: FsRoot) -> None:
         if self._manifest is None:
             return
-        view = self._manifest.view()
-        if self._attempt(run_dir, MANIFEST, "manifest", lambda: json_bytes(view)):
+        manifest = self._manifest
+        render = lambda: json_bytes_streamed(manifest.streamed_view())  # noqa: E731
+        if self._attempt(run_dir, MANIFEST, "manifest", render):
             self.state.manifest = os.path.join(self.state.run_dir, MANIFEST)
 
     def _attempt(self, run_dir: FsRoot, name: str, target: str, render: Any) -> bool:
