@@ -19,8 +19,6 @@ never replaces the primary error or exit code.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,10 +76,7 @@ def _held(output: Output) -> SpooledOutput:
     in memory (no spool) reads its own bytes."""
     if isinstance(output, SpooledOutput):
         return output
-    data = output.data
-    return SpooledOutput(
-        output.name, hashlib.sha256(data).hexdigest(), len(data), functools.partial(bytes, data)
-    )
+    return SpooledOutput.held(output.name, output.data)
 
 
 class OutputsRefused(Exception):
@@ -176,14 +171,15 @@ class Terminalizer:
             raise
         for f in files:
             step, lane = (attribution or {}).get(f.name, (None, None))
+            sha256 = f.sha256  # one string, the event's and the document's
             self._session.output_written(
-                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
+                name=f.name, sha256=sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
                     "name": f.name,
                     "path": os.path.join(self.state.run_dir, f.name),
-                    "sha256": f.sha256,
+                    "sha256": sha256,
                     "size": f.size,
                 }
             )
@@ -298,14 +294,15 @@ class Terminalizer:
             return []
         for f in files:
             step, lane = partial.attribution.get(f.name, (None, None))
+            sha256 = f.sha256  # one string, the event's and the document's
             self._session.output_written(
-                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
+                name=f.name, sha256=sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
                     "name": f.name,
                     "path": os.path.join(self.state.run_dir, f.name),
-                    "sha256": f.sha256,
+                    "sha256": sha256,
                     "size": f.size,
                 }
             )
