@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,7 +141,7 @@ class Terminalizer:
 
     def succeed(
         self,
-        outputs: Sequence[Output],
+        outputs: list[Output],
         *,
         chunk_map: Iterable[ChunkMapEntry],
         write_map: bool,
@@ -150,6 +150,9 @@ class Terminalizer:
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
         files = [_held(o) for o in outputs] + [_held(OutputFile(n, d)) for n, d in own]
+        # `outputs` is taken: once each file's event is recorded below, nothing holds it
+        # for the documents and the manifest check that follow (issue 29: peak RSS)
+        outputs.clear()
         refused = [
             RefusedName(name=name, refusal=refusal.name.lower())
             for name, refusal in refused_names(
@@ -169,7 +172,8 @@ class Terminalizer:
                 with contextlib.suppress(FsError):
                     run_dir.remove_tree(entry)
             raise
-        for f in files:
+        for i, f in enumerate(files):
+            files[i] = None  # type: ignore[call-overload]
             step, lane = (attribution or {}).get(f.name, (None, None))
             sha256 = f.sha256  # one string, the event's and the document's
             self._session.output_written(

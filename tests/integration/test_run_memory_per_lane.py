@@ -10,8 +10,8 @@ summaries name as a key of two strings and a `SourceLane` with a hex digest. Now
 folds keep a tuple an output, the check compares the folds' rows, the documents are
 written one output at a time, the spooled output keeps its digest's 32 bytes and the
 spool's handle, and the summaries' source lanes are two small byte strings each
-(docs/performance.md "A corpus at scale:", its paragraph "Peak RSS per document: the
-run's end"). Documents of one short paragraph and two steps, so a document is two lanes
+(docs/performance.md "gc, audit and explain at scale", its paragraph "Peak RSS per
+document: the run's end"). Documents of one short paragraph and two steps, so a document is two lanes
 and two output files and its chunks add little: the peak traced by `tracemalloc` of a
 no-op resume, at two corpus sizes in this process, grew 8.7 KB a document before, about
 5.7 KB after; the test fails above 7 KB.
