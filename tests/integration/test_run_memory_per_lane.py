@@ -8,13 +8,13 @@ both manifests' views (a dict per output each), and `manifest.json`, `report.jso
 `run --json` were each encoded whole; a resume also held each lane of the run its reuse
 summaries name as a key of two strings and a `SourceLane` with a hex digest. Now the
 folds keep a tuple an output, the check compares the folds' rows, the documents are
-written one output at a time, the spooled output keeps its digest's 32 bytes and the
-spool's handle, and the summaries' source lanes are two small byte strings each
-(docs/performance.md "gc, audit and explain at scale", its paragraph "Peak RSS per
-document: the run's end"). Documents of one short paragraph and two steps, so a document is two lanes
-and two output files and its chunks add little: the peak traced by `tracemalloc` of a
-no-op resume, at two corpus sizes in this process, grew 8.7 KB a document before, about
-5.7 KB after; the test fails above 7 KB.
+written one output at a time, the spooled outputs keep their digest's 32 bytes and the
+spool's handle and are let go once recorded, and the summaries' source lanes are two
+small byte strings each (docs/performance.md "gc, audit and explain at scale", its
+paragraph "Peak RSS per document: the run's end"). Documents of one short paragraph and
+two steps, so a document is two lanes and two output files and its chunks add little:
+the peak traced by `tracemalloc` of a no-op resume, at two corpus sizes in this process,
+grew about 8.8 KB a document before, about 5.2 KB after; the test fails above 7 KB.
 """
 
 from __future__ import annotations
