@@ -217,6 +217,11 @@ def _pack_part(part: str) -> bytes:
     return b"\x02" + data if data[:1] in (b"\x01", b"\x02") else data
 
 
+def _pack_leaf(part: str) -> bytes:
+    """`_pack_part` of a checkpoint's leaf name, not cached: each is read once a run."""
+    return _pack_part.__wrapped__(part)
+
+
 def _pack_path(path: str) -> bytes:
     """`path` as index schema 2 keeps it: component by component, joined by `/`, a hex
     component as `\\x01`, its byte count, its bytes and its suffix; any other as its UTF-8
@@ -480,7 +485,10 @@ class PackedStore:
         }
         wanted: list[tuple[int, int, int, int, int, bytes]] = []
         for i, (directory, _, leaf) in enumerate(split):
-            key = _pack_part(leaf) if packed else leaf  # a leaf has no "/"
+            # a leaf has no "/"; packed without the cache, which would hold every leaf a
+            # resume reads (they are each a checkpoint's own) and push out the components
+            # that repeat (issue 29: peak RSS)
+            key = _pack_leaf(leaf) if packed else leaf
             row = entries.get((keys[directory], key))
             if row is None or row[4] is not None:
                 continue
@@ -820,7 +828,7 @@ class PackedStore:
         only the rows the index holds) and before a large payload's row."""
         directory, leaf = _split(name)
         data = bytes(data)
-        encoded = _pack_path(leaf)
+        encoded = _pack_leaf(leaf)
         dir_id = self._dir_ids.get(directory) or self._new_dirs.get(directory)
         if dir_id is None:
             dir_id = self._dir_for_put(db, directory)
@@ -899,7 +907,7 @@ class PackedStore:
     ) -> bool:
         """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
         if encoded is None:
-            encoded = _pack_path(leaf)
+            encoded = _pack_leaf(leaf)
         row = db.execute(
             "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
             (dir_id, encoded),

@@ -122,21 +122,48 @@ class CommittedFold:
         self.gave_up = why
 
     def view(self) -> dict[str, Any]:
+        return self.projection().view()
+
+    def projection(self) -> ManifestProjection:
+        """The fold itself (every batch is committed when the check asks for it)."""
         with self._lock:
             if self._fold is None:
                 raise RuntimeError("the committed fold gave up: read the journal back")
-            return self._fold.view()
+            return self._fold
 
 
 def manifest_mismatch(events: Iterable[RunEvent], live: dict[str, Any]) -> ManifestMismatch | None:
     """Fold the journal's events again and compare (pure: the caller reads and writes)."""
+    rebuilt, journaled = _refold(events)
+    return fold_mismatch(rebuilt.view(), journaled, live)
+
+
+def _refold(events: Iterable[RunEvent]) -> tuple[ManifestProjection, dict[str, int]]:
     rebuilt = ManifestProjection()
     journaled: dict[str, int] = {}
     for event in events:
         rebuilt.apply(event)
         if isinstance(event, StageDecided):
             journaled[event.code.value] = journaled.get(event.code.value, 0) + 1
-    return fold_mismatch(rebuilt.view(), journaled, live)
+    return rebuilt, journaled
+
+
+def _folds_mismatch(
+    fold: ManifestProjection, journaled: dict[str, int], live: ManifestProjection
+) -> ManifestMismatch | None:
+    """`fold_mismatch` of the two folds' views, without making either view's outputs
+    (a dict each, twice, at the end of a run of many: issue 29, peak RSS) unless they
+    differ: the outputs are compared as the folds hold them, in the views' order."""
+    same = fold.outputs == live.outputs or sorted(fold.outputs, key=_name) == sorted(
+        live.outputs, key=_name
+    )
+    if same and fold_mismatch(fold.head(), journaled, live.head()) is None:
+        return None
+    return fold_mismatch(fold.view(), journaled, live.view())
+
+
+def _name(row: tuple[str, str, int]) -> str:
+    return row[0]
 
 
 def fold_mismatch(
@@ -179,15 +206,14 @@ def check_run_manifest(
     output-root handle (cli/compose.py `Roots`), the run directory is `<run id>` in it.
     `committed`: the fold of the batches the session committed, used instead of reading
     the journal back when it is usable and the journal's last version is its last one."""
-    live = manifest.view()
     if (
         committed is not None
         and committed.usable
         and committed.last_version == journal.last_version(run_id)
     ):
-        mismatch = fold_mismatch(committed.view(), committed.journaled, live)
+        mismatch = _folds_mismatch(committed.projection(), committed.journaled, manifest)
     else:
-        mismatch = manifest_mismatch(journal.projected_events(run_id), live)
+        mismatch = _folds_mismatch(*_refold(journal.projected_events(run_id)), manifest)
     return _reported(mismatch, written, lambda: output().subroot(run_id), json_bytes)
 
 

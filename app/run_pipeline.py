@@ -700,8 +700,10 @@ def _execute_and_terminalize(
         _settle_llm(ports, inv)
         terminal.not_persisted(outcome.persistence_errors)
         try:
+            # handed over: P5 lets each output go once its event is recorded (issue 29)
+            outputs, outcome.outputs = outcome.outputs, []
             state = terminal.succeed(
-                outcome.outputs,
+                outputs,
                 chunk_map=outcome.chunk_map,
                 write_map=config.chunk_map,
                 write_index=config.chunk_map_index,

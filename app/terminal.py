@@ -19,10 +19,8 @@ never replaces the primary error or exit code.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +30,7 @@ from runjournal.adapters.debug_bundle.layout import FAILURE as BUNDLE_FAILURE
 from runjournal.adapters.debug_bundle.layout import RUN, WARNINGS
 from runjournal.adapters.fsroot import FsError, FsRoot
 from runjournal.adapters.objects import OUTPUT_MODE, OutputObjects
-from runjournal.app.documents import json_bytes
+from runjournal.app.documents import json_bytes, json_bytes_streamed
 from runjournal.domain.events import (
     RefusedName,
     RunError,
@@ -78,10 +76,7 @@ def _held(output: Output) -> SpooledOutput:
     in memory (no spool) reads its own bytes."""
     if isinstance(output, SpooledOutput):
         return output
-    data = output.data
-    return SpooledOutput(
-        output.name, hashlib.sha256(data).hexdigest(), len(data), functools.partial(bytes, data)
-    )
+    return SpooledOutput.held(output.name, output.data)
 
 
 class OutputsRefused(Exception):
@@ -137,7 +132,8 @@ class Terminalizer:
 
     def report_view(self) -> dict[str, Any]:
         """The report's fold as the base of `run --json` (without the projection's head)."""
-        view = self._report.view() if self._report is not None else {}
+        # its outputs left out: the run's own list replaces them (app/run_pipeline.py)
+        view = self._report.head() if self._report is not None else {}
         view.pop("projection", None)
         return view
 
@@ -145,7 +141,7 @@ class Terminalizer:
 
     def succeed(
         self,
-        outputs: Sequence[Output],
+        outputs: list[Output],
         *,
         chunk_map: Iterable[ChunkMapEntry],
         write_map: bool,
@@ -154,6 +150,9 @@ class Terminalizer:
     ) -> TerminalState:
         own = ChunkMapEncoder(write_map=write_map, write_index=write_index).files(chunk_map)
         files = [_held(o) for o in outputs] + [_held(OutputFile(n, d)) for n, d in own]
+        # `outputs` is taken: once each file's event is recorded below, nothing holds it
+        # for the documents and the manifest check that follow (issue 29: peak RSS)
+        outputs.clear()
         refused = [
             RefusedName(name=name, refusal=refusal.name.lower())
             for name, refusal in refused_names(
@@ -173,16 +172,18 @@ class Terminalizer:
                 with contextlib.suppress(FsError):
                     run_dir.remove_tree(entry)
             raise
-        for f in files:
+        for i, f in enumerate(files):
+            files[i] = None  # type: ignore[call-overload]
             step, lane = (attribution or {}).get(f.name, (None, None))
+            sha256 = f.sha256  # one string, the event's and the document's
             self._session.output_written(
-                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
+                name=f.name, sha256=sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
                     "name": f.name,
                     "path": os.path.join(self.state.run_dir, f.name),
-                    "sha256": f.sha256,
+                    "sha256": sha256,
                     "size": f.size,
                 }
             )
@@ -190,9 +191,12 @@ class Terminalizer:
         self._session.flush()
         self.state.status = RunStatus.SUCCEEDED
         self._write_manifest(run_dir)
-        # The report's projection view, as `projections rebuild report` folds it again.
-        view = self._report.view() if self._report is not None else None
-        if view is not None and self._attempt(run_dir, REPORT, "report", lambda: json_bytes(view)):
+        # The report's projection view, as `projections rebuild report` folds it again,
+        # its outputs made one at a time as it is written (issue 29: peak RSS).
+        report = self._report
+        if report is not None and self._attempt(
+            run_dir, REPORT, "report", lambda: json_bytes_streamed(report.streamed_view())
+        ):
             self.state.report = os.path.join(self.state.run_dir, REPORT)
         run_dir.close()
         return self.state
@@ -294,14 +298,15 @@ class Terminalizer:
             return []
         for f in files:
             step, lane = partial.attribution.get(f.name, (None, None))
+            sha256 = f.sha256  # one string, the event's and the document's
             self._session.output_written(
-                name=f.name, sha256=f.sha256, size=f.size, step=step, lane=lane
+                name=f.name, sha256=sha256, size=f.size, step=step, lane=lane
             )
             self.state.outputs.append(
                 {
                     "name": f.name,
                     "path": os.path.join(self.state.run_dir, f.name),
-                    "sha256": f.sha256,
+                    "sha256": sha256,
                     "size": f.size,
                 }
             )
@@ -377,8 +382,9 @@ class Terminalizer:
     def _write_manifest(self, run_dir: FsRoot) -> None:
         if self._manifest is None:
             return
-        view = self._manifest.view()
-        if self._attempt(run_dir, MANIFEST, "manifest", lambda: json_bytes(view)):
+        manifest = self._manifest
+        render = lambda: json_bytes_streamed(manifest.streamed_view())  # noqa: E731
+        if self._attempt(run_dir, MANIFEST, "manifest", render):
             self.state.manifest = os.path.join(self.state.run_dir, MANIFEST)
 
     def _attempt(self, run_dir: FsRoot, name: str, target: str, render: Any) -> bool:

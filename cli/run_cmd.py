@@ -39,7 +39,7 @@ from runjournal.cli.exit_codes import (
 )
 from runjournal.cli.keys_cmds import signing_hints
 from runjournal.cli.llm_wiring import LLMRequest, cassette_content, plan_llm
-from runjournal.cli.output import emit_json
+from runjournal.cli.output import emit_json, emit_json_streamed
 from runjournal.cli.overrides import check_overrides
 from runjournal.cli.pipeline_input import load_pipeline_spec, resolve_config_and_profiles
 from runjournal.cli.run_summary import (
@@ -268,7 +268,11 @@ def _print_result(req: RunRequest, result: RunResult) -> None:
         print_error(failure_line(doc, error, req.pipeline))
     for line in result.persistence_errors:
         print_error(f"not persisted: {line}")
-    if req.json:
+    if req.json and isinstance(doc.get("outputs"), list):
+        # its outputs one at a time: no whole text of a run of many (issue 29: peak RSS)
+        rest = {k: v for k, v in doc.items() if k != "outputs"}
+        emit_json_streamed(rest, "outputs", doc["outputs"])
+    elif req.json:
         emit_json(doc)
     elif not req.quiet:
         for hint in [*notes.hints, *signing_hints()]:

@@ -6,7 +6,8 @@ the events read back from the journal), so the two views are equal by constructi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from runjournal.domain.events import (
@@ -96,7 +97,9 @@ class RunOutline:
         self.decisions: dict[str, int] = {}
         self._pending = PendingStages()
         self.plans: dict[str, int] = {}
-        self.outputs: list[dict[str, Any]] = []
+        # (name, sha256, size) of each OutputWritten, in journal order: a tuple, not a dict
+        # of three keys, in each of a run's folds (issue 29: peak RSS); `output_dicts`
+        self.outputs: list[tuple[str, str, int]] = []
         self.persistence_failures: list[dict[str, str]] = []
 
     def apply(self, event: RunEvent) -> None:
@@ -112,7 +115,7 @@ class RunOutline:
             for outcome in event.outcomes:
                 self.plans[outcome.value] = self.plans.get(outcome.value, 0) + 1
         elif isinstance(event, OutputWritten):
-            self.outputs.append({"name": event.name, "sha256": event.sha256, "size": event.size})
+            self.outputs.append((event.name, event.sha256, event.size))
         elif isinstance(event, RunAllocated):
             self.run_id = event.run_id
             self.pipeline = event.pipeline
@@ -137,6 +140,15 @@ class RunOutline:
 
     def _count(self, code: str) -> None:
         self.decisions[code] = self.decisions.get(code, 0) + 1
+
+    def output_dicts(self, *, by_name: bool = False) -> Iterator[dict[str, Any]]:
+        """Each output as its views show it ({name, sha256, size}), made one at a time:
+        in journal order, or sorted by name (`by_name`)."""
+        rows: Iterable[tuple[str, str, int]] = self.outputs
+        if by_name:
+            rows = sorted(rows, key=operator.itemgetter(0))
+        for name, sha256, size in rows:
+            yield {"name": name, "sha256": sha256, "size": size}
 
     @property
     def not_started(self) -> dict[str, int]:

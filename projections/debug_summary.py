@@ -107,7 +107,7 @@ class DebugSummaryProjection(RunOutline):
             "restored_artifacts": self.restored_artifacts,
             "module_calls": self.module_calls,
             "forced_steps": list(self.forced_steps),
-            "outputs": sorted(self.outputs, key=lambda o: o["name"]),
+            "outputs": list(self.output_dicts(by_name=True)),
             "warnings": len(self.warnings),
             "checkpoint_write_failures": list(self.checkpoint_write_failures),
             "persistence_failures": list(self.persistence_failures),

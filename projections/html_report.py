@@ -387,7 +387,7 @@ class HtmlReportProjection(RunOutline):
             "failures": list(self.failures),
             "checkpoint_write_failures": list(self.checkpoint_write_failures),
             "validation": self.validation,
-            "outputs": sorted(self.outputs, key=lambda o: o["name"]),
+            "outputs": list(self.output_dicts(by_name=True)),
             "persistence_failures": list(self.persistence_failures),
         }
 

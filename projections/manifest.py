@@ -28,6 +28,7 @@ from runjournal.domain.identity import LaneIdentities, invocation_identity
 from runjournal.domain.runner.stage_failures import PARTIAL_OUTPUT
 from runjournal.projections.base import RunOutline
 from runjournal.projections.llm_usage import LLMUsageFold
+from runjournal.projections.streamed import Streamed
 
 WORKSPACE_SCHEMA_VERSION = 3
 
@@ -73,6 +74,17 @@ class ManifestProjection(RunOutline):
             self.validation = {**self.validation, "status": "failed"}
 
     def view(self) -> dict[str, Any]:
+        view = self.head()
+        view["outputs"] = list(self.output_dicts(by_name=True))
+        return view
+
+    def streamed_view(self) -> Streamed:
+        """`view()` with its outputs made one at a time as it is written (`manifest.json`
+        of a run of many outputs; issue 29: peak RSS)."""
+        return Streamed(self.head(), "outputs", self.output_dicts(by_name=True))
+
+    def head(self) -> dict[str, Any]:
+        """`view()` without its `outputs`."""
         view = self._view()
         if self.llm.used:  # runs that made or reused LLM calls (docs/operations.md)
             view["llm"] = self.llm.view()
@@ -94,7 +106,6 @@ class ManifestProjection(RunOutline):
             "lanes": len(self.lane_identities),
             "artifacts": self.artifacts,
             "warnings": self.warnings,
-            "outputs": sorted(self.outputs, key=lambda o: o["name"]),
             "decisions": dict(sorted(self.decisions.items())),
             "not_started": self.not_started,
             "plans": dict(sorted(self.plans.items())),

@@ -13,6 +13,7 @@ manifest, which are written before the report.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from runjournal.domain.events import (
@@ -28,6 +29,7 @@ from runjournal.domain.events import (
     WarningRecorded,
 )
 from runjournal.projections.base import RunOutline
+from runjournal.projections.streamed import Streamed
 
 MANIFEST_NAME = "manifest.json"
 # Terminal writes that come before the report's own: their failure shows in it.
@@ -86,6 +88,23 @@ class ReportProjection(RunOutline):
         return f"{self.run_dir}/{name}"
 
     def view(self) -> dict[str, Any]:
+        view = self.head()
+        view["outputs"] = list(self.output_paths())
+        return view
+
+    def streamed_view(self) -> Streamed:
+        """`view()` with its outputs made one at a time as it is written (`report.json` of
+        a run of many outputs; issue 29: peak RSS)."""
+        return Streamed(self.head(), "outputs", self.output_paths())
+
+    def output_paths(self) -> Iterator[dict[str, Any]]:
+        """Each output as `view()` lists it (with its path), in journal order."""
+        for o in self.output_dicts():
+            o["path"] = self._path(o["name"])
+            yield o
+
+    def head(self) -> dict[str, Any]:
+        """`view()` without its `outputs`."""
         terminated = self.status is not RunStatus.RUNNING
         has_manifest = terminated and self.run_dir is not None and not self.manifest_missing
         return {
@@ -93,7 +112,6 @@ class ReportProjection(RunOutline):
             "status": self.status.value,
             "run_dir": self.run_dir,
             "manifest": self._path(MANIFEST_NAME) if has_manifest else None,
-            "outputs": [{**o, "path": self._path(o["name"])} for o in self.outputs],
             "decisions": dict(sorted(self.decisions.items())),
             "not_started": self.not_started,
             "plans": dict(sorted(self.plans.items())),

@@ -10,6 +10,7 @@ Both only read the journal through the callables they are handed.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from runjournal.adapters.journal.journal_errors import JournalCorrupt, JournalError, one_line
@@ -38,28 +39,70 @@ class SourceIndex:
     `candidates` are earlier runs, newest first; each is read once, when a lane is not
     found in the ones before it, and only its lanes' digests are kept (O(lanes)). A run
     that cannot be read is passed over: the lane is then journaled explicitly.
+
+    Each lane is kept as two small byte strings, for the whole run (issue 29: peak RSS):
+    16 bytes of the digest of its step and name, and its decisions' digest (32 bytes),
+    count and which source run; not as a key of two strings and a `SourceLane` with a
+    hex digest (about 450 bytes a lane against 170). A lane whose digest is not hex, or
+    two lanes whose keys collide, are dropped: such a lane is journaled explicitly.
     """
 
     def __init__(self, read: ReadEvents, candidates: Sequence[str]) -> None:
         self._read = read
         self._candidates = list(candidates)
-        self._loaded: list[dict[Lane, SourceLane]] = []
+        self._loaded: list[dict[bytes, bytes]] = []
+        self._runs: list[str] = []  # the source runs the entries name, by index
 
     def find(self, step: str, lane: str) -> SourceLane | None:
-        key = (step, lane)
+        key = _lane_key(step, lane)
         for lanes in self._loaded:
-            if key in lanes:
-                return lanes[key]
+            entry = lanes.get(key)
+            if entry is not None:
+                return self._lane(entry)
         while self._candidates:
             run_id = self._candidates.pop(0)
             try:
-                lanes = source_lanes(run_id, self._read(run_id))
+                lanes = self._packed(source_lanes(run_id, self._read(run_id)))
             except JournalError:
                 continue
             self._loaded.append(lanes)
-            if key in lanes:
-                return lanes[key]
+            entry = lanes.get(key)
+            if entry is not None:
+                return self._lane(entry)
         return None
+
+    def _packed(self, lanes: dict[Lane, SourceLane]) -> dict[bytes, bytes]:
+        index: dict[str, int] = {r: i for i, r in enumerate(self._runs)}
+        out: dict[bytes, bytes] = {}
+        collided: set[bytes] = set()
+        while lanes:  # each lane let go as it is packed
+            (step, lane), source = lanes.popitem()
+            try:
+                digest = bytes.fromhex(source.digest)
+            except ValueError:
+                continue
+            if len(digest) != 32 or not 0 <= source.count < 1 << 48:
+                continue
+            run = index.get(source.run_id)
+            if run is None:
+                run = index[source.run_id] = len(self._runs)
+                self._runs.append(source.run_id)
+            key = _lane_key(step, lane)
+            if key in out:
+                collided.add(key)
+            out[key] = digest + source.count.to_bytes(6, "big") + run.to_bytes(4, "big")
+        for key in collided:
+            del out[key]
+        return out
+
+    def _lane(self, entry: bytes) -> SourceLane:
+        run = int.from_bytes(entry[38:], "big")
+        return SourceLane(self._runs[run], entry[:32].hex(), int.from_bytes(entry[32:38], "big"))
+
+
+def _lane_key(step: str, lane: str) -> bytes:
+    """16 bytes naming a lane in `SourceIndex` (step and lane names can be long)."""
+    return hashlib.sha256(f"{step}\x00{lane}".encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 class _Source:

@@ -26,10 +26,15 @@ def collect_outputs(
     """Every output file in step and lane order; `attribution` gets each name's lane.
 
     With a `spool` each file's bytes are set aside there as its lane's outputs are made,
-    so only one lane's files are in memory at a time (issue 29: peak RSS)."""
+    so only one lane's files are in memory at a time, and each lane's artifact is let go
+    (taken out of `artifacts`) once its outputs are made: the artifacts and the outputs
+    are not both held whole (issue 29: peak RSS)."""
     outputs: list[Output] = []
     for step in pipeline.steps:
-        for lane, artifact in artifacts[step.id].items():
+        lanes = list(artifacts[step.id].items())
+        artifacts[step.id].clear()
+        for i, (lane, artifact) in enumerate(lanes):
+            lanes[i] = None  # type: ignore[call-overload]
             own = OutputFile(f"artifacts/{step.id}/{safe_lane_id(lane)}.json", artifact.payload())
             ctx = StageContext(
                 step=step.id,

@@ -158,12 +158,14 @@ class PipelineRunner:
         outputs = collect_outputs(pipeline, artifacts, self._ledger, self._attribution, self._spool)
         chunk_map = _ChunkMap(list(chunks_by_source.values()))
         ledger = self._ledger
+        # handed over, not copied: an entry an output file (issue 29: peak RSS)
+        attribution, self._attribution = self._attribution, {}
         return RunOutcome(
             outputs=outputs,
             lane_identities=lane_ids,
             chunk_map=chunk_map,
             persistence_errors=list(ledger.persistence_errors),
-            attribution=dict(self._attribution),
+            attribution=attribution,
         )
 
     def stop(self) -> None:

@@ -1,0 +1,96 @@
+"""What a no-op resume holds per lane and per output file until its end is small (issue 29:
+peak RSS at most 300 MB at a million decisions).
+
+At the end of a run every output file was held several times over: a `SpooledOutput`
+with a hex digest and a bound reader, a dict of three keys in each of the run's three
+folds (the manifest's, the report's and the manifest check's), the manifest check made
+both manifests' views (a dict per output each), and `manifest.json`, `report.json` and
+`run --json` were each encoded whole; a resume also held each lane of the run its reuse
+summaries name as a key of two strings and a `SourceLane` with a hex digest. Now the
+folds keep a tuple an output, the check compares the folds' rows, the documents are
+written one output at a time, the spooled outputs keep their digest's 32 bytes and the
+spool's handle and are let go once recorded, and the summaries' source lanes are two
+small byte strings each (docs/performance.md "gc, audit and explain at scale", its
+paragraph "Peak RSS per document: the run's end"). Documents of one short paragraph and
+two steps, so a document is two lanes and two output files and its chunks add little:
+the peak traced by `tracemalloc` of a no-op resume, at two corpus sizes in this process,
+grew about 8.8 KB a document before, about 5.2 KB after; the test fails above 7 KB.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import runjournal
+from runjournal.adapters import packed_store
+from runjournal.adapters.function_steps import chunk_step
+from runjournal.adapters.journal import session
+from support.traced import traced_run_peak
+
+SMALL, LARGE = 100, 400  # documents
+PER_DOCUMENT = 7_000  # bytes the no-op resume's peak may grow by per document
+
+
+@chunk_step
+def size(chunk: Any) -> int:
+    """A small artifact: what is measured is the run's bookkeeping, not its data."""
+    return len(chunk.text)
+
+
+@chunk_step
+def words(chunk: Any) -> int:
+    return len(chunk.text.split())
+
+
+def _project(root: Path, docs: int) -> runjournal.Project:
+    (root / "docs").mkdir(parents=True)
+    for d in range(docs):
+        (root / "docs" / f"d{d:05d}.md").write_text(f"document {d} with one paragraph\n")
+    pipeline = runjournal.Pipeline(
+        name="memory-lanes",
+        inputs=("docs/*.md",),
+        steps=(
+            runjournal.Step(id="size", module=size),
+            runjournal.Step(id="words", module=words),
+        ),
+        directory=str(root),
+    )
+    return runjournal.Project.open(
+        pipeline, output_root=str(root / "out"), cache_root=str(root / "cache"), progress=False
+    )
+
+
+def _resumed_peak(root: Path, docs: int) -> tuple[int, dict[str, str]]:
+    project = _project(root, docs)
+    _, first = traced_run_peak(project, resume=False)
+    resumed, again = traced_run_peak(project, resume=True)
+    assert set(again.decisions) == {"reused"}, again.decisions
+    assert len(again.outputs) == 2 * docs
+    # the resume's outputs are the cold run's, byte for byte
+    digests = {name: o.sha256 for name, o in again.outputs.items()}
+    assert digests == {name: o.sha256 for name, o in first.outputs.items()}
+    return resumed, digests
+
+
+def test_a_no_op_resume_holds_little_per_lane_and_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What is bounded, by a size a corpus this small does not reach, is made small so
+    # both sizes are past it (as tests/integration/test_run_memory_per_chunk.py does).
+    monkeypatch.setattr(session, "EXPANSIONS_HELD", 256)
+    monkeypatch.setattr(session, "MAX_UNITS", 8)
+    monkeypatch.setattr(packed_store, "_HELD_BLOCKS", 2)
+    monkeypatch.setattr(packed_store, "_FRESH_DIRS", 4)
+    monkeypatch.setattr(packed_store, "_KNOWN_DIRS", 8)
+    packed = functools.lru_cache(maxsize=64)(packed_store._pack_part.__wrapped__)
+    monkeypatch.setattr(packed_store, "_pack_part", packed)
+    a, _ = _resumed_peak(tmp_path / "small", SMALL)
+    b, _ = _resumed_peak(tmp_path / "large", LARGE)
+    per_document = (b - a) / (LARGE - SMALL)
+    assert per_document < PER_DOCUMENT, (
+        f"a no-op resume's peak grew {per_document:.0f} B per document of two lanes and two "
+        f"outputs ({a} B at {SMALL} documents, {b} B at {LARGE})"
+    )
