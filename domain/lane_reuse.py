@@ -212,9 +212,10 @@ class ReusedEvents:
     """The events of plain reuses under one origin (a summary's id, version and time), as
     `StageDecided(**origin, **reused_fields(...))` and `usage_event` build them, each
     made from the first of its type by `msgspec.structs.replace` of the fields that vary
-    (step, lane, stage, chunk, input and D; or the usage's): about 0.7 us an event where
-    building one from keyword arguments took about 10 (issue 29: a no-op resume expands
-    every decision of its block summaries; docs/performance.md "A corpus at scale")."""
+    (step, lane, stage, chunk, input and D; or the usage's): about a tenth of the cpu of
+    building each from keyword arguments (issue 29: a no-op resume expands every decision
+    of its block summaries; docs/performance.md "A corpus at scale: the packed store and
+    what a no-op resume costs (issue 29)")."""
 
     __slots__ = ("_decision", "_origin", "_usage")
 
