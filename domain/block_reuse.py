@@ -41,13 +41,12 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.lane_reuse import (
     LaneItems,
+    ReusedEvents,
     ReusedStage,
     ReusedUsage,
     item_of,
     journaled_as_reuse,
     reuse_digest,
-    reused_fields,
-    usage_event,
 )
 
 _encoder = msgspec.msgpack.Encoder()
@@ -282,9 +281,10 @@ def expand(summary: EventsReused, source_units: list[Unit]) -> list[RunEvent]:
         "timestamp": summary.timestamp,
     }
     out: list[RunEvent] = []
+    events = ReusedEvents(origin)
     for unit in source_units:
         for event in unit.events or ():
-            out.append(reoriginated(event, origin))
+            out.append(reoriginated(event, origin, events))
     if len(out) != summary.count:
         raise BlockMismatch(
             f"the block summary of {summary.kind} {summary.step!r} (event "
@@ -294,19 +294,21 @@ def expand(summary: EventsReused, source_units: list[Unit]) -> list[RunEvent]:
     return out
 
 
-def reoriginated(event: RunEvent, origin: dict[str, Any]) -> RunEvent:
+def reoriginated(
+    event: RunEvent, origin: dict[str, Any], events: ReusedEvents | None = None
+) -> RunEvent:
     """`event` as this run journals it under a block: a decision as a plain reuse (its
     stage, chunk, input and D), its reused usage, any other event as it is; all with the
-    block's origin."""
+    block's origin (`events`: the builder of that origin's reuses, `ReusedEvents`)."""
     kind = type(event)
-    if kind is StageDecided:
-        assert isinstance(event, StageDecided)
-        return StageDecided(
-            **origin, **reused_fields(event.step, event.lane, ReusedStage.of_event(event))
-        )
-    if kind is LLMUsageReused:
+    if kind is StageDecided or kind is LLMUsageReused:
+        if events is None:
+            events = ReusedEvents(origin)
+        if kind is StageDecided:
+            assert isinstance(event, StageDecided)
+            return events.decision(event.step, event.lane, ReusedStage.of_event(event))
         assert isinstance(event, LLMUsageReused)
-        return usage_event(origin, event.step, event.lane, ReusedUsage.of_event(event))
+        return events.usage(event.step, event.lane, ReusedUsage.of_event(event))
     return msgspec.structs.replace(event, **origin)
 
 

@@ -188,13 +188,14 @@ def expand(summary: LaneReused, stages: list[Reused | None]) -> list[RunEvent]:
         "timestamp": summary.timestamp,
     }
     step, lane = summary.step, summary.lane
+    events = ReusedEvents(origin)
     out: list[RunEvent] = []
     for s in stages:
         if type(s) is ReusedStage:
-            out.append(StageDecided(**origin, **reused_fields(step, lane, s)))
+            out.append(events.decision(step, lane, s))
         else:
             assert isinstance(s, ReusedUsage)
-            out.append(usage_event(origin, step, lane, s))
+            out.append(events.usage(step, lane, s))
     return out
 
 
@@ -202,6 +203,51 @@ def usage_event(origin: dict[str, Any], step: str, lane: str, item: ReusedUsage)
     return LLMUsageReused(
         **origin, step=step, lane=lane, stage=item.stage, chunk=item.chunk, usage=item.usage
     )
+
+
+_replace = msgspec.structs.replace
+
+
+class ReusedEvents:
+    """The events of plain reuses under one origin (a summary's id, version and time), as
+    `StageDecided(**origin, **reused_fields(...))` and `usage_event` build them, each
+    made from the first of its type by `msgspec.structs.replace` of the fields that vary
+    (step, lane, stage, chunk, input and D; or the usage's): about a tenth of the cpu of
+    building each from keyword arguments (issue 29: a no-op resume expands every decision
+    of its block summaries; docs/performance.md "A corpus at scale: the packed store and
+    what a no-op resume costs (issue 29)")."""
+
+    __slots__ = ("_decision", "_origin", "_usage")
+
+    def __init__(self, origin: dict[str, Any]) -> None:
+        self._origin = origin
+        self._decision: StageDecided | None = None
+        self._usage: LLMUsageReused | None = None
+
+    def decision(self, step: str, lane: str, item: ReusedStage) -> StageDecided:
+        first = self._decision
+        if first is None:
+            first = self._decision = StageDecided(**self._origin, **reused_fields(step, lane, item))
+            return first
+        return _replace(
+            first,
+            step=step,
+            lane=lane,
+            stage=item.stage,
+            chunk=item.chunk,
+            input=item.input,
+            dependencies=item.dependencies,
+            recorded={},  # each event its own (as `reused_fields` gives it)
+        )
+
+    def usage(self, step: str, lane: str, item: ReusedUsage) -> LLMUsageReused:
+        first = self._usage
+        if first is None:
+            first = self._usage = usage_event(self._origin, step, lane, item)
+            return first
+        return _replace(
+            first, step=step, lane=lane, stage=item.stage, chunk=item.chunk, usage=item.usage
+        )
 
 
 class SourceLane(msgspec.Struct, frozen=True):

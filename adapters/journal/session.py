@@ -55,7 +55,6 @@ from runjournal.domain.events import (
     RunStatus,
     RunTerminated,
     Setting,
-    StageDecided,
     StageFailed,
     TerminalPersistenceFailed,
     WarningRecorded,
@@ -63,11 +62,10 @@ from runjournal.domain.events import (
 from runjournal.domain.identity import ArtifactRef, LaneComponents
 from runjournal.domain.lane_reuse import (
     Reused,
+    ReusedEvents,
     ReusedStage,
     SourceLane,
     reuse_digest,
-    reused_fields,
-    usage_event,
 )
 from runjournal.domain.llm import FailureCause, LLMAttempt, LLMUsage
 from runjournal.domain.reasons import ReasonCode
@@ -614,11 +612,12 @@ class RunSession:
         def events(origin: dict[str, Any]) -> list[RunEvent]:
             replace = msgspec.structs.replace
             out: list[RunEvent] = [replace(held.resolved, **origin)]
+            reused = ReusedEvents(origin)
             for item in stages:
                 if type(item) is ReusedStage:
-                    out.append(StageDecided(**origin, **reused_fields(step, lane, item)))
+                    out.append(reused.decision(step, lane, item))
                 else:
-                    out.append(usage_event(origin, step, lane, item))  # type: ignore[arg-type]
+                    out.append(reused.usage(step, lane, item))  # type: ignore[arg-type]
             out.append(replace(draft, **origin))
             return out
 

@@ -22,6 +22,7 @@ from runjournal.domain.events import LaneResolved, LaneReused, RunEvent, StageDe
 from runjournal.domain.lane_reuse import (
     LaneItems,
     LaneReuseMismatch,
+    ReusedEvents,
     ReusedStage,
     ReusedUsage,
     expand,
@@ -29,6 +30,7 @@ from runjournal.domain.lane_reuse import (
     reuse_digest,
     reused_fields,
     source_lanes,
+    usage_event,
 )
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.reasons import ReasonCode
@@ -280,6 +282,32 @@ def test_a_lane_journaled_explicitly_expands_back_from_its_summary(items: list) 
     changed = [msgspec.structs.replace(items[0], chunk="x" * 64), *items[1:]]
     with pytest.raises(LaneReuseMismatch):
         expand(stored[-1], changed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=_lane_items,
+    lanes=st.lists(st.sampled_from(["l", "docs/a.md", "é"]), min_size=1, max_size=12),
+)
+def test_reused_events_are_the_events_built_from_their_fields(items: list, lanes: list) -> None:
+    """`ReusedEvents` builds each event from the first of its type (issue 29: a no-op
+    resume expands every decision of its summaries): equal, field by field and encoded,
+    to the event built from keyword arguments, each with its own `recorded` dict."""
+    origin = _origin(3)
+    built = ReusedEvents(origin)
+    encode = msgspec.msgpack.encode
+    for i, item in enumerate(items):
+        step, lane = f"s{i % 2}", lanes[i % len(lanes)]
+        if type(item) is ReusedStage:
+            got: RunEvent = built.decision(step, lane, item)
+            want: RunEvent = StageDecided(**origin, **reused_fields(step, lane, item))
+        else:
+            got, want = built.usage(step, lane, item), usage_event(origin, step, lane, item)
+        assert type(got) is type(want)
+        assert got == want
+        assert encode(got) == encode(want)
+    decisions = [built.decision("s", "l", ReusedStage(Stage.MERGE, "", "i", "")) for _ in "ab"]
+    assert decisions[0].recorded is not decisions[1].recorded
 
 
 # --- a lane executed with LLM calls as the source of its first no-op resume -------------
