@@ -173,19 +173,10 @@ class TestLog:
         them is woken to sync the twenty, the others when that sync is done), where a
         wake-up of every caller at each sync made them wait 39 times (docs/performance.md
         "Wake-ups per call"). Counted, not timed."""
-        import types
-
         from runjournal.adapters.llm import calllog
+        from support.counted_waits import count_condition_waits
 
-        waits: list[int] = []
-
-        class Counting(threading.Condition):
-            def wait(self, timeout: float | None = None) -> bool:
-                waits.append(1)  # under the condition's lock
-                return super().wait(timeout)
-
-        shim = types.SimpleNamespace(**{**vars(threading), "Condition": Counting})
-        monkeypatch.setattr(calllog, "threading", shim)
+        waits = count_condition_waits(monkeypatch, calllog)
         wal = WriteAhead(str(tmp_path), "run1")
         assert wal.log is not None
         syncing, release = threading.Event(), threading.Event()

@@ -15,7 +15,6 @@ a lane's normalize), for a cold run and a no-op resume.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,7 @@ import pytest
 import runjournal
 from runjournal.adapters import packed_store
 from runjournal.adapters.function_steps import chunk_step
-from runjournal.adapters.journal import session
-from support.traced import traced_run_peak
+from support.traced import shrink_bounded_caches, traced_run_peak
 
 CHUNKS = 40  # a document's paragraphs, one chunk each
 SMALL, LARGE = 30, 120  # documents
@@ -73,13 +71,7 @@ def test_peak_memory_grows_by_little_per_chunk(
     # decompressed, the open segment whose index rows are kept until it seals, the
     # directories a store created, the directory ids it remembers and its packed path
     # components.
-    monkeypatch.setattr(session, "EXPANSIONS_HELD", 256)
-    monkeypatch.setattr(session, "MAX_UNITS", 8)
-    monkeypatch.setattr(packed_store, "_HELD_BLOCKS", 2)
-    monkeypatch.setattr(packed_store, "_FRESH_DIRS", 4)
-    monkeypatch.setattr(packed_store, "_KNOWN_DIRS", 8)
-    packed = functools.lru_cache(maxsize=64)(packed_store._pack_part.__wrapped__)
-    monkeypatch.setattr(packed_store, "_pack_part", packed)
+    shrink_bounded_caches(monkeypatch)
     init = packed_store.PackedStore.__init__
 
     def small_segments(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -19,16 +19,13 @@ grew about 8.8 KB a document before, about 5.2 KB after; the test fails above 7 
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
 import pytest
 import runjournal
-from runjournal.adapters import packed_store
 from runjournal.adapters.function_steps import chunk_step
-from runjournal.adapters.journal import session
-from support.traced import traced_run_peak
+from support.traced import shrink_bounded_caches, traced_run_peak
 
 SMALL, LARGE = 100, 400  # documents
 PER_DOCUMENT = 7_000  # bytes the no-op resume's peak may grow by per document
@@ -80,13 +77,7 @@ def test_a_no_op_resume_holds_little_per_lane_and_output(
 ) -> None:
     # What is bounded, by a size a corpus this small does not reach, is made small so
     # both sizes are past it (as tests/integration/test_run_memory_per_chunk.py does).
-    monkeypatch.setattr(session, "EXPANSIONS_HELD", 256)
-    monkeypatch.setattr(session, "MAX_UNITS", 8)
-    monkeypatch.setattr(packed_store, "_HELD_BLOCKS", 2)
-    monkeypatch.setattr(packed_store, "_FRESH_DIRS", 4)
-    monkeypatch.setattr(packed_store, "_KNOWN_DIRS", 8)
-    packed = functools.lru_cache(maxsize=64)(packed_store._pack_part.__wrapped__)
-    monkeypatch.setattr(packed_store, "_pack_part", packed)
+    shrink_bounded_caches(monkeypatch)
     a, _ = _resumed_peak(tmp_path / "small", SMALL)
     b, _ = _resumed_peak(tmp_path / "large", LARGE)
     per_document = (b - a) / (LARGE - SMALL)

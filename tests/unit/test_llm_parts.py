@@ -209,19 +209,10 @@ class TestLimiter:
         when a slot is theirs (docs/performance.md "Wake-ups per call"), where a wake-up of
         every waiting caller at each release made them wait 17 to 42 times. Counted, not
         timed."""
-        import types
-
         from runjournal.adapters.llm import ratelimit
+        from support.counted_waits import count_condition_waits
 
-        waits: list[int] = []
-
-        class Counting(threading.Condition):
-            def wait(self, timeout: float | None = None) -> bool:
-                waits.append(1)  # under the condition's lock
-                return super().wait(timeout)
-
-        shim = types.SimpleNamespace(**{**vars(threading), "Condition": Counting})
-        monkeypatch.setattr(ratelimit, "threading", shim)
+        waits = count_condition_waits(monkeypatch, ratelimit)
         limiter = EndpointLimiter(max_concurrency=2)
         held = [limiter.acquire(1), limiter.acquire(1)]
         done: list[int] = []
