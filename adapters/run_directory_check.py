@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
@@ -65,22 +65,59 @@ def _short(digest: str) -> str:
     return digest[:12]
 
 
+class _Output(NamedTuple):
+    """What the check needs of an `OutputWritten` (a whole event was held per output)."""
+
+    version: int
+    name: str
+    sha256: bytes | str  # packed (`_packed`)
+    size: int
+
+
+class _Artifact(NamedTuple):
+    """What the check needs of an `ArtifactGenerated` (a whole event was held per lane)."""
+
+    version: int
+    step: str
+    lane: str
+    sha256: bytes | str  # packed (`_packed`)
+
+
+def _packed(digest: str) -> bytes | str:
+    """A digest as its 32 bytes when it is lower-case hex that gives them back exactly
+    (what the run records), else the text itself: compared packed, they are equal exactly
+    when the texts are."""
+    try:
+        raw = bytes.fromhex(digest)
+    except ValueError:
+        return digest
+    return raw if raw.hex() == digest else digest
+
+
+def _text(digest: bytes | str) -> str:
+    return digest.hex() if isinstance(digest, bytes) else digest
+
+
 class RunFacts:
     """What the check needs of a run's events, gathered in one pass.
 
     Only the allocation, outputs, artifacts, terminal event, last version and decision
     counts are kept, so `journal audit` streams the run (docs/performance.md "Reading
-    commands on a large run") and feeds this beside the audit.
+    commands on a large run") and feeds this beside the audit. Of each output and
+    artifact only what the check compares is kept, digests packed (about 300 bytes
+    each, where the event was about a kilobyte: docs/performance.md "gc, audit and
+    explain at scale").
     """
 
     def __init__(self) -> None:
         self.allocated: RunAllocated | None = None
-        self.outputs: list[OutputWritten] = []
-        self.artifacts: list[ArtifactGenerated] = []
+        self.outputs: list[_Output] = []
+        self.artifacts: list[_Artifact] = []
         self.terminal: RunTerminated | None = None
         self.last = 0
         self.decisions: dict[str, int] = {}
         self.llm = LLMUsageFold()  # spent and saved, as the manifest's `llm` folds it
+        self._steps: dict[str, str] = {}  # one string per step name
 
     def feed(self, event: RunEvent) -> None:
         self.last = event.originator_version
@@ -88,9 +125,14 @@ class RunFacts:
         if isinstance(event, StageDecided):
             self.decisions[event.code.value] = self.decisions.get(event.code.value, 0) + 1
         elif isinstance(event, OutputWritten):
-            self.outputs.append(event)
+            self.outputs.append(
+                _Output(event.originator_version, event.name, _packed(event.sha256), event.size)
+            )
         elif isinstance(event, ArtifactGenerated):
-            self.artifacts.append(event)
+            step = self._steps.setdefault(event.step, event.step)
+            self.artifacts.append(
+                _Artifact(event.originator_version, step, event.lane, _packed(event.sha256))
+            )
         elif isinstance(event, RunAllocated):
             self.allocated = self.allocated or event
         elif isinstance(event, RunTerminated):
@@ -141,41 +183,42 @@ def _check(facts: RunFacts, run_root: FsRoot, run_dir: str) -> RunDirectoryCheck
     problems: list[RunDirectoryProblem] = []
     files = 0
 
-    def problem(event: RunEvent | None, kind: str, message: str) -> None:
-        version = event.originator_version if event is not None else 0
+    def problem(version: int, kind: str, message: str) -> None:
         problems.append(RunDirectoryProblem(version=version, event=kind, message=message))
 
-    written: dict[str, OutputWritten] = {}
-    for event in facts.outputs:
-        written[event.name] = event
+    written: dict[str, _Output] = {}
+    for output in facts.outputs:
+        written[output.name] = output
         files += 1
+        name, sha256 = output.name, _text(output.sha256)
         try:
-            data = run_root.read_bytes(event.name)
+            data = run_root.read_bytes(name)
         except FsNotFound:
-            problem(event, "OutputWritten", f"output {event.name!r} is not in the run directory")
+            problem(output.version, "OutputWritten", f"output {name!r} is not in the run directory")
             continue
         except (FsError, ValueError) as exc:
-            problem(event, "OutputWritten", f"output {event.name!r} cannot be read: {exc}")
+            problem(output.version, "OutputWritten", f"output {name!r} cannot be read: {exc}")
             continue
         digest = hashlib.sha256(data).hexdigest()
-        if digest != event.sha256 or len(data) != event.size:
+        if digest != sha256 or len(data) != output.size:
             problem(
-                event,
+                output.version,
                 "OutputWritten",
-                f"output {event.name!r} in the run directory has sha256 {_short(digest)}… "
-                f"({len(data)} bytes), the journal records {_short(event.sha256)}… "
-                f"({event.size} bytes)",
+                f"output {name!r} in the run directory has sha256 {_short(digest)}… "
+                f"({len(data)} bytes), the journal records {_short(sha256)}… "
+                f"({output.size} bytes)",
             )
-    for event in facts.artifacts:
-        name = f"artifacts/{event.step}/{safe_lane_id(event.lane)}.json"
-        output = written.get(name)
-        if output is not None and output.sha256 != event.sha256:
+        del data
+    for artifact in facts.artifacts:
+        name = f"artifacts/{artifact.step}/{safe_lane_id(artifact.lane)}.json"
+        found = written.get(name)
+        if found is not None and found.sha256 != artifact.sha256:
             problem(
-                event,
+                artifact.version,
                 "ArtifactGenerated",
-                f"artifact of step {event.step!r} lane {event.lane!r} is recorded as sha256 "
-                f"{_short(event.sha256)}…, but {name} in the run directory is "
-                f"{_short(output.sha256)}…",
+                f"artifact of step {artifact.step!r} lane {artifact.lane!r} is recorded as "
+                f"sha256 {_short(_text(artifact.sha256))}…, but {name} in the run directory "
+                f"is {_short(_text(found.sha256))}…",
             )
     problems += _check_manifest(facts, run_root, written)
     return RunDirectoryCheck(
@@ -183,19 +226,56 @@ def _check(facts: RunFacts, run_root: FsRoot, run_dir: str) -> RunDirectoryCheck
     )
 
 
+class _Listed(msgspec.Struct):
+    """An entry of the manifest's `outputs`, as the check compares it."""
+
+    name: str
+    sha256: Any = None
+
+
+class _Manifest(msgspec.Struct):
+    """The keys of `manifest.json` the check reads; the rest (its artifacts, lanes and
+    plans, most of it) is skipped unread. Decoded whole, a manifest cost about a
+    kilobyte a document (docs/performance.md "gc, audit and explain at scale")."""
+
+    status: Any = None
+    outputs: list[_Listed] | None = None
+    llm: Any = None
+    decisions: Any = None
+    not_started: Any = None
+
+
+class _AnyManifest(_Manifest):
+    """The same keys, `outputs` as it is (entries of any shape, checked one by one)."""
+
+    outputs: Any = None  # type: ignore[assignment]
+
+
+def _read_manifest(data: bytes) -> _Manifest | None:
+    """The manifest's keys the check reads (None: not a JSON object)."""
+    try:
+        return msgspec.json.decode(data, type=_Manifest)
+    except msgspec.ValidationError:
+        pass
+    try:
+        return msgspec.json.decode(data, type=_AnyManifest)
+    except msgspec.ValidationError:
+        return None
+
+
 def _check_manifest(
-    facts: RunFacts, run_root: FsRoot, written: dict[str, OutputWritten]
+    facts: RunFacts, run_root: FsRoot, written: dict[str, _Output]
 ) -> list[RunDirectoryProblem]:
     """`manifest.json` was written from the journal at terminalization: it must still agree."""
     try:
-        manifest: Any = msgspec.json.decode(run_root.read_bytes(_MANIFEST))
+        manifest = _read_manifest(run_root.read_bytes(_MANIFEST))
     except (FsError, msgspec.DecodeError, ValueError):
         return []  # not written (a run killed before), or not ours to judge
-    if not isinstance(manifest, dict):
+    if manifest is None:
         return []
     out: list[RunDirectoryProblem] = []
     terminal = facts.terminal
-    recorded = manifest.get("status")
+    recorded = manifest.status
     last = facts.last
     if terminal is None and recorded not in (None, "running", "pending"):
         out.append(
@@ -216,14 +296,12 @@ def _check_manifest(
                 f"directory records {recorded!r}",
             )
         )
-    listed = manifest.get("outputs")
+    listed = manifest.outputs
     if isinstance(listed, list):
-        in_manifest = {
-            o.get("name"): o.get("sha256") for o in listed if isinstance(o, dict) and "name" in o
-        }
+        in_manifest = _listed(listed)
         for name, sha in sorted(in_manifest.items(), key=lambda kv: str(kv[0])):
-            event = written.get(name)  # type: ignore[arg-type]
-            if event is None:
+            found = written.get(name)  # type: ignore[arg-type]
+            if found is None:
                 out.append(
                     RunDirectoryProblem(
                         version=0,
@@ -232,21 +310,21 @@ def _check_manifest(
                         "not record (its OutputWritten was deleted)",
                     )
                 )
-            elif sha != event.sha256:
+            elif sha != _text(found.sha256):
                 out.append(
                     RunDirectoryProblem(
-                        version=event.originator_version,
+                        version=found.version,
                         event="OutputWritten",
                         message=f"output {name!r} is recorded as sha256 "
-                        f"{_short(event.sha256)}…, manifest.json lists {_short(str(sha))}…",
+                        f"{_short(_text(found.sha256))}…, manifest.json lists {_short(str(sha))}…",
                     )
                 )
     out += _check_llm_spend(facts, manifest)
-    counted = manifest.get("decisions")
+    counted = manifest.decisions
     if isinstance(counted, dict):
         # Since manifest v2 the decisions whose stage never started are counted apart
         # (docs/operations.md "`explain`"): together they are every decision journaled.
-        never = manifest.get("not_started")
+        never = manifest.not_started
         if isinstance(never, dict):
             counted = {k: counted.get(k, 0) + never.get(k, 0) for k in {*counted, *never}}
         journal = facts.decisions
@@ -266,11 +344,22 @@ def _counts(counts: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-def _check_llm_spend(facts: RunFacts, manifest: dict[str, Any]) -> list[RunDirectoryProblem]:
+def _listed(listed: list[Any]) -> dict[Any, Any]:
+    """The manifest's outputs, name to sha256 (an entry with no name is passed over)."""
+    out: dict[Any, Any] = {}
+    for o in listed:
+        if isinstance(o, _Listed):
+            out[o.name] = o.sha256
+        elif isinstance(o, dict) and "name" in o:
+            out[o["name"]] = o.get("sha256")
+    return out
+
+
+def _check_llm_spend(facts: RunFacts, manifest: _Manifest) -> list[RunDirectoryProblem]:
     """The LLM spend and savings `manifest.json` recorded must be the journal's fold: an
     edit of an attempt's tokens or cost, rechained or not, shows here (docs/operations.md
     "Auditing a run")."""
-    recorded = manifest.get("llm")
+    recorded = manifest.llm
     journal = facts.llm.view() if facts.llm.used else None
     if recorded is None and journal is None:
         return []

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 from runjournal.domain.decisions import Stage, StageDigests, decide_stage
-from runjournal.domain.events import LaneResolved, RunEvent, StageDecided
+from runjournal.domain.events import ArtifactGenerated, LaneResolved, RunEvent, StageDecided
 from runjournal.domain.identity import (
     COMPONENT_ORDER,
     ArtifactRef,
@@ -90,9 +90,10 @@ class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
 class _Lane:
     """What the audit keeps of a lane's `LaneResolved`: its components (one object for
     every lane with equal ones), `forced`, and each stage's D with a read naming no
-    consumed artifact, computed when the lane is resolved. The whole event was kept for
-    every lane of the run (its dependencies and reads, about a kilobyte a lane:
-    docs/performance.md "gc, audit and explain at scale")."""
+    consumed artifact, computed when the lane is resolved, and let go with the lane's
+    `ArtifactGenerated`. The whole event was kept for every lane of the run (its
+    dependencies and reads, about a kilobyte a lane: docs/performance.md "gc, audit and
+    explain at scale")."""
 
     __slots__ = ("components", "forced", "stage_d")
 
@@ -126,6 +127,10 @@ class _Auditor:
             stage_d = tuple(_stage_d(event, s) if s in event.reads else every for s in Stage)
             components = self._components.setdefault(event.components, event.components)
             self.lanes[(event.step, event.lane)] = _Lane(components, event.forced, stage_d)
+        elif type(event) is ArtifactGenerated:
+            # the lane's last event, as `Run` lets it go (domain/run.py): a decision of the
+            # lane after it is the run's violation, not re-decided here
+            self.lanes.pop((event.step, event.lane), None)
 
     def _decision(self, event: StageDecided) -> None:
         self.decisions += 1
@@ -137,56 +142,85 @@ class _Auditor:
         has_record = facts.recorded is not None
         redecided = decide_stage(facts)
 
-        def differ(problem: Problem, detail: str) -> None:
-            self.differences.append(
-                Difference(
-                    version=event.originator_version,
-                    step=event.step,
-                    lane=event.lane,
-                    stage=event.stage.value,
-                    chunk=event.chunk,
-                    recorded=event.code,
-                    redecided=redecided,
-                    problem=problem,
-                    detail=detail,
-                )
-            )
-
         if redecided is not event.code:
-            differ(
+            self._differ(
+                event,
+                redecided,
                 Problem.CODE,
                 f"recorded {event.code.value}, the facts decide {redecided.value}",
             )
         expected_category = category_of(event.code)
         if event.category is not expected_category:
-            differ(
+            self._differ(
+                event,
+                redecided,
                 Problem.CATEGORY,
                 f"category {event.category.value} is not {expected_category.value}",
             )
         if event.recorded and not has_record:
-            differ(
+            self._differ(
+                event,
+                redecided,
                 Problem.RECORDED_WITHOUT_CHECKPOINT,
                 f"recorded digests with checkpoint state {event.checkpoint.value}",
             )
         for key in sorted(event.recorded):
             if key not in _DIGEST_KEYS:
-                differ(Problem.UNKNOWN_DIGEST, f"recorded digest {key!r} is not a compared one")
+                self._differ(
+                    event,
+                    redecided,
+                    Problem.UNKNOWN_DIGEST,
+                    f"recorded digest {key!r} is not a compared one",
+                )
             elif event.recorded[key] == _current_value(current, key):
-                differ(
+                self._differ(
+                    event,
+                    redecided,
                     Problem.RECORDED_EQUALS_CURRENT,
                     f"recorded {key} equals the current one, so it is no difference",
                 )
         if event.predecessor is None:
             lane_d, stray = lane.stage_d[_STAGE_AT[event.stage]]
             if event.dependencies != lane_d:
-                differ(Problem.DEPENDENCIES, "the stage's dependencies are not the lane's")
+                self._differ(
+                    event,
+                    redecided,
+                    Problem.DEPENDENCIES,
+                    "the stage's dependencies are not the lane's",
+                )
             if stray is not None:
-                differ(
+                self._differ(
+                    event,
+                    redecided,
                     Problem.DEPENDENCIES,
                     f"the stage reads {stray}, which its lane does not consume",
                 )
             if event.forced != lane.forced:
-                differ(Problem.FORCED, f"forced={event.forced} in a lane with forced={lane.forced}")
+                self._differ(
+                    event,
+                    redecided,
+                    Problem.FORCED,
+                    f"forced={event.forced} in a lane with forced={lane.forced}",
+                )
+
+    def _differ(
+        self, event: StageDecided, redecided: ReasonCode, problem: Problem, detail: str
+    ) -> None:
+        # a method, not a closure made per decision: those lived on as garbage until a
+        # collection, one a lane (issue 29: peak RSS)
+        self.differences.append(
+            Difference(
+                version=event.originator_version,
+                step=event.step,
+                lane=event.lane,
+                stage=event.stage.value,
+                chunk=event.chunk,
+                recorded=event.code,
+                redecided=redecided,
+                problem=problem,
+                detail=detail,
+            )
+        )
 
 
 def _stage_d(lane: LaneResolved, stage: Stage | None) -> _StageD:

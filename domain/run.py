@@ -116,12 +116,12 @@ class Run:
         self._clock = clock
         self._replaying = False
         self._allocated = False
-        # (step, lane) of each lane resolved; live, let go with its `ArtifactGenerated`
+        # (step, lane) of each lane resolved, let go with its `ArtifactGenerated`
         self._lanes: set[tuple[str, str]] = set()
         # the last decision of each stage scope, by lane: (step, lane) -> (stage, chunk)
-        # -> code. Live, a lane's are let go with its `ArtifactGenerated`, its last event
-        # (nothing of the lane is recorded after it): a run held every decision it made
-        # until its end (issue 29: peak RSS); a replay keeps them all (`decision_of`)
+        # -> code. A lane's are let go with its `ArtifactGenerated`, its last event
+        # (nothing of the lane is recorded after it), live and replayed: a run, and the
+        # audit's replay, held every decision until the end (issue 29: peak RSS)
         self._last_decision: dict[tuple[str, str], dict[tuple[str, str], ReasonCode]] = {}
         self._pending: list[RunEvent] = []
         # (event types, step, lane, events still to come) after a `LaneReused` or an
@@ -607,9 +607,12 @@ class Run:
         elif isinstance(event, StageDecided):
             scope = (event.stage.value, event.chunk)
             self._decisions_of(event.step, event.lane)[scope] = event.code
-        elif type(event) is ArtifactGenerated and not self._replaying:
+        elif type(event) is ArtifactGenerated:
             # the lane's last event: its decisions and its place among the resolved lanes
-            # go (about 100 B a lane held to the run's end before; issue 29: peak RSS)
+            # go, live and replayed alike (docs/internals.md "The journal": nothing of a
+            # lane is recorded after its artifact until it is resolved again). Live, a
+            # lane held about 100 B to the run's end; a replay (`journal audit`) held every
+            # decision of the run, about 2 KB a lane (issue 29: peak RSS)
             self._last_decision.pop((event.step, event.lane), None)
             self._lanes.discard((event.step, event.lane))
         elif isinstance(event, RunTerminated) and self.terminated_at is None:

@@ -171,10 +171,11 @@ def test_replay_collects_what_live_refuses() -> None:
             fresh.apply(event)
 
 
-def test_a_finished_lane_is_let_go_live_and_kept_by_a_replay() -> None:
-    """Live, a lane's place among the resolved lanes goes with its `ArtifactGenerated`
-    (its last event), as its decisions do: a run held one entry per lane to its end
-    (issue 29: peak RSS). A replay (`journal audit`) keeps them all."""
+def test_a_finished_lane_is_let_go_live_and_by_a_replay() -> None:
+    """A lane's place among the resolved lanes and its decisions go with its
+    `ArtifactGenerated` (its last event): a run held one entry per lane to its end, and a
+    replay (`journal audit`) every decision of the run (issue 29: peak RSS). What the live
+    run refuses after it, the replay reports; a lane resolved again is open again."""
     run = allocated()
     run.resolve_lane(**LANE)
     run.resolve_lane(**{**LANE, "lane": "m"})
@@ -185,5 +186,27 @@ def test_a_finished_lane_is_let_go_live_and_kept_by_a_replay() -> None:
     assert run.decision_of("s", "l", "merge") is None
     with pytest.raises(JournalInvariantError, match="has no LaneResolved before it"):
         run.decide(**decision())  # nothing of a finished lane is recorded after it
-    replayed = Run.replay(run.collect_events())
-    assert ("s", "l") in replayed._lanes and replayed.violations == []
+    events = run.collect_events()
+    replayed = Run.replay(events)
+    assert replayed.violations == []
+    assert ("s", "l") not in replayed._lanes and ("s", "m") in replayed._lanes
+    assert replayed._last_decision == {}
+    after = events[-1].originator_version
+
+    def at(version: int, cls: type, **fields: Any) -> Any:
+        return cls(originator_id=run.id, originator_version=version, timestamp=T0, **fields)
+
+    late_decision = at(after + 1, StageDecided, **decided_fields())
+    assert [v.message for v in Run.replay([*events, late_decision]).violations] == [
+        "decision for step 's' lane 'l' has no LaneResolved before it"
+    ]
+    late_write = at(after + 1, CheckpointWritten, **SCOPE, sha256="e" * 64, size=1)
+    assert [v.message for v in Run.replay([*events, late_write]).violations] == [
+        "checkpoint write of step 's' lane 'l' merge has no decision before it"
+    ]
+    again = [
+        at(after + 1, LaneResolved, **LANE),
+        at(after + 2, StageDecided, **decided_fields()),
+        at(after + 3, CheckpointWritten, **SCOPE, sha256="e" * 64, size=1),
+    ]
+    assert Run.replay([*events, *again]).violations == []
