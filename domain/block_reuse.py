@@ -119,7 +119,7 @@ class LaneUnit:
     from, so equal digests are equal expansions (docs/internals.md "Block summaries",
     "A summary applied as a count")."""
 
-    __slots__ = ("artifact", "count", "digest", "lane", "resolved", "stages", "step")
+    __slots__ = ("_built", "artifact", "count", "digest", "lane", "resolved", "stages", "step")
 
     def __init__(
         self, resolved: LaneResolved, stages: Sequence[Reused], artifact: ArtifactGenerated
@@ -135,10 +135,16 @@ class LaneUnit:
         self.digest = lane_digest(
             content(resolved), len(self.stages), reuse_digest(self.stages), content(artifact)
         )
+        self._built: tuple[dict[str, Any], list[RunEvent]] | None = None
 
     def events(self, origin: dict[str, Any], reused: ReusedEvents) -> list[RunEvent]:
         """Its `LaneResolved`, each item as its lane journals it, its artifact: as a
-        reader expands the unit (`reoriginated`), under `origin`."""
+        reader expands the unit (`reoriginated`), under `origin`. Built once per origin:
+        the aggregate's call builds them, the committed fold's gets the same (frozen)
+        events, not a copy a caller could have changed."""
+        built = self._built
+        if built is not None and built[0] == origin:
+            return built[1]
         replace = msgspec.structs.replace
         step, lane = self.step, self.lane
         out: list[RunEvent] = [replace(self.resolved, **origin)]
@@ -149,6 +155,7 @@ class LaneUnit:
             else:
                 out.append(usage(step, lane, item))  # type: ignore[arg-type]
         out.append(replace(self.artifact, **origin))
+        self._built = (origin, out)
         return out
 
 
@@ -156,13 +163,20 @@ class SingleUnit:
     """A unit of one event (`InputsFingerprinted`, `ChunkPlanResolved`, `OutputWritten`)
     held for a block, with its digest computed once from it."""
 
-    __slots__ = ("count", "digest", "event")
+    __slots__ = ("_built", "count", "digest", "event")
 
     def __init__(self, event: RunEvent) -> None:
         self.event, self.count, self.digest = event, 1, single_digest(event)
+        self._built: tuple[dict[str, Any], list[RunEvent]] | None = None
 
     def events(self, origin: dict[str, Any], reused: ReusedEvents) -> list[RunEvent]:
-        return [msgspec.structs.replace(self.event, **origin)]
+        """Its event under `origin`, built once per origin (as `LaneUnit.events`)."""
+        built = self._built
+        if built is not None and built[0] == origin:
+            return built[1]
+        out: list[RunEvent] = [msgspec.structs.replace(self.event, **origin)]
+        self._built = (origin, out)
+        return out
 
 
 BlockUnit = LaneUnit | SingleUnit
