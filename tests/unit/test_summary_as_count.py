@@ -26,12 +26,10 @@ from runjournal.domain.events import (
     EventsReused,
     LaneResolved,
     OutputWritten,
-    RunAllocated,
     RunEvent,
 )
 from runjournal.domain.lane_reuse import ReusedStage
 from runjournal.domain.run import JournalInvariantError, Run, run_aggregate_id
-from support.hand_made import emit
 from unit.test_block_reuse import RUN, SOURCE, Lane, _record, _session, lanes_strategy
 from unit.test_run_recorder import COMPONENTS, clock
 
@@ -123,29 +121,11 @@ def test_the_committed_fold_does_not_hash_a_blocks_events_again(
     _record(_session(SOURCE, source, None), lanes, ["a", "b"])
     stored: list[RunEvent] = []
     batches: list[tuple[list[RunEvent], dict[int, Any]]] = []
-    run = Run(run_aggregate_id(RUN), clock())
-    session = RunSession(
-        stored.extend,
-        run,
-        block_sources=BlockIndex(lambda _: source, SOURCE),
+    session = _session(
+        RUN,
+        stored,
+        BlockIndex(lambda _: source, SOURCE),
         committed=lambda events, expanded: batches.append((list(events), dict(expanded))),
-    )
-    emit(
-        session,
-        RunAllocated,
-        run_id=RUN,
-        pipeline="p",
-        pipeline_file="/p/pipeline.toml",
-        argv=[],
-        tool_version="0",
-        run_dir=f"/out/{RUN}",
-        output_root="/out",
-        cache_root="/cache",
-        workspace=None,
-        debug_bundle=None,
-        host="h",
-        pid=1,
-        process_start=0.0,
     )
     _record(session, lanes, ["a", "b"])
     hashed: list[object] = []
