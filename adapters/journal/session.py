@@ -799,8 +799,9 @@ class RunSession:
             listener(summary)
             for event in expanded:
                 listener(event)
-        # the committed fold gets the units, not their events: it checks their digests
-        # against the summary's and builds the events itself ("A summary applied as a count")
+        # the committed fold gets the units, not the list handed to the listeners: it
+        # checks their digests against the summary's and folds the events they built
+        # (docs/internals.md "A summary applied as a count")
         self._hand_over(summary, units, len(expanded))
         self._recorded_quietly()
 
