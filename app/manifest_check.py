@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from runjournal.app.documents import json_bytes
-from runjournal.domain.block_reuse import expansion_matches
+from runjournal.domain.block_reuse import (
+    expansion_matches,
+    origin_of,
+    units_events,
+    units_match,
+)
 from runjournal.domain.events import EventsReused, LaneReused, RunEvent, StageDecided
 from runjournal.projections.manifest import ManifestProjection
 
@@ -80,7 +85,7 @@ class CommittedFold:
     def committed(
         self,
         events: Sequence[RunEvent],
-        expanded: Mapping[int, Sequence[RunEvent]] | None = None,
+        expanded: Mapping[int, Sequence[Any]] | None = None,
     ) -> None:
         with self._lock:
             fold = self._fold
@@ -96,7 +101,14 @@ class CommittedFold:
                         if applied is None:
                             self._give_up(f"{kind.__name__} {version} came without its events")
                             return
-                        if not expansion_matches(event, applied):
+                        if kind is EventsReused:
+                            # its units: their digests against its own, then the events
+                            # built here from them ("A summary applied as a count")
+                            if not units_match(event, applied):  # type: ignore[arg-type]
+                                self._give_up(f"{kind.__name__} {version}: its units do not match")
+                                return
+                            applied = units_events(applied, origin_of(event))  # type: ignore[arg-type]
+                        elif not expansion_matches(event, applied):  # type: ignore[arg-type]
                             self._give_up(f"{kind.__name__} {version}: its events do not match")
                             return
                         fold.apply(event)

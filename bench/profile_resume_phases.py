@@ -54,7 +54,9 @@ PHASES = (
     ("runjournal.adapters.sources", "load_sources", "input files read and hashed"),
     ("runjournal.app.terminal", "Terminalizer.succeed", "terminalization"),
     ("runjournal.adapters.objects", "OutputObjects.place", "  outputs linked"),
+    # expansion_matches first: manifest_check binds it by name when imported
     ("runjournal.domain.block_reuse", "expansion_matches", "summaries' expansions checked"),
+    ("runjournal.app.manifest_check", "CommittedFold.committed", "committed fold, checks included"),
     ("runjournal.adapters.journal.store", "JournalStore._put", "journal commits (committer)"),
     ("runjournal.adapters.journal.codec", "EventMapper.to_stored_rows", "  rows encoded"),
 )

@@ -41,11 +41,13 @@ from runjournal.domain.events import (
 )
 from runjournal.domain.lane_reuse import (
     LaneItems,
+    Reused,
     ReusedEvents,
     ReusedStage,
     ReusedUsage,
     item_of,
     journaled_as_reuse,
+    origin_of,
     reuse_digest,
 )
 
@@ -108,6 +110,117 @@ def block_digest(unit_digests: Iterable[str]) -> str:
     for digest in unit_digests:
         h.update(digest.encode())
     return h.hexdigest()
+
+
+class LaneUnit:
+    """A fully reused lane as a recorder holds it for a block: its `LaneResolved` and
+    `ArtifactGenerated` (drafts, origin not yet given) and its plain reuse items. Its
+    digest is computed here, once, from exactly what `events` builds the lane's events
+    from, so equal digests are equal expansions (docs/internals.md "Block summaries",
+    "A summary applied as a count")."""
+
+    __slots__ = ("_built", "artifact", "count", "digest", "lane", "resolved", "stages", "step")
+
+    def __init__(
+        self, resolved: LaneResolved, stages: Sequence[Reused], artifact: ArtifactGenerated
+    ) -> None:
+        if (artifact.step, artifact.lane) != (resolved.step, resolved.lane):
+            raise ValueError(
+                f"lane {resolved.step}/{resolved.lane}: its artifact is of "
+                f"{artifact.step}/{artifact.lane}"
+            )
+        self.step, self.lane = resolved.step, resolved.lane
+        self.resolved, self.stages, self.artifact = resolved, tuple(stages), artifact
+        self.count = len(self.stages) + 2
+        self.digest = lane_digest(
+            content(resolved), len(self.stages), reuse_digest(self.stages), content(artifact)
+        )
+        self._built: tuple[dict[str, Any], list[RunEvent]] | None = None
+
+    def events(self, origin: dict[str, Any], reused: ReusedEvents) -> list[RunEvent]:
+        """Its `LaneResolved`, each item as its lane journals it, its artifact: as a
+        reader expands the unit (`reoriginated`), under `origin`. Built once per origin:
+        the aggregate's call builds them, the committed fold's gets the same (frozen)
+        events, not a copy a caller could have changed."""
+        built = self._built
+        if built is not None and built[0] == origin:
+            return built[1]
+        replace = msgspec.structs.replace
+        step, lane = self.step, self.lane
+        out: list[RunEvent] = [replace(self.resolved, **origin)]
+        decision, usage = reused.decision, reused.usage
+        for item in self.stages:
+            if type(item) is ReusedStage:
+                out.append(decision(step, lane, item))
+            else:
+                out.append(usage(step, lane, item))  # type: ignore[arg-type]
+        out.append(replace(self.artifact, **origin))
+        self._built = (origin, out)
+        return out
+
+
+class SingleUnit:
+    """A unit of one event (`InputsFingerprinted`, `ChunkPlanResolved`, `OutputWritten`)
+    held for a block, with its digest computed once from it."""
+
+    __slots__ = ("_built", "count", "digest", "event")
+
+    def __init__(self, event: RunEvent) -> None:
+        self.event, self.count, self.digest = event, 1, single_digest(event)
+        self._built: tuple[dict[str, Any], list[RunEvent]] | None = None
+
+    def events(self, origin: dict[str, Any], reused: ReusedEvents) -> list[RunEvent]:
+        """Its event under `origin`, built once per origin (as `LaneUnit.events`)."""
+        built = self._built
+        if built is not None and built[0] == origin:
+            return built[1]
+        out: list[RunEvent] = [msgspec.structs.replace(self.event, **origin)]
+        self._built = (origin, out)
+        return out
+
+
+BlockUnit = LaneUnit | SingleUnit
+
+
+def units_fit(kind: BlockKind, step: str, units: Sequence[BlockUnit]) -> str | None:
+    """Why `units` cannot be one block of `kind` (and, for lanes, `step`), or None: each
+    a whole lane of the step, or one event of the kind's type. O(units): a lane unit's
+    decisions are built for its own lane between its `LaneResolved` and its artifact."""
+    if not units:
+        return "a block of no units"
+    if kind is BlockKind.LANES:
+        for unit in units:
+            if type(unit) is not LaneUnit or unit.step != step:
+                return f"a block of lanes of step {step!r} holds another unit"
+        return None
+    allowed = EXPANDED[kind]
+    for unit in units:
+        if type(unit) is not SingleUnit or type(unit.event) not in allowed:
+            return f"a block of {kind} holds another unit"
+    return None
+
+
+def units_events(units: Iterable[BlockUnit], origin: dict[str, Any]) -> list[RunEvent]:
+    """The events a block of `units` stands for, under the block's `origin`, in order."""
+    reused = ReusedEvents(origin)
+    out: list[RunEvent] = []
+    for unit in units:
+        out.extend(unit.events(origin, reused))
+    return out
+
+
+def units_match(summary: EventsReused, units: Sequence[BlockUnit]) -> bool:
+    """Whether `units`, as a recorder held them for `summary`, are what it stands for:
+    a block of its kind and step, as many events as its `count`, `block_digest` of their
+    digests (each computed from what the unit expands from) equal to its own. O(units):
+    what `expansion_matches` proves of the expanded events, taken from the units the
+    events are built from (docs/internals.md "A summary applied as a count")."""
+    return (
+        len(units) == summary.units
+        and units_fit(summary.kind, summary.step, units) is None
+        and sum(unit.count for unit in units) == summary.count
+        and block_digest(unit.digest for unit in units) == summary.digest
+    )
 
 
 class Unit(msgspec.Struct):
@@ -275,11 +388,7 @@ def expand(summary: EventsReused, source_units: list[Unit]) -> list[RunEvent]:
             f"{summary.originator_version}) does not match units {summary.first} to "
             f"{summary.first + summary.units - 1} of run {summary.source_run!r}"
         )
-    origin = {
-        "originator_id": summary.originator_id,
-        "originator_version": summary.originator_version,
-        "timestamp": summary.timestamp,
-    }
+    origin = origin_of(summary)
     out: list[RunEvent] = []
     events = ReusedEvents(origin)
     for unit in source_units:

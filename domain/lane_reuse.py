@@ -138,6 +138,15 @@ def reuse_digest(stages: Iterable[Reused | None]) -> str:
     return h.hexdigest()
 
 
+def origin_of(summary: RunEvent) -> dict[str, Any]:
+    """The origin (id, version, time) a summary's events carry: its own."""
+    return {
+        "originator_id": summary.originator_id,
+        "originator_version": summary.originator_version,
+        "timestamp": summary.timestamp,
+    }
+
+
 def reused_fields(step: str, lane: str, stage: ReusedStage) -> dict[str, Any]:
     """The fields of the `StageDecided` a plain reuse of `stage` records (as
     `StageDecided.fields` builds them from the facts)."""
@@ -182,11 +191,7 @@ def expand(summary: LaneReused, stages: list[Reused | None]) -> list[RunEvent]:
             f"(event {summary.originator_version}) does not match the "
             f"{len(stages)} decision(s) of run {summary.source_run!r}"
         )
-    origin = {
-        "originator_id": summary.originator_id,
-        "originator_version": summary.originator_version,
-        "timestamp": summary.timestamp,
-    }
+    origin = origin_of(summary)
     step, lane = summary.step, summary.lane
     events = ReusedEvents(origin)
     out: list[RunEvent] = []

@@ -24,12 +24,19 @@ never reads the time itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
 import msgspec
-from runjournal.domain.block_reuse import EXPANDED
+from runjournal.domain.block_reuse import (
+    EXPANDED,
+    BlockUnit,
+    block_digest,
+    origin_of,
+    units_events,
+    units_fit,
+)
 from runjournal.domain.decisions import REUSE_CODES, Stage, StageFacts
 from runjournal.domain.events import (
     ArtifactGenerated,
@@ -112,6 +119,8 @@ class Run:
         self.status = RunStatus.RUNNING
         self.terminated_at: int | None = None
         self.events_seen = 0
+        # events summaries stand for that were applied as a count, not one by one
+        self.summarized_events = 0
         self.violations: list[Violation] = []
         self._clock = clock
         self._replaying = False
@@ -265,9 +274,18 @@ class Run:
             digest=digest,
             source_run=source_run,
         )
+        # applied as a count: the lane is resolved (checked above), so each decision the
+        # summary stands for follows its `LaneResolved`; it is kept as the stage's last
+        # decision, as `_mutate` keeps one (docs/internals.md "A summary applied as a count")
+        self._expanding = None
         decisions = expand(summary, stages)
-        for decision in decisions:
-            self._apply(decision, order=True)
+        self.events_seen += len(decisions)
+        self.summarized_events += len(decisions)
+        last = self._decisions_of(step, lane)
+        reused = ReasonCode.REUSED
+        for item in stages:
+            if type(item) is ReusedStage:
+                last[(item.stage.value, item.chunk)] = reused
         return summary, decisions
 
     def draft(self, event_type: type[E], **fields: Any) -> E:
@@ -290,40 +308,40 @@ class Run:
         kind: BlockKind,
         step: str,
         first: int,
-        units: int,
-        digest: str,
         source_run: str,
-        count: int,
-        events: Callable[[dict[str, Any]], list[RunEvent]],
+        units: Sequence[BlockUnit],
     ) -> tuple[EventsReused, list[RunEvent]]:
-        """Record consecutive units equal to `source_run`'s as one `EventsReused`; the
-        `count` events it stands for (`events`, built in journal order with its origin) are
-        applied too, under its version and every rule, and returned for the listeners,
-        but not recorded (docs/internals.md "Block summaries")."""
+        """Record consecutive units equal to `source_run`'s as one `EventsReused`, applied
+        as a count: the units are checked as a whole (`units_fit`: each a whole lane of
+        the step, or one event of the kind), and the state the events they stand for
+        would leave is set at once (a whole lane leaves nothing open: no decision of it
+        is kept, and it is no longer resolved). The events are built (`units_events`,
+        with the summary's origin) and returned for the listeners, neither applied one
+        by one nor recorded (docs/internals.md "Block summaries", "A summary applied as
+        a count")."""
+        unfit = units_fit(kind, step, units)
+        if unfit is not None:
+            raise JournalInvariantError(f"block summary of {kind} {step!r}: {unfit}")
+        count = sum(unit.count for unit in units)
         summary = self._command(
             EventsReused,
             kind=kind,
             step=step,
             first=first,
-            units=units,
+            units=len(units),
             count=count,
-            digest=digest,
+            digest=block_digest(unit.digest for unit in units),
             source_run=source_run,
         )
-        origin = {
-            "originator_id": summary.originator_id,
-            "originator_version": summary.originator_version,
-            "timestamp": summary.timestamp,
-        }
-        expanded = events(origin)
-        if len(expanded) != count:
-            raise JournalInvariantError(
-                f"block summary {summary.originator_version} stands for {count} events, "
-                f"{len(expanded)} were given"
-            )
-        for event in expanded:
-            self._apply(event, order=True)
-        return summary, expanded
+        self._expanding = None  # nothing more at its version: its events are counted here
+        self.events_seen += count
+        self.summarized_events += count
+        if kind is BlockKind.LANES:
+            for unit in units:
+                lane = (unit.step, unit.lane)  # type: ignore[union-attr]
+                self._last_decision.pop(lane, None)
+                self._lanes.discard(lane)
+        return summary, units_events(units, origin_of(summary))
 
     def record_execution(
         self, *, step: str, lane: str, stage: Stage, chunk: str, sha256: str, size: int

@@ -19,11 +19,10 @@ from runjournal.adapters.journal.reuse import short
 from runjournal.domain.block_reuse import (
     MAX_UNITS,
     MIN_UNITS,
+    BlockUnit,
+    LaneUnit,
+    SingleUnit,
     Stream,
-    block_digest,
-    content,
-    lane_digest,
-    single_digest,
 )
 from runjournal.domain.decisions import Stage, StageFacts
 from runjournal.domain.events import (
@@ -62,8 +61,6 @@ from runjournal.domain.events import (
 from runjournal.domain.identity import ArtifactRef, LaneComponents
 from runjournal.domain.lane_reuse import (
     Reused,
-    ReusedEvents,
-    ReusedStage,
     SourceLane,
     reuse_digest,
 )
@@ -91,22 +88,20 @@ class BlockSources(Protocol):
 
 
 class _HeldUnit:
-    """A unit held for a block summary: its stream, key and digest, its events as drafts
-    (built when a block stands for it) and how it is recorded when none does."""
+    """A unit held for a block summary: its stream and key, the unit itself (its digest
+    and what its events are built from, `BlockUnit`) and how it is recorded when no block
+    stands for it."""
 
-    __slots__ = ("count", "digest", "events", "key", "replay", "stream")
+    __slots__ = ("key", "replay", "stream", "unit")
 
     def __init__(
-        self,
-        stream: Stream,
-        key: str,
-        digest: str,
-        count: int,
-        events: Callable[[dict[str, Any]], list[RunEvent]],
-        replay: Callable[[], None],
+        self, stream: Stream, key: str, unit: BlockUnit, replay: Callable[[], None]
     ) -> None:
-        self.stream, self.key, self.digest, self.count = stream, key, digest, count
-        self.events, self.replay = events, replay
+        self.stream, self.key, self.unit, self.replay = stream, key, unit, replay
+
+    @property
+    def digest(self) -> str:
+        return self.unit.digest
 
 
 class _HeldLane:
@@ -214,9 +209,13 @@ output names (OutputsValidated) only get their lone surrogates escaped.
 # --- session ---------------------------------------------------------------------
 
 
-Committed = Callable[[Sequence[RunEvent], Mapping[int, Sequence[RunEvent]]], None]
-"""Gets a batch the journal committed and, by version, the events the batch's reuse
-summaries stand for as the session applied them (app/manifest_check.py `CommittedFold`)."""
+Applied = Sequence[RunEvent] | Sequence[BlockUnit]
+"""What the session applied for a summary: a `LaneReused`'s events, an `EventsReused`'s
+units (docs/internals.md "A summary applied as a count")."""
+
+Committed = Callable[[Sequence[RunEvent], Mapping[int, Applied]], None]
+"""Gets a batch the journal committed and, by version, what the batch's reuse summaries
+stand for as the session applied them (app/manifest_check.py `CommittedFold`)."""
 
 _SUMMARIES: Final = (LaneReused, EventsReused)
 EXPANSIONS_HELD: Final = 8_192
@@ -227,13 +226,13 @@ no-op resume whose stored events fit one batch does not hold every decision of t
 documents reached: issue 29, peak RSS)."""
 
 
-def _then(commit: Commit, committed: Committed, expansions: dict[int, list[RunEvent]]) -> Commit:
+def _then(commit: Commit, committed: Committed, expansions: dict[int, Applied]) -> Commit:
     """`commit`, then `committed` with the same batch and its summaries' expansions (only
     when the commit succeeded); the expansions leave `expansions` then."""
 
     def both(events: Sequence[RunEvent]) -> None:
         commit(events)
-        expanded: dict[int, list[RunEvent]] = {}
+        expanded: dict[int, Applied] = {}
         for event in events:
             if type(event) in _SUMMARIES:
                 held = expansions.pop(event.originator_version, None)
@@ -274,7 +273,7 @@ class RunSession:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         # the events of each reuse summary not yet committed, by its version (`committed`)
-        self._expansions: dict[int, list[RunEvent]] | None = None
+        self._expansions: dict[int, Applied] | None = None
         self._expanded = 0  # events they stand for, since the last batch was collected
         if committed is None:
             self._commit = commit
@@ -423,7 +422,7 @@ class RunSession:
                     listener(summary)
                     for decision in decisions:
                         listener(decision)
-                self._hand_over(summary, decisions)
+                self._hand_over(summary, decisions, len(decisions))
                 self._recorded_quietly()
                 return
         for item in stages:
@@ -599,9 +598,7 @@ class RunSession:
             restored=restored,
         )
         stages = held.stages
-        digest = lane_digest(
-            content(held.resolved), len(stages), reuse_digest(stages), content(draft)
-        )
+        unit = LaneUnit(held.resolved, stages, draft)  # type: ignore[arg-type]
         step, lane = held.step, held.lane
 
         def replay() -> None:
@@ -609,20 +606,7 @@ class RunSession:
             self._lane_reused(step, lane, stages)
             record()
 
-        def events(origin: dict[str, Any]) -> list[RunEvent]:
-            replace = msgspec.structs.replace
-            out: list[RunEvent] = [replace(held.resolved, **origin)]
-            reused = ReusedEvents(origin)
-            for item in stages:
-                if type(item) is ReusedStage:
-                    out.append(reused.decision(step, lane, item))
-                else:
-                    out.append(reused.usage(step, lane, item))  # type: ignore[arg-type]
-            out.append(replace(draft, **origin))
-            return out
-
-        unit = _HeldUnit((BlockKind.LANES, step), lane, digest, len(stages) + 2, events, replay)
-        self._hold(unit)
+        self._hold(_HeldUnit((BlockKind.LANES, step), lane, unit, replay))
 
     # --- the run's own events --------------------------------------------------------
 
@@ -744,10 +728,7 @@ class RunSession:
     def _hold_single(
         self, kind: BlockKind, key: str, draft: RunEvent, record: Callable[[], None]
     ) -> None:
-        def events(origin: dict[str, Any]) -> list[RunEvent]:
-            return [msgspec.structs.replace(draft, **origin)]
-
-        self._hold(_HeldUnit((kind, ""), key, single_digest(draft), 1, events, record))
+        self._hold(_HeldUnit((kind, ""), key, SingleUnit(draft), record))
 
     def _hold(self, unit: _HeldUnit) -> None:
         held = self._held
@@ -808,37 +789,28 @@ class RunSession:
         finally:
             run.before_record = hook
 
-    def _record_block(self, units: list[_HeldUnit], source: str, first: int) -> None:
-        kind, step = units[0].stream
-
-        def events(origin: dict[str, Any]) -> list[RunEvent]:
-            out: list[RunEvent] = []
-            for unit in units:
-                out.extend(unit.events(origin))
-            return out
-
+    def _record_block(self, held: list[_HeldUnit], source: str, first: int) -> None:
+        kind, step = held[0].stream
+        units = [each.unit for each in held]
         summary, expanded = self._run.record_block_reuse(
-            kind=kind,
-            step=step,
-            first=first,
-            units=len(units),
-            digest=block_digest(unit.digest for unit in units),
-            source_run=source,
-            count=sum(unit.count for unit in units),
-            events=events,
+            kind=kind, step=step, first=first, source_run=source, units=units
         )
         for listener in self._listeners:
             listener(summary)
             for event in expanded:
                 listener(event)
-        self._hand_over(summary, expanded)
+        # the committed fold gets the units, not the list handed to the listeners: it
+        # checks their digests against the summary's and folds the events they built
+        # (docs/internals.md "A summary applied as a count")
+        self._hand_over(summary, units, len(expanded))
         self._recorded_quietly()
 
-    def _hand_over(self, summary: RunEvent, events: list[RunEvent]) -> None:
-        """Hold a summary's events for `committed`, until its batch commits."""
+    def _hand_over(self, summary: RunEvent, applied: Applied, count: int) -> None:
+        """Hold what a summary stands for (a `LaneReused`'s events, an `EventsReused`'s
+        units) for `committed`, until its batch commits."""
         if self._expansions is not None:
-            self._expansions[summary.originator_version] = events
-            self._expanded += len(events)
+            self._expansions[summary.originator_version] = applied
+            self._expanded += count
 
     def _trigger(self, event_type: type[RunEvent], **fields: Any) -> None:
         """One event through `Run.trigger` under the same rules as the commands; its

@@ -38,9 +38,11 @@ from unit.test_run_recorder import COMPONENTS, clock
 SOURCE, RUN = "20261201T000000Z-50000001", "20261201T000001Z-50000002"
 
 
-def _session(run_id: str, stored: list[RunEvent], blocks: BlockIndex | None) -> RunSession:
+def _session(
+    run_id: str, stored: list[RunEvent], blocks: BlockIndex | None, committed: Any = None
+) -> RunSession:
     run = Run(run_aggregate_id(run_id), clock())
-    session = RunSession(stored.extend, run, block_sources=blocks)
+    session = RunSession(stored.extend, run, block_sources=blocks, committed=committed)
     emit(
         session,
         RunAllocated,

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from runjournal.adapters.journal import session as session_module
 from runjournal.adapters.journal.journal_errors import JournalUnavailable
 from runjournal.adapters.journal.session import RunSession
 from runjournal.app.manifest_check import CommittedFold, check_run_manifest
-from runjournal.domain.block_reuse import block_digest, single_digest
+from runjournal.domain.block_reuse import SingleUnit, block_digest, single_digest
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import (
     BlockKind,
@@ -156,8 +157,9 @@ def _origin(events: list[RunEvent]) -> dict[str, Any]:
     }
 
 
-def _outputs_block(events: list[RunEvent]) -> tuple[EventsReused, list[RunEvent]]:
-    """A block of two output files after `events`, and the events it stands for."""
+def _outputs_block(events: list[RunEvent]) -> tuple[EventsReused, list[Any], list[RunEvent]]:
+    """A block of two output files after `events`, the units the session hands over for
+    it and the events it stands for."""
     origin = _origin(events)
     files = [
         OutputWritten(**origin, name=f"artifacts/{n}.json", sha256=f"{n}" * 64, size=n)
@@ -173,11 +175,13 @@ def _outputs_block(events: list[RunEvent]) -> tuple[EventsReused, list[RunEvent]
         digest=block_digest(single_digest(f) for f in files),
         source_run="earlier",
     )
-    return summary, list(files)
+    drafts = [msgspec.structs.replace(f, originator_version=0) for f in files]
+    return summary, [SingleUnit(d) for d in drafts], list(files)
 
 
-def _lane_summary(events: list[RunEvent]) -> tuple[LaneReused, list[RunEvent]]:
-    """A `LaneReused` of two decisions of the lane `events` resolved, and its decisions."""
+def _lane_summary(events: list[RunEvent]) -> tuple[LaneReused, list[Any], list[RunEvent]]:
+    """A `LaneReused` of two decisions of the lane `events` resolved, and its decisions
+    (handed over as they are)."""
     stages = [ReusedStage(Stage.EXTRACT, c, "i", "") for c in ("c1", "c2")]
     summary = LaneReused(
         **_origin(events),
@@ -187,7 +191,8 @@ def _lane_summary(events: list[RunEvent]) -> tuple[LaneReused, list[RunEvent]]:
         digest=reuse_digest(stages),
         source_run="earlier",
     )
-    return summary, expand(summary, list(stages))
+    decisions = expand(summary, list(stages))
+    return summary, decisions, decisions
 
 
 def _lane_events() -> list[RunEvent]:
@@ -200,10 +205,10 @@ def _lane_events() -> list[RunEvent]:
 @pytest.mark.parametrize("make", [_outputs_block, _lane_summary], ids=["block", "lane"])
 def test_a_summary_is_folded_from_its_applied_events_when_they_match_its_digest(make) -> None:
     events = _lane_events()
-    summary, applied = make(events)
+    summary, handed, applied = make(events)
     committed = CommittedFold()
     committed.committed(events)
-    committed.committed([summary], {summary.originator_version: applied})
+    committed.committed([summary], {summary.originator_version: handed})
     assert committed.usable and committed.summaries == 1
     # what the read-back folds: the summary, then the events a reader expands it into
     assert committed.view() == fold(ManifestProjection(), [*events, summary, *applied]).view()
@@ -216,11 +221,13 @@ def test_a_summary_is_folded_from_its_applied_events_when_they_match_its_digest(
     assert journal.read_back == 0
 
 
-def _tampered(applied: list[RunEvent]) -> list[list[RunEvent]]:
-    """`applied` with one event changed, one left out, a decision not a plain reuse or not
-    as one is journaled."""
-    import msgspec
-
+def _tampered(applied: list[Any]) -> list[list[Any]]:
+    """`applied` with one event (or unit) changed, one left out, a decision not a plain
+    reuse or not as one is journaled."""
+    if type(applied[0]) is SingleUnit:
+        first_unit = applied[0].event
+        changed_unit = SingleUnit(msgspec.structs.replace(first_unit, size=first_unit.size + 1))
+        return [[changed_unit, *applied[1:]], applied[1:]]
     first = applied[0]
     changed = (
         msgspec.structs.replace(first, size=first.size + 1)  # type: ignore[attr-defined]
@@ -239,14 +246,15 @@ def test_a_summary_whose_applied_events_do_not_match_its_digest_reads_the_journa
     make,
 ) -> None:
     events = _lane_events()
-    summary, applied = make(events)
-    for wrong in _tampered(applied):
+    summary, handed, applied = make(events)
+    what = "units" if type(summary) is EventsReused else "events"
+    for wrong in _tampered(handed):
         committed = CommittedFold()
         committed.committed(events)
         committed.committed([summary], {summary.originator_version: wrong})
         assert not committed.usable
         assert committed.gave_up == (
-            f"{type(summary).__name__} {summary.originator_version}: its events do not match"
+            f"{type(summary).__name__} {summary.originator_version}: its {what} do not match"
         )
         # the check falls back to the journal's events, expanded from the run they name
         stored = [*events, summary, *applied]

@@ -149,3 +149,16 @@ def test_only_stages_that_took_effect_are_counted(
         for code, fate in chunks
     ]
     assert outcomes == [o.replace("never", "not_started") for o in expected]
+
+
+def test_immediate_is_the_at_once_table_for_every_category() -> None:
+    """`immediate` compares members by identity (their hash is a Python call): it must
+    answer what the `_AT_ONCE` table says, for every category."""
+    from types import SimpleNamespace
+
+    from runjournal.domain.reasons import Category
+    from runjournal.projections.stage_outcomes import _AT_ONCE, immediate
+
+    for category in Category:
+        event = SimpleNamespace(category=category)
+        assert immediate(event) is _AT_ONCE.get(category)  # type: ignore[arg-type]
