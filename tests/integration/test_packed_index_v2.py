@@ -192,7 +192,7 @@ def test_an_index_of_schema_1_is_read_then_migrated_by_a_writer(root, tmp_path):
         assert watcher.get(names[2]) == entries[names[2]]  # read schema 1
         assert other.get(names[2]) == entries[names[2]]
         writer.put("workspaces/glossary/steps/terms/new/latest.extract", b"new")
-        assert _schema(tmp_path) == 2
+        assert _schema(tmp_path) == 3  # schema 1 -> 2 -> 3 (`entries.facts`)
         # a store that read schema 1 before the migration reads on
         assert watcher.get(names[3]) == entries[names[3]]
         assert watcher.get("workspaces/glossary/steps/terms/new/latest.extract") == b"new"
@@ -572,7 +572,7 @@ def test_a_cache_written_before_schema_2_is_read_then_written(tmp_path):
             recorder.sync()
         finally:
             packed.close()
-        assert _schema(tmp_path) == 2
+        assert _schema(tmp_path) == 3  # schema 1 -> 2 -> 3 (`entries.facts`)
         check(root)
         packed = PackedStore(root)
         try:
