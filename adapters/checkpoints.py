@@ -1026,6 +1026,35 @@ def _lane_names(keys: list[CheckpointKey]) -> list[str]:
     return names
 
 
+def _repeated(
+    first: CheckpointRecord, key: CheckpointKey, output: bytes, tail: memoryview | None
+) -> CheckpointRecord | None:
+    """The record of an extract whose header repeats its lane's `first` but for its
+    output and `tail` (`_Template`, `_FactsTemplate`); None when the tail does not decode
+    or holds a provenance (the record is then opened in full)."""
+    warnings: list[str] = []
+    usage = None
+    if tail is not None:
+        try:
+            decoded = _tail_decoder.decode(tail)
+        except msgspec.DecodeError:
+            return None
+        if decoded.provenance is not None:
+            return None
+        warnings = decoded.warnings
+        if decoded.usage is not None:
+            usage = LLMUsage(**msgspec.structs.asdict(decoded.usage))
+    return CheckpointRecord(
+        codec_id=first.codec_id,
+        lane_identity=first.lane_identity,
+        digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
+        output_sha256=output.hex(),
+        payload=b"",
+        warnings=warnings,
+        usage=usage,
+    )
+
+
 class _Template(NamedTuple):
     """A lane's first extract envelope, verified by `EnvelopeCodec.open`, as the bytes
     every other extract of the lane repeats: magic and version, then flags, the shared
@@ -1083,28 +1112,8 @@ class _Template(NamedTuple):
             return None
         if not self.flags & _F_ZSTD and raw_size != payload_size:
             return None
-        warnings: list[str] = []
-        usage = None
-        if tailed:
-            try:
-                tail = _tail_decoder.decode(memoryview(data)[tail_start:payload_start])
-            except msgspec.DecodeError:
-                return None
-            if tail.provenance is not None:
-                return None
-            warnings = tail.warnings
-            if tail.usage is not None:
-                usage = LLMUsage(**msgspec.structs.asdict(tail.usage))
-        first = self.first
-        return CheckpointRecord(
-            codec_id=first.codec_id,
-            lane_identity=first.lane_identity,
-            digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
-            output_sha256=data[at : at + _DIGEST_SIZE].hex(),
-            payload=b"",
-            warnings=list(warnings),
-            usage=usage,
-        )
+        tail = memoryview(data)[tail_start:payload_start] if tailed else None
+        return _repeated(self.first, key, data[at : at + _DIGEST_SIZE], tail)
 
 
 class _FactsTemplate(NamedTuple):
@@ -1143,28 +1152,8 @@ class _FactsTemplate(NamedTuple):
         payload_size, raw_size = _SIZES.unpack_from(facts, at + _DIGEST_SIZE)
         if not self.flags & _F_ZSTD and raw_size != payload_size:
             return None
-        warnings: list[str] = []
-        usage = None
-        if tailed:
-            try:
-                tail = _tail_decoder.decode(memoryview(facts)[tail_start:])
-            except msgspec.DecodeError:
-                return None
-            if tail.provenance is not None:
-                return None
-            warnings = tail.warnings
-            if tail.usage is not None:
-                usage = LLMUsage(**msgspec.structs.asdict(tail.usage))
-        first = self.first
-        return CheckpointRecord(
-            codec_id=first.codec_id,
-            lane_identity=first.lane_identity,
-            digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
-            output_sha256=facts[at : at + _DIGEST_SIZE].hex(),
-            payload=b"",
-            warnings=warnings,
-            usage=usage,
-        )
+        tail = memoryview(facts)[tail_start:] if tailed else None
+        return _repeated(self.first, key, facts[at : at + _DIGEST_SIZE], tail)
 
 
 # --------------------------------------------------------------------------- loader

@@ -149,25 +149,10 @@ def _artifacts(doc: dict) -> dict[str, bytes]:
 def test_a_no_op_resume_reads_payloads_per_lane_not_per_decision(
     invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runjournal.adapters import checkpoints
-    from runjournal.adapters.checkpoints import EnvelopeCodec
-
     args = _terms_project(tmp_path, docs=3)
     cold = invoke(*args)
     assert cold.exit_code == 0, cold.output
-    opened = {"payload": 0, "header": 0, "digest": 0}
-    real_open, real_digest = EnvelopeCodec.open, checkpoints._scope_digest
-
-    def counting(self, data, key, shared=None, **kwargs):  # type: ignore[no-untyped-def]
-        opened["payload" if kwargs.get("payload", True) else "header"] += 1
-        return real_open(self, data, key, shared, **kwargs)
-
-    def digest(key, body):  # type: ignore[no-untyped-def]
-        opened["digest"] += 1
-        return real_digest(key, body)
-
-    monkeypatch.setattr(EnvelopeCodec, "open", counting)
-    monkeypatch.setattr(checkpoints, "_scope_digest", digest)
+    opened = _count_opens(monkeypatch)
     again = invoke(*args, "--resume")
     assert again.exit_code == 0, again.output
     doc = json.loads(again.stdout)

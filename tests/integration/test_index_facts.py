@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
-import tarfile
 from pathlib import Path
 
 import msgspec
@@ -27,6 +26,7 @@ from runjournal.domain.decisions import CheckpointState, Stage, StageDigests
 from runjournal.domain.identity import LaneComponents, sequence_digest, step_identity
 from runjournal.domain.llm import LLMUsage
 from runjournal.domain.ports import CheckpointKey, CheckpointRecord, StoreScope
+from support.fixture_archives import unpack_fixture
 
 COMPONENTS = LaneComponents(*(hashlib.sha256(c.encode()).hexdigest() for c in "ab"), *[""] * 5)
 SID = step_identity(COMPONENTS)
@@ -237,13 +237,7 @@ def test_a_cache_written_before_schema_3_is_decided_from_its_records(
     code before index schema 3): its records have no facts, so a trusting loader reads
     and checks each as before; a writer migrates the index to schema 3 and the lane it
     writes then is decided from its rows, the old ones still from their records."""
-    fixture = Path(__file__).parents[1] / "fixtures" / "packed-v2.tar.gz"
-    with tarfile.open(fixture) as tar:
-        # `filter` came with Python 3.11.4 (Debian's 3.11.2 has none): the fixture is ours
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(tmp_path, filter="data")
-        else:
-            tar.extractall(tmp_path)
+    unpack_fixture("packed-v2.tar.gz", tmp_path)
     cache = tmp_path / "cache"
 
     def schema() -> int:
