@@ -264,3 +264,27 @@ def test_a_cache_written_before_schema_3_is_decided_from_its_records(
         for lane_no in range(2):
             assert _load(root, lane_no, trust=True) == _expected(lane_no)
         assert counts.read == 1 + 10
+
+
+def test_facts_that_do_not_repeat_the_first_extract_are_decided_in_full(
+    tmp_path: Path,
+) -> None:
+    """An extract recorded under another lane identity (or with other warnings and
+    usage) is decided from its own facts, not taken for the first extract's header."""
+    keys, records = _lane(0)
+    other = msgspec.structs.replace(records[1], lane_identity="9" * 64, warnings=[], usage=None)
+    records = [records[0], other, *records[2:]]
+    with FsRoot.open(tmp_path / "cache", create=True) as root:
+        store = PackedStore(root, seal_min=None)
+        try:
+            recorder = CheckpointRecorder(Workspace.in_cache(root, "glossary", packed=store))
+            for key, record in zip(keys, records, strict=True):
+                recorder.write(key, record)
+            recorder.sync()
+        finally:
+            store.close()
+        found = _load(root, 0, trust=True)
+    assert found is not None
+    want = [_without_payload(r, used) for r, used in zip(records, PAYLOADS, strict=True)]
+    assert found == want
+    assert found[1].lane_identity == "9" * 64 and found[2].lane_identity == records[0].lane_identity
