@@ -479,13 +479,14 @@ class PackedStore:
         that does not read back as that name (the caller then reads it as `get` does).
         The entries of every directory named are read in one query, keyed as the index
         keeps them."""
-        return self.read_found(self.lookup_many(names))
+        return self.read_found(self.lookup_many(names, facts=False))
 
-    def lookup_many(self, names: list[str]) -> list[Found | None]:
+    def lookup_many(self, names: list[str], *, facts: bool = True) -> list[Found | None]:
         """The index row of each of `names` that is a record of a segment (None: no
         entry, or a large object), the entries of every directory named read in one
-        query; with its facts (`put`), None when it has none (docs/internals.md
-        "Decision facts in the index"). `read_found` reads the records."""
+        query; with its facts (`put`; None when it has none, or without `facts`:
+        docs/internals.md "Decision facts in the index"). `read_found` reads the
+        records."""
         out: list[Found | None] = [None] * len(names)
         if not names:
             return out
@@ -501,10 +502,10 @@ class PackedStore:
                 if directory not in keys:
                     keys[directory] = self._key(directory)
             marks = ", ".join("?" * len(keys))
-            facts = "e.facts" if schema >= 3 else "NULL"
+            column = "e.facts" if facts and schema >= 3 else "NULL"
             found = db.execute(
                 "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object, "
-                f"{facts} FROM dirs d JOIN entries e ON e.dir = d.id WHERE d.name IN ({marks})",
+                f"{column} FROM dirs d JOIN entries e ON e.dir = d.id WHERE d.name IN ({marks})",
                 list(keys.values()),
             ).fetchall()
         entries: dict[tuple[str | bytes, str | bytes], tuple[Any, ...]] = {
