@@ -86,8 +86,8 @@ LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
 _SCHEMA = 3
 # Index schema 3 is schema 2 with `entries.facts`: what a record's content says that a
-# reader may decide from without reading it (a checkpoint's header: docs/internals.md
-# "Decision facts in the index"); NULL for a record written without (or before) them.
+# reader may decide from without reading it (a checkpoint's header; NULL for a record
+# written without or before them): docs/internals.md "Decision facts in the index".
 _FACTS_COLUMN = "ALTER TABLE entries ADD COLUMN facts BLOB"
 # Path components of lowercase hex (a digest, a chunk id, a step identity; an optional
 # suffix such as `.ckpt` after it) are stored as their bytes (index schema 2,
@@ -783,8 +783,8 @@ class PackedStore:
 
     # ------------------------------------------------------------------ writing
 
-    # `put` and `put_many` take each record's facts (docs/internals.md "Decision facts
-    # in the index"): what a reader may decide from without reading the record
+    # `put` and `put_many` take each record's facts: what a reader may decide from
+    # without reading the record, docs/internals.md "Decision facts in the index"
     keeps_facts = True
 
     def put(self, name: str, data: bytes, facts: bytes | None = None) -> None:

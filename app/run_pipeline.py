@@ -558,9 +558,9 @@ def _resolve(
         stack.callback(input_stats.close)
         inv.input_stats = input_stats
         if not settings.verify_inputs:
-            # and the checkpoints' facts kept in the packed index: a lane is decided from
-            # them, reading only the payloads it uses (docs/internals.md "Decision facts
-            # in the index")
+            # and the checkpoints' facts kept in the packed index: a lane is decided
+            # from them, reading only the payloads it uses (see
+            # docs/internals.md "Decision facts in the index")
             trust = getattr(inv.collab.loader, "trust_index_facts", None)
             if trust is not None:
                 trust()
