@@ -28,7 +28,7 @@ import msgspec
 import zstandard
 from runjournal.adapters.dir_handles import DEFAULT_CAPACITY, DirectoryHandles
 from runjournal.adapters.fsroot import FsError, FsNotFound, FsRoot
-from runjournal.adapters.packed_store import PackedStore
+from runjournal.adapters.packed_store import Found, PackedStore
 from runjournal.domain.checkpoint_scope import cached_step_identity, scope_of
 from runjournal.domain.decisions import CheckpointState, PredecessorState, Stage, StageDigests
 from runjournal.domain.identity import LaneComponents
@@ -404,6 +404,23 @@ class Workspace:
             return WorkspaceState.CORRUPT
         return WorkspaceState.OK
 
+    def lookup_many(self, names: list[str]) -> list[Found | None] | None:
+        """The packed index rows of `names` with their facts (`PackedStore.lookup_many`),
+        None for a name without one; None when this workspace's store has no such rows
+        (no packed store, an object-storage cache)."""
+        lookup = getattr(self._packed, "lookup_many", None)
+        if lookup is None:
+            return None
+        prefix = self._prefix
+        found: list[Found | None] = lookup([prefix + name for name in names])
+        return found
+
+    def read_found(self, rows: list[Found | None]) -> list[bytes | None]:
+        """The records of rows `lookup_many` gave (`PackedStore.read_found`)."""
+        assert self._packed is not None
+        read: list[bytes | None] = self._packed.read_found(rows)  # type: ignore[attr-defined]
+        return read
+
     def read_many(self, names: list[str]) -> list[bytes | None]:
         """The packed entries of `names` read together (`PackedStore.get_many`); None
         for each one to `read` on its own (not packed, or no packed store here)."""
@@ -431,27 +448,39 @@ class Workspace:
         """Close the directory handles (one a thread still reads closes when it is done)."""
         self._dirs.close()
 
-    def write(self, name: str, data: bytes, *, durable: bool = True) -> None:
+    def write(
+        self, name: str, data: bytes, *, durable: bool = True, facts: bytes | None = None
+    ) -> None:
         """Atomic, 0600 in 0700 directories (the FsRoot guarantees); durable at once, or
         at the next :meth:`sync` with ``durable=False``. With a packed store, everything
-        but `workspace.json` is a packed entry (always durable at the next sync)."""
+        but `workspace.json` is a packed entry (always durable at the next sync), and
+        `facts` (`envelope_facts`) go into its index row where the store keeps them."""
         if self._packed is not None and (
             self._entries_only or (name != WORKSPACE_MANIFEST and not durable)
         ):
-            self._packed.put(self._prefix + name, data)
+            if facts is not None and getattr(self._packed, "keeps_facts", False):
+                self._packed.put(self._prefix + name, data, facts)
+            else:
+                self._packed.put(self._prefix + name, data)
             return
         self._root.write_bytes(self._prefix + name, data, overwrite=True, durable=durable)
 
-    def write_entries(self, items: list[tuple[str, bytes]]) -> None:
+    def write_entries(
+        self, items: list[tuple[str, bytes]], facts: list[bytes | None] | None = None
+    ) -> None:
         """`write(name, data, durable=False)` of each, in order; with a packed store that
         takes them together, their index rows in one transaction (a checkpoint and its
-        lane pointer: docs/internals.md "Recorder")."""
+        lane pointer: docs/internals.md "Recorder"). `facts`: each item's, as `write`."""
         put_many = getattr(self._packed, "put_many", None)
         if put_many is not None and WORKSPACE_MANIFEST not in (name for name, _ in items):
-            put_many([(self._prefix + name, data) for name, data in items])
+            entries = [(self._prefix + name, data) for name, data in items]
+            if facts is not None and getattr(self._packed, "keeps_facts", False):
+                put_many(entries, facts)
+            else:
+                put_many(entries)
             return
-        for name, data in items:
-            self.write(name, data, durable=False)
+        for i, (name, data) in enumerate(items):
+            self.write(name, data, durable=False, facts=facts[i] if facts else None)
 
     def sync(self) -> None:
         """The group barrier of the writes: the pending records of an object-storage
@@ -626,6 +655,21 @@ def decode_shared(data: bytes, ref: bytes) -> SharedComponents | None:
 
 _shared_decoder = msgspec.msgpack.Decoder(SharedComponents)
 _tail_decoder = msgspec.msgpack.Decoder(_Tail)
+_EMPTY_TAIL = _Tail([], None, None)
+
+
+def envelope_facts(data: bytes) -> bytes | None:
+    """What the packed index keeps of a version 3 envelope beside its place: its version
+    byte and its header's bytes (lane identity, input, D, the shared components' digest,
+    output digest, sizes, warnings and usage: every fact a reuse decision reads), so a
+    resume that trusts the index decides without reading the record (docs/internals.md
+    "Decision facts in the index"); None for any other envelope."""
+    if len(data) < _OVERHEAD or data[: len(MAGIC)] != MAGIC:
+        return None
+    _magic, version, header_size = _PREFIX.unpack_from(data)
+    if version != ENVELOPE_VERSION or _PREFIX.size + header_size > len(data) - _DIGEST_SIZE:
+        return None
+    return bytes((ENVELOPE_VERSION,)) + data[_PREFIX.size : _PREFIX.size + header_size]
 
 
 class EnvelopeCodec:
@@ -813,23 +857,60 @@ class EnvelopeCodec:
         want_payload: bool = True,
     ) -> tuple[EnvelopeHeader, bytes]:
         """The fixed header of a version 3 envelope whose digest (and position) held."""
-        header_size = payload_start - _PREFIX.size
+        header, flags = self._parse_v3(view, _PREFIX.size, payload_start, key, shared)
+        if header.payload_size != body_end - payload_start:
+            raise _corrupt("payload size mismatch")
+        if flags & _F_ZSTD:
+            payload = (
+                self._decompress(view[payload_start:body_end], header.raw_size)
+                if want_payload
+                else b""
+            )
+        else:
+            payload = data[payload_start:body_end] if want_payload else b""
+        if want_payload and hashlib.sha256(payload).hexdigest() != header.output_sha256:
+            raise _corrupt("payload digest mismatch")
+        return header, payload
+
+    def open_facts(
+        self, facts: bytes, key: CheckpointKey, shared: SharedLookup | None
+    ) -> EnvelopeHeader:
+        """The header of `key`'s version 3 envelope from its index facts (`envelope_facts`:
+        the header's bytes as the recorder wrote them), its payload not read: what a
+        resume that trusts the index decides from (docs/internals.md "Decision facts in
+        the index"). Raises EnvelopeRejected (CORRUPT) as `open` does for the header."""
+        if len(facts) < 1 + _V3_FIXED or facts[0] != ENVELOPE_VERSION:
+            raise _corrupt("facts of another form")
+        return self._parse_v3(memoryview(facts), 1, len(facts), key, shared)[0]
+
+    def _parse_v3(
+        self,
+        view: memoryview,
+        start: int,
+        end: int,
+        key: CheckpointKey,
+        shared: SharedLookup | None,
+    ) -> tuple[EnvelopeHeader, int]:
+        """A version 3 header held in `view[start:end]` (an envelope's, or its index
+        facts), checked as far as it can be without the payload: flags, lengths, the
+        tail, the shared components, the producer, a raw payload's sizes."""
+        header_size = end - start
         if header_size < _V3_FIXED:
             raise _corrupt("header too short")
-        pos = _PREFIX.size
-        flags = data[pos]
+        pos = start
+        flags = view[pos]
         if flags & ~_F_KNOWN or (flags & _F_INPUT_CHUNK and flags & _F_INPUT):
             raise _corrupt("unknown header flags")
         fixed = _V3_FIXED + _DIGEST_SIZE * _STORED_DIGESTS[flags & (_F_LANE | _F_INPUT | _F_DEPS)]
         if header_size < fixed or (header_size != fixed and not flags & _F_TAIL):
             raise _corrupt("header length mismatch")
         pos += 1
-        ref = data[pos : pos + _DIGEST_SIZE]
+        ref = bytes(view[pos : pos + _DIGEST_SIZE])
         pos += _DIGEST_SIZE
         found: list[str] = []
         for flag in (_F_LANE, _F_INPUT, _F_DEPS):
             if flags & flag:
-                found.append(data[pos : pos + _DIGEST_SIZE].hex())
+                found.append(view[pos : pos + _DIGEST_SIZE].hex())
                 pos += _DIGEST_SIZE
             else:
                 found.append("")
@@ -838,18 +919,16 @@ class EnvelopeCodec:
             if not key.chunk:
                 raise _corrupt("input named by a chunk id the key does not have")
             input_digest = key.chunk
-        output = data[pos : pos + _DIGEST_SIZE]
+        output = view[pos : pos + _DIGEST_SIZE].hex()
         pos += _DIGEST_SIZE
-        payload_size, raw_size = _SIZES.unpack_from(data, pos)
+        payload_size, raw_size = _SIZES.unpack_from(view, pos)
         pos += _SIZES.size
-        tail = _Tail([], None, None)
+        tail = _EMPTY_TAIL
         if flags & _F_TAIL:
             try:
-                tail = _tail_decoder.decode(view[pos:payload_start])
+                tail = _tail_decoder.decode(view[pos:end])
             except msgspec.DecodeError as exc:
                 raise _corrupt("undecodable header tail") from exc
-        if payload_size != body_end - payload_start:
-            raise _corrupt("payload size mismatch")
         common = shared(ref) if shared is not None else None
         if common is None:
             raise _corrupt("shared components missing or damaged")
@@ -865,21 +944,15 @@ class EnvelopeCodec:
                 kind=producer.kind,
                 schema=producer.schema,
                 media_type=producer.media_type,
-                sha256=output.hex(),
+                sha256=output,
                 size=raw_size,
             )
         if flags & _F_ZSTD:
             compression = Compression.ZSTD
-            payload = (
-                self._decompress(view[payload_start:body_end], raw_size) if want_payload else b""
-            )
         else:
             compression = Compression.NONE
             if raw_size != payload_size:
                 raise _corrupt("raw size mismatch")
-            payload = data[payload_start:body_end] if want_payload else b""
-        if want_payload and hashlib.sha256(payload).digest() != output:
-            raise _corrupt("payload digest mismatch")
         usage = None if tail.usage is None else LLMUsage(**msgspec.structs.asdict(tail.usage))
         header = EnvelopeHeader(
             step=key.step,
@@ -889,15 +962,15 @@ class EnvelopeCodec:
             codec_id=common.codec_id,
             lane_identity=lane_identity,
             digests=StageDigests(common.components, input_digest, dependencies),
-            output_sha256=output.hex(),
-            warnings=tail.warnings,
+            output_sha256=output,
+            warnings=tail.warnings if flags & _F_TAIL else [],
             provenance=provenance,
             payload_size=payload_size,
             raw_size=raw_size,
             usage=usage,
             compression=compression,
         )
-        return header, payload
+        return header, flags
 
     def _decompress(self, compressed: memoryview, raw_size: int) -> bytes:
         if not 0 <= raw_size <= MAX_RAW_SIZE:
@@ -951,6 +1024,35 @@ def _lane_names(keys: list[CheckpointKey]) -> list[str]:
             head = name[: len(name) - len(chunk) - len(_SUFFIX)]
         names.append(name)
     return names
+
+
+def _repeated(
+    first: CheckpointRecord, key: CheckpointKey, output: bytes, tail: memoryview | None
+) -> CheckpointRecord | None:
+    """The record of an extract whose header repeats its lane's `first` but for its
+    output and `tail` (`_Template`, `_FactsTemplate`); None when the tail does not decode
+    or holds a provenance (the record is then opened in full)."""
+    warnings: list[str] = []
+    usage = None
+    if tail is not None:
+        try:
+            decoded = _tail_decoder.decode(tail)
+        except msgspec.DecodeError:
+            return None
+        if decoded.provenance is not None:
+            return None
+        warnings = decoded.warnings
+        if decoded.usage is not None:
+            usage = LLMUsage(**msgspec.structs.asdict(decoded.usage))
+    return CheckpointRecord(
+        codec_id=first.codec_id,
+        lane_identity=first.lane_identity,
+        digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
+        output_sha256=output.hex(),
+        payload=b"",
+        warnings=warnings,
+        usage=usage,
+    )
 
 
 class _Template(NamedTuple):
@@ -1010,28 +1112,48 @@ class _Template(NamedTuple):
             return None
         if not self.flags & _F_ZSTD and raw_size != payload_size:
             return None
-        warnings: list[str] = []
-        usage = None
-        if tailed:
-            try:
-                tail = _tail_decoder.decode(memoryview(data)[tail_start:payload_start])
-            except msgspec.DecodeError:
-                return None
-            if tail.provenance is not None:
-                return None
-            warnings = tail.warnings
-            if tail.usage is not None:
-                usage = LLMUsage(**msgspec.structs.asdict(tail.usage))
-        first = self.first
-        return CheckpointRecord(
-            codec_id=first.codec_id,
-            lane_identity=first.lane_identity,
-            digests=StageDigests(first.digests.components, key.chunk, first.digests.dependencies),
-            output_sha256=data[at : at + _DIGEST_SIZE].hex(),
-            payload=b"",
-            warnings=list(warnings),
-            usage=usage,
-        )
+        tail = memoryview(data)[tail_start:payload_start] if tailed else None
+        return _repeated(self.first, key, data[at : at + _DIGEST_SIZE], tail)
+
+
+class _FactsTemplate(NamedTuple):
+    """A lane's first extract facts, decided by `EnvelopeCodec.open_facts`, as the bytes
+    every other extract's facts of the lane repeat (the version, flags, the shared
+    components' digest, lane identity and D): an extract whose facts repeat them has that
+    header but for its output, sizes and tail, its input its own chunk id, as `_Template`
+    says of envelopes (docs/internals.md "Decision facts in the index")."""
+
+    lead: bytes
+    flags: int
+    first: CheckpointRecord
+    scope: StoreScope
+
+    @classmethod
+    def of(cls, facts: bytes, record: CheckpointRecord, scope: StoreScope) -> _FactsTemplate | None:
+        flags = facts[1]
+        if flags & (_F_PRODUCER | _F_INPUT) or not flags & _F_INPUT_CHUNK:
+            return None
+        if record.provenance is not None:
+            return None
+        end = 2 + _DIGEST_SIZE * (1 + _STORED_DIGESTS[flags & (_F_LANE | _F_DEPS)])
+        return cls(facts[:end], flags, record, scope)
+
+    def record(self, facts: bytes, key: CheckpointKey) -> CheckpointRecord | None:
+        """`facts` as the record of `key` when they repeat the template; None: decide
+        them in full (which then says what is wrong)."""
+        lead = self.lead
+        at = len(lead)
+        tail_start = at + _DIGEST_SIZE + _SIZES.size
+        tailed = self.flags & _F_TAIL
+        if not facts.startswith(lead) or len(facts) < tail_start + (1 if tailed else 0):
+            return None
+        if not tailed and len(facts) != tail_start:
+            return None
+        payload_size, raw_size = _SIZES.unpack_from(facts, at + _DIGEST_SIZE)
+        if not self.flags & _F_ZSTD and raw_size != payload_size:
+            return None
+        tail = memoryview(facts)[tail_start:] if tailed else None
+        return _repeated(self.first, key, facts[at : at + _DIGEST_SIZE], tail)
 
 
 # --------------------------------------------------------------------------- loader
@@ -1055,6 +1177,18 @@ class CheckpointLoader:
         # reading the same entry at once both keep an equal value.
         self._shared: dict[bytes, SharedComponents] = {}
         self._lanes_read: set[tuple[str, str]] = set()  # `Workspace.read_lane` done
+        # `trust_index_facts`: `load_lane` decides a record whose payload it does not use
+        # from its index facts, without reading it
+        self._trust_facts = False
+
+    def trust_index_facts(self) -> None:
+        """Let `load_lane` take a record's index facts (its header as the recorder wrote
+        it, `envelope_facts`) for the record when it does not use its payload, instead
+        of reading the record and checking its trailing digest: `input_check = "stat"`
+        trusts the cache's own facts as it trusts an input's stat facts, and a payload
+        used is still read and verified by its digest (docs/internals.md "Decision
+        facts in the index")."""
+        self._trust_facts = True
 
     def _shared_components(self, ref: bytes) -> SharedComponents | None:
         """The shared components entry named `ref`; None when absent, unreadable or not
@@ -1164,18 +1298,51 @@ class CheckpointLoader:
         then loads and decides each stage, and says it."""
         if self._manifest_state() is not WorkspaceState.OK:
             return None
+        rows: list[Found | None] | None = None
         try:
             names = _lane_names(keys)
-            datas = self._workspace.read_many(names)
+            if self._trust_facts:
+                rows = self._workspace.lookup_many(names)
+            if rows is None:
+                datas = self._workspace.read_many(names)
+            else:  # only the records whose payload is used, or that have no facts
+                datas = self._workspace.read_found(
+                    [
+                        row if row is not None and (payload or row.facts is None) else None
+                        for row, payload in zip(rows, payloads, strict=True)
+                    ]
+                )
         except (FsError, ValueError):
             return None
         out: list[CheckpointRecord] = []
         shared = self._shared_components
         template: _Template | None = None
-        for key, data, codec, payload in zip(keys, datas, codecs, payloads, strict=True):
+        facts_template: _FactsTemplate | None = None
+        codec_of = self._codec
+        for i, (key, data, codec, payload) in enumerate(
+            zip(keys, datas, codecs, payloads, strict=True)
+        ):
             scope = key.scope
             if scope is None:
                 return None
+            facts = rows[i].facts if rows is not None and rows[i] is not None else None  # type: ignore[union-attr]
+            if facts is not None and not payload:
+                if facts_template is not None and key.chunk and scope == facts_template.scope:
+                    found = facts_template.record(facts, key)
+                    if found is not None:
+                        out.append(found)
+                        continue
+                try:
+                    header = codec_of.open_facts(facts, key, shared)
+                except EnvelopeRejected:
+                    return None
+                if header.codec_id != codec or not _matches(header, scope, key.stage):
+                    return None
+                record = _record(header, b"")
+                if facts_template is None and key.chunk:
+                    facts_template = _FactsTemplate.of(facts, record, scope)
+                out.append(record)
+                continue
             if data is None:
                 loaded = self.load(key, codec, payload=payload)
                 if loaded.record is None or loaded.state is not CheckpointState.PRESENT:
@@ -1397,6 +1564,7 @@ class CheckpointRecorder:
         item it carried."""
         out: list[tuple[str, int] | BaseException | None] = [None] * len(items)
         entries: list[tuple[str, bytes]] = []
+        facts: list[bytes | None] = []  # each envelope's (`envelope_facts`)
         members: list[tuple[int, CheckpointKey, str, int]] = []
         moves: dict[tuple[str, str, Stage], StoreScope] = {}
         for i, (key, record) in enumerate(items):
@@ -1417,6 +1585,7 @@ class CheckpointRecorder:
                 continue
             data = sealed.data
             entries.append((name, data))
+            facts.append(envelope_facts(data) if sealed.shared_name is not None else None)
             members.append((i, key, hashlib.sha256(data).hexdigest(), len(data)))
             if key.scope is not None:
                 where = (key.step, key.lane, Stage(key.stage))
@@ -1426,12 +1595,14 @@ class CheckpointRecorder:
             if moves:
                 with self._pointer_lock:
                     pointers = self._pointers(moves)
-                    self._workspace.write_entries(entries + pointers)
+                    self._workspace.write_entries(
+                        entries + pointers, facts + [None] * len(pointers)
+                    )
                     self._pointed.update(moves)
             elif len(entries) == 1:
-                self._workspace.write(*entries[0], durable=False)
+                self._workspace.write(*entries[0], durable=False, facts=facts[0])
             elif entries:
-                self._workspace.write_entries(entries)
+                self._workspace.write_entries(entries, facts)
         except OSError as exc:
             for i, key, _, _ in members:
                 out[i] = _write_error(key, exc)

@@ -31,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import zstandard
 from runjournal.adapters.fsroot import AlreadyExists, FsError, FsIOError, FsNotFound, FsRoot
@@ -84,15 +84,19 @@ _HELD_BLOCKS = 32
 # compaction would cost more than the inode they take.
 LARGE = 1 << 20
 SEGMENT_LIMIT = 64 << 20
-_SCHEMA = 2
+_SCHEMA = 3
+# Index schema 3 is schema 2 with `entries.facts`: what a record's content says that a
+# reader may decide from without reading it (a checkpoint's header; NULL for a record
+# written without or before them): docs/internals.md "Decision facts in the index".
+_FACTS_COLUMN = "ALTER TABLE entries ADD COLUMN facts BLOB"
 # Path components of lowercase hex (a digest, a chunk id, a step identity; an optional
 # suffix such as `.ckpt` after it) are stored as their bytes (index schema 2,
 # docs/internals.md "Packed store"); compiled on first use (a run's start-up).
 _HEX_PART = LazyPattern(r"((?:[0-9a-f]{2}){16,127})(\.[^/]*)?")
 _OBJECTS_LOCK = "objects.lock"
 _UPSERT = (
-    "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO entries (dir, leaf, segment, offset, length, object, written, facts)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _BUSY_MS = 120_000
 _HELD_DIRS = 512
@@ -103,6 +107,19 @@ _FRESH_DIRS = 4096
 _KNOWN_DIRS = 4096
 """Directory ids a store remembers by name (`_DirIds`): a lane's directories are used
 together, and the index (`dirs`, whose ids are never reused) answers for the others."""
+
+
+class Found(NamedTuple):
+    """A record's index row as `lookup_many` found it, for `read_found`."""
+
+    segment: int
+    offset: int
+    length: int
+    dir_id: int
+    leaf: bytes  # as the record holds it
+    packed: bool  # an `RJPC` record (index schema 2 and later), else `RJPL`
+    facts: bytes | None  # what `put` was given with the record
+
 
 Row = tuple[int, int, int, str | None]
 """An entry's place: segment, offset, length, object (a large payload's digest)."""
@@ -369,6 +386,8 @@ class PackedStore:
             db = self._connect(pack)
             if _schema_of(db) == 1:
                 _migrate_v1(db)
+            if _schema_of(db) == 2:
+                _migrate_v2(db)
             self._schema = _schema_of(db)
             self._write_db = db
         return self._write_db
@@ -460,30 +479,39 @@ class PackedStore:
         that does not read back as that name (the caller then reads it as `get` does).
         The entries of every directory named are read in one query, keyed as the index
         keeps them."""
-        out: list[bytes | None] = [None] * len(names)
+        return self.read_found(self.lookup_many(names, facts=False))
+
+    def lookup_many(self, names: list[str], *, facts: bool = True) -> list[Found | None]:
+        """The index row of each of `names` that is a record of a segment (None: no
+        entry, or a large object), the entries of every directory named read in one
+        query; with its facts (`put`; None when it has none, or without `facts`:
+        docs/internals.md "Decision facts in the index"). `read_found` reads the
+        records."""
+        out: list[Found | None] = [None] * len(names)
         if not names:
             return out
         with _index_errors(names[0]):
             db = self._reader()
             if db is None:
                 return out
-            packed = self._schema != 1
+            schema = self._schema or 2
+            packed = schema != 1
             split = [name.rpartition("/") for name in names]
             keys: dict[str, str | bytes] = {}
             for directory, _, _ in split:  # each directory packed once, not once a name
                 if directory not in keys:
                     keys[directory] = self._key(directory)
             marks = ", ".join("?" * len(keys))
+            column = "e.facts" if facts and schema >= 3 else "NULL"
             found = db.execute(
-                "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object "
-                f"FROM dirs d JOIN entries e ON e.dir = d.id WHERE d.name IN ({marks})",
+                "SELECT d.id, d.name, e.leaf, e.segment, e.offset, e.length, e.object, "
+                f"{column} FROM dirs d JOIN entries e ON e.dir = d.id WHERE d.name IN ({marks})",
                 list(keys.values()),
             ).fetchall()
-        entries: dict[tuple[str | bytes, str | bytes], tuple[int, int, int, int, Any]] = {
-            (name, leaf): (dir_id, segment, offset, length, obj)
-            for dir_id, name, leaf, segment, offset, length, obj in found
+        entries: dict[tuple[str | bytes, str | bytes], tuple[Any, ...]] = {
+            (name, leaf): (dir_id, segment, offset, length, obj, fact)
+            for dir_id, name, leaf, segment, offset, length, obj, fact in found
         }
-        wanted: list[tuple[int, int, int, int, int, bytes]] = []
         for i, (directory, _, leaf) in enumerate(split):
             # a leaf has no "/"; packed without the cache, which would hold every leaf a
             # resume reads (they are each a checkpoint's own) and push out the components
@@ -493,14 +521,28 @@ class PackedStore:
             if row is None or row[4] is not None:
                 continue
             encoded = key if isinstance(key, bytes) else key.encode("utf-8")
-            wanted.append((row[1], row[2], row[3], i, row[0], encoded))
-        wanted.sort()
+            out[i] = Found(row[1], row[2], row[3], row[0], encoded, packed, row[5])
+        return out
+
+    def read_found(self, rows: list[Found | None]) -> list[bytes | None]:
+        """The record of each row `lookup_many` found, read in offset order (the blocks
+        of a sealed segment decompressed once); None for a row not given, or a record
+        that does not read back as its name (the caller then reads it as `get` does)."""
+        out: list[bytes | None] = [None] * len(rows)
+        wanted = sorted((row[:3], i) for i, row in enumerate(rows) if row is not None)
+        if not wanted:
+            return out
+        with _index_errors("segment"):
+            db = self._reader()
+        if db is None:
+            return out
         blocks: dict[tuple[int, int], bytes | None] = {}  # this call's, without the lock
-        expected = _MAGIC_PACKED if packed else _MAGIC_LEAF
         record = _LEAF_RECORD
         fixed = record.size
         last_segment, fd, sealed = -1, -1, False
-        for segment, offset, length, i, dir_id, encoded in wanted:
+        for (segment, offset, length), i in wanted:
+            row = rows[i]
+            assert row is not None
             if segment != last_segment:  # the lane's records are mostly in one segment
                 try:
                     fd = self._segment_fd(db, segment)
@@ -518,11 +560,13 @@ class PackedStore:
             else:
                 raw, start = os.pread(fd, length, offset), 0
             # the record in place (no copy of it before its data): header, leaf, data
+            encoded = row.leaf
             head = fixed + len(encoded)
             if len(raw) < start + length or length < head:
                 continue
             magic, at_dir, leaf_size, data_size = record.unpack_from(raw, start)
-            if magic != expected or at_dir != dir_id or leaf_size != len(encoded):
+            expected = _MAGIC_PACKED if row.packed else _MAGIC_LEAF
+            if magic != expected or at_dir != row.dir_id or leaf_size != len(encoded):
                 continue
             if head + data_size != length or raw[start + fixed : start + head] != encoded:
                 continue
@@ -739,25 +783,33 @@ class PackedStore:
 
     # ------------------------------------------------------------------ writing
 
-    def put(self, name: str, data: bytes) -> None:
+    # `put` and `put_many` take each record's facts: what a reader may decide from
+    # without reading the record, docs/internals.md "Decision facts in the index"
+    keeps_facts = True
+
+    def put(self, name: str, data: bytes, facts: bytes | None = None) -> None:
         """Store `data` under `name` (replacing what was there), visible to readers of any
         process once this returns; durable at the caller's next `FsRoot.sync`. Raises
-        FsError (an index error is FsIOError); the entry then keeps what it had."""
+        FsError (an index error is FsIOError); the entry then keeps what it had. `facts`
+        are kept in its index row (`lookup_many` gives them), bound to this record: a
+        rewrite without them clears them."""
         try:  # `_index_errors` inline: this is the per-entry path of every write
-            self._put(name, data)
+            self._put_rows([(name, data)], [facts])
         except sqlite3.Error as exc:
             raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
 
-    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+    def put_many(
+        self, items: Iterable[tuple[str, bytes]], facts: list[bytes | None] | None = None
+    ) -> None:
         """`put` of each (name, data) in order, the index rows in one transaction (a
         checkpoint's envelope and its lane pointer; a batch of replies): visible to readers
         together once this returns, durable at the caller's next `FsRoot.sync`. Raises as
         `put`; an entry then has what it had or its new bytes (a record nothing indexes is
-        garbage), as after the same puts one by one."""
+        garbage), as after the same puts one by one. `facts`: each item's, as `put`."""
         items = list(items)
         try:
             if items:
-                self._put_rows(items)
+                self._put_rows(items, facts)
         except sqlite3.Error as exc:
             name = items[0][0] if items else ""
             raise FsIOError(name, errno.EIO, f"packed store index: {exc}") from exc
@@ -765,15 +817,17 @@ class PackedStore:
     def _put(self, name: str, data: bytes) -> None:
         self._put_rows([(name, data)])
 
-    def _put_rows(self, items: list[tuple[str, bytes]]) -> None:
+    def _put_rows(
+        self, items: list[tuple[str, bytes]], facts: list[bytes | None] | None = None
+    ) -> None:
         pack = self._open_pack(create=True)
         assert pack is not None
         with self._write_lock:
             db = self._writer_db(pack)
             rows: list[tuple[Any, ...]] = []
             try:
-                for name, data in items:
-                    row = self._append(pack, db, name, data, rows)
+                for i, (name, data) in enumerate(items):
+                    row = self._append(pack, db, name, data, rows, facts[i] if facts else None)
                     if row is not None:
                         rows.append(row)
                 self._commit_rows(db, rows)
@@ -820,6 +874,7 @@ class PackedStore:
         name: str,
         data: bytes,
         pending: list[tuple[Any, ...]],
+        facts: bytes | None = None,
     ) -> tuple[Any, ...] | None:
         """Append `name`'s record to this store's segment (under the write lock); the index
         row to commit, or None when there is none to write (the same bytes are there, or a
@@ -834,7 +889,7 @@ class PackedStore:
             dir_id = self._dir_for_put(db, directory)
         written = self._fresh.get(dir_id)
         if written is None or encoded in written:
-            if self._same(db, dir_id, leaf, name, data, encoded):
+            if self._same(db, dir_id, leaf, name, data, encoded, facts):
                 return None
         else:  # a directory this store created: only its own writes can be there
             written.add(encoded)
@@ -842,7 +897,8 @@ class PackedStore:
         if len(data) > self._large:
             self._commit_rows(db, pending)  # the object's row commits under its lock
             digest = hashlib.sha256(data).hexdigest()
-            self._put_object(pack, db, (dir_id, encoded, 0, 0, len(data), digest, now), data)
+            row = (dir_id, encoded, 0, 0, len(data), digest, now, facts)
+            self._put_object(pack, db, row, data)
             self._drop_held(dir_id)
             return None
         if self._rotates():
@@ -857,7 +913,7 @@ class PackedStore:
             writer.broken = True  # a torn tail: the next put starts a new segment
             raise
         writer.size += len(record)
-        return (dir_id, encoded, writer.id, offset, len(record), None, now)
+        return (dir_id, encoded, writer.id, offset, len(record), None, now, facts)
 
     def _put_object(
         self, pack: FsRoot, db: sqlite3.Connection, row: tuple[Any, ...], data: bytes
@@ -904,17 +960,21 @@ class PackedStore:
         name: str,
         data: bytes,
         encoded: bytes | None = None,
+        facts: bytes | None = None,
     ) -> bool:
-        """Whether `name` already holds exactly `data` (a rewrite then writes nothing)."""
+        """Whether `name` already holds exactly `data` and `facts` (a rewrite then writes
+        nothing)."""
         if encoded is None:
             encoded = _pack_leaf(leaf)
         row = db.execute(
-            "SELECT segment, offset, length, object FROM entries WHERE dir = ? AND leaf = ?",
+            "SELECT segment, offset, length, object, facts FROM entries WHERE dir = ? AND leaf = ?",
             (dir_id, encoded),
         ).fetchone()
         if row is None:
             return False
-        segment, offset, length, obj = row
+        segment, offset, length, obj, had = row
+        if had != facts:
+            return False
         if obj is not None:
             return len(data) == length and hashlib.sha256(data).hexdigest() == obj
         if length not in (
@@ -1387,7 +1447,8 @@ _V2_TABLES = """
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
-    """Index schema 2 (docs/internals.md "Packed store"): names packed (`_pack_path`) and
+    """Index schema 3 (docs/internals.md "Packed store"): schema 2 and `entries.facts`;
+    names packed (`_pack_path`) and
     kept once (`dirs` is keyed by its name; no second index); ids of directories and
     segments from counters in `meta`, never reused: a process keeps the descriptors of
     the segments it read by id, and `RJPL`/`RJPC` records name their directory by id."""
@@ -1396,7 +1457,8 @@ def _create_schema(db: sqlite3.Connection) -> None:
         BEGIN IMMEDIATE;
         CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         INSERT INTO meta VALUES ('schema', {_SCHEMA}), ('dir', 0), ('segment', 0);
-        {_V2_TABLES}
+        {_V2_TABLES};
+        {_FACTS_COLUMN};
         COMMIT;
         """
     )
@@ -1447,11 +1509,27 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO meta VALUES (?, ?)",
             [
-                ("schema", _SCHEMA),
+                ("schema", 2),
                 ("dir", max((i for _, i in dirs), default=0)),
                 ("segment", last_segment),
             ],
         )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _migrate_v2(db: sqlite3.Connection) -> None:
+    """Add `entries.facts` to an index of schema 2 (schema 3), in one transaction: the
+    column is NULL for every record there (read as before, from the record), and a
+    runjournal of schema 2 still reads and writes the index (its rows name their columns;
+    a row it replaces has no facts)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if _schema_of(db) == 2:
+            db.execute(_FACTS_COLUMN)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (_SCHEMA,))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

@@ -557,6 +557,13 @@ def _resolve(
         )
         stack.callback(input_stats.close)
         inv.input_stats = input_stats
+        if not settings.verify_inputs:
+            # and the checkpoints' facts kept in the packed index: a lane is decided
+            # from them, reading only the payloads it uses (see
+            # docs/internals.md "Decision facts in the index")
+            trust = getattr(inv.collab.loader, "trust_index_facts", None)
+            if trust is not None:
+                trust()
     # otherwise the inputs are read and hashed here, and the run keeps only their names,
     # sizes and digests, reading each again when it needs its bytes (issue 29: peak RSS)
     source_files = ports.made.source_files() if input_stats is None else None

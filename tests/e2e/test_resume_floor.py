@@ -149,12 +149,30 @@ def _artifacts(doc: dict) -> dict[str, bytes]:
 def test_a_no_op_resume_reads_payloads_per_lane_not_per_decision(
     invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runjournal.adapters import checkpoints
-    from runjournal.adapters.checkpoints import EnvelopeCodec
-
     args = _terms_project(tmp_path, docs=3)
     cold = invoke(*args)
     assert cold.exit_code == 0, cold.output
+    opened = _count_opens(monkeypatch)
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    decisions = sum(doc["decisions"].values())
+    assert set(doc["decisions"]) == {"reused"} and decisions > 3 * 3
+    # one verified payload per lane (its normalize: the artifact written), the other
+    # decisions from their envelope's header, or the lane's first extract header their
+    # bytes repeat (docs/internals.md "Reusing a lane as a whole"), and each one's
+    # trailing digest: one hash per checkpoint
+    assert opened["payload"] <= 3, opened
+    assert opened["payload"] + opened["header"] <= decisions
+    assert opened["digest"] == decisions, opened
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+
+
+def _count_opens(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Envelopes opened (with their payload or not) and trailing digests checked."""
+    from runjournal.adapters import checkpoints
+    from runjournal.adapters.checkpoints import EnvelopeCodec
+
     opened = {"payload": 0, "header": 0, "digest": 0}
     real_open, real_digest = EnvelopeCodec.open, checkpoints._scope_digest
 
@@ -168,18 +186,60 @@ def test_a_no_op_resume_reads_payloads_per_lane_not_per_decision(
 
     monkeypatch.setattr(EnvelopeCodec, "open", counting)
     monkeypatch.setattr(checkpoints, "_scope_digest", digest)
+    return opened
+
+
+def test_a_stat_mode_no_op_resume_reads_only_the_envelopes_it_uses(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `input_check = "stat"` a lane is decided from its checkpoints' index facts
+    (docs/internals.md "Decision facts in the index"): the one envelope read per lane
+    is its normalize's, whose payload is the artifact; `--verify` reads them all."""
+    args = [*_terms_project(tmp_path, docs=3), "--input-check", "stat"]
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    _trust_recorded_stats(tmp_path / "cache")
+    opened = _count_opens(monkeypatch)
     again = invoke(*args, "--resume")
     assert again.exit_code == 0, again.output
     doc = json.loads(again.stdout)
     decisions = sum(doc["decisions"].values())
     assert set(doc["decisions"]) == {"reused"} and decisions > 3 * 3
-    # one verified payload per lane (its normalize: the artifact written), the other
-    # decisions from their envelope's header, or the lane's first extract header their
-    # bytes repeat (docs/internals.md "Reusing a lane as a whole"), and each one's
-    # trailing digest: one hash per checkpoint
-    assert opened["payload"] <= 3, opened
-    assert opened["payload"] + opened["header"] <= decisions
+    assert opened == {"payload": 3, "header": 0, "digest": 3}, opened
+    assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
+    for key in opened:
+        opened[key] = 0
+    verified = invoke(*args, "--resume", "--verify")
+    assert verified.exit_code == 0, verified.output
+    assert set(json.loads(verified.stdout)["decisions"]) == {"reused"}
+    assert opened["payload"] == 3 and opened["digest"] == decisions, opened
+
+
+def test_a_stat_mode_resume_of_a_cache_without_facts_reads_every_envelope(
+    invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index as a runjournal before index schema 3 left it (no `facts` column,
+    schema 2; the records are the same): each lane is read and checked as before."""
+    import contextlib
+    import sqlite3
+
+    args = [*_terms_project(tmp_path, docs=2), "--input-check", "stat"]
+    cold = invoke(*args)
+    assert cold.exit_code == 0, cold.output
+    _trust_recorded_stats(tmp_path / "cache")
+    index = tmp_path / "cache" / "pack" / "index.sqlite"
+    with contextlib.closing(sqlite3.connect(index)) as db, db:
+        db.execute("ALTER TABLE entries DROP COLUMN facts")
+        db.execute("UPDATE meta SET value = 2 WHERE key = 'schema'")
+    opened = _count_opens(monkeypatch)
+    again = invoke(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    decisions = sum(doc["decisions"].values())
+    assert set(doc["decisions"]) == {"reused"}
     assert opened["digest"] == decisions, opened
+    with contextlib.closing(sqlite3.connect(index)) as db:  # it wrote no entry
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] == 2
     assert _artifacts(doc) == _artifacts(json.loads(cold.stdout))
 
 

@@ -26,6 +26,7 @@ from runjournal.adapters.checkpoints import (
     Workspace,
     _scope_digest,
     decode_shared,
+    envelope_facts,
 )
 from runjournal.adapters.fsroot import FsRoot
 from runjournal.adapters.packed_store import PackedStore
@@ -171,6 +172,41 @@ def v3_records(draw: st.DrawFn) -> tuple[CheckpointKey, CheckpointRecord]:
         digests=digests,
         usage=draw(usages),
     )
+
+
+class TestIndexFacts:
+    """`envelope_facts`: what the packed index keeps of an envelope (docs/internals.md
+    "Decision facts in the index"), read back by `open_facts` as `open` reads it."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(case=v3_records(), compress=st.booleans())
+    def test_facts_round_trip(self, case, compress: bool) -> None:
+        key, record = case
+        sealed = codec.seal(key, record, compress=compress)
+        facts = envelope_facts(sealed.data)
+        assert facts is not None and facts[0] == ENVELOPE_VERSION
+        assert facts[1:] == header_of(sealed.data)
+        lookup = lookup_of(sealed.shared)
+        from_facts = codec.open_facts(facts, key, lookup)
+        header, _ = codec.open(sealed.data, key, lookup, payload=False)
+        assert from_facts == header
+        assert from_facts.digests == record.digests
+        assert (from_facts.usage or None) == (record.usage or None)
+        assert from_facts.warnings == record.warnings
+        assert from_facts.provenance == record.provenance
+        with pytest.raises(EnvelopeRejected):  # its shared components are needed too
+            codec.open_facts(facts, key, lookup_of())
+
+    def test_no_facts_for_another_version(self) -> None:
+        record = make_record()
+        assert envelope_facts(codec.encode(NORMALIZE, record)) is None
+        assert envelope_facts(b"RJCK") is None
+        sealed = codec.seal(NORMALIZE, record)
+        facts = envelope_facts(sealed.data)
+        assert facts is not None
+        for bad in (b"\x02" + facts[1:], facts[:20], b""):
+            with pytest.raises(EnvelopeRejected):
+                codec.open_facts(bad, NORMALIZE, lookup_of(sealed.shared))
 
 
 class TestRoundTrip:

@@ -192,7 +192,7 @@ def test_an_index_of_schema_1_is_read_then_migrated_by_a_writer(root, tmp_path):
         assert watcher.get(names[2]) == entries[names[2]]  # read schema 1
         assert other.get(names[2]) == entries[names[2]]
         writer.put("workspaces/glossary/steps/terms/new/latest.extract", b"new")
-        assert _schema(tmp_path) == 2
+        assert _schema(tmp_path) == 3  # schema 1 -> 2 -> 3 (`entries.facts`)
         # a store that read schema 1 before the migration reads on
         assert watcher.get(names[3]) == entries[names[3]]
         assert watcher.get("workspaces/glossary/steps/terms/new/latest.extract") == b"new"
@@ -505,21 +505,13 @@ def test_a_cache_written_before_schema_2_is_read_then_written(tmp_path):
     (`tests/fixtures/make_packed_v1.py`, run on that code): a schema 1 index, `RJPL`
     records, envelope version 3 with zstd frames, text lane pointers. Every checkpoint
     loads; a new one migrates the index; all load again, after a compaction too."""
-    import tarfile
-    from pathlib import Path
-
     from runjournal.adapters.checkpoints import CheckpointLoader, CheckpointRecorder, Workspace
     from runjournal.domain.decisions import CheckpointState, Stage, StageDigests
     from runjournal.domain.identity import LaneComponents, step_identity
     from runjournal.domain.ports import CheckpointKey, CheckpointRecord, StoreScope
+    from support.fixture_archives import unpack_fixture
 
-    fixture = Path(__file__).parents[1] / "fixtures" / "packed-v1.tar.gz"
-    with tarfile.open(fixture) as tar:
-        # `filter` came with Python 3.11.4 (Debian's 3.11.2 has none): the fixture is ours
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(tmp_path, filter="data")
-        else:
-            tar.extractall(tmp_path)
+    unpack_fixture("packed-v1.tar.gz", tmp_path)
     components = LaneComponents(*(hashlib.sha256(c.encode()).hexdigest() for c in "ab"), *[""] * 5)
     sid = step_identity(components)
 
@@ -572,7 +564,7 @@ def test_a_cache_written_before_schema_2_is_read_then_written(tmp_path):
             recorder.sync()
         finally:
             packed.close()
-        assert _schema(tmp_path) == 2
+        assert _schema(tmp_path) == 3  # schema 1 -> 2 -> 3 (`entries.facts`)
         check(root)
         packed = PackedStore(root)
         try:

@@ -282,11 +282,13 @@ def test_records_of_the_earlier_format_are_still_read(root, tmp_path):
     with contextlib.closing(sqlite3.connect(index)) as db, db:
         dir_id, seg_id = db.execute("SELECT dir, segment FROM entries").fetchone()
         db.execute(
-            "INSERT INTO entries VALUES (?, 'old.ckpt', ?, ?, ?, NULL, 0)",
+            "INSERT INTO entries (dir, leaf, segment, offset, length, object, written)"
+            " VALUES (?, 'old.ckpt', ?, ?, ?, NULL, 0)",
             (dir_id, seg_id, offset, len(old)),
         )
         db.execute(
-            "INSERT INTO entries VALUES (?, 'other.ckpt', ?, ?, ?, NULL, 0)",
+            "INSERT INTO entries (dir, leaf, segment, offset, length, object, written)"
+            " VALUES (?, 'other.ckpt', ?, ?, ?, NULL, 0)",
             (dir_id, seg_id, offset, len(old)),
         )
     assert [n for n, _ in segment_records(segment.read_bytes())] == ["new.ckpt", "ws/p/old.ckpt"]
