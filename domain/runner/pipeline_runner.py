@@ -130,14 +130,14 @@ class PipelineRunner:
         # the steps another step consumes keep their artifacts decoded (`Artifact.lean`)
         self._consumed_steps = {p for s in pipeline.steps for p in s.consumes}
         self._record_inputs(pipeline)
-        planned = resolve_plans(pipeline, self._plan_store, self._known)
+        planned = resolve_plans(pipeline, self._plan_store, self._known, self._spool)
         # a source, not its plan: the plans go once settled (issue 29: peak RSS)
         self._unread = {p.source.name: p.source for p in planned if p.unread}
         # held packed until a lane starts, not as objects for the whole run (issue 29)
         chunks_by_source = {
-            p.source.name: (
-                p.packed if p.packed is not None else SourceChunks(p.source.name, p.chunks)
-            ).spilled(self._spool)
+            p.source.name: p.packed
+            if p.packed is not None
+            else SourceChunks(p.source.name, p.chunks)
             for p in planned
         }
         self._chunks = chunks_by_source

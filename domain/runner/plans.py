@@ -50,9 +50,10 @@ class PlannedSource:
     count: int | None = None
 
 
-def _held(planned: PlannedSource) -> PlannedSource:
-    """`planned` with its chunks packed and, unless it is to be published, no spans."""
-    planned.packed = SourceChunks(planned.source.name, planned.chunks)
+def _held(planned: PlannedSource, spool: Spool | None) -> PlannedSource:
+    """`planned` with its chunks packed (set aside in `spool` when there is one) and,
+    unless it is to be published, no spans."""
+    planned.packed = SourceChunks(planned.source.name, planned.chunks).spilled(spool)
     planned.count = len(planned.chunks)
     planned.chunks = []
     if not planned.publish:
@@ -81,6 +82,7 @@ def resolve_plans(
     pipeline: ResolvedPipeline,
     plan_store: ChunkPlanStore | None,
     known: KnownChunks | None = None,
+    spool: Spool | None = None,
 ) -> list[PlannedSource]:
     """Look up or compute every source's plan; publishing waits for `settle_plans`.
 
@@ -89,7 +91,8 @@ def resolve_plans(
     plan's, keyed by the source's digest); otherwise it is read now (docs/internals.md
     "Inputs a resume does not read"), and its chunks keep no text either: the run holds
     no input's bytes (issue 29), `read_chunks` reads them when an extract executes.
-    `known` records the chunks of every source planned here from its bytes."""
+    `known` records the chunks of every source planned here from its bytes; with a
+    `spool` each source's packed chunks are set aside there as it is planned."""
     out: list[PlannedSource] = []
     settings = pipeline.chunking
     for unread in pipeline.sources:
@@ -103,7 +106,10 @@ def resolve_plans(
                 spans = [Span(c.start, c.end) for c in chunks]
                 outcomes = [PlanOutcome.REUSED]
                 out.append(
-                    _held(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                    _held(
+                        PlannedSource(source, key, facts, spans, outcomes, chunks, False, True),
+                        spool,
+                    )
                 )
                 continue
             if known is None:
@@ -135,10 +141,14 @@ def resolve_plans(
         if unread is not source:  # read here: its text is read again when an extract needs it
             texts = [msgspec.structs.replace(c, text="") for c in chunks]
             out.append(
-                _held(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+                _held(
+                    PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True), spool
+                )
             )
             continue
-        out.append(_held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish)))
+        out.append(
+            _held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish), spool)
+        )
     return out
 
 
