@@ -16,32 +16,81 @@ from runjournal.domain.events import LLMCallAttempted, LLMUsageReused, RunEvent
 from runjournal.domain.llm import AttemptStatus, LLMUsage
 from runjournal.projections.llm_retries import RetryFold, retries_text
 
+_SLOT = 16  # a digest's bytes, and a slot of `DigestSet`'s table
+_EMPTY = bytes(_SLOT)
+
 
 class DigestSet:
     """A set of keys (tuples of strings and numbers) held as 16-byte digests of them.
 
-    A fold keeps one key per LLM call and one per attempt for the whole run, as tuples
-    about 180 bytes each with their set slot; their digests about 70 (issue 29: peak RSS).
-    Two keys share a digest with a chance of about n^2 / 2^129, so membership is as a
-    set's."""
+    A fold keeps one key per LLM call and one per attempt for the whole run: as tuples
+    about 180 bytes each with their set slot; as `bytes` digests in a set about 85; here
+    each digest is a slot of one open-addressing table (a `bytearray`, linear probing, at
+    most two thirds full), 24 to 48 bytes a key (issue 29: peak RSS). Two keys share a
+    digest with a chance of about n^2 / 2^129, so membership is as a set's. One thread
+    adds; others may ask `in` meanwhile (the LLM call log, docs/internals.md "Objects
+    shared between threads"): a table is replaced whole when it grows, never resized in
+    place, and a slot is written in one step."""
 
-    __slots__ = ("_digests",)
+    __slots__ = ("_count", "_table", "_zero")
 
     def __init__(self) -> None:
-        self._digests: set[bytes] = set()
+        self._table = bytearray(_SLOT * 64)
+        self._count = 0
+        self._zero = False  # the all-zero digest (an empty slot's bytes) was added
 
     @staticmethod
     def _digest(key: Hashable) -> bytes:
-        return hashlib.blake2b(msgspec.msgpack.encode(key), digest_size=16).digest()
+        return hashlib.blake2b(msgspec.msgpack.encode(key), digest_size=_SLOT).digest()
+
+    @staticmethod
+    def _slot(table: bytearray, digest: bytes) -> tuple[int, bool]:
+        """(offset of `digest`'s slot in `table`, whether it holds it); else an empty one."""
+        mask = len(table) // _SLOT - 1
+        at = (int.from_bytes(digest[:8], "little") & mask) * _SLOT
+        while True:
+            held = table[at : at + _SLOT]
+            if held == digest:
+                return at, True
+            if held == _EMPTY:
+                return at, False
+            at = (at + _SLOT) % len(table)
 
     def add(self, key: Hashable) -> None:
-        self._digests.add(self._digest(key))
+        digest = self._digest(key)
+        if digest == _EMPTY:
+            self._count += not self._zero
+            self._zero = True
+            return
+        at, held = self._slot(self._table, digest)
+        if held:
+            return
+        if 3 * (self._count + 1) > 2 * (len(self._table) // _SLOT):
+            self._grow()
+            at, _ = self._slot(self._table, digest)
+        self._table[at : at + _SLOT] = digest
+        self._count += 1
+
+    def _grow(self) -> None:
+        old = self._table
+        table = bytearray(2 * len(old))
+        for at in range(0, len(old), _SLOT):
+            digest = bytes(old[at : at + _SLOT])
+            if digest != _EMPTY:
+                to, _ = self._slot(table, digest)
+                table[to : to + _SLOT] = digest
+        self._table = table  # whole: a reader holds the old table or this one
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and self._digest(key) in self._digests
+        if not isinstance(key, tuple):
+            return False
+        digest = self._digest(key)
+        if digest == _EMPTY:
+            return self._zero
+        return self._slot(self._table, digest)[1]
 
     def __len__(self) -> int:
-        return len(self._digests)
+        return self._count
 
 
 class LLMUsageFold:

@@ -7,7 +7,7 @@ path. Every stage is decided by `decide_stage` from facts that go into the `Stag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from runjournal.domain.decisions import Stage
 from runjournal.domain.events import FileFingerprint
@@ -16,7 +16,7 @@ from runjournal.domain.leases import StageLeases
 from runjournal.domain.llm import failure_cause
 from runjournal.domain.modules import Chunk, StageContext
 from runjournal.domain.names import CORPUS_LANE
-from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope
+from runjournal.domain.pipeline import ResolvedPipeline, ResolvedStep, Scope, Source
 from runjournal.domain.plan_keys import ChunkMapEntry
 from runjournal.domain.ports import (
     CheckpointLoaderPort,
@@ -37,7 +37,6 @@ from runjournal.domain.runner.ledger import CheckpointWrites, RunLedger
 from runjournal.domain.runner.outcome import RunOutcome
 from runjournal.domain.runner.outputs import collect_outputs
 from runjournal.domain.runner.plans import (
-    PlannedSource,
     SourceChunks,
     read_chunks,
     resolve_plans,
@@ -104,7 +103,7 @@ class PipelineRunner:
         self._loader = loader
         # inputs a resume does not read (docs/internals.md "Inputs a resume does not read")
         self._known = known_chunks
-        self._unread: dict[str, PlannedSource] = {}
+        self._unread: dict[str, Source] = {}  # by name: the sources planned unread
         self._chunks: dict[str, SourceChunks] = {}  # by source, set by `run`
         self._on_execute = on_execute
         self._consumed_steps: set[str] = set()  # set by `run`
@@ -131,11 +130,15 @@ class PipelineRunner:
         # the steps another step consumes keep their artifacts decoded (`Artifact.lean`)
         self._consumed_steps = {p for s in pipeline.steps for p in s.consumes}
         self._record_inputs(pipeline)
-        planned = resolve_plans(pipeline, self._plan_store, self._known)
-        self._unread = {p.source.name: p for p in planned if p.unread}
+        planned = resolve_plans(pipeline, self._plan_store, self._known, self._spool)
+        # a source, not its plan: the plans go once settled (issue 29: peak RSS)
+        self._unread = {p.source.name: p.source for p in planned if p.unread}
         # held packed until a lane starts, not as objects for the whole run (issue 29)
         chunks_by_source = {
-            p.source.name: p.packed or SourceChunks(p.source.name, p.chunks) for p in planned
+            p.source.name: p.packed
+            if p.packed is not None
+            else SourceChunks(p.source.name, p.chunks)
+            for p in planned
         }
         self._chunks = chunks_by_source
         artifacts: dict[str, dict[str, Artifact]] = {s.id: {} for s in pipeline.steps}
@@ -147,6 +150,7 @@ class PipelineRunner:
         required = [s for s in pipeline.steps if s.id in self._policy.required]
         self._schedule(required, pipeline, chunks_by_source, artifacts, lane_ids, stop=True)
         settle_plans(planned, self._plan_store, self._ledger)
+        del planned  # each source's key, facts and outcomes: recorded, not needed again
         others = [s for s in pipeline.steps if s.id not in self._policy.required]
         try:
             self._schedule(
@@ -186,11 +190,36 @@ class PipelineRunner:
         stop: bool,
     ) -> None:
         """Run the steps' lanes through the scheduler; artifacts by step and lane, in plan order."""
-        lanes_of = {
-            s.id: [lane for lane, _, _ in self._lanes(s, pipeline, chunks_by_source)]
-            for s in pipeline.steps
-        }
-        jobs: list[LaneJob] = []
+        lanes_of = {s.id: self._lane_names(s, pipeline) for s in pipeline.steps}
+        jobs = self._jobs(steps, pipeline, chunks_by_source, artifacts, lane_ids, lanes_of)
+        policy = FailurePolicy.STOP if stop else FailurePolicy.KEEP_GOING
+        self._scheduler = Scheduler(self._ledger, self._executor, policy)
+        if self._stop_requested:
+            self._scheduler.stop()
+        try:
+            done = self._scheduler.run(jobs, artifacts)
+        finally:
+            self._scheduler = None
+            jobs.close()
+        for step in steps:  # lanes in plan order, whatever order they finished in
+            finished = artifacts[step.id]
+            artifacts[step.id] = {ln: finished[ln] for ln in lanes_of[step.id] if ln in finished}
+        if self._stop_requested and done < sum(len(lanes_of[s.id]) for s in steps):
+            raise RunStopped()
+
+    def _jobs(
+        self,
+        steps: list[ResolvedStep],
+        pipeline: ResolvedPipeline,
+        chunks_by_source: dict[str, SourceChunks],
+        artifacts: dict[str, dict[str, Artifact]],
+        lane_ids: LaneIdentities,
+        lanes_of: dict[str, list[str]],
+    ) -> Generator[LaneJob, None, None]:
+        """The steps' lane jobs in plan order, each made when the scheduler draws it: a
+        run holds the jobs (closure, needs, identity) of the lanes in its window, not of
+        every lane from its start (issue 29: peak RSS). Each lane's identity is appended
+        to `lane_ids` as its job is made: a run that returns has drawn every job."""
         for step in steps:
             for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
                 needs = self._needs(step, lane, lanes_of)
@@ -218,20 +247,7 @@ class PipelineRunner:
                         self._left_out(ledger, step, lane, left_out, len(needs))
                     return self._run_lane(ledger, step, lane, chunks, lid, pipeline, consumed)
 
-                jobs.append(LaneJob(step.id, lane, needs, start, partial=step.partial))
-        policy = FailurePolicy.STOP if stop else FailurePolicy.KEEP_GOING
-        self._scheduler = Scheduler(self._ledger, self._executor, policy)
-        if self._stop_requested:
-            self._scheduler.stop()
-        try:
-            done = self._scheduler.run(jobs, artifacts)
-        finally:
-            self._scheduler = None
-        for step in steps:  # lanes in plan order, whatever order they finished in
-            finished = artifacts[step.id]
-            artifacts[step.id] = {ln: finished[ln] for ln in lanes_of[step.id] if ln in finished}
-        if self._stop_requested and done < len(jobs):
-            raise RunStopped()
+                yield LaneJob(step.id, lane, needs, start, partial=step.partial)
 
     def _left_out(
         self,
@@ -286,20 +302,29 @@ class PipelineRunner:
             ],
         )
 
+    def _lane_names(self, step: ResolvedStep, pipeline: ResolvedPipeline) -> list[str]:
+        """The step's lanes in plan order: the corpus lane, or one a source."""
+        if step.scope is Scope.CORPUS:
+            return [CORPUS_LANE]
+        return [s.name for s in pipeline.sources]
+
     def _lanes(
         self,
         step: ResolvedStep,
         pipeline: ResolvedPipeline,
         chunks_by_source: dict[str, SourceChunks],
-    ) -> list[tuple[str, Callable[[], list[Chunk]], list[str]]]:
-        """Each lane, what gives its chunks (when it starts), its sources' digests."""
+    ) -> Iterator[tuple[str, Callable[[], list[Chunk]], list[str]]]:
+        """Each lane, what gives its chunks (when it starts), its sources' digests; made
+        one at a time, as its job is."""
         if step.scope is Scope.CORPUS:
 
             def corpus() -> list[Chunk]:
                 return [c for s in pipeline.sources for c in chunks_by_source[s.name].get()]
 
-            return [(CORPUS_LANE, corpus, [s.sha256 for s in pipeline.sources])]
-        return [(s.name, chunks_by_source[s.name].get, [s.sha256]) for s in pipeline.sources]
+            yield CORPUS_LANE, corpus, [s.sha256 for s in pipeline.sources]
+            return
+        for s in pipeline.sources:
+            yield s.name, chunks_by_source[s.name].get, [s.sha256]
 
     # --- lanes ------------------------------------------------------------------
 
@@ -360,14 +385,14 @@ class PipelineRunner:
             out = []
             read_now: dict[str, dict[str, Chunk]] = {}
             for c in chunks:
-                planned = self._unread.get(c.source)
-                if planned is None:
+                source = self._unread.get(c.source)
+                if source is None:
                     out.append(c)
                     continue
                 read = read_now.get(c.source)
                 if read is None:
                     assert self._known is not None
-                    got = read_chunks(planned, self._known, self._chunks[c.source].get())
+                    got = read_chunks(source, self._known, self._chunks[c.source].get())
                     read = read_now[c.source] = {r.id: r for r in got}
                 out.append(read[c.id])
             return out

@@ -10,6 +10,7 @@ import hashlib
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 from runjournal.domain.chunking import PlanInvalid, Span, plan_chunks, validate_plan
@@ -18,7 +19,13 @@ from runjournal.domain.identity import chunk_ids, raw_sha256
 from runjournal.domain.modules import Chunk
 from runjournal.domain.pipeline import ResolvedPipeline, Source
 from runjournal.domain.plan_keys import PlanFacts
-from runjournal.domain.ports import ChunkPlanStore, KnownChunks, PlanPublishError, SourceChanged
+from runjournal.domain.ports import (
+    ChunkPlanStore,
+    KnownChunks,
+    PlanPublishError,
+    SourceChanged,
+    Spool,
+)
 from runjournal.domain.redaction import safe_error_text
 from runjournal.domain.runner.ledger import RunLedger
 
@@ -43,9 +50,10 @@ class PlannedSource:
     count: int | None = None
 
 
-def _held(planned: PlannedSource) -> PlannedSource:
-    """`planned` with its chunks packed and, unless it is to be published, no spans."""
-    planned.packed = SourceChunks(planned.source.name, planned.chunks)
+def _held(planned: PlannedSource, spool: Spool | None) -> PlannedSource:
+    """`planned` with its chunks packed (set aside in `spool` when there is one) and,
+    unless it is to be published, no spans."""
+    planned.packed = SourceChunks(planned.source.name, planned.chunks).spilled(spool)
     planned.count = len(planned.chunks)
     planned.chunks = []
     if not planned.publish:
@@ -74,6 +82,7 @@ def resolve_plans(
     pipeline: ResolvedPipeline,
     plan_store: ChunkPlanStore | None,
     known: KnownChunks | None = None,
+    spool: Spool | None = None,
 ) -> list[PlannedSource]:
     """Look up or compute every source's plan; publishing waits for `settle_plans`.
 
@@ -82,7 +91,8 @@ def resolve_plans(
     plan's, keyed by the source's digest); otherwise it is read now (docs/internals.md
     "Inputs a resume does not read"), and its chunks keep no text either: the run holds
     no input's bytes (issue 29), `read_chunks` reads them when an extract executes.
-    `known` records the chunks of every source planned here from its bytes."""
+    `known` records the chunks of every source planned here from its bytes; with a
+    `spool` each source's packed chunks are set aside there as it is planned."""
     out: list[PlannedSource] = []
     settings = pipeline.chunking
     for unread in pipeline.sources:
@@ -96,7 +106,10 @@ def resolve_plans(
                 spans = [Span(c.start, c.end) for c in chunks]
                 outcomes = [PlanOutcome.REUSED]
                 out.append(
-                    _held(PlannedSource(source, key, facts, spans, outcomes, chunks, False, True))
+                    _held(
+                        PlannedSource(source, key, facts, spans, outcomes, chunks, False, True),
+                        spool,
+                    )
                 )
                 continue
             if known is None:
@@ -128,10 +141,14 @@ def resolve_plans(
         if unread is not source:  # read here: its text is read again when an extract needs it
             texts = [msgspec.structs.replace(c, text="") for c in chunks]
             out.append(
-                _held(PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True))
+                _held(
+                    PlannedSource(unread, key, facts, spans, outcomes, texts, publish, True), spool
+                )
             )
             continue
-        out.append(_held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish)))
+        out.append(
+            _held(PlannedSource(source, key, facts, spans, outcomes, chunks, publish), spool)
+        )
     return out
 
 
@@ -145,14 +162,18 @@ class SourceChunks:
     Chunks without text (a source planned unread, or read and let go: the usual case)
     are held packed, 80 bytes a chunk, and made again each time a lane asks (`get`):
     as objects with hex ids they were about 350 bytes a chunk, held for the whole run
-    (issue 29: peak RSS). Chunks with text are held as they are."""
+    (issue 29: peak RSS). `spilled` sets the packed chunks aside in the run's spool, so
+    the run holds a handle and a digest a source, not its chunks; `get` reads them back
+    and checks them against the digest. Chunks with text are held as they are."""
 
-    __slots__ = ("_chunks", "_packed", "source")
+    __slots__ = ("_chunks", "_digest", "_packed", "_spool", "source")
 
     def __init__(self, source: str, chunks: list[Chunk]) -> None:
         self.source = source
         self._chunks: list[Chunk] | None = chunks
-        self._packed = b""
+        self._packed: Any = b""  # the packed chunks, or their handle in `_spool`
+        self._spool: Spool | None = None
+        self._digest = b""
         parts: list[bytes] = []
         for c in chunks:
             ident, sha = raw_sha256(c.id), raw_sha256(c.sha256)
@@ -161,9 +182,29 @@ class SourceChunks:
             parts.append(_PACKED_CHUNK.pack(ident, sha, c.start, c.end))
         self._chunks, self._packed = None, b"".join(parts)
 
+    def spilled(self, spool: Spool | None) -> SourceChunks:
+        """Itself, its packed chunks set aside in `spool` (when there is one and they
+        are packed): a handle and their 16-byte digest held in their place."""
+        if spool is None or self._chunks is not None or self._spool is not None:
+            return self
+        packed = self._packed
+        self._digest = _chunks_digest(packed)
+        self._packed, self._spool = spool.put(packed), spool
+        return self
+
+    def _packed_chunks(self) -> bytes:
+        if self._spool is None:
+            return self._packed  # type: ignore[no-any-return]
+        packed = self._spool.get(self._packed)
+        if _chunks_digest(packed) != self._digest:
+            raise OSError(f"the chunks of '{self.source}' set aside in the run's spool changed")
+        return packed
+
     def __len__(self) -> int:
         chunks = self._chunks
-        return len(chunks) if chunks is not None else len(self._packed) // _PACKED_CHUNK.size
+        if chunks is not None:
+            return len(chunks)
+        return len(self._packed_chunks()) // _PACKED_CHUNK.size
 
     def get(self) -> list[Chunk]:
         """The chunks, in plan order (equal to the ones planned)."""
@@ -172,20 +213,22 @@ class SourceChunks:
         source = self.source
         return [
             Chunk(id=i.hex(), source=source, start=a, end=b, text="", sha256=h.hex())
-            for i, h, a, b in _PACKED_CHUNK.iter_unpack(self._packed)
+            for i, h, a, b in _PACKED_CHUNK.iter_unpack(self._packed_chunks())
         ]
 
     def __iter__(self) -> Iterator[Chunk]:
         return iter(self.get())
 
 
-def read_chunks(planned: PlannedSource, known: KnownChunks, chunks: list[Chunk]) -> list[Chunk]:
+def _chunks_digest(packed: bytes) -> bytes:
+    return hashlib.blake2b(packed, digest_size=16).digest()
+
+
+def read_chunks(unread: Source, known: KnownChunks, chunks: list[Chunk]) -> list[Chunk]:
     """The chunks of a source planned unread, with their text: the source is read (its
     digest checked by `known.read`) and chunked along the plan's spans (`chunks`, its
     planned chunks); chunks other than the planned ones (ids) are `SourceChanged`."""
-    source = msgspec.structs.replace(
-        planned.source, data=known.read(planned.source), unread_size=None
-    )
+    source = msgspec.structs.replace(unread, data=known.read(unread), unread_size=None)
     chunks_read = make_chunks(source, [Span(c.start, c.end) for c in chunks])
     if [c.id for c in chunks_read] != [c.id for c in chunks]:
         raise SourceChanged(f"input '{source.name}' is not the one its chunks were recorded from")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -95,8 +95,9 @@ def _started(ledger: RunLedger) -> LaneWork:
     raise AssertionError("a lane job is started once")
 
 
-# a job is itself: compared by identity; slots: one job per lane, held for the whole run
-# (a `__dict__` of its 18 fields was about 650 B a lane; issue 29: peak RSS)
+# a job is itself: compared by identity; slots: a job is held from when the scheduler
+# draws it until it is journaled (a `__dict__` of its 18 fields was about 650 B a lane;
+# issue 29: peak RSS)
 @dataclass(eq=False, slots=True)
 class LaneJob:
     """One lane of one step, as the scheduler sees it."""
@@ -140,9 +141,17 @@ class Scheduler:
         # that started finish first (with one slot, exactly lane after lane)
         self._queue: list[LaneJob] = []
         self._artifacts: dict[str, dict[str, Artifact]] = {}
-        self._waiting: list[LaneJob] = []  # not started yet, in plan order
+        # Jobs are drawn from the caller's iterable in plan order only when a pass needs
+        # the next one, and let go once journaled: the run holds a window of lane jobs,
+        # not one (with its closure, needs and identity) per lane of the corpus from its
+        # start (issue 29: peak RSS).
+        self._source: Iterator[LaneJob] = iter(())
+        self._drawn = 0  # jobs drawn so far: the next one's place in plan order
+        self._open: deque[LaneJob] = deque()  # drawn and not yet journaled, in plan order
+        self._waiting: list[LaneJob] = []  # drawn, not started yet, in plan order
         self._ready_check = True  # a lane finished since the waiting ones were checked
-        self._flushed = 0  # jobs[:_flushed] are journaled
+        self._done = 0  # lanes that finished
+        self._failed: list[LaneJob] = []  # lanes that failed, in the order they failed
         # Lanes are started only while fewer than `_lookahead` calls wait for a slot: a
         # started lane decides all its stages and buffers its events until it is
         # journaled, so starting every ready lane at once held the whole run in memory
@@ -162,25 +171,26 @@ class Scheduler:
         """Schedule no new work: calls in flight finish, nothing else starts."""
         self._stopping = True
 
-    def run(self, jobs: list[LaneJob], artifacts: dict[str, dict[str, Artifact]]) -> int:
+    def run(self, jobs: Iterable[LaneJob], artifacts: dict[str, dict[str, Artifact]]) -> int:
         """Run every job whose producers succeed; raise the first failure in plan order.
 
-        Each finished lane's artifact goes into `artifacts[step][lane]` at once (its
+        `jobs` is in plan order and may be a generator: a job is drawn when a pass of the
+        ready lanes reaches it (never after a stop) and let go once journaled. Each
+        finished lane's artifact goes into `artifacts[step][lane]` at once (its
         consumers read it there); returns how many lanes finished.
         """
         self._artifacts = artifacts
-        for order, job in enumerate(jobs):
-            job.order = order
-        self._waiting = [j for j in jobs if j.state is _State.WAITING]
-        self._ready_check, self._flushed = True, 0
+        self._source, self._drawn = iter(jobs), 0
+        self._open, self._waiting, self._failed = deque(), [], []
+        self._ready_check, self._done = True, 0
         self._pending_calls, self._throttled = 0, False
         try:
             while True:
                 if self._throttled and self._pending_calls < self._lookahead:
                     self._throttled, self._ready_check = False, True
-                self._start_ready(jobs)
+                self._start_ready()
                 self._fill()
-                self._flush_prefix(jobs)
+                self._flush_prefix()
                 if not self._in_flight:
                     break
                 key, outcome = self._executor.next_done()
@@ -192,28 +202,38 @@ class Scheduler:
                     self._fill()  # the freed slot first: storing a result must not idle it
                 self._deliver(job, index, outcome)
         finally:
-            for job in jobs:  # whatever happened, what was journaled is kept, in plan order
+            for job in self._open:  # whatever happened, what was journaled is kept, in plan order
                 self._flush(job)
-        failures = [j.failure for j in jobs if j.failure is not None]
+            self._open, self._waiting, self._source = deque(), [], iter(())
+        failed, self._failed = sorted(self._failed, key=lambda j: j.order), []
+        failures = [j.failure for j in failed if j.failure is not None]
         if failures:
             first = failures[0]
             first.failures = failures
             raise first
-        return sum(1 for j in jobs if j.state is _State.DONE)
+        return self._done
 
     # --- starting and resuming lanes -------------------------------------------------
 
-    def _start_ready(self, jobs: list[LaneJob]) -> None:
+    def _start_ready(self) -> None:
         # Producers come before their consumers in plan order: one pass settles a chain
         # of lanes that finish at once (reused checkpoints, restores).
         if not self._ready_check:
             return
         self._ready_check = False
         still: list[LaneJob] = []
-        for position, job in enumerate(self._waiting):
+        waiting = self._waiting
+        position = 0
+        while True:
+            if position < len(waiting):
+                job = waiting[position]
+            elif self._stopping or (job := self._draw()) is None:
+                break  # every job drawn was looked at; none is drawn after a stop
+            position += 1
             if self._pending_calls >= self._lookahead:
                 self._throttled = True
-                still.extend(self._waiting[position:])
+                still.append(job)
+                still.extend(waiting[position:])
                 break
             if self._stopping or not self._ready(job):
                 still.append(job)
@@ -226,8 +246,18 @@ class Scheduler:
             self._advance(job, None)
             # a lane that settled at once (all reused) is journaled now, not after the
             # whole chain: its buffered events would otherwise wait for every lane
-            self._flush_prefix(jobs)
+            self._flush_prefix()
         self._waiting = still
+
+    def _draw(self) -> LaneJob | None:
+        """The next job in plan order from the caller's jobs, or None when there is none."""
+        job = next(self._source, None)
+        if job is None:
+            return None
+        job.order = self._drawn
+        self._drawn += 1
+        self._open.append(job)
+        return job
 
     def _ready(self, job: LaneJob) -> bool:
         """Every lane it needs has an artifact; under KEEP_GOING, for a partial job, or
@@ -260,12 +290,14 @@ class Scheduler:
             except StopIteration as stop:
                 job.state, job.artifact, job.batch = _State.DONE, stop.value, None
                 job.work = None  # a finished generator's frame, kept per lane (issue 29)
+                self._done += 1
                 self._artifacts.setdefault(job.step, {})[job.lane] = stop.value
                 self._ready_check = True
                 return
             except StageFailure as failure:
                 job.state, job.failure, job.batch = _State.FAILED, failure, None
                 job.work = None
+                self._failed.append(job)
                 if self._policy is FailurePolicy.STOP:
                     self._stopping = True
                 else:  # a partial consumer waiting for it may start now
@@ -325,14 +357,16 @@ class Scheduler:
 
     # --- journal order ---------------------------------------------------------------
 
-    def _flush_prefix(self, jobs: list[LaneJob]) -> None:
-        while self._flushed < len(jobs):
-            job = jobs[self._flushed]
+    def _flush_prefix(self) -> None:
+        """Journal the finished lanes at the head of plan order, and let them go."""
+        open_ = self._open
+        while open_:
+            job = open_[0]
             if job.state in (_State.DONE, _State.FAILED):
                 self._flush(job)
             elif job.state is _State.RUNNING or not self._stopping:
                 return  # a lane before the next ones may still journal: wait
-            self._flushed += 1
+            open_.popleft()
 
     def _flush(self, job: LaneJob) -> None:
         if job.ledger is not None and not job.flushed:
