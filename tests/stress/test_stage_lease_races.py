@@ -105,6 +105,7 @@ def run(t):
     finally:
         leases.close()
 
+print("ready", flush=True)  # imported: the parent waits for every worker to say so
 sys.stdin.readline()  # every worker starts at once
 workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
 for w in workers:
@@ -133,6 +134,9 @@ def _race(tmp_path: Path, procs: int, threads: int, *, pairs: bool) -> dict[str,
         for p in range(procs)
     ]
     try:
+        for w in workers:  # on a loaded machine a worker still importing would miss the race
+            assert w.stdout is not None
+            assert w.stdout.readline() == "ready\n", w.stderr.read() if w.stderr else ""
         for w in workers:
             assert w.stdin is not None
             w.stdin.write("go\n")
