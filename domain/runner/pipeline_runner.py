@@ -220,9 +220,12 @@ class PipelineRunner:
         run holds the jobs (closure, needs, identity) of the lanes in its window, not of
         every lane from its start (issue 29: peak RSS). Each lane's identity is appended
         to `lane_ids` as its job is made: a run that returns has drawn every job."""
+        # each producer's lanes as a set: a per-document consumer asks for its lane in
+        # them once per lane (a list made that quadratic in the documents)
+        members = {sid: frozenset(names) for sid, names in lanes_of.items()}
         for step in steps:
             for lane, chunks, source_digests in self._lanes(step, pipeline, chunks_by_source):
-                needs = self._needs(step, lane, lanes_of)
+                needs = self._needs(step, lane, lanes_of, members)
                 lid = lane_identity(step.components, source_digests)
                 lane_ids.append(lid)
 
@@ -329,7 +332,11 @@ class PipelineRunner:
     # --- lanes ------------------------------------------------------------------
 
     def _needs(
-        self, step: ResolvedStep, lane: str, lanes_of: dict[str, list[str]]
+        self,
+        step: ResolvedStep,
+        lane: str,
+        lanes_of: dict[str, list[str]],
+        members: dict[str, frozenset[str]],
     ) -> list[tuple[str, str]]:
         """The producer lanes a lane consumes: it is ready once they are all settled."""
         out: list[tuple[str, str]] = []
@@ -337,9 +344,9 @@ class PipelineRunner:
             lanes = lanes_of[producer]
             if step.scope is Scope.CORPUS:
                 out.extend((producer, ln) for ln in lanes)
-            elif lanes == [CORPUS_LANE] and lane not in lanes:
+            elif lanes == [CORPUS_LANE] and lane != CORPUS_LANE:
                 out.append((producer, CORPUS_LANE))
-            elif lane in lanes:
+            elif lane in members[producer]:
                 out.append((producer, lane))
         return out
 
