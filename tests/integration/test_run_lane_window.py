@@ -18,38 +18,16 @@ from typing import Any
 
 import pytest
 import runjournal
-from runjournal.adapters.function_steps import chunk_step
 from runjournal.domain.runner import pipeline_runner
 from runjournal.domain.runner.scheduler import LaneJob
+from support.two_step_project import two_step_project
 
 MOST_ALIVE = 24  # lane jobs alive at once, whatever the corpus's size
 
 
-@chunk_step
-def size(chunk: Any) -> int:
-    return len(chunk.text)
-
-
-@chunk_step
-def words(chunk: Any) -> int:
-    return len(chunk.text.split())
-
-
 def _project(root: Path, docs: int) -> runjournal.Project:
-    (root / "docs").mkdir(parents=True)
-    for d in range(docs):
-        (root / "docs" / f"d{d:05d}.md").write_text(f"document {d}\n\nits second paragraph\n")
-    pipeline = runjournal.Pipeline(
-        name="lane-window",
-        inputs=("docs/*.md",),
-        steps=(
-            runjournal.Step(id="size", module=size),
-            runjournal.Step(id="words", module=words),
-        ),
-        directory=str(root),
-    )
-    return runjournal.Project.open(
-        pipeline, output_root=str(root / "out"), cache_root=str(root / "cache"), progress=False
+    return two_step_project(
+        root, docs, name="lane-window", text="document {}\n\nits second paragraph\n"
     )
 
 

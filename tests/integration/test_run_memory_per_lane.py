@@ -20,43 +20,19 @@ grew about 8.8 KB a document before, about 5.2 KB after; the test fails above 7 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import runjournal
-from runjournal.adapters.function_steps import chunk_step
 from support.traced import shrink_bounded_caches, traced_run_peak
+from support.two_step_project import two_step_project
 
 SMALL, LARGE = 100, 400  # documents
 PER_DOCUMENT = 7_000  # bytes the no-op resume's peak may grow by per document
 
 
-@chunk_step
-def size(chunk: Any) -> int:
-    """A small artifact: what is measured is the run's bookkeeping, not its data."""
-    return len(chunk.text)
-
-
-@chunk_step
-def words(chunk: Any) -> int:
-    return len(chunk.text.split())
-
-
 def _project(root: Path, docs: int) -> runjournal.Project:
-    (root / "docs").mkdir(parents=True)
-    for d in range(docs):
-        (root / "docs" / f"d{d:05d}.md").write_text(f"document {d} with one paragraph\n")
-    pipeline = runjournal.Pipeline(
-        name="memory-lanes",
-        inputs=("docs/*.md",),
-        steps=(
-            runjournal.Step(id="size", module=size),
-            runjournal.Step(id="words", module=words),
-        ),
-        directory=str(root),
-    )
-    return runjournal.Project.open(
-        pipeline, output_root=str(root / "out"), cache_root=str(root / "cache"), progress=False
+    return two_step_project(
+        root, docs, name="memory-lanes", text="document {} with one paragraph\n"
     )
 
 
