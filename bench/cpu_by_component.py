@@ -1,5 +1,6 @@
 """Where a `--jobs 64` LLM run's cpu goes, measured per component on the threads that
-spend it: the same cold runs as bench/bench_concurrency.py against the instant fake server.
+spend it: the same cold runs as bench/bench_concurrency.py against the instant fake server
+(`--latency`: one answering after that many seconds).
 
 A sampling profiler counts a thread that waits for the disk as busy, so
 its shares are not cpu (py-spy gave the manifest self-check a third of a run's samples
@@ -11,7 +12,12 @@ per component, cpu per call (milliseconds, the median of REPEAT runs, over the c
 the run), beside the run's cpu per call (`getrusage` of the run process, minus a
 one-call run's, over calls - 1, as bench_concurrency.py computes it).
 
+Also printed: how many times each component was entered per call (its outermost calls;
+a checkpoint `write_many` is one index transaction) and the run's voluntary context
+switches per call (`getrusage`, every thread: each a wait and a wake-up).
+
     python bench/cpu_by_component.py [--docs 250] [--chunks 4] [--jobs 64] [--repeat 5]
+                                     [--latency 0.2]
 """
 
 from __future__ import annotations
