@@ -589,14 +589,17 @@ class _EmptyLoader:
 
 def _checkpoint_writes(made: Factories) -> Callable[[Any, int], Any]:
     """A write pool for checkpoints with `--jobs` > 1 (cli/parallel.py); None otherwise."""
-    from runjournal.cli.parallel import LOCAL_WRITE_THREADS, MAX_WRITE_THREADS
+    from runjournal.cli.parallel import LOCAL_WRITE_THREADS, LOCAL_WRITE_WINDOW, MAX_WRITE_THREADS
 
     def writes(recorder: Any, jobs: int) -> Any:
         if recorder is None or jobs <= 1:
             return None
-        remote = getattr(recorder, "writes_wait_on_network", True)
+        if getattr(recorder, "writes_wait_on_network", True):
+            return made.checkpoint_writes(recorder, min(jobs, MAX_WRITE_THREADS))
+        # a local write is microseconds of disk: written in groups, by whoever waits for
+        # them first (docs/internals.md "The scheduler (`scheduler.py`)")
         return made.checkpoint_writes(
-            recorder, min(jobs, MAX_WRITE_THREADS if remote else LOCAL_WRITE_THREADS)
+            recorder, min(jobs, LOCAL_WRITE_THREADS), window=LOCAL_WRITE_WINDOW
         )
 
     return writes

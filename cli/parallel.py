@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
@@ -23,7 +24,13 @@ from runjournal.adapters.parking import ParkingLot
 if TYPE_CHECKING:  # imported when a pool is made: `--jobs 1` runs without threads
     from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["LOCAL_WRITE_THREADS", "MAX_WRITE_THREADS", "CheckpointWritePool", "JobPool"]
+__all__ = [
+    "LOCAL_WRITE_THREADS",
+    "LOCAL_WRITE_WINDOW",
+    "MAX_WRITE_THREADS",
+    "CheckpointWritePool",
+    "JobPool",
+]
 
 # Checkpoint writer threads at most: enough to overlap an object store's network puts.
 MAX_WRITE_THREADS = 8
@@ -31,6 +38,10 @@ MAX_WRITE_THREADS = 8
 # store's write lock: more threads only hand the GIL around (docs/performance.md
 # "Concurrency: `--jobs N` against an LLM endpoint").
 LOCAL_WRITE_THREADS = 2
+# How long a local cache root's queued checkpoint writes wait for company at most, when
+# no one waits for them sooner (`CheckpointWritePool`'s window): bounds what a SIGKILL
+# leaves unwritten of finished stages, at a transaction per window.
+LOCAL_WRITE_WINDOW = 0.05
 # Queued checkpoint writes one writer thread takes at once.
 _WRITE_BATCH = 64
 
@@ -142,6 +153,23 @@ class JobPool:
         self.close()
 
 
+class _Pending:
+    """What waits for one write of a pool with a window: called, its result (a write
+    still queued is written at once); `done()` tells, without waiting, whether it is in
+    (the scheduler journals a finished lane once its writes are: `RunLedger.writes_done`)."""
+
+    __slots__ = ("_future", "_pool")
+
+    def __init__(self, pool: CheckpointWritePool, future: Future[Any]) -> None:
+        self._pool, self._future = pool, future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def __call__(self) -> tuple[str, int]:
+        return self._pool._wait(self._future)
+
+
 class CheckpointWritePool:
     """Checkpoint writes on their own threads, so a result's fsyncs never hold up the
     scheduler (`RunLedger` waits for each when it journals the lane, in plan order).
@@ -150,9 +178,17 @@ class CheckpointWritePool:
     locked, its workspace lends directory handles under a lock, its zstd contexts are
     per thread, and `FsRoot` writes are atomic per file
     (docs/internals.md "Objects shared between threads").
+
+    With a `window` (seconds; a local cache root's writes), queued writes are written
+    together when the queue holds `_WRITE_BATCH`, `window` after a writer thread began
+    to wait for more, or when someone waits for one of them (the waiter writes what is
+    queued itself: at the run's end, or a lane journaled while the run stops). The
+    scheduler journals a finished lane once its writes are in (`_Pending.done`), so
+    replies that arrive one by one cost a transaction per window, not one each
+    (docs/performance.md "Checkpoint writes in windows").
     """
 
-    def __init__(self, recorder: Any, threads: int) -> None:
+    def __init__(self, recorder: Any, threads: int, *, window: float = 0.0) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self._recorder = recorder
@@ -162,9 +198,16 @@ class CheckpointWritePool:
         # packed store), so a burst of results costs a few transactions, not one each.
         self._many = getattr(recorder, "write_many", None)
         self._threads = threads
+        self._window = window if self._many is not None else 0.0
         self._queue: deque[tuple[Any, Any, Future[Any]]] = deque()
         self._lock = threading.Lock()
+        # a drainer lingering for the window waits here; woken by a full batch or
+        # `close` (guarded by `_lock`, as every field below)
+        self._more = threading.Condition(self._lock)
         self._drainers = 0
+        self._lingering = 0
+        self._closing = False
+        self.batches = 0  # `write_many` calls (index transactions, for tests)
 
     def submit(
         self, key: Any, record: Any, then: Callable[[], None] | None = None
@@ -177,33 +220,76 @@ class CheckpointWritePool:
             future = Future()
             with self._lock:
                 self._queue.append((key, record, future))
-                start = self._drainers < self._threads
+                if self._lingering and len(self._queue) >= _WRITE_BATCH:
+                    self._more.notify()
+                start = self._drainers < self._threads and not self._lingering
                 if start:
                     self._drainers += 1
             if start:
                 self._pool.submit(self._drain)
         if then is not None:  # the stage's lease: released once its checkpoint is there
             future.add_done_callback(lambda _: then())
-        return future.result
+        if not self._window:
+            return future.result
+        return _Pending(self, future)
+
+    def _wait(self, future: Future[Any]) -> tuple[str, int]:
+        """The write's result; a write still queued is written now, on this thread, with
+        every write queued with it (one transaction; a drainer lingering for the window
+        finds the queue empty). One a drainer took is waited for."""
+        if not future.done():
+            with self._lock:
+                queued = any(f is future for _, _, f in self._queue)
+                batch = self._take(len(self._queue)) if queued else []
+            if batch:
+                self._write(batch)
+        return future.result()
+
+    def _take(self, most: int) -> list[tuple[Any, Any, Future[Any]]]:
+        take = min(len(self._queue), most)
+        return [self._queue.popleft() for _ in range(take)]
+
+    def _write(self, batch: list[tuple[Any, Any, Future[Any]]]) -> None:
+        assert self._many is not None
+        try:
+            results = self._many([(key, record) for key, record, _ in batch])
+        except BaseException as exc:  # a recorder bug: every write of the batch fails
+            results = [exc] * len(batch)
+        with self._lock:
+            self.batches += 1
+        for (_, _, future), result in zip(batch, results, strict=True):
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    def _linger(self) -> None:
+        """Under the lock: wait up to the window for a full batch or `close`."""
+        self._lingering += 1
+        deadline = time.monotonic() + self._window
+        try:
+            while 0 < len(self._queue) < _WRITE_BATCH and not self._closing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._more.wait(left)
+        finally:
+            self._lingering -= 1
 
     def _drain(self) -> None:
         while True:
             with self._lock:
+                if self._window and self._queue:
+                    self._linger()
                 if not self._queue:
                     self._drainers -= 1
                     return
-                take = min(len(self._queue), _WRITE_BATCH)
-                batch = [self._queue.popleft() for _ in range(take)]
-            try:
-                results = self._many([(key, record) for key, record, _ in batch])
-            except BaseException as exc:  # a recorder bug: every write of the batch fails
-                results = [exc] * len(batch)
-            for (_, _, future), result in zip(batch, results, strict=True):
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+                batch = self._take(_WRITE_BATCH)
+            self._write(batch)
 
     def close(self) -> None:
         """Wait for every write (each is journaled or reported by whoever waits on it)."""
+        with self._lock:
+            self._closing = True
+            self._more.notify_all()
         self._pool.shutdown(wait=True)

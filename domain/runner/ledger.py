@@ -286,6 +286,8 @@ class RunLedger:
         self._recorder = recorder
         self._writes = writes
         self.persistence_errors: list[str] = []
+        # a lane's writes handed to `writes` and not yet seen done, oldest first
+        self._unsettled: list[Callable[[], Any]] = []
 
     def child(self) -> RunLedger:
         """A ledger for one lane: same checkpoint recorder, its records and errors held back."""
@@ -303,6 +305,15 @@ class RunLedger:
             buffered.kinds.clear()
         self.persistence_errors.extend(child.persistence_errors)
         child.persistence_errors.clear()
+
+    def writes_done(self) -> bool:
+        """Whether every checkpoint write this lane handed off is in, without waiting:
+        a pool that writes in windows (cli/parallel.py) would otherwise be waited for
+        when the lane is journaled; one that cannot tell counts as done (its writes are
+        waited for then)."""
+        if self._unsettled:
+            self._unsettled = [w for w in self._unsettled if not w.done()]  # type: ignore[attr-defined]
+        return not self._unsettled
 
     @property
     def recording(self) -> bool:
@@ -359,6 +370,8 @@ class RunLedger:
         if self._writes is not None and isinstance(self.journal, BufferedRecorder):
             writes = self._writes
             wait = writes.submit(key, record) if then is None else writes.submit(key, record, then)
+            if hasattr(wait, "done"):
+                self._unsettled.append(wait)
             self.journal.defer(lambda ledger: ledger._settle_write(key, wait))
             return False
         try:

@@ -363,10 +363,19 @@ class Scheduler:
         while open_:
             job = open_[0]
             if job.state in (_State.DONE, _State.FAILED):
+                if not self._stopping and self._in_flight and not self._written(job):
+                    # its checkpoint writes wait for company (a window of the write
+                    # pool): journaled at a later completion, or at the end, not waited
+                    # for now (docs/internals.md "The scheduler (`scheduler.py`)")
+                    return
                 self._flush(job)
             elif job.state is _State.RUNNING or not self._stopping:
                 return  # a lane before the next ones may still journal: wait
             open_.popleft()
+
+    @staticmethod
+    def _written(job: LaneJob) -> bool:
+        return job.ledger is None or job.flushed or job.ledger.writes_done()
 
     def _flush(self, job: LaneJob) -> None:
         if job.ledger is not None and not job.flushed:

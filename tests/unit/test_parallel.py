@@ -8,7 +8,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runjournal.cli.parallel import JobPool
+from runjournal.cli.parallel import CheckpointWritePool, JobPool
 
 
 def _slow_square(x: int) -> int:
@@ -146,4 +146,49 @@ def test_a_parked_call_frees_its_slot_and_the_idle_pool_flushes() -> None:
         assert flushed and set(flushed) == {threading.current_thread().name}
     finally:
         released.set()
+        pool.close()
+
+
+class _Recorder:
+    """A recorder with `write_many`: the batches it was given (one index transaction each)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def write_many(self, items: list[tuple[str, object]]) -> list[tuple[str, int]]:
+        with self.lock:
+            self.batches.append([key for key, _ in items])
+        return [(key, len(key)) for key, _ in items]
+
+
+def test_a_pool_with_a_window_writes_queued_writes_together_when_one_is_waited_for() -> None:
+    # docs/internals.md "The scheduler (`scheduler.py`)": with a window (here longer than
+    # the test) nothing is written until a batch is full, a caller waits, or `close`
+    recorder = _Recorder()
+    pool = CheckpointWritePool(recorder, 2, window=3600.0)
+    released: list[str] = []
+    try:
+        waits = [pool.submit(f"k{i}", None, lambda i=i: released.append(f"k{i}")) for i in range(5)]
+        assert not any(wait.done() for wait in waits)  # type: ignore[attr-defined]
+        assert recorder.batches == [] and released == []
+        assert waits[2]() == ("k2", 2)  # the waiter writes the whole queue, in one batch
+        assert recorder.batches == [["k0", "k1", "k2", "k3", "k4"]]
+        assert all(wait.done() for wait in waits) and sorted(released) == [  # type: ignore[attr-defined]
+            f"k{i}" for i in range(5)
+        ]
+        later = pool.submit("k5", None)
+    finally:
+        pool.close()
+    assert later() == ("k5", 2)  # `close` wrote what was left
+    assert recorder.batches[1:] == [["k5"]] and pool.batches == 2
+
+
+def test_a_pool_without_a_window_writes_at_once() -> None:
+    recorder = _Recorder()
+    pool = CheckpointWritePool(recorder, 2)
+    try:
+        assert pool.submit("a", None)() == ("a", 1)
+        assert recorder.batches == [["a"]]
+    finally:
         pool.close()

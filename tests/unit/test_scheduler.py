@@ -274,6 +274,69 @@ def test_checkpoint_writes_off_the_thread_are_journaled_in_order_after_the_file(
     assert run_ledger.persistence_errors == ["disk full"]
 
 
+class FifoExecutor(LifoExecutor):
+    """Finishes calls in the order they were submitted."""
+
+    def next_done(self) -> tuple[int, Any]:
+        key, call = self.pending.pop(0)
+        return key, call()
+
+
+def test_a_finished_lane_is_journaled_once_its_writes_are_in_not_waited_for() -> None:
+    # docs/internals.md "The scheduler (`scheduler.py`)": a write pool with a window
+    # writes later; the scheduler does not wait for a finished lane's writes (a write of
+    # its own, on its thread) while calls are in flight: the lane is journaled, in plan
+    # order, at a later completion once they are in, or at the end.
+    log: list[str] = []
+    waited: list[tuple[str, int]] = []  # (chunk, calls run) when its write was waited for
+    finished: set[str] = set()  # writes the pool has done
+
+    class Pending:
+        def __init__(self, lane: str) -> None:
+            self.lane = lane
+
+        def done(self) -> bool:
+            return self.lane in finished
+
+        def __call__(self) -> tuple[str, int]:
+            waited.append((self.lane, len(log)))
+            return "0" * 64, 1
+
+    class Writes:
+        def submit(self, key: CheckpointKey, record: Any) -> Pending:
+            return Pending(key.lane)
+
+    def lane(name: str, calls: int) -> Callable[[RunLedger], LaneWork]:
+        def start(ledger: RunLedger) -> LaneWork:
+            resolved(ledger, "s", name)
+
+            def arrived(i: int, outcome: Any) -> None:
+                decided(ledger, "s", name, str(i))
+                ledger.write_checkpoint(CheckpointKey("s", name, Stage.EXTRACT, str(i)), None)  # type: ignore[arg-type]
+
+            yield Batch([lambda i=i: log.append(f"{name}{i}") for i in range(calls)], arrived)
+            if name == "b":
+                finished.add("a")  # the pool wrote the first lane's checkpoint meanwhile
+            ref = ArtifactRef("s", name, "k", "k/v1", "application/json", "0" * 64, 0)
+            ledger.journal.artifact(artifact=ref, warnings=[])
+            return 0  # type: ignore[return-value]
+
+        return start
+
+    sink = FakeRecorder()
+    ledger = RunLedger(sink, object(), Writes())  # type: ignore[arg-type]
+    jobs = [LaneJob("s", "a", [], lane("a", 1)), LaneJob("s", "b", [], lane("b", 3))]
+    jobs.append(LaneJob("s", "c", [], lane("c", 1)))
+    Scheduler(ledger, FifoExecutor(4), FailurePolicy.STOP).run(jobs, {})
+    # a finished first (its call ran first) and was journaled once its write was in,
+    # after b's calls (not waited for at once: main waited with 1 call run); b, whose
+    # writes were never seen done, and c at the end
+    assert log[0] == "a0"
+    assert waited == [("a", 4), ("b", 5), ("b", 5), ("b", 5), ("c", 5)]
+    assert lanes_resolved(sink) == ["a", "b", "c"]
+    assert [e.lane for e in sink.of(CheckpointWritten)] == ["a", "b", "b", "b", "c"]
+
+
 def _counted(start: Callable[[RunLedger], LaneWork], live: list[int]) -> Callable:
     """`start`, counting the lanes started and not yet settled in live[0] (peak in live[1])."""
 
